@@ -1,0 +1,211 @@
+// The neuronsim instruction set: NKI-level instructions (mirroring the public
+// nki.isa semantics), each bound to the engines that execute it, operating on
+// access patterns over SBUF, PSUM and HBM. docs/isa.md is the reference.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "neuronsim/isa/dtype.h"
+
+namespace neuronsim::isa {
+
+// Version of the binary encoding and of the instruction semantics. A stream
+// carries it in every instruction; readers refuse versions they do not know.
+inline constexpr uint8_t kIsaVersion = 1;
+
+// The five sequencers of a NeuronCore, each with its own in-order stream.
+enum class Engine : uint8_t { PE = 0, ACT, DVE, POOL, SP };
+inline constexpr int kNumEngines = 5;
+std::string_view engine_name(Engine e);       // "pe", "act", "dve", "pool", "sp"
+std::string_view engine_neff_name(Engine e);  // "PE", "Activation", "DVE", "Pool", "SP"
+std::optional<Engine> parse_engine(std::string_view name);  // either spelling
+
+enum class MemSpace : uint8_t {
+  SBUF = 0,
+  PSUM,
+  HBM,
+  Pattern,  // no memory: an index pattern (iota, affine_select), only dims are used
+};
+std::string_view mem_space_name(MemSpace s);
+
+// One free dimension: `size` elements, `stride` elements apart.
+struct Dim {
+  int32_t stride = 1;
+  uint32_t size = 1;
+  bool operator==(const Dim&) const = default;
+};
+
+inline constexpr int kMaxDims = 4;
+
+// Where an operand lives and how it is walked. On SBUF/PSUM the partition axis is
+// [start_partition, start_partition + num_partitions) and `offset` is the byte
+// offset inside every partition. On HBM `tensor` is the variable id of a NEFF
+// tensor, `offset` a byte offset into it, and the rows play the role of
+// partitions: row r starts `partition_stride` elements after row r-1.
+// Dims are listed outermost first; the innermost dim is the last one.
+struct AccessPattern {
+  MemSpace space = MemSpace::SBUF;
+  DType dtype = DType::fp32;
+  uint16_t tensor = 0;
+  uint16_t start_partition = 0;
+  uint16_t num_partitions = 1;
+  int64_t partition_stride = 0;
+  uint64_t offset = 0;
+  uint8_t num_dims = 1;
+  std::array<Dim, kMaxDims> dims{};
+
+  std::span<const Dim> free_dims() const { return {dims.data(), num_dims}; }
+  uint64_t free_elems() const;   // product of the free dims' sizes
+  uint64_t total_elems() const;  // free_elems() * num_partitions
+  // Equal when every field and the used dims are equal (unused dims are ignored).
+  bool operator==(const AccessPattern& other) const;
+};
+
+// Named operand slots. Each opcode uses a fixed subset (see OpcodeInfo).
+enum class Role : uint8_t {
+  dst = 0, src, in0, in1, stationary, moving, bias, scale, reduce_dst, operand0, operand1,
+  pattern, on_true, on_false, predicate, index, initial,
+};
+inline constexpr int kNumRoles = 17;
+std::string_view role_name(Role r);
+
+struct Operand {
+  Role role;
+  AccessPattern ap;
+  bool operator==(const Operand&) const = default;
+};
+
+// Elementwise ALU operations of DVE/ACT/POOL. Comparisons give 1.0 or 0.0;
+// logical ops treat non-zero as true; bitwise ops and shifts act on the
+// operands converted to int32.
+enum class AluOp : uint8_t {
+  bypass = 0,  // result is the first operand; as op1 of tensor_scalar: no second op
+  add, subtract, multiply, divide, max, min, pow, mod, abs_max,
+  is_equal, not_equal, is_gt, is_ge, is_lt, is_le,
+  logical_and, logical_or, logical_xor,
+  bitwise_and, bitwise_or, bitwise_xor, left_shift, arith_shift_right, logical_shift_right,
+};
+inline constexpr int kNumAluOps = 25;
+std::string_view alu_op_name(AluOp op);
+std::optional<AluOp> parse_alu_op(std::string_view name);
+
+// The ScalarE activation function table.
+enum class ActFunc : uint8_t {
+  identity = 0, exp, log, tanh, sigmoid, relu, gelu, gelu_tanh, silu, softplus,
+  sqrt, rsqrt, reciprocal, square, sin, cos, erf, abs, sign, negate, arctan, mish,
+};
+inline constexpr int kNumActFuncs = 22;
+std::string_view act_func_name(ActFunc f);
+std::optional<ActFunc> parse_act_func(std::string_view name);
+float apply_act_func(ActFunc f, float x);
+
+enum class Opcode : uint8_t {
+  // TensorE
+  matmul = 0, transpose,
+  // ScalarE
+  activation,
+  // VectorE / GpSimd / ScalarE elementwise and reductions
+  tensor_tensor, tensor_scalar, tensor_reduce, tensor_copy, memset,
+  select, copy_predicated, bn_stats, bn_aggr, tensor_tensor_scan,
+  // GpSimd
+  iota, affine_select, partition_reduce, partition_shuffle, local_gather,
+  // DMA, triggered from an engine's stream, executed on one of its queues
+  dma_copy,
+  // Synchronisation
+  sem_wait, sem_signal, sem_set,
+  // Collectives over a rank group (executed by later layers)
+  all_reduce, all_gather, reduce_scatter, all_to_all, send, recv,
+};
+inline constexpr int kNumOpcodes = 28;
+
+// Semaphore wait: the instruction does not start until sem `cond` value holds.
+enum class WaitCond : uint8_t { none = 0, ge, eq };
+// Semaphore update when the instruction completes (for dma_copy: when its
+// transfer completes).
+enum class SemOp : uint8_t { none = 0, add, set };
+
+inline constexpr int kNumSemaphores = 256;  // per NeuronCore (driver constant)
+
+struct SemWait {
+  WaitCond cond = WaitCond::none;
+  uint16_t sem = 0;
+  uint32_t value = 0;
+  bool operator==(const SemWait&) const = default;
+};
+struct SemSignal {
+  SemOp op = SemOp::none;
+  uint16_t sem = 0;
+  uint32_t value = 0;
+  bool operator==(const SemSignal&) const = default;
+};
+
+// Boolean instruction options, by opcode (see OpcodeInfo::params).
+enum Flag : uint16_t {
+  kAccumulate = 1u << 0,   // matmul: add into PSUM instead of overwriting
+  kTransposeMode = 1u << 1,  // matmul: bit-exact transpose of `moving`
+  kNegate = 1u << 2,       // tensor_reduce: negate the result
+  kKeepDims = 1u << 3,     // tensor_reduce: reduced dims stay (size 1) in dst
+  kReverse0 = 1u << 4,     // tensor_scalar: operand0 <op0> data instead of data <op0> operand0
+  kReverse1 = 1u << 5,     // tensor_scalar: same for op1
+  kReversePred = 1u << 6,  // copy_predicated: copy where the predicate is zero
+};
+
+// One instruction. Opcode-specific parameters live in the generic fields below;
+// OpcodeInfo names which ones an opcode uses and what they mean.
+struct Instruction {
+  Opcode opcode = Opcode::tensor_copy;
+  Engine engine = Engine::DVE;
+  SemWait wait;
+  SemSignal signal;
+  std::vector<Operand> operands;
+  ActFunc func = ActFunc::identity;
+  AluOp alu0 = AluOp::bypass;
+  AluOp alu1 = AluOp::bypass;
+  uint8_t axes = 0;  // tensor_reduce: bit i reduces free dim i
+  uint16_t flags = 0;
+  float imm0 = 0.0f;
+  float imm1 = 0.0f;
+  std::array<int32_t, 4> ints{};
+  std::array<uint8_t, 32> mask{};  // partition_shuffle: dst partition i takes src partition mask[i]
+
+  const AccessPattern* operand(Role r) const;
+  AccessPattern* operand(Role r);
+  bool has_flag(Flag f) const { return (flags & f) != 0; }
+  bool operator==(const Instruction&) const = default;
+};
+
+// Where an opcode parameter is stored in Instruction.
+enum class ParamField : uint8_t { func, alu0, alu1, axes, imm0, imm1, int0, int1, int2, int3, flag, mask };
+
+struct ParamInfo {
+  std::string_view name;  // assembly keyword
+  ParamField field;
+  uint16_t flag = 0;      // for ParamField::flag
+  std::string_view doc;
+};
+
+struct RoleInfo {
+  Role role;
+  bool required;
+  std::string_view doc;
+};
+
+struct OpcodeInfo {
+  Opcode opcode;
+  std::string_view name;
+  std::vector<Engine> engines;  // engines whose stream may carry it
+  std::vector<RoleInfo> roles;
+  std::vector<ParamInfo> params;
+  std::string_view doc;
+};
+
+const OpcodeInfo& opcode_info(Opcode op);
+std::optional<Opcode> parse_opcode(std::string_view name);
+std::span<const OpcodeInfo> all_opcodes();
+
+}  // namespace neuronsim::isa

@@ -1,0 +1,19 @@
+// Hardware rules for instructions: partition ranges and legal start partitions,
+// PSUM banks, free-size limits, matmul operand limits, operand spaces and the
+// engine each opcode runs on. Errors name the instruction, the operand and the rule.
+#pragma once
+
+#include <string>
+
+#include "neuronsim/isa/instruction.h"
+#include "neuronsim/isa/program.h"
+#include "neuronsim/isa/target.h"
+
+namespace neuronsim::isa {
+
+// Throws IsaError "<where>: <opcode>: operand <role>: <rule>" on the first violation.
+void validate(const Instruction& inst, const Target& target, const std::string& where);
+// Validates every instruction and that HBM operands name declared tensors and stay inside them.
+void validate(const Program& program);
+
+}  // namespace neuronsim::isa

@@ -1,0 +1,433 @@
+#include "neuronsim/isa/validate.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "neuronsim/isa/error.h"
+
+namespace neuronsim::isa {
+namespace {
+
+// Smallest and largest element index (relative to the start) a pattern touches
+// inside one partition or row.
+struct Extent {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+
+Extent free_extent(const AccessPattern& ap) {
+  Extent e;
+  for (const Dim& d : ap.free_dims()) {
+    const int64_t span = static_cast<int64_t>(d.stride) * (static_cast<int64_t>(d.size) - 1);
+    (span >= 0 ? e.hi : e.lo) += span;
+  }
+  return e;
+}
+
+bool is_reduce_op(AluOp op) {
+  return op == AluOp::add || op == AluOp::multiply || op == AluOp::max || op == AluOp::min;
+}
+
+bool is_compare_op(AluOp op) { return op >= AluOp::is_equal && op <= AluOp::is_le; }
+
+bool is_collective(Opcode op) { return op >= Opcode::all_reduce; }
+
+bool is_int(DType t) { return !is_float(t) && t != DType::boolean; }
+
+class Checker {
+ public:
+  Checker(const Instruction& in, const Target& t, const std::string& where)
+      : in_(in), t_(t), where_(where), info_(opcode_info(in.opcode)) {}
+
+  void run() {
+    engine_and_sync();
+    for (const Operand& op : in_.operands) operand(op);
+    shapes();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& rule) const {
+    throw IsaError(fmt::format("{}: {}: {}", where_, info_.name, rule));
+  }
+  [[noreturn]] void fail(Role r, const std::string& rule) const {
+    fail(fmt::format("operand {}: {}", role_name(r), rule));
+  }
+
+  const AccessPattern& get(Role r) const {
+    const AccessPattern* ap = in_.operand(r);
+    if (!ap) fail(r, "missing");
+    return *ap;
+  }
+  const AccessPattern* opt(Role r) const { return in_.operand(r); }
+
+  void engine_and_sync() const {
+    if (std::find(info_.engines.begin(), info_.engines.end(), in_.engine) == info_.engines.end()) {
+      std::string allowed;
+      for (Engine e : info_.engines) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", engine_name(e));
+      fail(fmt::format("cannot run on engine {} (runs on: {})", engine_name(in_.engine), allowed));
+    }
+    for (const Operand& op : in_.operands) {
+      const bool known = std::any_of(info_.roles.begin(), info_.roles.end(),
+                                     [&](const RoleInfo& r) { return r.role == op.role; });
+      if (!known) fail(op.role, "not an operand of this instruction");
+    }
+    for (const RoleInfo& r : info_.roles)
+      if (r.required && !in_.operand(r.role)) fail(r.role, "missing");
+    if (in_.wait.cond != WaitCond::none && in_.wait.sem >= kNumSemaphores)
+      fail(fmt::format("waits on semaphore {} (a core has {})", in_.wait.sem, kNumSemaphores));
+    if (in_.signal.op != SemOp::none && in_.signal.sem >= kNumSemaphores)
+      fail(fmt::format("updates semaphore {} (a core has {})", in_.signal.sem, kNumSemaphores));
+    if (in_.opcode == Opcode::sem_wait && in_.wait.cond == WaitCond::none)
+      fail("sem_wait needs a wait condition");
+    if (in_.opcode == Opcode::sem_signal && in_.signal.op != SemOp::add)
+      fail("sem_signal needs a semaphore add");
+    if (in_.opcode == Opcode::sem_set && in_.signal.op != SemOp::set)
+      fail("sem_set needs a semaphore set");
+  }
+
+  void operand(const Operand& op) const {
+    const AccessPattern& ap = op.ap;
+    if ((op.role == Role::pattern) != (ap.space == MemSpace::Pattern))
+      fail(op.role, op.role == Role::pattern ? "must be a pattern" : "a pattern is not memory");
+    for (const Dim& d : ap.free_dims())
+      if (d.size == 0) fail(op.role, "a free dim has size 0");
+    if (ap.num_partitions == 0) fail(op.role, "zero partitions");
+    switch (ap.space) {
+      case MemSpace::SBUF: on_chip(op, t_.sbuf_partition_bytes, t_.sbuf_free_max); break;
+      case MemSpace::PSUM: on_chip(op, t_.psum_partition_bytes, t_.psum_free_max); break;
+      case MemSpace::HBM:
+        if (in_.opcode != Opcode::dma_copy && !is_collective(in_.opcode))
+          fail(op.role, "engines reach HBM only through dma_copy and collectives");
+        if (ap.tensor == 0) fail(op.role, "HBM operand names no tensor");
+        break;
+      case MemSpace::Pattern: break;
+    }
+  }
+
+  void on_chip(const Operand& op, uint32_t partition_bytes, uint32_t free_max) const {
+    const AccessPattern& ap = op.ap;
+    const uint32_t end = uint32_t{ap.start_partition} + ap.num_partitions;
+    if (end > t_.num_partitions)
+      fail(op.role, fmt::format("partitions {}..{} exceed the {} partitions", ap.start_partition,
+                                end - 1, t_.num_partitions));
+    if (in_.opcode != Opcode::dma_copy) start_partition_rule(op);
+    const Extent e = free_extent(ap);
+    const int64_t size = static_cast<int64_t>(dtype_size(ap.dtype));
+    const int64_t first = static_cast<int64_t>(ap.offset) + e.lo * size;
+    const int64_t last = static_cast<int64_t>(ap.offset) + (e.hi + 1) * size;
+    if (first < 0 || last > partition_bytes)
+      fail(op.role, fmt::format("bytes {}..{} of each partition are outside {} ({} bytes per partition)",
+                                first, last, mem_space_name(ap.space), partition_bytes));
+    const bool compute = in_.engine != Engine::PE && in_.opcode != Opcode::dma_copy;
+    if (compute && ap.free_elems() > free_max)
+      fail(op.role, fmt::format("{} free elements per partition from {} (at most {})",
+                                ap.free_elems(), mem_space_name(ap.space), free_max));
+  }
+
+  // Engines reach partitions in aligned groups: a tile wider than 64 partitions
+  // starts at 0, one of 33-64 at 0 or 64, one of up to 32 at a multiple of 32.
+  void start_partition_rule(const Operand& op) const {
+    const AccessPattern& ap = op.ap;
+    const uint32_t n = ap.num_partitions;
+    const uint32_t align = n > 64 ? 128 : n > 32 ? 64 : 32;
+    if (ap.start_partition % align != 0)
+      fail(op.role, fmt::format("a tile of {} partitions cannot start at partition {} "
+                                "(legal starts are multiples of {})",
+                                n, ap.start_partition, align));
+  }
+
+  void same_shape(Role a, Role b) const {
+    const AccessPattern& x = get(a);
+    const AccessPattern& y = get(b);
+    if (x.num_partitions != y.num_partitions || x.free_elems() != y.free_elems())
+      fail(b, fmt::format("shape [{}, {}] differs from {} [{}, {}]", y.num_partitions, y.free_elems(),
+                          role_name(a), x.num_partitions, x.free_elems()));
+  }
+
+  void per_partition_scalar(Role r, Role like) const {
+    const AccessPattern* ap = opt(r);
+    if (!ap) return;
+    if (ap->free_elems() != 1 || ap->num_partitions != get(like).num_partitions)
+      fail(r, fmt::format("must be one value per partition [{}, 1], got [{}, {}]",
+                          get(like).num_partitions, ap->num_partitions, ap->free_elems()));
+  }
+
+  void space_is(Role r, MemSpace s) const {
+    if (get(r).space != s)
+      fail(r, fmt::format("must be in {}, not {}", mem_space_name(s), mem_space_name(get(r).space)));
+  }
+
+  void reduce_op(AluOp op, const char* param) const {
+    if (!is_reduce_op(op))
+      fail(fmt::format("{}={} is not a reduction (add, multiply, max, min)", param, alu_op_name(op)));
+  }
+
+  void shapes() const {
+    switch (in_.opcode) {
+      case Opcode::matmul: matmul(); break;
+      case Opcode::transpose: transpose(); break;
+      case Opcode::activation:
+        same_shape(Role::dst, Role::src);
+        per_partition_scalar(Role::bias, Role::src);
+        per_partition_scalar(Role::scale, Role::src);
+        per_partition_scalar(Role::reduce_dst, Role::src);
+        if (opt(Role::reduce_dst) && !(in_.alu0 == AluOp::add || in_.alu0 == AluOp::max || in_.alu0 == AluOp::min))
+          fail(fmt::format("reduce={} (add, max or min)", alu_op_name(in_.alu0)));
+        break;
+      case Opcode::tensor_tensor:
+        same_shape(Role::dst, Role::in0);
+        same_shape(Role::dst, Role::in1);
+        break;
+      case Opcode::tensor_scalar:
+        same_shape(Role::dst, Role::src);
+        per_partition_scalar(Role::operand0, Role::src);
+        per_partition_scalar(Role::operand1, Role::src);
+        break;
+      case Opcode::tensor_reduce: tensor_reduce(); break;
+      case Opcode::tensor_copy: same_shape(Role::dst, Role::src); break;
+      case Opcode::select:
+        same_shape(Role::dst, Role::predicate);
+        same_shape(Role::dst, Role::on_true);
+        same_shape(Role::dst, Role::on_false);
+        break;
+      case Opcode::copy_predicated:
+        same_shape(Role::dst, Role::src);
+        same_shape(Role::dst, Role::predicate);
+        break;
+      case Opcode::bn_stats: bn(6, t_.bn_stats_fmax); break;
+      case Opcode::bn_aggr: bn(2, 0); break;
+      case Opcode::tensor_tensor_scan:
+        same_shape(Role::dst, Role::in0);
+        same_shape(Role::dst, Role::in1);
+        per_partition_scalar(Role::initial, Role::in0);
+        break;
+      case Opcode::iota:
+      case Opcode::affine_select: patterned(); break;
+      case Opcode::partition_reduce:
+        reduce_op(in_.alu0, "op");
+        if (get(Role::dst).num_partitions != 1) fail(Role::dst, "must have one partition");
+        if (get(Role::dst).free_elems() != get(Role::src).free_elems())
+          fail(Role::dst, "free size differs from src");
+        break;
+      case Opcode::partition_shuffle: shuffle(); break;
+      case Opcode::local_gather: local_gather(); break;
+      case Opcode::dma_copy: dma(); break;
+      case Opcode::all_reduce:
+        reduce_op(in_.alu0, "op");
+        if (get(Role::dst).total_elems() != get(Role::src).total_elems())
+          fail(Role::dst, "element count differs from src");
+        break;
+      case Opcode::reduce_scatter: reduce_op(in_.alu0, "op"); break;
+      default: break;
+    }
+  }
+
+  void matmul() const {
+    space_is(Role::dst, MemSpace::PSUM);
+    space_is(Role::stationary, MemSpace::SBUF);
+    space_is(Role::moving, MemSpace::SBUF);
+    const AccessPattern& st = get(Role::stationary);
+    const AccessPattern& mv = get(Role::moving);
+    const AccessPattern& dst = get(Role::dst);
+    if (st.num_partitions != mv.num_partitions || st.start_partition != mv.start_partition)
+      fail(Role::moving, fmt::format("contraction partitions {}+{} differ from stationary's {}+{}",
+                                     mv.start_partition, mv.num_partitions, st.start_partition,
+                                     st.num_partitions));
+    for (int i : {0, 1})
+      if (in_.ints[i] < 0 || in_.ints[i] % 32 != 0 || in_.ints[i] >= 128)
+        fail(fmt::format("tile position {}={} must be 0, 32, 64 or 96", i ? "col" : "row", in_.ints[i]));
+    if (in_.ints[0] + st.num_partitions > 128)
+      fail(fmt::format("row={} leaves {} PE rows, contraction needs {}", in_.ints[0], 128 - in_.ints[0],
+                       st.num_partitions));
+    if (in_.has_flag(kTransposeMode)) {
+      if (dst.num_partitions != mv.free_elems() || dst.free_elems() != mv.num_partitions)
+        fail(Role::dst, "transpose mode writes moving[K, N] as dst[N, K]");
+      if (dst.dtype != mv.dtype) fail(Role::dst, "transpose mode keeps the dtype of moving");
+      return;
+    }
+    if (st.free_elems() > t_.pe_stationary_fmax)
+      fail(Role::stationary, fmt::format("free size {} exceeds {}", st.free_elems(), t_.pe_stationary_fmax));
+    if (mv.free_elems() > t_.pe_moving_fmax)
+      fail(Role::moving, fmt::format("free size {} exceeds {}", mv.free_elems(), t_.pe_moving_fmax));
+    if (in_.ints[1] + st.free_elems() > 128)
+      fail(fmt::format("col={} leaves {} PE columns, stationary needs {}", in_.ints[1], 128 - in_.ints[1],
+                       st.free_elems()));
+    if (dst.num_partitions != st.free_elems() || dst.free_elems() != mv.free_elems())
+      fail(Role::dst, fmt::format("shape [{}, {}] is not [stationary free {}, moving free {}]",
+                                  dst.num_partitions, dst.free_elems(), st.free_elems(), mv.free_elems()));
+    if (dst.dtype != DType::fp32 && !(t_.core_version >= 4 && dst.dtype == DType::bf16))
+      fail(Role::dst, fmt::format("PSUM accumulates in float32, not {}", dtype_name(dst.dtype)));
+    psum_bank_rule(dst);
+  }
+
+  // One matmul output must stay inside one 2 KiB PSUM bank (NeuronCore-v4 may span banks).
+  void psum_bank_rule(const AccessPattern& dst) const {
+    if (t_.core_version >= 4) return;
+    const Extent e = free_extent(dst);
+    const int64_t size = static_cast<int64_t>(dtype_size(dst.dtype));
+    const int64_t first = static_cast<int64_t>(dst.offset) + e.lo * size;
+    const int64_t last = static_cast<int64_t>(dst.offset) + (e.hi + 1) * size - 1;
+    if (first / t_.psum_bank_bytes != last / t_.psum_bank_bytes)
+      fail(Role::dst, fmt::format("bytes {}..{} span two PSUM banks of {} bytes", first, last,
+                                  t_.psum_bank_bytes));
+  }
+
+  void transpose() const {
+    const AccessPattern& src = get(Role::src);
+    const AccessPattern& dst = get(Role::dst);
+    if (dst.num_partitions != src.free_elems() || dst.free_elems() != src.num_partitions)
+      fail(Role::dst, fmt::format("shape [{}, {}] is not the transpose of src [{}, {}]", dst.num_partitions,
+                                  dst.free_elems(), src.num_partitions, src.free_elems()));
+    if (dst.dtype != src.dtype) fail(Role::dst, "a transpose keeps the dtype");
+    if (in_.engine == Engine::DVE && (src.num_partitions > 32 || src.free_elems() > 32))
+      fail(Role::src, "DVE transposes blocks of at most 32x32");
+    if (in_.engine == Engine::PE) {
+      space_is(Role::src, MemSpace::SBUF);
+      space_is(Role::dst, MemSpace::PSUM);
+    }
+  }
+
+  void tensor_reduce() const {
+    reduce_op(in_.alu0, "op");
+    const AccessPattern& src = get(Role::src);
+    const uint8_t all = static_cast<uint8_t>((1u << src.num_dims) - 1);
+    if (in_.axes == 0 || (in_.axes & ~all) != 0)
+      fail(fmt::format("axes={:#x} must select some of src's {} free dims", in_.axes, src.num_dims));
+    uint64_t kept = 1;
+    for (int i = 0; i < src.num_dims; ++i)
+      if (!(in_.axes & (1u << i))) kept *= src.dims[i].size;
+    const AccessPattern& dst = get(Role::dst);
+    if (dst.num_partitions != src.num_partitions || dst.free_elems() != kept)
+      fail(Role::dst, fmt::format("shape [{}, {}] should be [{}, {}]", dst.num_partitions,
+                                  dst.free_elems(), src.num_partitions, kept));
+  }
+
+  void bn(uint64_t dst_free, uint32_t src_max) const {
+    const AccessPattern& src = get(Role::src);
+    const AccessPattern& dst = get(Role::dst);
+    if (dst.num_partitions != src.num_partitions) fail(Role::dst, "partition count differs from src");
+    if (dst.free_elems() != dst_free)
+      fail(Role::dst, fmt::format("must hold {} values per partition, has {}", dst_free, dst.free_elems()));
+    if (src_max && src.free_elems() > src_max)
+      fail(Role::src, fmt::format("bn_stats reads at most {} elements per partition, got {}", src_max,
+                                  src.free_elems()));
+    if (!src_max && src.free_elems() % 6 != 0)
+      fail(Role::src, "must hold whole bn_stats records (a multiple of 6 values)");
+    if (!is_float(dst.dtype)) fail(Role::dst, "statistics need a float dtype");
+  }
+
+  void patterned() const {
+    const AccessPattern& dst = get(Role::dst);
+    if (get(Role::pattern).free_elems() != dst.free_elems())
+      fail(Role::pattern, fmt::format("covers {} elements, dst has {} per partition",
+                                      get(Role::pattern).free_elems(), dst.free_elems()));
+    if (in_.opcode == Opcode::affine_select) {
+      same_shape(Role::dst, Role::on_true);
+      if (!is_compare_op(in_.alu0)) fail(fmt::format("cmp={} is not a comparison", alu_op_name(in_.alu0)));
+    }
+  }
+
+  void shuffle() const {
+    const AccessPattern& src = get(Role::src);
+    const AccessPattern& dst = get(Role::dst);
+    if (dst.num_partitions > 32 || src.num_partitions > 32)
+      fail("shuffles within at most 32 partitions");
+    if (dst.free_elems() != src.free_elems()) fail(Role::dst, "free size differs from src");
+    for (uint32_t i = 0; i < dst.num_partitions; ++i)
+      if (in_.mask[i] >= src.num_partitions)
+        fail(fmt::format("mask[{}]={} is not a partition of src (0..{})", i, in_.mask[i],
+                         src.num_partitions - 1));
+  }
+
+  void local_gather() const {
+    const AccessPattern& idx = get(Role::index);
+    if (!is_int(idx.dtype)) fail(Role::index, fmt::format("must be an integer dtype, not {}", dtype_name(idx.dtype)));
+    if (in_.ints[0] <= 0 || in_.ints[1] <= 0)
+      fail("elems_per_index and num_indices must be positive");
+    if (get(Role::src).num_partitions != get(Role::dst).num_partitions ||
+        idx.num_partitions != get(Role::dst).num_partitions)
+      fail(Role::src, "dst, src and index must cover the same partitions");
+    if (idx.free_elems() < static_cast<uint64_t>(in_.ints[1]))
+      fail(Role::index, fmt::format("holds {} indices, num_indices is {}", idx.free_elems(), in_.ints[1]));
+    if (get(Role::dst).free_elems() != static_cast<uint64_t>(in_.ints[0]) * in_.ints[1])
+      fail(Role::dst, "free size must be elems_per_index * num_indices");
+  }
+
+  void dma() const {
+    if (in_.ints[0] < 0 || in_.ints[0] > 15) fail(fmt::format("queue={} (0-15)", in_.ints[0]));
+    const AccessPattern& src = get(Role::src);
+    const AccessPattern& dst = get(Role::dst);
+    if (const AccessPattern* idx = opt(Role::index)) {
+      if (!is_int(idx->dtype)) fail(Role::index, "must be an integer dtype");
+      if (dst.total_elems() != idx->total_elems() * src.free_elems())
+        fail(Role::dst, fmt::format("holds {} elements; {} indices x {} per row = {}", dst.total_elems(),
+                                    idx->total_elems(), src.free_elems(), idx->total_elems() * src.free_elems()));
+      return;
+    }
+    if (dst.total_elems() != src.total_elems())
+      fail(Role::dst, fmt::format("holds {} elements, src {}", dst.total_elems(), src.total_elems()));
+  }
+
+  const Instruction& in_;
+  const Target& t_;
+  const std::string& where_;
+  const OpcodeInfo& info_;
+};
+
+// HBM operands must name declared tensors and stay inside them.
+void check_hbm(const Program& p, const Instruction& in, const std::string& where) {
+  for (const Operand& op : in.operands) {
+    const AccessPattern& ap = op.ap;
+    if (ap.space != MemSpace::HBM) continue;
+    const TensorDecl* t = p.find_tensor(ap.tensor);
+    auto fail = [&](const std::string& rule) {
+      throw IsaError(fmt::format("{}: {}: operand {}: {}", where, opcode_info(in.opcode).name,
+                                 role_name(op.role), rule));
+    };
+    if (!t) fail(fmt::format("names tensor id {}, which is not declared", ap.tensor));
+    const Extent e = free_extent(ap);
+    const int64_t rows = static_cast<int64_t>(ap.partition_stride) * (ap.num_partitions - 1);
+    const int64_t lo = std::min<int64_t>(0, rows) + e.lo;
+    const int64_t hi = std::max<int64_t>(0, rows) + e.hi + 1;
+    const int64_t size = static_cast<int64_t>(dtype_size(ap.dtype));
+    const int64_t first = static_cast<int64_t>(ap.offset) + lo * size;
+    const int64_t last = static_cast<int64_t>(ap.offset) + hi * size;
+    if (first < 0 || last > static_cast<int64_t>(t->size_bytes()))
+      fail(fmt::format("bytes {}..{} fall outside tensor '{}' ({} bytes)", first, last, t->name,
+                       t->size_bytes()));
+  }
+}
+
+}  // namespace
+
+void validate(const Instruction& inst, const Target& target, const std::string& where) {
+  Checker(inst, target, where).run();
+}
+
+void validate(const Program& program) {
+  const Target& target = target_by_name(program.target);
+  std::set<std::string> names;
+  std::set<uint16_t> ids;
+  for (const TensorDecl& t : program.tensors) {
+    if (t.var_id == 0) throw IsaError(fmt::format("tensor '{}': var id 0 is reserved", t.name));
+    if (!names.insert(t.name).second || !ids.insert(t.var_id).second)
+      throw IsaError(fmt::format("tensor '{}' (id {}) is declared twice", t.name, t.var_id));
+    if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
+      throw IsaError(fmt::format("constant '{}' holds {} bytes, its shape needs {}", t.name,
+                                 t.data.size(), t.size_bytes()));
+  }
+  for (int e = 0; e < kNumEngines; ++e) {
+    const auto& stream = program.streams[e];
+    for (size_t i = 0; i < stream.size(); ++i) {
+      const std::string where = fmt::format("{}[{}]", engine_name(static_cast<Engine>(e)), i);
+      if (stream[i].engine != static_cast<Engine>(e))
+        throw IsaError(fmt::format("{}: instruction says engine {}", where, engine_name(stream[i].engine)));
+      validate(stream[i], target, where);
+      check_hbm(program, stream[i], where);
+    }
+  }
+}
+
+}  // namespace neuronsim::isa
