@@ -134,6 +134,7 @@ class Decoder {
     at += kSlotBytes;
     for (size_t i = 0; i < extra; ++i, at += kSlotBytes) trailing_slot(at, in);
     check_roles(start, in);
+    check_unused_params(start, in);
     return in;
   }
 
@@ -181,6 +182,33 @@ class Decoder {
     for (const RoleInfo& r : info.roles)
       if (r.required && !in.operand(r.role))
         fail(at, fmt::format("{} is missing operand '{}'", info.name, role_name(r.role)));
+  }
+
+  // Fields an opcode does not use must hold their defaults, so that every
+  // stream has exactly one meaning and disassembles to the same bytes.
+  void check_unused_params(size_t at, const Instruction& in) const {
+    const Instruction defaults;
+    uint16_t allowed_flags = 0;
+    std::array<bool, 12> used{};
+    for (const ParamInfo& p : opcode_info(in.opcode).params) {
+      used[static_cast<size_t>(p.field)] = true;
+      allowed_flags = static_cast<uint16_t>(allowed_flags | p.flag);
+    }
+    auto check = [&](ParamField f, bool is_default, const char* what) {
+      if (!used[static_cast<size_t>(f)] && !is_default)
+        fail(at, fmt::format("{} does not use {}, but it is set", opcode_info(in.opcode).name, what));
+    };
+    check(ParamField::func, in.func == defaults.func, "an activation function");
+    check(ParamField::alu0, in.alu0 == defaults.alu0, "op0");
+    check(ParamField::alu1, in.alu1 == defaults.alu1, "op1");
+    check(ParamField::axes, in.axes == 0, "axes");
+    check(ParamField::imm0, std::bit_cast<uint32_t>(in.imm0) == 0, "imm0");
+    check(ParamField::imm1, std::bit_cast<uint32_t>(in.imm1) == 0, "imm1");
+    for (size_t i = 0; i < in.ints.size(); ++i)
+      check(static_cast<ParamField>(static_cast<size_t>(ParamField::int0) + i), in.ints[i] == 0, "an integer field");
+    if ((in.flags & ~allowed_flags) != 0)
+      fail(at, fmt::format("{} has unknown flag bits {:#x}", opcode_info(in.opcode).name,
+                           in.flags & ~allowed_flags));
   }
 
   std::span<const uint8_t> bytes_;

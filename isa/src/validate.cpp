@@ -406,6 +406,11 @@ void validate(const Instruction& inst, const Target& target, const std::string& 
   Checker(inst, target, where).run();
 }
 
+void validate(const Instruction& inst, const Program& program, const std::string& where) {
+  validate(inst, target_by_name(program.target), where);
+  check_hbm(program, inst, where);
+}
+
 void validate(const Program& program) {
   const Target& target = target_by_name(program.target);
   std::set<std::string> names;

@@ -45,8 +45,9 @@ struct Program {
 // Checks every instruction against the target's rules (see validate.h); then builds
 // a one-subgraph NEFF laid out like neuronx-cc's, marked as produced by neuronsim.
 neff::Neff to_neff(const Program& program, const std::string& name = "file.neff");
-// Decodes the streams of one subgraph of a NEFF whose streams use our encoding.
-// Throws NeffError naming the NEFF when it does not (a real neuronx-cc NEFF).
-Program from_neff(const neff::Neff& neff, size_t subgraph = 0);
+// Decodes the streams of one subgraph of a NEFF whose streams use our encoding;
+// `source` names the NEFF in errors. Throws NeffError when the streams are not
+// ours (a real neuronx-cc NEFF) and IsaError when they do not decode.
+Program from_neff(const neff::Neff& neff, const std::string& source, size_t subgraph = 0);
 
 }  // namespace neuronsim::isa

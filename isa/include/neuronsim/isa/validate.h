@@ -13,7 +13,9 @@ namespace neuronsim::isa {
 
 // Throws IsaError "<where>: <opcode>: operand <role>: <rule>" on the first violation.
 void validate(const Instruction& inst, const Target& target, const std::string& where);
-// Validates every instruction and that HBM operands name declared tensors and stay inside them.
+// The same, plus: HBM operands name tensors declared in `program` and stay inside them.
+void validate(const Instruction& inst, const Program& program, const std::string& where);
+// Validates the tensor declarations and every instruction of every stream.
 void validate(const Program& program);
 
 }  // namespace neuronsim::isa

@@ -1,0 +1,125 @@
+// KernelBuilder: builds a kernel from tile operations and makes it race-free by
+// construction. Instructions are emitted on engines in program order; the
+// builder records which agent (an engine, or a DMA queue) last wrote or read
+// every byte region, and when finish() runs it adds the semaphore signals and
+// waits that each cross-agent read-after-write, write-after-read and
+// write-after-write needs. Instructions on one engine, and transfers on one DMA
+// queue, complete in order, so they need no semaphores among themselves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuronsim/isa/instruction.h"
+#include "neuronsim/isa/neff.h"
+#include "neuronsim/isa/program.h"
+#include "neuronsim/isa/target.h"
+
+namespace neuronsim::isa {
+
+// Views of access patterns, for tiling.
+// Rows [first, first + count) of an HBM pattern, or partitions of an on-chip one.
+AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count);
+// Elements [first, first + count) of the innermost free dim.
+AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count);
+
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string_view target = "trn2");
+
+  const Target& target() const { return *target_; }
+
+  // HBM tensors. The returned pattern covers the whole tensor as [shape[0] rows,
+  // product of the other dims] with unit inner stride.
+  AccessPattern input(const std::string& name, DType dtype, std::vector<int64_t> shape);
+  AccessPattern output(const std::string& name, DType dtype, std::vector<int64_t> shape);
+  AccessPattern scratch(const std::string& name, DType dtype, std::vector<int64_t> shape);
+  AccessPattern constant(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                         std::vector<uint8_t> data);
+
+  // On-chip tiles [partitions, free] with unit stride. SBUF is allocated upwards
+  // per partition; PSUM tiles start on a bank boundary and stay in one bank when
+  // they fit in one. Throws IsaError when the space is exhausted.
+  AccessPattern sbuf_tile(DType dtype, uint16_t partitions, uint32_t free);
+  AccessPattern psum_tile(DType dtype, uint16_t partitions, uint32_t free);
+  // Frees every tile allocated since `mark` (from sbuf_mark()/psum_mark()).
+  uint64_t sbuf_mark() const { return sbuf_used_; }
+  uint64_t psum_mark() const { return psum_used_; }
+  void release_sbuf(uint64_t mark) { sbuf_used_ = mark; }
+  void release_psum(uint64_t mark) { psum_used_ = mark; }
+
+  // Emits any instruction; its wait/signal fields must be empty (the builder owns them).
+  void emit(Instruction inst);
+
+  // Shorthands for the common instructions.
+  void dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger = Engine::SP);
+  void matmul(const AccessPattern& dst, const AccessPattern& stationary, const AccessPattern& moving,
+              bool accumulate = false);
+  void transpose(Engine engine, const AccessPattern& dst, const AccessPattern& src);
+  void activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func, float scale = 1.0f,
+                  const AccessPattern* bias = nullptr, const AccessPattern* reduce_dst = nullptr,
+                  AluOp reduce = AluOp::add);
+  void tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& in0,
+                     const AccessPattern& in1, AluOp op);
+  // dst = (src op0 imm0) op1 imm1; per-partition operands replace the immediates when given.
+  void tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op0, float imm0,
+                     AluOp op1 = AluOp::bypass, float imm1 = 0.0f, const AccessPattern* operand0 = nullptr,
+                     const AccessPattern* operand1 = nullptr);
+  void tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op, uint8_t axes,
+                     bool negate = false);
+  void tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src);
+  void memset(Engine engine, const AccessPattern& dst, float value);
+  void bn_stats(const AccessPattern& dst, const AccessPattern& src);
+  void bn_aggr(const AccessPattern& dst, const AccessPattern& src);
+
+  // Adds the synchronisation and returns the validated program. The builder is
+  // left empty.
+  Program finish();
+  neff::Neff finish_neff(const std::string& name = "file.neff");
+
+ private:
+  // Who executes an instruction and completes it in order: an engine, or one DMA
+  // queue of the engine that triggers it.
+  struct Agent {
+    Engine engine;
+    int queue;  // -1 for the engine itself
+    bool operator==(const Agent&) const = default;
+  };
+  struct Region {
+    MemSpace space;
+    uint16_t tensor;
+    uint32_t part_lo, part_hi;  // [lo, hi)
+    int64_t byte_lo, byte_hi;   // [lo, hi)
+    bool overlaps(const Region& o) const;
+  };
+  struct Access {
+    Region region;
+    size_t node;
+    bool write;
+  };
+  struct Node {
+    Instruction inst;
+    int agent;                 // index into agents_
+    std::vector<size_t> deps;  // nodes that must complete first
+  };
+
+  AccessPattern hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorKind kind,
+                           std::vector<uint8_t> data);
+  int agent_index(const Instruction& inst);
+  static bool writes(Role role);
+  static bool reads(const Instruction& inst, Role role);
+  static std::optional<Region> region_of(const AccessPattern& ap);
+
+  const Target* target_;
+  Program program_;
+  std::vector<Agent> agents_;
+  std::vector<Node> nodes_;
+  std::vector<Access> history_;
+  uint64_t sbuf_used_ = 0;  // bytes per partition
+  uint64_t psum_used_ = 0;
+  int next_queue_[kNumEngines] = {};
+};
+
+}  // namespace neuronsim::isa

@@ -1,0 +1,329 @@
+#include "neuronsim/isa/kernel_builder.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "neuronsim/isa/error.h"
+#include "neuronsim/isa/validate.h"
+
+namespace neuronsim::isa {
+namespace {
+
+constexpr int kQueuesPerEngine = 16;
+
+// Smallest and largest element offsets of the free dims (relative to the start).
+std::pair<int64_t, int64_t> free_extent(const AccessPattern& ap) {
+  int64_t lo = 0, hi = 0;
+  for (const Dim& d : ap.free_dims()) {
+    const int64_t span = int64_t{d.stride} * (int64_t{d.size} - 1);
+    (span >= 0 ? hi : lo) += span;
+  }
+  return {lo, hi};
+}
+
+Instruction make(Opcode op, Engine engine, std::vector<Operand> operands) {
+  Instruction in;
+  in.opcode = op;
+  in.engine = engine;
+  in.operands = std::move(operands);
+  return in;
+}
+
+}  // namespace
+
+AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count) {
+  if (first + count > ap.num_partitions)
+    throw IsaError(fmt::format("rows {}..{} exceed the pattern's {} rows", first, first + count, ap.num_partitions));
+  AccessPattern out = ap;
+  out.num_partitions = static_cast<uint16_t>(count);
+  if (ap.space == MemSpace::HBM)
+    out.offset += static_cast<uint64_t>(ap.partition_stride * first) * dtype_size(ap.dtype);
+  else
+    out.start_partition = static_cast<uint16_t>(ap.start_partition + first);
+  return out;
+}
+
+AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count) {
+  const Dim inner = ap.dims[ap.num_dims - 1];
+  if (first + count > inner.size)
+    throw IsaError(fmt::format("columns {}..{} exceed the pattern's {} columns", first, first + count, inner.size));
+  AccessPattern out = ap;
+  out.dims[ap.num_dims - 1].size = count;
+  out.offset += static_cast<uint64_t>(int64_t{inner.stride} * first) * dtype_size(ap.dtype);
+  return out;
+}
+
+bool KernelBuilder::Region::overlaps(const Region& o) const {
+  return space == o.space && tensor == o.tensor && part_lo < o.part_hi && o.part_lo < part_hi &&
+         byte_lo < o.byte_hi && o.byte_lo < byte_hi;
+}
+
+KernelBuilder::KernelBuilder(std::string_view target) : target_(&target_by_name(target)) {
+  program_.target = std::string(target_->name);
+}
+
+AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                        TensorKind kind, std::vector<uint8_t> data) {
+  if (shape.empty()) shape = {1};
+  if (program_.find_tensor(name)) throw IsaError(fmt::format("tensor '{}' is declared twice", name));
+  TensorDecl t{name, dtype, shape, kind, static_cast<uint16_t>(program_.tensors.size() + 1), std::move(data)};
+  int64_t inner = 1;
+  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
+  if (shape[0] > 0xffff || inner > 0xffffffffLL)
+    throw IsaError(fmt::format("tensor '{}': shape too large for one access pattern", name));
+  AccessPattern ap;
+  ap.space = MemSpace::HBM;
+  ap.dtype = dtype;
+  ap.tensor = t.var_id;
+  ap.num_partitions = static_cast<uint16_t>(shape[0]);
+  ap.partition_stride = inner;
+  ap.dims[0] = {1, static_cast<uint32_t>(inner)};
+  program_.tensors.push_back(std::move(t));
+  return ap;
+}
+
+AccessPattern KernelBuilder::input(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+  return hbm_tensor(name, dtype, std::move(shape), TensorKind::input, {});
+}
+AccessPattern KernelBuilder::output(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+  return hbm_tensor(name, dtype, std::move(shape), TensorKind::output, {});
+}
+AccessPattern KernelBuilder::scratch(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+  return hbm_tensor(name, dtype, std::move(shape), TensorKind::scratch, {});
+}
+AccessPattern KernelBuilder::constant(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                      std::vector<uint8_t> data) {
+  return hbm_tensor(name, dtype, std::move(shape), TensorKind::constant, std::move(data));
+}
+
+AccessPattern KernelBuilder::sbuf_tile(DType dtype, uint16_t partitions, uint32_t free) {
+  const uint64_t bytes = uint64_t{free} * dtype_size(dtype);
+  const uint64_t offset = (sbuf_used_ + 63) / 64 * 64;  // 64-byte aligned tiles
+  if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > target_->sbuf_partition_bytes)
+    throw IsaError(fmt::format("SBUF exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, "
+                               "{} has {}", partitions, free, dtype_name(dtype), bytes, offset, target_->name,
+                               target_->sbuf_partition_bytes));
+  sbuf_used_ = offset + bytes;
+  AccessPattern ap;
+  ap.space = MemSpace::SBUF;
+  ap.dtype = dtype;
+  ap.num_partitions = partitions;
+  ap.offset = offset;
+  ap.dims[0] = {1, free};
+  return ap;
+}
+
+AccessPattern KernelBuilder::psum_tile(DType dtype, uint16_t partitions, uint32_t free) {
+  const uint64_t bytes = uint64_t{free} * dtype_size(dtype);
+  const uint64_t bank = target_->psum_bank_bytes;
+  const uint64_t offset = (psum_used_ + bank - 1) / bank * bank;
+  if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > target_->psum_partition_bytes)
+    throw IsaError(fmt::format("PSUM exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, "
+                               "{} has {}", partitions, free, dtype_name(dtype), bytes, offset, target_->name,
+                               target_->psum_partition_bytes));
+  psum_used_ = offset + bytes;
+  AccessPattern ap;
+  ap.space = MemSpace::PSUM;
+  ap.dtype = dtype;
+  ap.num_partitions = partitions;
+  ap.offset = offset;
+  ap.dims[0] = {1, free};
+  return ap;
+}
+
+std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPattern& ap) {
+  if (ap.space == MemSpace::Pattern) return std::nullopt;
+  const auto [lo, hi] = free_extent(ap);
+  const auto size = static_cast<int64_t>(dtype_size(ap.dtype));
+  const auto base = static_cast<int64_t>(ap.offset);
+  if (ap.space == MemSpace::HBM) {
+    // HBM rows are strided elements of one tensor: one byte range covers them all.
+    const int64_t rows = ap.partition_stride * (ap.num_partitions - 1);
+    return Region{ap.space, ap.tensor, 0, 1, base + (std::min<int64_t>(0, rows) + lo) * size,
+                  base + (std::max<int64_t>(0, rows) + hi + 1) * size};
+  }
+  return Region{ap.space, 0, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+                base + lo * size, base + (hi + 1) * size};
+}
+
+bool KernelBuilder::writes(Role role) { return role == Role::dst || role == Role::reduce_dst; }
+
+bool KernelBuilder::reads(const Instruction& in, Role role) {
+  if (role == Role::pattern) return false;
+  if (role != Role::dst) return !writes(role);
+  // These leave part of dst as it was, or add into it: the old contents matter.
+  return in.opcode == Opcode::copy_predicated || (in.opcode == Opcode::matmul && in.has_flag(kAccumulate));
+}
+
+int KernelBuilder::agent_index(const Instruction& in) {
+  const Agent agent{in.engine, in.opcode == Opcode::dma_copy ? in.ints[0] : -1};
+  auto it = std::find(agents_.begin(), agents_.end(), agent);
+  if (it != agents_.end()) return static_cast<int>(it - agents_.begin());
+  agents_.push_back(agent);
+  return static_cast<int>(agents_.size() - 1);
+}
+
+void KernelBuilder::emit(Instruction in) {
+  if (in.wait.cond != WaitCond::none || in.signal.op != SemOp::none)
+    throw IsaError(fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
+                               opcode_info(in.opcode).name));
+  const std::string where = fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
+  validate(in, program_, where);
+  Node node{in, agent_index(in), {}};
+  const size_t id = nodes_.size();
+  // Latest conflicting access per other agent: that one covers the earlier ones,
+  // because an agent completes in order.
+  std::vector<std::optional<size_t>> latest(agents_.size());
+  for (const Operand& op : in.operands) {
+    const auto region = region_of(op.ap);
+    if (!region) continue;
+    const bool w = writes(op.role), r = reads(in, op.role);
+    for (auto h = history_.rbegin(); h != history_.rend(); ++h) {
+      const int other = nodes_[h->node].agent;
+      if (other == node.agent || (latest[other] && *latest[other] >= h->node)) continue;
+      const bool conflict = w || h->write;  // RAW, WAR, WAW; only read-after-read is free
+      if (conflict && region->overlaps(h->region)) latest[other] = h->node;
+    }
+    history_.push_back({*region, id, w});
+    if (w && r) history_.push_back({*region, id, false});
+  }
+  for (const auto& dep : latest)
+    if (dep) node.deps.push_back(*dep);
+  nodes_.push_back(std::move(node));
+}
+
+Program KernelBuilder::finish() {
+  // Number the signalling instructions of each agent and give each agent a semaphore.
+  std::vector<bool> is_producer(nodes_.size(), false);
+  for (const Node& n : nodes_)
+    for (size_t d : n.deps) is_producer[d] = true;
+  std::map<int, uint16_t> sem_of_agent;
+  std::vector<uint32_t> count(agents_.size(), 0);
+  std::vector<uint32_t> signal_value(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!is_producer[i]) continue;
+    const int a = nodes_[i].agent;
+    if (!sem_of_agent.count(a)) {
+      if (sem_of_agent.size() >= kNumSemaphores) throw IsaError("kernel needs more semaphores than a core has");
+      sem_of_agent[a] = static_cast<uint16_t>(sem_of_agent.size());
+    }
+    signal_value[i] = ++count[a];
+    nodes_[i].inst.signal = {SemOp::add, sem_of_agent[a], 1};
+  }
+  // Each stream waits for what its instructions need, skipping waits an earlier
+  // instruction of the same stream already made.
+  std::vector<std::vector<uint32_t>> waited(kNumEngines, std::vector<uint32_t>(agents_.size(), 0));
+  for (Node& n : nodes_) {
+    auto& seen = waited[static_cast<size_t>(n.inst.engine)];
+    std::map<int, uint32_t> need;
+    for (size_t d : n.deps) {
+      const int a = nodes_[d].agent;
+      need[a] = std::max(need[a], signal_value[d]);
+    }
+    auto& stream = program_.stream(n.inst.engine);
+    std::vector<SemWait> waits;
+    for (auto [a, value] : need)
+      if (value > seen[a]) {
+        waits.push_back({WaitCond::ge, sem_of_agent[a], value});
+        seen[a] = value;
+      }
+    for (size_t w = 0; w + 1 < waits.size(); ++w) {
+      Instruction wait_inst = make(Opcode::sem_wait, n.inst.engine, {});
+      wait_inst.wait = waits[w];
+      stream.push_back(wait_inst);
+    }
+    if (!waits.empty()) n.inst.wait = waits.back();
+    stream.push_back(std::move(n.inst));
+  }
+  Program out = std::move(program_);
+  *this = KernelBuilder(target_->name);
+  validate(out);
+  return out;
+}
+
+neff::Neff KernelBuilder::finish_neff(const std::string& name) { return to_neff(finish(), name); }
+
+void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger) {
+  Instruction in = make(Opcode::dma_copy, trigger, {{Role::dst, dst}, {Role::src, src}});
+  // Spread transfers over the engine's queues so independent ones can overlap.
+  int& q = next_queue_[static_cast<size_t>(trigger)];
+  in.ints[0] = q;
+  q = (q + 1) % kQueuesPerEngine;
+  emit(std::move(in));
+}
+
+void KernelBuilder::matmul(const AccessPattern& dst, const AccessPattern& stationary, const AccessPattern& moving,
+                           bool accumulate) {
+  Instruction in = make(Opcode::matmul, Engine::PE,
+                        {{Role::dst, dst}, {Role::stationary, stationary}, {Role::moving, moving}});
+  if (accumulate) in.flags = kAccumulate;
+  emit(std::move(in));
+}
+
+void KernelBuilder::transpose(Engine engine, const AccessPattern& dst, const AccessPattern& src) {
+  emit(make(Opcode::transpose, engine, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+void KernelBuilder::activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func, float scale,
+                               const AccessPattern* bias, const AccessPattern* reduce_dst, AluOp reduce) {
+  Instruction in = make(Opcode::activation, Engine::ACT, {{Role::dst, dst}, {Role::src, src}});
+  in.func = func;
+  in.imm0 = scale;
+  if (bias) in.operands.push_back({Role::bias, *bias});
+  if (reduce_dst) {
+    in.operands.push_back({Role::reduce_dst, *reduce_dst});
+    in.alu0 = reduce;
+  }
+  emit(std::move(in));
+}
+
+void KernelBuilder::tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& in0,
+                                  const AccessPattern& in1, AluOp op) {
+  Instruction in = make(Opcode::tensor_tensor, engine, {{Role::dst, dst}, {Role::in0, in0}, {Role::in1, in1}});
+  in.alu0 = op;
+  emit(std::move(in));
+}
+
+void KernelBuilder::tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op0,
+                                  float imm0, AluOp op1, float imm1, const AccessPattern* operand0,
+                                  const AccessPattern* operand1) {
+  Instruction in = make(Opcode::tensor_scalar, engine, {{Role::dst, dst}, {Role::src, src}});
+  in.alu0 = op0;
+  in.alu1 = op1;
+  in.imm0 = operand0 ? 0.0f : imm0;
+  in.imm1 = operand1 ? 0.0f : imm1;
+  if (operand0) in.operands.push_back({Role::operand0, *operand0});
+  if (operand1) in.operands.push_back({Role::operand1, *operand1});
+  emit(std::move(in));
+}
+
+void KernelBuilder::tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op,
+                                  uint8_t axes, bool negate) {
+  Instruction in = make(Opcode::tensor_reduce, engine, {{Role::dst, dst}, {Role::src, src}});
+  in.alu0 = op;
+  in.axes = axes;
+  if (negate) in.flags = kNegate;
+  emit(std::move(in));
+}
+
+void KernelBuilder::tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src) {
+  emit(make(Opcode::tensor_copy, engine, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+void KernelBuilder::memset(Engine engine, const AccessPattern& dst, float value) {
+  Instruction in = make(Opcode::memset, engine, {{Role::dst, dst}});
+  in.imm0 = value;
+  emit(std::move(in));
+}
+
+void KernelBuilder::bn_stats(const AccessPattern& dst, const AccessPattern& src) {
+  emit(make(Opcode::bn_stats, Engine::DVE, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+void KernelBuilder::bn_aggr(const AccessPattern& dst, const AccessPattern& src) {
+  emit(make(Opcode::bn_aggr, Engine::DVE, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+}  // namespace neuronsim::isa

@@ -1,0 +1,13 @@
+// The subcommands of the neuron-sim CLI. Each registers its options on the app
+// and runs when selected; errors are thrown and reported once by main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace neuronsim::tools {
+
+void add_info_command(CLI::App& app);
+void add_asm_command(CLI::App& app);
+void add_disasm_command(CLI::App& app);
+
+}  // namespace neuronsim::tools

@@ -1,0 +1,25 @@
+// neuron-sim: inspect, assemble and (in later layers) run NEFFs on the simulator.
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"neuron-sim: a Trainium simulator. Inspect, assemble and disassemble NEFF files."};
+  app.set_version_flag("--version", "neuron-sim " NEURONSIM_VERSION);
+  app.require_subcommand(1);
+  neuronsim::tools::add_info_command(app);
+  neuronsim::tools::add_asm_command(app);
+  neuronsim::tools::add_disasm_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "neuron-sim: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
