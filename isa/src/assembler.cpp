@@ -320,8 +320,16 @@ class Parser {
     if (key == "wait") return wait(c, in);
     if (key == "signal") return signal(c, in);
     const OpcodeInfo& info = opcode_info(in.opcode);
+    // `scale` and `initial` name both an operand and an immediate: a memory
+    // operand starts with its space, anything else is the immediate.
+    const std::string_view rest = c.rest().substr(c.rest().find_first_not_of(" \t") == std::string_view::npos
+                                                      ? 0 : c.rest().find_first_not_of(" \t"));
+    const bool looks_like_operand =
+        rest.starts_with("sbuf") || rest.starts_with("psum") || rest.starts_with("hbm") || rest.starts_with("pattern");
+    const bool is_param = std::any_of(info.params.begin(), info.params.end(),
+                                      [&](const ParamInfo& p) { return p.name == key; });
     for (const RoleInfo& r : info.roles)
-      if (role_name(r.role) == key) {
+      if (role_name(r.role) == key && (looks_like_operand || !is_param)) {
         in.operands.push_back({r.role, access_pattern(c)});
         return;
       }

@@ -133,10 +133,17 @@ std::array<uint8_t, 16> md5(std::span<const uint8_t> data) {
   return digest;
 }
 
-std::string hex(std::span<const uint8_t> bytes) {
+std::string hex(std::span<const uint8_t> bytes, std::string_view separator = "") {
   std::string s;
-  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
+  for (uint8_t b : bytes) s += fmt::format("{}{:02x}", s.empty() ? "" : separator, b);
   return s;
+}
+
+// The hash field as hex, without the zero tail that MD5 leaves unused.
+std::string hash_text(const std::array<uint8_t, 32>& hash) {
+  const bool tail_zero =
+      std::all_of(hash.begin() + 16, hash.end(), [](uint8_t b) { return b == 0; });
+  return hex(std::span(hash).first(tail_zero ? 16 : 32));
 }
 
 // ---------------------------------------------------------------- header fields
@@ -344,7 +351,9 @@ Variable parse_variable(const std::string& name, const json& v, const Loc& at) {
   var.type = string_at(v, "type", at);
   var.var_id = as_int32(require_key(v, "var_id", at), at.key("var_id"));
   if (const json* size = find_key(v, "size")) var.size = as_uint(*size, at.key("size"));
-  if (const json* file = find_key(v, "file_name")) var.file_name = as_string(*file, at.key("file_name"));
+  if (const json* file = find_key(v, "file_name")) {
+    var.file_name = as_string(*file, at.key("file_name"));
+  }
   return var;
 }
 
@@ -440,7 +449,9 @@ class Reader {
  private:
   const std::vector<uint8_t>& take(const std::string& path, const Loc& named_by) {
     auto it = members_.find(path);
-    if (it == members_.end()) named_by.fail(fmt::format("names {}, which is not in the archive", path));
+    if (it == members_.end()) {
+      named_by.fail(fmt::format("names {}, which is not in the archive", path));
+    }
     consumed_.insert(path);
     return it->second;
   }
@@ -459,7 +470,9 @@ class Reader {
   void read_kelf(Neff& n) {
     const Loc at(source_, kKelfJson);
     expect_object(n.kelf, at);
-    if (const json* target = find_key(n.kelf, "target")) n.target = as_string(*target, at.key("target"));
+    if (const json* target = find_key(n.kelf, "target")) {
+      n.target = as_string(*target, at.key("target"));
+    }
     const Loc graphs_at = at.key("graphs");
     const json& graphs = require_key(n.kelf, "graphs", at);
     expect_array(graphs, graphs_at);
@@ -529,7 +542,9 @@ class Reader {
     const json map = take_json(path, at);
     expect_object(map, at);
     std::vector<Tensor> tensors;
-    for (const auto& [name, v] : map.items()) tensors.push_back(parse_tensor(name, v, at.key(name)));
+    for (const auto& [name, v] : map.items()) {
+      tensors.push_back(parse_tensor(name, v, at.key(name)));
+    }
     return tensors;
   }
 
@@ -565,7 +580,7 @@ void check_container(std::span<const uint8_t> bytes, const Header& h, const std:
   if (after < 2 || bytes[kHeaderSize] != 0x1f || bytes[kHeaderSize + 1] != 0x8b) {
     throw NeffError(fmt::format(
         "{}: payload at byte {} is not gzip data (expected magic 1f 8b, found {})", source,
-        kHeaderSize, hex(bytes.subspan(kHeaderSize, std::min<size_t>(after, 2)))));
+        kHeaderSize, hex(bytes.subspan(kHeaderSize, std::min<size_t>(after, 2)), " ")));
   }
 }
 
@@ -576,7 +591,7 @@ void check_hash(std::span<const uint8_t> payload, const Header& h, const std::st
   if (actual != h.hash) {
     throw NeffError(fmt::format("{}: header: hash mismatch: expected {} (header), actual {} "
                                 "(MD5 of the payload)",
-                                source, hex(h.hash), hex(actual)));
+                                source, hash_text(h.hash), hash_text(actual)));
   }
 }
 
@@ -608,7 +623,9 @@ void set_or_erase(json& obj, const char* key, const std::string& value) {
 
 void add_unique(json& obj, const std::string& key, json value, const Subgraph& sg,
                 std::string_view what) {
-  if (obj.contains(key)) write_fail(fmt::format("subgraph {}: {} \"{}\" appears twice", sg.name, what, key));
+  if (obj.contains(key)) {
+    write_fail(fmt::format("subgraph {}: {} \"{}\" appears twice", sg.name, what, key));
+  }
   obj[key] = std::move(value);
 }
 
@@ -661,7 +678,9 @@ void set_engine_keys(json& def, const Subgraph& sg) {
   }
   for (const EngineStream& e : sg.engines) {
     const char* key = kEngineDefKeys[engine_index(e, sg)];
-    if (def.contains(key)) write_fail(fmt::format("subgraph {}: engine {} appears twice", sg.name, e.name));
+    if (def.contains(key)) {
+      write_fail(fmt::format("subgraph {}: engine {} appears twice", sg.name, e.name));
+    }
     def[key] = e.name + ".json";
     def[fmt::format("{}_instr", key)] = e.name + ".bin";
   }
@@ -803,7 +822,9 @@ std::vector<uint8_t> json_bytes(const json& j, const std::string& path, int inde
 }
 
 void add_member(Members& m, const std::string& path, std::vector<uint8_t> bytes) {
-  if (path.empty() || path.back() == '/') write_fail(fmt::format("invalid member path \"{}\"", path));
+  if (path.empty() || path.back() == '/') {
+    write_fail(fmt::format("invalid member path \"{}\"", path));
+  }
   if (!m.emplace(path, std::move(bytes)).second) {
     write_fail(fmt::format("member {} is given twice (it may collide with one neuronsim generates)",
                            path));
@@ -816,7 +837,8 @@ void add_subgraph_members(Members& m, const Subgraph& sg) {
   }
   const std::string dir = sg.name + "/";
   add_member(m, dir + "def.json", json_bytes(def_json(sg), dir + "def.json", 4));
-  add_member(m, dir + "tensor_map.json", json_bytes(tensor_map_json(sg), dir + "tensor_map.json", 4));
+  const std::string map_path = dir + "tensor_map.json";
+  add_member(m, map_path, json_bytes(tensor_map_json(sg), map_path, 4));
   for (const EngineStream& e : sg.engines) {
     const std::string json_path = dir + e.name + ".json";
     add_member(m, json_path, json_bytes(engine_json(e), json_path, -1));
@@ -832,7 +854,9 @@ Members collect_members(const Neff& n) {
   add_member(m, kInfoJson, json_bytes(info_json(n), kInfoJson, 2));
   std::set<std::string> names;
   for (const Subgraph& sg : n.subgraphs) {
-    if (!names.insert(sg.name).second) write_fail(fmt::format("subgraph {} appears twice", sg.name));
+    if (!names.insert(sg.name).second) {
+      write_fail(fmt::format("subgraph {} appears twice", sg.name));
+    }
     add_subgraph_members(m, sg);
   }
   for (const auto& [path, bytes] : n.other_members) add_member(m, path, bytes);
@@ -985,7 +1009,8 @@ std::vector<Tensor> tensors_of_kind(const Neff& n, std::string_view kind) {
   for (const Tensor& t : n.subgraphs.front().tensors) {
     if (t.kind == kind) out.push_back(t);
   }
-  std::sort(out.begin(), out.end(), [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
   return out;
 }
 }  // namespace
@@ -1024,7 +1049,9 @@ Neff read_neff_file(const std::filesystem::path& path) {
   while (size_t n = std::fread(chunk.data(), 1, chunk.size(), f.get())) {
     bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + static_cast<ptrdiff_t>(n));
   }
-  if (std::ferror(f.get())) throw NeffError(fmt::format("{}: read error: {}", source, errno_text()));
+  if (std::ferror(f.get())) {
+    throw NeffError(fmt::format("{}: read error: {}", source, errno_text()));
+  }
   return read_neff(bytes, source);
 }
 

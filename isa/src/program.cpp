@@ -138,6 +138,9 @@ Program from_neff(const neff::Neff& neff, const std::string& source, size_t subg
   p.target = std::string(*target);
   for (const neff::Variable& v : sg.variables)
     if (v.type != "state-buffer") p.tensors.push_back(tensor_from_neff(sg, v, source));
+  // def.json keeps variables by name; declaration order is var_id order.
+  std::sort(p.tensors.begin(), p.tensors.end(),
+            [](const TensorDecl& a, const TensorDecl& b) { return a.var_id < b.var_id; });
   for (const neff::EngineStream& s : sg.engines) {
     const auto engine = parse_engine(s.name);
     if (!engine) throw NeffError(fmt::format("{}: {}: unknown engine '{}'", source, sg.name, s.name));

@@ -1,0 +1,151 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuronsim/isa/assembler.h"
+#include "neuronsim/isa/encoding.h"
+#include "neuronsim/isa/error.h"
+#include "neuronsim/isa/neff.h"
+#include "neuronsim/isa/program.h"
+#include "test_support.h"
+
+namespace neuronsim::isa {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string every_opcode_source() { return test::read_file(test::source_dir() / "tests/data/every_opcode.s"); }
+
+TEST(Assembler, EveryOpcodeIsCovered) {
+  const Program p = assemble(every_opcode_source(), "every_opcode.s");
+  std::set<Opcode> seen;
+  for (const auto& stream : p.streams)
+    for (const Instruction& in : stream) seen.insert(in.opcode);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kNumOpcodes));
+}
+
+TEST(Assembler, AsmBinDisasmAsmRoundTripIsExact) {
+  const Program p = assemble(every_opcode_source(), "every_opcode.s");
+  // asm -> bin -> (decode) -> disasm -> asm
+  for (int e = 0; e < kNumEngines; ++e) {
+    const auto bytes = encode_stream(p.streams[e]);
+    EXPECT_EQ(decode_stream(bytes, "test"), p.streams[e]) << engine_name(static_cast<Engine>(e));
+  }
+  const std::string text = disassemble(p);
+  const Program again = assemble(text, "disassembled.s");
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(disassemble(again), text);
+  for (int e = 0; e < kNumEngines; ++e) EXPECT_EQ(encode_stream(again.streams[e]), encode_stream(p.streams[e]));
+}
+
+TEST(Assembler, RoundTripThroughNeffBytes) {
+  const Program p = assemble(every_opcode_source(), "every_opcode.s");
+  const auto bytes = neff::write_neff(to_neff(p, "every.neff"));
+  const Program back = from_neff(neff::read_neff(bytes, "every.neff"), "every.neff");
+  EXPECT_EQ(back, p);
+  EXPECT_EQ(neff::write_neff(to_neff(back, "every.neff")), bytes);
+}
+
+TEST(Assembler, ParsesTheDocumentedSyntax) {
+  const Program p = assemble(R"(
+    .target trn1            # NeuronCore-v2
+    .tensor x bf16 [4, 8] input
+    act activation dst=sbuf.fp32[0:4]+64[[1,8]] src=sbuf.bf16[0:4]+0[[1,8]] func=silu scale=2 wait=S[3]>=2 signal=S[1]+=1
+    sp dma_copy dst=sbuf.bf16[0:4]+0[[1,8]] src=hbm.bf16(x)+0[[8,4],[1,8]] queue=5
+  )");
+  EXPECT_EQ(p.target, "trn1");
+  ASSERT_EQ(p.tensors.size(), 1u);
+  EXPECT_EQ(p.tensors[0].dtype, DType::bf16);
+  ASSERT_EQ(p.stream(Engine::ACT).size(), 1u);
+  const Instruction& act = p.stream(Engine::ACT)[0];
+  EXPECT_EQ(act.func, ActFunc::silu);
+  EXPECT_EQ(act.imm0, 2.0f);
+  EXPECT_EQ(act.wait, (SemWait{WaitCond::ge, 3, 2}));
+  EXPECT_EQ(act.signal, (SemSignal{SemOp::add, 1, 1}));
+  const AccessPattern* dst = act.operand(Role::dst);
+  ASSERT_NE(dst, nullptr);
+  EXPECT_EQ(dst->space, MemSpace::SBUF);
+  EXPECT_EQ(dst->offset, 64u);
+  EXPECT_EQ(dst->num_partitions, 4);
+  const Instruction& dma = p.stream(Engine::SP)[0];
+  EXPECT_EQ(dma.ints[0], 5);
+  const AccessPattern* src = dma.operand(Role::src);
+  EXPECT_EQ(src->space, MemSpace::HBM);
+  EXPECT_EQ(src->tensor, 1);
+  EXPECT_EQ(src->partition_stride, 8);
+  EXPECT_EQ(src->num_partitions, 4);
+  EXPECT_EQ(src->num_dims, 1);
+}
+
+struct BadSource {
+  const char* text;
+  const char* message;
+};
+
+class BadAssembly : public ::testing::TestWithParam<BadSource> {};
+
+TEST_P(BadAssembly, IsRejectedWithLineAndReason) {
+  try {
+    assemble(std::string(".target trn2\n.tensor x fp32 [128,512] input\n") + GetParam().text, "bad.s");
+    FAIL() << "accepted: " << GetParam().text;
+  } catch (const AsmError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bad.s:3")) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr(GetParam().message)) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadAssembly,
+    ::testing::Values(
+        BadSource{"xyz memset dst=sbuf.fp32[0:1]+0[[1,1]]", "unknown engine 'xyz'"},
+        BadSource{"dve frobnicate dst=sbuf.fp32[0:1]+0[[1,1]]", "unknown opcode 'frobnicate'"},
+        BadSource{"dve memset dst=sbuf.fp99[0:1]+0[[1,1]]", "unknown dtype 'fp99'"},
+        BadSource{"dve memset dst=dram.fp32[0:1]+0[[1,1]]", "unknown memory space 'dram'"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] colour=red", "has no argument 'colour'"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] value=abc", "'abc' is not a number"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[1,1]", "expected '['"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] dst=sbuf.fp32[0:1]+0[[1,1]]", "'dst' given twice"},
+        BadSource{"dve memset", "operand dst: missing"},
+        BadSource{"act memset dst=sbuf.fp32[0:1]+0[[1,1]] wait=S[1]<3", "expected >= or =="},
+        BadSource{"dve memset dst=sbuf.fp32[0:129]+0[[1,1]]", "exceed the 128 partitions"},
+        BadSource{"dve memset dst=sbuf.fp32[16:32]+0[[1,1]]", "cannot start at partition 16"},
+        BadSource{"dve memset dst=sbuf.fp32[64:65]+0[[1,1]]", "exceed the 128 partitions"},
+        BadSource{"dve memset dst=sbuf.fp32[0:128]+229372[[1,2]]", "outside sbuf"},
+        BadSource{"dve memset dst=sbuf.u8[0:128]+0[[1,70000]]", "at most 65536"},
+        BadSource{"pe memset dst=sbuf.fp32[0:1]+0[[1,1]]", "cannot run on engine pe"},
+        BadSource{"pe matmul dst=psum.fp32[0:128]+1024[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
+                  "span two PSUM banks"},
+        BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,1024]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,1024]]",
+                  "free size 1024 exceeds 512"},
+        BadSource{"pe matmul dst=sbuf.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
+                  "must be in psum"},
+        BadSource{"pe matmul dst=psum.fp32[0:64]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
+                  "is not [stationary free 128, moving free 512]"},
+        BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:64]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
+                  "contraction partitions"},
+        BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,512]] row=16",
+                  "tile position row=16"},
+        BadSource{"dve tensor_tensor dst=sbuf.fp32[0:128]+0[[1,8]] in0=sbuf.fp32[0:128]+0[[1,8]] "
+                  "in1=sbuf.fp32[0:128]+0[[1,9]]",
+                  "operand in1: shape [128, 9] differs"},
+        BadSource{"dve tensor_reduce dst=sbuf.fp32[0:128]+0[[1,1]] src=sbuf.fp32[0:128]+0[[1,8]] op=divide axes=1",
+                  "op=divide is not a reduction"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(nope)+0[[512,128],[1,512]]",
+                  "unknown tensor 'nope'"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,513]] src=hbm.fp32(x)+4[[512,128],[1,513]]",
+                  "fall outside tensor 'x'"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(x)+0[[512,128],[1,512]] queue=16",
+                  "queue=16"},
+        BadSource{"dve tensor_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]]",
+                  "engines reach HBM only through dma_copy"},
+        BadSource{".tensor x fp32 [1] input", "declared twice"},
+        BadSource{".tensor c fp32 [2] constant data=00", "has 1 bytes of data, its shape needs 8"},
+        BadSource{".frob", "unknown directive '.frob'"}));
+
+}  // namespace
+}  // namespace neuronsim::isa
