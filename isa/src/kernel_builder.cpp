@@ -176,6 +176,7 @@ void KernelBuilder::emit(Instruction in) {
   // Latest conflicting access per other agent: that one covers the earlier ones,
   // because an agent completes in order.
   std::vector<std::optional<size_t>> latest(agents_.size());
+  std::vector<Access> accesses;
   for (const Operand& op : in.operands) {
     const auto region = region_of(op.ap);
     if (!region) continue;
@@ -186,9 +187,10 @@ void KernelBuilder::emit(Instruction in) {
       const bool conflict = w || h->write;  // RAW, WAR, WAW; only read-after-read is free
       if (conflict && region->overlaps(h->region)) latest[other] = h->node;
     }
-    history_.push_back({*region, id, w});
-    if (w && r) history_.push_back({*region, id, false});
+    accesses.push_back({*region, id, w});
+    if (w && r) accesses.push_back({*region, id, false});
   }
+  history_.insert(history_.end(), accesses.begin(), accesses.end());
   for (const auto& dep : latest)
     if (dep) node.deps.push_back(*dep);
   nodes_.push_back(std::move(node));
@@ -212,29 +214,43 @@ Program KernelBuilder::finish() {
     signal_value[i] = ++count[a];
     nodes_[i].inst.signal = {SemOp::add, sem_of_agent[a], 1};
   }
-  // Each stream waits for what its instructions need, skipping waits an earlier
-  // instruction of the same stream already made.
-  std::vector<std::vector<uint32_t>> waited(kNumEngines, std::vector<uint32_t>(agents_.size(), 0));
-  for (Node& n : nodes_) {
-    auto& seen = waited[static_cast<size_t>(n.inst.engine)];
-    std::map<int, uint32_t> need;
+  // Each stream waits only for what it does not already know to be complete.
+  // Knowledge is a vector clock over agents: what a stream has waited for, and
+  // what the producers it waited for knew in turn.
+  const size_t num_agents = agents_.size();
+  std::vector<std::vector<uint32_t>> stream_knows(kNumEngines, std::vector<uint32_t>(num_agents, 0));
+  std::vector<std::vector<uint32_t>> node_knows(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    auto& knows = stream_knows[static_cast<size_t>(n.inst.engine)];
+    std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
     for (size_t d : n.deps) {
-      const int a = nodes_[d].agent;
-      need[a] = std::max(need[a], signal_value[d]);
+      const auto a = static_cast<size_t>(nodes_[d].agent);
+      if (knows[a] >= signal_value[d]) continue;
+      const bool implied = std::any_of(n.deps.begin(), n.deps.end(), [&](size_t other) {
+        return other != d && node_knows[other][a] >= signal_value[d];
+      });
+      if (!implied) waits_for.push_back(d);
     }
     auto& stream = program_.stream(n.inst.engine);
-    std::vector<SemWait> waits;
-    for (auto [a, value] : need)
-      if (value > seen[a]) {
-        waits.push_back({WaitCond::ge, sem_of_agent[a], value});
-        seen[a] = value;
+    for (size_t w = 0; w < waits_for.size(); ++w) {
+      const size_t d = waits_for[w];
+      const SemWait wait{WaitCond::ge, sem_of_agent[nodes_[d].agent], signal_value[d]};
+      for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], node_knows[d][a]);
+      if (w + 1 == waits_for.size()) {
+        n.inst.wait = wait;
+      } else {
+        Instruction wait_inst = make(Opcode::sem_wait, n.inst.engine, {});
+        wait_inst.wait = wait;
+        stream.push_back(wait_inst);
       }
-    for (size_t w = 0; w + 1 < waits.size(); ++w) {
-      Instruction wait_inst = make(Opcode::sem_wait, n.inst.engine, {});
-      wait_inst.wait = waits[w];
-      stream.push_back(wait_inst);
     }
-    if (!waits.empty()) n.inst.wait = waits.back();
+    if (is_producer[i]) {
+      node_knows[i] = knows;
+      node_knows[i][static_cast<size_t>(n.agent)] = signal_value[i];
+      // An engine finishes its instructions in order, so its own stream knows them complete.
+      if (agents_[n.agent].queue < 0) knows[static_cast<size_t>(n.agent)] = signal_value[i];
+    }
     stream.push_back(std::move(n.inst));
   }
   Program out = std::move(program_);
