@@ -5,6 +5,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <openssl/evp.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,23 +58,6 @@ constexpr const char* kKelfJson = "kelf-0.json";
 constexpr const char* kInfoJson = "info.json";
 constexpr const char* kIsaVersionKey = "neuronsim_isa_version";
 
-// ---------------------------------------------------------------- MD5 (RFC 1321)
-// Our own, so the project needs no crypto library for one checksum.
-
-constexpr std::array<uint32_t, 64> kMd5K = {
-    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-    0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-    0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-    0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-    0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-    0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-    0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-    0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-    0xeb86d391};
-constexpr std::array<int, 16> kMd5Shift = {7, 12, 17, 22, 5, 9, 14, 20,
-                                           4, 11, 16, 23, 6, 10, 15, 21};
-
 uint64_t load_le(const uint8_t* p, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
@@ -84,52 +68,12 @@ void store_le(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-void md5_block(std::array<uint32_t, 4>& h, const uint8_t* p) {
-  std::array<uint32_t, 16> m{};
-  for (int i = 0; i < 16; ++i) m[i] = static_cast<uint32_t>(load_le(p + 4 * i, 4));
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t f = 0;
-    int g = 0;
-    if (i < 16) {
-      f = (b & c) | (~b & d);
-      g = i;
-    } else if (i < 32) {
-      f = (d & b) | (~d & c);
-      g = (5 * i + 1) % 16;
-    } else if (i < 48) {
-      f = b ^ c ^ d;
-      g = (3 * i + 5) % 16;
-    } else {
-      f = c ^ (b | ~d);
-      g = (7 * i) % 16;
-    }
-    f += a + kMd5K[i] + m[g];
-    a = d;
-    d = c;
-    c = b;
-    b += std::rotl(f, kMd5Shift[(i / 16) * 4 + i % 4]);
-  }
-  h[0] += a;
-  h[1] += b;
-  h[2] += c;
-  h[3] += d;
-}
-
+// MD5 through OpenSSL's libcrypto: the header hash the Neuron tools write.
 std::array<uint8_t, 16> md5(std::span<const uint8_t> data) {
-  std::array<uint32_t, 4> h = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
-  const size_t full = data.size() / 64 * 64;
-  for (size_t i = 0; i < full; i += 64) md5_block(h, data.data() + i);
-  // The tail: leftover bytes, 0x80, zeros, then the bit length; one or two blocks.
-  std::array<uint8_t, 128> tail{};
-  const size_t rest = data.size() - full;
-  if (rest > 0) std::memcpy(tail.data(), data.data() + full, rest);
-  tail[rest] = 0x80;
-  const size_t tail_len = rest < 56 ? 64 : 128;
-  store_le(tail.data() + tail_len - 8, uint64_t{data.size()} * 8, 8);
-  for (size_t i = 0; i < tail_len; i += 64) md5_block(h, tail.data() + i);
   std::array<uint8_t, 16> digest{};
-  for (int i = 0; i < 4; ++i) store_le(digest.data() + 4 * i, h[i], 4);
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_md5(), nullptr) != 1 || len != digest.size())
+    throw NeffError("MD5 of the NEFF payload failed (OpenSSL)");
   return digest;
 }
 
@@ -1062,8 +1006,9 @@ std::vector<uint8_t> write_neff(const Neff& neff) {
   h.data_size = tar_gz.size();
   h.hash = payload_hash(tar_gz);
   const auto header = serialize_header(h);
-  std::vector<uint8_t> out(header.begin(), header.end());
-  out.insert(out.end(), tar_gz.begin(), tar_gz.end());
+  std::vector<uint8_t> out(kHeaderSize + tar_gz.size());
+  std::copy(header.begin(), header.end(), out.begin());
+  std::copy(tar_gz.begin(), tar_gz.end(), out.begin() + kHeaderSize);
   return out;
 }
 
