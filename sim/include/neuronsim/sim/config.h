@@ -1,0 +1,86 @@
+// Chip generations and instances as data: sim/configs/<generation>.json and
+// sim/configs/instances.json. Every figure in those files carries its source
+// (a document section or a measurement); loading refuses inconsistent configs
+// with a message naming the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "neuronsim/isa/target.h"
+
+namespace neuronsim::sim {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One NeuronCore generation (NeuronCore-v2 = trn1/inf2, v3 = trn2, v4 = trn3).
+struct GenerationConfig {
+  std::string name;  // trn1, trn2, trn3
+  int core_version = 0;
+  const isa::Target* target = nullptr;  // ISA limits of this generation
+
+  // Engine clocks (GHz), §2.1.
+  double pe_ghz = 0, act_ghz = 0, dve_ghz = 0, pool_ghz = 0, sp_ghz = 0;
+
+  // On-chip memories, §2.2.
+  uint32_t partitions = 128;
+  uint32_t sbuf_partition_bytes = 0;
+  uint32_t psum_partition_bytes = 0;
+  uint32_t psum_banks = 8;
+
+  // TensorE, §4.1-4.2.
+  uint32_t pe_min_interval = 64;      // MM_INIT_LATENCY: minimum initiation interval (PE cycles)
+  uint32_t pe_fp32_factor = 4;        // FP32 matmul passes
+  uint32_t pe_weight_load_speedup = 4;  // fast weight load vs a moving pass of the same size
+  double pe_fp8_rate = 1.0;           // FP8 throughput relative to BF16 (2 with double_row on v3+)
+
+  // ACT/DVE/POOL, §4.1-4.2.
+  uint32_t min_interval = 64;          // MIN_II (engine cycles)
+  uint32_t access_overhead = 60;       // fixed cycles to start a tensor access
+  uint32_t dependent_overhead = 100;   // static overhead when an instruction waited on a semaphore
+  uint32_t pool_startup = 150;         // GpSimd library start-up
+  uint32_t dve_elems_per_cycle_16bit = 1;  // DVE lanes multiplier for BF16/FP16 (v3: 512/128 = 4 modes)
+
+  // DMA, §3.
+  uint32_t dma_engines = 16;           // per core
+  uint32_t dma_queues_per_engine = 16;
+  double dma_engine_bytes_per_ns = 0;  // sustained per engine
+  double dma_fixed_ns = 0;             // per transfer (descriptor processing)
+  double dma_issue_ns = 0;             // trigger to first byte (DGE / cross-engine latency)
+
+  // HBM, §1, §2.3.
+  uint32_t cores_per_chip = 0;
+  uint32_t hbm_stacks = 0;
+  double hbm_bytes_per_ns = 0;         // per chip
+  uint64_t hbm_bytes = 0;              // per chip
+
+  // Peak dense BF16 FLOP/s of one core, for MFU: 2 * 128 * 128 * pe_ghz * 1e9.
+  double peak_bf16_flops() const;
+};
+
+// One instance type: how many chips of which generation.
+struct InstanceConfig {
+  std::string name;        // trn2.3xlarge
+  std::string generation;  // trn2
+  uint32_t chips = 1;
+  uint32_t cores_per_chip = 0;  // physical NeuronCores per chip
+  std::string topology;    // none, ring, torus-4x4
+  uint32_t total_cores() const { return chips * cores_per_chip; }
+};
+
+// The config directory: $NEURONSIM_CONFIG_DIR, else the one installed beside
+// the sources (compile-time default).
+std::filesystem::path config_dir();
+
+// Loads and validates <dir>/<name>.json. Throws ConfigError.
+GenerationConfig load_generation(const std::string& name, const std::filesystem::path& dir = config_dir());
+// Loads <dir>/instances.json and returns one instance. Throws ConfigError (unknown names list the known ones).
+InstanceConfig load_instance(const std::string& name, const std::filesystem::path& dir = config_dir());
+std::vector<std::string> instance_names(const std::filesystem::path& dir = config_dir());
+
+}  // namespace neuronsim::sim

@@ -1,0 +1,45 @@
+// The cost model: how long an instruction keeps its engine busy, and how a DMA
+// splits into transfers. Pure functions of the instruction and the generation;
+// every rule and its source is in docs/cost-model.md. The SystemC model adds
+// waiting (semaphores, DMA queues, HBM contention) on top.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "neuronsim/isa/instruction.h"
+#include "neuronsim/sim/config.h"
+
+namespace neuronsim::sim {
+
+// What the engine knows when it issues an instruction.
+struct IssueContext {
+  bool waited_on_semaphore = false;         // this instruction's wait was not yet satisfied at issue
+  const isa::Instruction* previous = nullptr;  // the engine's previous instruction, if any
+};
+
+// Engine-busy time of a compute or control instruction in picoseconds (rounded
+// to whole engine cycles). For dma_copy this is the trigger cost on its engine.
+uint64_t instruction_ps(const isa::Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx);
+
+// The same in cycles of the instruction's engine clock.
+uint64_t instruction_cycles(const isa::Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx);
+
+// One piece of a dma_copy, carried by one DMA engine.
+struct DmaTransfer {
+  uint32_t dma_engine = 0;  // 0..dma_engines-1 of the core
+  uint64_t bytes = 0;       // bytes read (= bytes written)
+  uint64_t hbm_bytes = 0;   // of which to or from HBM (counts against HBM bandwidth)
+};
+
+// Splits a dma_copy the way the hardware does: one engine per group of
+// partitions (128 / 16 = 8), rows of HBM patterns likewise.
+std::vector<DmaTransfer> plan_dma(const isa::Instruction& inst, const GenerationConfig& gen);
+
+// Time one DMA engine needs for a transfer of `bytes`, without contention (ps).
+uint64_t dma_transfer_ps(uint64_t bytes, const GenerationConfig& gen);
+
+// Floating-point operations an instruction performs (2 per MAC for matmul), for MFU.
+uint64_t instruction_flops(const isa::Instruction& inst);
+
+}  // namespace neuronsim::sim

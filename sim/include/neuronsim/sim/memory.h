@@ -1,0 +1,51 @@
+// Simulated memories. On-chip SBUF and PSUM are dense (tens of MiB per core);
+// HBM is sparse, so host memory grows with the bytes a run touches rather than
+// with the simulated capacity (96 GiB per Trainium2 chip).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace neuronsim::sim {
+
+// SBUF or PSUM of one NeuronCore: `partitions` rows of `partition_bytes` bytes.
+class OnChipMemory {
+ public:
+  OnChipMemory(uint32_t partitions, uint32_t partition_bytes);
+  uint32_t partitions() const { return partitions_; }
+  uint32_t partition_bytes() const { return partition_bytes_; }
+  // Address of byte `offset` of `partition`; callers pass validated access patterns.
+  uint8_t* at(uint32_t partition, uint64_t offset) { return bytes_.data() + index(partition, offset); }
+  const uint8_t* at(uint32_t partition, uint64_t offset) const { return bytes_.data() + index(partition, offset); }
+  void clear();
+
+ private:
+  size_t index(uint32_t partition, uint64_t offset) const {
+    return size_t{partition} * partition_bytes_ + offset;
+  }
+  uint32_t partitions_;
+  uint32_t partition_bytes_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Byte-addressed memory allocated in pages on first write; unwritten bytes read as zero.
+class SparseMemory {
+ public:
+  static constexpr uint64_t kPageBytes = 64 * 1024;
+  explicit SparseMemory(uint64_t capacity);
+  uint64_t capacity() const { return capacity_; }
+  uint64_t bytes_allocated() const { return pages_.size() * kPageBytes; }
+  // Throw std::out_of_range when [addr, addr + n) leaves the capacity.
+  void read(uint64_t addr, void* dst, uint64_t n) const;
+  void write(uint64_t addr, const void* src, uint64_t n);
+  void fill(uint64_t addr, uint8_t value, uint64_t n);
+
+ private:
+  void check(uint64_t addr, uint64_t n) const;
+  uint64_t capacity_;
+  std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
+};
+
+}  // namespace neuronsim::sim
