@@ -63,8 +63,8 @@ bool param_is_default(const Instruction& in, const ParamInfo& p) {
     case ParamField::alu0: return in.alu0 == d.alu0;
     case ParamField::alu1: return in.alu1 == d.alu1;
     case ParamField::axes: return in.axes == 0;
-    case ParamField::imm0: return std::bit_cast<uint32_t>(in.imm0) == 0;
-    case ParamField::imm1: return std::bit_cast<uint32_t>(in.imm1) == 0;
+    case ParamField::imm0: return std::bit_cast<uint32_t>(in.imm0) == std::bit_cast<uint32_t>(p.default_value);
+    case ParamField::imm1: return std::bit_cast<uint32_t>(in.imm1) == std::bit_cast<uint32_t>(p.default_value);
     case ParamField::flag: return !in.has_flag(static_cast<Flag>(p.flag));
     case ParamField::mask: return in.mask == d.mask;
     default: return in.ints[static_cast<size_t>(p.field) - static_cast<size_t>(ParamField::int0)] == 0;
@@ -156,6 +156,7 @@ class Cursor {
     }
     return std::string(text_.substr(start, pos_ - start));
   }
+  // Decimal, or hexadecimal with 0x; nothing else (no octal surprises).
   int64_t integer() {
     skip_ws();
     const size_t start = pos_;
@@ -163,14 +164,22 @@ class Cursor {
     while (pos_ < text_.size() && std::isalnum(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     const std::string tok(text_.substr(start, pos_ - start));
     if (tok.empty()) fail(fmt::format("expected an integer{}", found()));
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(tok.c_str(), &end, 0);
-    if (*end != '\0' || errno == ERANGE) {
-      pos_ = start;
-      fail(fmt::format("'{}' is not an integer", tok));
+    const bool negative = tok[0] == '-';
+    std::string_view digits(tok);
+    if (tok[0] == '-' || tok[0] == '+') digits.remove_prefix(1);
+    int base = 10;
+    if (digits.starts_with("0x") || digits.starts_with("0X")) {
+      digits.remove_prefix(2);
+      base = 16;
     }
-    return v;
+    uint64_t magnitude = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() ||
+        magnitude > (negative ? uint64_t{1} << 63 : uint64_t{INT64_MAX})) {
+      pos_ = start;
+      fail(fmt::format("'{}' is not an integer in range", tok));
+    }
+    return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
   }
   size_t pos() const { return pos_; }
   std::string_view rest() const { return text_.substr(pos_); }
@@ -242,6 +251,10 @@ class Parser {
     Instruction in;
     in.engine = *engine;
     in.opcode = *opcode;
+    for (const ParamInfo& p : opcode_info(in.opcode).params) {
+      if (p.field == ParamField::imm0) in.imm0 = p.default_value;
+      if (p.field == ParamField::imm1) in.imm1 = p.default_value;
+    }
     std::vector<std::string> seen;
     while (!c.at_end()) {
       const std::string key = c.ident();
@@ -293,7 +306,9 @@ class Parser {
         known = true;
       }
     if (!known) c.fail(fmt::format("unknown tensor kind '{}' (input, output, constant, scratch)", kind));
-    t.var_id = static_cast<uint16_t>(program_.tensors.size() + 1);
+    uint16_t next_id = 1;
+    for (const TensorDecl& other : program_.tensors) next_id = std::max<uint16_t>(next_id, static_cast<uint16_t>(other.var_id + 1));
+    t.var_id = next_id;
     if (c.accept("id=")) t.var_id = checked<uint16_t>(c, c.integer(), "tensor id");
     if (t.var_id == 0 || program_.find_tensor(t.var_id)) c.fail(fmt::format("tensor id {} is taken", t.var_id));
     if (c.accept("data=")) t.data = parse_hex(c, c.word());
@@ -452,11 +467,13 @@ class Parser {
     return ap;
   }
 
+  // A declared tensor's name, or a numeric tensor id.
   uint16_t tensor_ref(Cursor& c) {
+    c.skip_ws();
+    if (!c.rest().empty() && std::isdigit(static_cast<unsigned char>(c.rest()[0])))
+      return checked<uint16_t>(c, c.integer(), "tensor id");
     const std::string name = c.ident();
     if (const TensorDecl* t = program_.find_tensor(name)) return t->var_id;
-    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])))
-      return checked<uint16_t>(c, std::stoll(name), "tensor id");
     c.fail(fmt::format("unknown tensor '{}' (declare it with .tensor)", name));
   }
 

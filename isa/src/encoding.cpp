@@ -107,6 +107,7 @@ class Decoder {
   Instruction instruction(size_t& at) {
     const uint8_t* s = bytes_.data() + at;
     const size_t start = at;
+    seen_mask_ = false;
     if (s[0] >= kNumOpcodes) fail(at, fmt::format("unknown opcode {:#04x}", s[0]));
     if (s[2] != kIsaVersion)
       fail(at, fmt::format("encoding version {} (this build reads version {})", s[2], kIsaVersion));
@@ -141,6 +142,8 @@ class Decoder {
   void trailing_slot(size_t at, Instruction& in) {
     const uint8_t* s = bytes_.data() + at;
     if (s[0] == kMaskSlot && uses_mask(in)) {
+      if (seen_mask_) fail(at, "a second mask slot");
+      seen_mask_ = true;
       if (!all_zero(s, 1, 32)) fail(at, "reserved mask-slot bytes are not zero");
       std::memcpy(in.mask.data(), s + 32, in.mask.size());
       return;
@@ -213,6 +216,7 @@ class Decoder {
 
   std::span<const uint8_t> bytes_;
   const std::string& where_;
+  bool seen_mask_ = false;
 };
 
 }  // namespace

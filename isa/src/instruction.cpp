@@ -151,7 +151,7 @@ std::vector<OpcodeInfo> make_opcode_table() {
         {R::scale, false, "per-partition [P, 1] scale (else scale=imm)"},
         {R::reduce_dst, false, "per-partition [P, 1] reduction of the results"}},
        {{"func", P::func, 0, "activation function"},
-        {"scale", P::imm0, 0, "immediate scale when no scale operand"},
+        {"scale", P::imm0, 0, "immediate scale when no scale operand", 1.0f},
         {"reduce", P::alu0, 0, "reduction into reduce_dst: add, max, min"}},
        "dst = func(src * scale + bias); reduce_dst = reduce(dst) along the free axes"},
       {Opcode::tensor_tensor, "tensor_tensor", {DVE, POOL},

@@ -79,6 +79,12 @@ class Checker {
       fail(fmt::format("waits on semaphore {} (a core has {})", in_.wait.sem, kNumSemaphores));
     if (in_.signal.op != SemOp::none && in_.signal.sem >= kNumSemaphores)
       fail(fmt::format("updates semaphore {} (a core has {})", in_.signal.sem, kNumSemaphores));
+    if (in_.wait.cond == WaitCond::none && (in_.wait.sem != 0 || in_.wait.value != 0))
+      fail("a semaphore and value without a wait condition");
+    if (in_.signal.op == SemOp::none && (in_.signal.sem != 0 || in_.signal.value != 0))
+      fail("a semaphore and value without a signal");
+    if (in_.opcode != Opcode::partition_shuffle && in_.mask != std::array<uint8_t, 32>{})
+      fail("only partition_shuffle takes a mask");
     if (in_.opcode == Opcode::sem_wait && in_.wait.cond == WaitCond::none)
       fail("sem_wait needs a wait condition");
     if (in_.opcode == Opcode::sem_signal && in_.signal.op != SemOp::add)
@@ -87,8 +93,25 @@ class Checker {
       fail("sem_set needs a semaphore set");
   }
 
+  // Fields a memory space does not use must hold their defaults, so that every
+  // valid instruction has one text form and one encoding.
+  void canonical(const Operand& op) const {
+    const AccessPattern& ap = op.ap;
+    if (ap.num_dims < 1 || ap.num_dims > kMaxDims)
+      fail(op.role, fmt::format("{} free dims (1 to {} allowed)", ap.num_dims, kMaxDims));
+    const bool on_chip = ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM;
+    if (on_chip && (ap.tensor != 0 || ap.partition_stride != 0))
+      fail(op.role, "an on-chip operand has no tensor id or row stride");
+    if (ap.space == MemSpace::HBM && ap.start_partition != 0) fail(op.role, "an HBM operand has no start partition");
+    if (ap.space == MemSpace::Pattern &&
+        (ap.dtype != DType::int32 || ap.offset != 0 || ap.tensor != 0 || ap.start_partition != 0 ||
+         ap.num_partitions != 1 || ap.partition_stride != 0))
+      fail(op.role, "a pattern has only dims");
+  }
+
   void operand(const Operand& op) const {
     const AccessPattern& ap = op.ap;
+    canonical(op);
     if ((op.role == Role::pattern) != (ap.space == MemSpace::Pattern))
       fail(op.role, op.role == Role::pattern ? "must be a pattern" : "a pattern is not memory");
     for (const Dim& d : ap.free_dims())
@@ -173,6 +196,8 @@ class Checker {
         per_partition_scalar(Role::bias, Role::src);
         per_partition_scalar(Role::scale, Role::src);
         per_partition_scalar(Role::reduce_dst, Role::src);
+        if (!opt(Role::reduce_dst) && in_.alu0 != AluOp::bypass)
+          fail(fmt::format("reduce={} needs a reduce_dst operand", alu_op_name(in_.alu0)));
         if (opt(Role::reduce_dst) && !(in_.alu0 == AluOp::add || in_.alu0 == AluOp::max || in_.alu0 == AluOp::min))
           fail(fmt::format("reduce={} (add, max or min)", alu_op_name(in_.alu0)));
         break;
@@ -235,13 +260,18 @@ class Checker {
       fail(Role::moving, fmt::format("contraction partitions {}+{} differ from stationary's {}+{}",
                                      mv.start_partition, mv.num_partitions, st.start_partition,
                                      st.num_partitions));
+    // NeuronCore-v2 splits the PE array in halves, v3+ also in quarters (§4.1 [N8, N9]).
+    const int tile = t_.core_version >= 3 ? 32 : 64;
     for (int i : {0, 1})
-      if (in_.ints[i] < 0 || in_.ints[i] % 32 != 0 || in_.ints[i] >= 128)
-        fail(fmt::format("tile position {}={} must be 0, 32, 64 or 96", i ? "col" : "row", in_.ints[i]));
+      if (in_.ints[i] < 0 || in_.ints[i] % tile != 0 || in_.ints[i] >= 128)
+        fail(fmt::format("tile position {}={} must be a multiple of {} below 128 on {}", i ? "col" : "row",
+                         in_.ints[i], tile, t_.name));
     if (in_.ints[0] + st.num_partitions > 128)
       fail(fmt::format("row={} leaves {} PE rows, contraction needs {}", in_.ints[0], 128 - in_.ints[0],
                        st.num_partitions));
     if (in_.has_flag(kTransposeMode)) {
+      if (in_.has_flag(kAccumulate)) fail("transpose mode cannot accumulate");
+      psum_bank_rule(dst);
       if (dst.num_partitions != mv.free_elems() || dst.free_elems() != mv.num_partitions)
         fail(Role::dst, "transpose mode writes moving[K, N] as dst[N, K]");
       if (dst.dtype != mv.dtype) fail(Role::dst, "transpose mode keeps the dtype of moving");
@@ -286,6 +316,7 @@ class Checker {
     if (in_.engine == Engine::PE) {
       space_is(Role::src, MemSpace::SBUF);
       space_is(Role::dst, MemSpace::PSUM);
+      psum_bank_rule(dst);
     }
   }
 

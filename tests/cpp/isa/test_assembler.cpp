@@ -6,6 +6,7 @@
 #include "neuronsim/isa/error.h"
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/program.h"
+#include "neuronsim/isa/validate.h"
 #include "test_support.h"
 
 namespace neuronsim::isa {
@@ -145,7 +146,52 @@ INSTANTIATE_TEST_SUITE_P(
                   "engines reach HBM only through dma_copy"},
         BadSource{".tensor x fp32 [1] input", "declared twice"},
         BadSource{".tensor c fp32 [2] constant data=00", "has 1 bytes of data, its shape needs 8"},
-        BadSource{".frob", "unknown directive '.frob'"}));
+        BadSource{".frob", "unknown directive '.frob'"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+010x[[1,1]]", "'010x' is not an integer"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(1abc)+0[[512,128],[1,512]]",
+                  "'1abc' is not an integer"},
+        BadSource{"act activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] reduce=max",
+                  "reduce=max needs a reduce_dst operand"},
+        BadSource{"pe transpose dst=psum.fp32[0:32]+2040[[1,128]] src=sbuf.fp32[0:128]+0[[1,32]]",
+                  "span two PSUM banks"},
+        BadSource{"pe matmul dst=psum.bf16[0:128]+0[[1,128]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+                  "moving=sbuf.bf16[0:128]+0[[1,128]] transpose=true accumulate=true",
+                  "transpose mode cannot accumulate"}));
+
+TEST(Assembler, ActivationScaleDefaultsToOne) {
+  const Program p = assemble(".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] func=exp\n");
+  EXPECT_EQ(p.stream(Engine::ACT)[0].imm0, 1.0f);
+  EXPECT_EQ(disassemble(p).find("scale="), std::string::npos);
+  const Program zero = assemble(".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] scale=0\n");
+  EXPECT_EQ(zero.stream(Engine::ACT)[0].imm0, 0.0f);
+  EXPECT_EQ(assemble(disassemble(zero)), zero);
+}
+
+TEST(Assembler, TilePositionsFollowTheGeneration) {
+  const std::string mm = "pe matmul dst=psum.fp32[0:32]+0[[1,64]] stationary=sbuf.bf16[0:32]+0[[1,32]] "
+                         "moving=sbuf.bf16[0:32]+64[[1,64]] row=32 col=32\n";
+  EXPECT_NO_THROW(assemble(".target trn2\n" + mm));
+  EXPECT_THROW(assemble(".target trn1\n" + mm), AsmError);
+}
+
+TEST(Validation, NonCanonicalFieldsAreRejected) {
+  Program p = assemble(".target trn2\ndve memset dst=sbuf.fp32[0:1]+0[[1,1]]\n");
+  Instruction in = p.stream(Engine::DVE)[0];
+  const Target& t = target_by_name("trn2");
+  Instruction bad = in;
+  bad.wait.sem = 3;  // no condition
+  EXPECT_THROW(validate(bad, t, "x"), IsaError);
+  bad = in;
+  bad.mask[0] = 1;
+  EXPECT_THROW(validate(bad, t, "x"), IsaError);
+  bad = in;
+  bad.operands[0].ap.tensor = 2;
+  EXPECT_THROW(validate(bad, t, "x"), IsaError);
+  bad = in;
+  bad.operands[0].ap.num_dims = 0;
+  EXPECT_THROW(validate(bad, t, "x"), IsaError);
+  EXPECT_NO_THROW(validate(in, t, "x"));
+}
 
 }  // namespace
 }  // namespace neuronsim::isa

@@ -187,6 +187,7 @@ struct ParamInfo {
   ParamField field;
   uint16_t flag = 0;      // for ParamField::flag
   std::string_view doc;
+  float default_value = 0.0f;  // for imm0/imm1: the value when the assembly omits it
 };
 
 struct RoleInfo {
