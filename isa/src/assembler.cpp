@@ -318,6 +318,11 @@ class Parser {
     if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
       c.fail(fmt::format("constant '{}' has {} bytes of data, its shape needs {}", t.name, t.data.size(),
                          t.size_bytes()));
+    try {
+      validate(t);
+    } catch (const IsaError& e) {
+      c.fail(e.what());
+    }
     program_.tensors.push_back(std::move(t));
   }
 

@@ -133,7 +133,11 @@ class Decoder {
     for (size_t i = 0; i < in.ints.size(); ++i) in.ints[i] = get<int32_t>(s, 32 + 4 * i);
     if (!all_zero(s, 48, kSlotBytes)) fail(at, "reserved header bytes 48-63 are not zero");
     at += kSlotBytes;
-    for (size_t i = 0; i < extra; ++i, at += kSlotBytes) trailing_slot(at, in);
+    for (size_t i = 0; i < extra; ++i, at += kSlotBytes) {
+      if (seen_mask_) fail(at, "the mask slot must be the last slot of its instruction");
+      trailing_slot(at, in);
+    }
+    if (uses_mask(in) && !seen_mask_) fail(start, fmt::format("{} has no mask slot", opcode_info(in.opcode).name));
     check_roles(start, in);
     check_unused_params(start, in);
     return in;

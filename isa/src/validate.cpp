@@ -1,6 +1,7 @@
 #include "neuronsim/isa/validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -85,6 +86,15 @@ class Checker {
       fail("a semaphore and value without a signal");
     if (in_.opcode != Opcode::partition_shuffle && in_.mask != std::array<uint8_t, 32>{})
       fail("only partition_shuffle takes a mask");
+    if (std::isnan(in_.imm0) || std::isnan(in_.imm1)) fail("immediates cannot be NaN");
+    // An operand replaces its immediate, which then keeps its default.
+    if (in_.opcode == Opcode::activation && opt(Role::scale) && in_.imm0 != 1.0f)
+      fail("scale is given as an operand and as an immediate");
+    if (in_.opcode == Opcode::tensor_tensor_scan && opt(Role::initial) && in_.imm0 != 0.0f)
+      fail("initial is given as an operand and as an immediate");
+    if (in_.opcode == Opcode::tensor_scalar && ((opt(Role::operand0) && in_.imm0 != 0.0f) ||
+                                                 (opt(Role::operand1) && in_.imm1 != 0.0f)))
+      fail("a scalar is given as an operand and as an immediate");
     if (in_.opcode == Opcode::sem_wait && in_.wait.cond == WaitCond::none)
       fail("sem_wait needs a wait condition");
     if (in_.opcode == Opcode::sem_signal && in_.signal.op != SemOp::add)
@@ -442,17 +452,30 @@ void validate(const Instruction& inst, const Program& program, const std::string
   check_hbm(program, inst, where);
 }
 
+void validate(const TensorDecl& t) {
+  if (t.name.empty() || t.name == "SB")
+    throw IsaError(fmt::format("tensor name '{}' is reserved (SB is the state buffer)", t.name));
+  // Shapes must describe at most 2^48 bytes: no overflow in sizes, and far beyond any HBM.
+  uint64_t bytes = dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    if (d <= 0 || static_cast<uint64_t>(d) > (uint64_t{1} << 48) / bytes)
+      throw IsaError(fmt::format("tensor '{}': shape dimension {} is out of range", t.name, d));
+    bytes *= static_cast<uint64_t>(d);
+  }
+  if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
+    throw IsaError(fmt::format("constant '{}' holds {} bytes, its shape needs {}", t.name, t.data.size(),
+                               t.size_bytes()));
+}
+
 void validate(const Program& program) {
   const Target& target = target_by_name(program.target);
   std::set<std::string> names;
   std::set<uint16_t> ids;
   for (const TensorDecl& t : program.tensors) {
     if (t.var_id == 0) throw IsaError(fmt::format("tensor '{}': var id 0 is reserved", t.name));
+    validate(t);
     if (!names.insert(t.name).second || !ids.insert(t.var_id).second)
       throw IsaError(fmt::format("tensor '{}' (id {}) is declared twice", t.name, t.var_id));
-    if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
-      throw IsaError(fmt::format("constant '{}' holds {} bytes, its shape needs {}", t.name,
-                                 t.data.size(), t.size_bytes()));
   }
   for (int e = 0; e < kNumEngines; ++e) {
     const auto& stream = program.streams[e];

@@ -9,5 +9,6 @@ namespace neuronsim::tools {
 void add_info_command(CLI::App& app);
 void add_asm_command(CLI::App& app);
 void add_disasm_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 
 }  // namespace neuronsim::tools

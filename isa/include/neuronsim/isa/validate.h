@@ -15,6 +15,8 @@ namespace neuronsim::isa {
 void validate(const Instruction& inst, const Target& target, const std::string& where);
 // The same, plus: HBM operands name tensors declared in `program` and stay inside them.
 void validate(const Instruction& inst, const Program& program, const std::string& where);
+// A tensor declaration: reserved names, sizes that fit (at most 2^48 bytes), constant data.
+void validate(const TensorDecl& tensor);
 // Validates the tensor declarations and every instruction of every stream.
 void validate(const Program& program);
 

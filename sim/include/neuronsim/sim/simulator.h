@@ -1,0 +1,80 @@
+// The timed model of a Trainium instance, on the SystemC kernel.
+//
+// Each loaded NeuronCore runs its five engine streams as SystemC threads at
+// instruction granularity: an engine waits for its semaphore condition, stays
+// busy for the instruction's cost (cost_model.h), applies its effect on memory
+// (functional.h) and signals. dma_copy hands its transfers to the core's DMA
+// engines, which share the chip's HBM bandwidth; a transfer's data and signal
+// land when it completes. Nothing in the model reads the wall clock, and ties
+// are broken by program order, so a run's simulated time is exact and
+// repeatable.
+//
+// SystemC has one kernel per process, so runs are serialised: Simulator::run
+// takes a process-wide lock. Processes are spawned per run, so a process may
+// create Simulators for different instances one after another, and run each
+// many times (the runtime drives one from its device thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "neuronsim/isa/program.h"
+#include "neuronsim/sim/config.h"
+#include "neuronsim/sim/functional.h"
+#include "neuronsim/sim/memory.h"
+#include "neuronsim/sim/run_result.h"
+
+namespace neuronsim::sim {
+
+enum class Mode {
+  functional_and_timing,  // values and time (default)
+  functional_only,        // values only: engines interleave at semaphores, no clock
+  timing_only,            // time only: memory contents are not touched
+};
+
+struct RunOptions {
+  Mode mode = Mode::functional_and_timing;
+  bool record = false;  // keep every instruction, transfer and semaphore hand-off (for traces)
+  // Called now and then with (instructions done, instructions in total).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+class Simulator {
+ public:
+  Simulator(InstanceConfig instance, GenerationConfig generation);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  const InstanceConfig& instance() const { return instance_; }
+  const GenerationConfig& generation() const { return generation_; }
+  uint32_t num_cores() const { return instance_.total_cores(); }
+
+  // The HBM of a chip (sparse; shared by its cores).
+  SparseMemory& hbm(uint32_t chip);
+  // The memories of a core (instance-wide index), allocated on first use.
+  CoreState& core(uint32_t core);
+
+  // Puts `program` on `core`; its HBM tensors must already be bound in
+  // core(core).tensors (see bind_tensors). The program must outlive the runs.
+  void load(uint32_t core, const isa::Program& program);
+  void unload(uint32_t core);
+  bool loaded(uint32_t core) const;
+
+  // Runs every loaded core's program once, all starting together, until all
+  // finish. Throws ExecError on a fault or a deadlock (naming core, engine,
+  // instruction and semaphore).
+  RunResult run(const RunOptions& options = {});
+
+ private:
+  struct Impl;
+  InstanceConfig instance_;
+  GenerationConfig generation_;
+  std::vector<std::unique_ptr<SparseMemory>> hbm_;
+  std::vector<std::unique_ptr<CoreState>> cores_;
+  std::vector<const isa::Program*> programs_;
+};
+
+}  // namespace neuronsim::sim

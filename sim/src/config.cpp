@@ -1,0 +1,326 @@
+// Loading and validating sim/configs/*.json (see config.h). Every figure of a
+// generation file is {"value": <number>, "source": "<where it comes from>"};
+// instances.json gives one source per instance. Errors name the file and field.
+#include "neuronsim/sim/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "neuronsim/isa/target.h"
+
+namespace neuronsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kInstancesFile = "instances.json";
+
+[[noreturn]] void fail(const fs::path& file, const std::string& field, const std::string& what) {
+  if (field.empty()) throw ConfigError(fmt::format("{}: {}", file.string(), what));
+  throw ConfigError(fmt::format("{}: field '{}': {}", file.string(), field, what));
+}
+
+Json read_json(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file, "", "cannot open the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return Json::parse(text.str());
+  } catch (const Json::parse_error& e) {
+    fail(file, "", fmt::format("invalid JSON: {}", e.what()));
+  }
+}
+
+// The generation files in `dir` (every *.json but instances.json), sorted.
+std::vector<std::string> known_generations(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const fs::path& p = entry.path();
+    if (p.extension() == ".json" && p.filename() != kInstancesFile) names.push_back(p.stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+// Reads the figures of one generation file, checking each {value, source} object.
+class FigureReader {
+ public:
+  FigureReader(const fs::path& file, const Json& root) : file_(file), root_(root) {}
+
+  // A sourced number at `path` ("clocks.pe" looks in root["clocks"]["pe"]).
+  double number(const std::string& path) {
+    const Json& node = lookup(path);
+    if (!node.is_object()) {
+      if (node.is_number()) fail(file_, path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
+      fail(file_, path, "is not a {\"value\", \"source\"} object");
+    }
+    for (const auto& [key, unused] : node.items())
+      if (key != "value" && key != "source") fail(file_, path, fmt::format("unknown key '{}'", key));
+    if (!node.contains("value")) fail(file_, path, "missing 'value'");
+    const Json& value = node["value"];
+    if (!value.is_number()) fail(file_, path, fmt::format("value is not a number (got {})", value.dump()));
+    if (!node.contains("source") || !node["source"].is_string() ||
+        node["source"].get<std::string>().find_first_not_of(" \t\n") == std::string::npos)
+      fail(file_, path, "has no source");
+    const double v = value.get<double>();
+    if (!std::isfinite(v)) fail(file_, path, "value is not finite");
+    return v;
+  }
+
+  double positive(const std::string& path) {
+    const double v = number(path);
+    if (!(v > 0)) fail(file_, path, fmt::format("must be positive (got {})", v));
+    return v;
+  }
+
+  double non_negative(const std::string& path) {
+    const double v = number(path);
+    if (v < 0) fail(file_, path, fmt::format("must not be negative (got {})", v));
+    return v;
+  }
+
+  uint64_t integer(const std::string& path, uint64_t min, uint64_t max) {
+    const double v = number(path);
+    if (v != std::floor(v)) fail(file_, path, fmt::format("must be an integer (got {})", v));
+    if (v < static_cast<double>(min)) fail(file_, path, fmt::format("must be at least {} (got {})", min, v));
+    if (v > static_cast<double>(max)) fail(file_, path, fmt::format("must be at most {} (got {})", max, v));
+    return static_cast<uint64_t>(v);
+  }
+
+  uint32_t u32(const std::string& path, uint32_t min = 1) {
+    return static_cast<uint32_t>(integer(path, min, std::numeric_limits<uint32_t>::max()));
+  }
+
+  void mark(const std::string& path) { used_.insert(path); }
+
+  // Fields present in the file that no rule read: typos, or figures we do not know.
+  void reject_unknown() {
+    for (const auto& [key, value] : root_.items()) {
+      if (key == "clocks" && value.is_object()) {
+        for (const auto& [sub, unused] : value.items())
+          if (!used_.count("clocks." + sub)) fail(file_, "clocks." + sub, "unknown field");
+      } else if (!used_.count(key)) {
+        fail(file_, key, "unknown field");
+      }
+    }
+  }
+
+ private:
+  const Json& lookup(const std::string& path) {
+    used_.insert(path);
+    const Json* node = &root_;
+    std::string::size_type start = 0;
+    while (true) {
+      const auto dot = path.find('.', start);
+      const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!node->is_object() || !node->contains(key)) fail(file_, path, "missing field");
+      node = &(*node)[key];
+      if (dot == std::string::npos) return *node;
+      used_.insert(path.substr(0, dot));
+      start = dot + 1;
+    }
+  }
+
+  const fs::path& file_;
+  const Json& root_;
+  std::set<std::string> used_;
+};
+
+const std::set<std::string>& known_topologies() {
+  static const std::set<std::string> t = {"none", "ring", "torus-4x4"};
+  return t;
+}
+
+}  // namespace
+
+double GenerationConfig::peak_bf16_flops() const { return 2.0 * 128 * 128 * pe_ghz * 1e9; }
+
+fs::path config_dir() {
+  if (const char* env = std::getenv("NEURONSIM_CONFIG_DIR"); env && *env) return env;
+  return NEURONSIM_CONFIG_DIR_DEFAULT;
+}
+
+GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
+  const fs::path file = dir / (name + ".json");
+  if (name.empty() || name.find('/') != std::string::npos || !fs::is_regular_file(file))
+    throw ConfigError(fmt::format("{}: no such generation config '{}' (known: {})", file.string(), name,
+                                  join(known_generations(dir))));
+  const Json root = read_json(file);
+  if (!root.is_object()) fail(file, "", "not a JSON object");
+
+  FigureReader r(file, root);
+  GenerationConfig g;
+  r.mark("description");
+  if (root.contains("description") && !root["description"].is_string())
+    fail(file, "description", "must be a string");
+  r.mark("name");
+  if (!root.contains("name")) fail(file, "name", "missing field");
+  if (!root["name"].is_string()) fail(file, "name", "must be a string");
+  g.name = root["name"].get<std::string>();
+  if (g.name != name) fail(file, "name", fmt::format("'{}' does not match the file name '{}'", g.name, name));
+
+  // The ISA limits of this generation; the memory figures must agree with them.
+  std::optional<std::string_view> target_name = isa::find_target_name(name);
+  if (!target_name || *target_name != name)
+    fail(file, "name", fmt::format("'{}' is not an ISA target (trn1, trn2, trn3)", name));
+  g.target = &isa::target_by_name(name);
+  const isa::Target& t = *g.target;
+
+  g.core_version = static_cast<int>(r.integer("core_version", 1, 100));
+  if (g.core_version != t.core_version)
+    fail(file, "core_version", fmt::format("{} disagrees with the ISA target {} (NeuronCore-v{})", g.core_version,
+                                           t.name, t.core_version));
+
+  if (!root.contains("clocks") || !root["clocks"].is_object()) fail(file, "clocks", "missing field");
+  g.pe_ghz = r.positive("clocks.pe");
+  g.act_ghz = r.positive("clocks.act");
+  g.dve_ghz = r.positive("clocks.dve");
+  g.pool_ghz = r.positive("clocks.pool");
+  g.sp_ghz = r.positive("clocks.sp");
+
+  g.partitions = r.u32("partitions");
+  if (g.partitions != t.num_partitions)
+    fail(file, "partitions", fmt::format("{} disagrees with the ISA target {} ({})", g.partitions, t.name,
+                                         t.num_partitions));
+  g.sbuf_partition_bytes = r.u32("sbuf_partition_bytes");
+  if (g.sbuf_partition_bytes != t.sbuf_partition_bytes)
+    fail(file, "sbuf_partition_bytes", fmt::format("{} disagrees with the ISA target {} ({})",
+                                                   g.sbuf_partition_bytes, t.name, t.sbuf_partition_bytes));
+  g.psum_partition_bytes = r.u32("psum_partition_bytes");
+  if (g.psum_partition_bytes != t.psum_partition_bytes)
+    fail(file, "psum_partition_bytes", fmt::format("{} disagrees with the ISA target {} ({})",
+                                                   g.psum_partition_bytes, t.name, t.psum_partition_bytes));
+  g.psum_banks = r.u32("psum_banks");
+  if (g.psum_partition_bytes % g.psum_banks != 0)
+    fail(file, "psum_banks", fmt::format("psum_partition_bytes {} is not divisible by {} banks",
+                                         g.psum_partition_bytes, g.psum_banks));
+  if (g.psum_partition_bytes / g.psum_banks != t.psum_bank_bytes)
+    fail(file, "psum_banks", fmt::format("{} banks give {}-byte banks; the ISA target {} has {}-byte banks",
+                                         g.psum_banks, g.psum_partition_bytes / g.psum_banks, t.name,
+                                         t.psum_bank_bytes));
+
+  g.pe_min_interval = r.u32("pe_min_interval");
+  g.pe_fp32_factor = r.u32("pe_fp32_factor");
+  g.pe_weight_load_speedup = r.u32("pe_weight_load_speedup");
+  g.pe_fp8_rate = r.positive("pe_fp8_rate");
+
+  g.min_interval = r.u32("min_interval");
+  g.access_overhead = r.u32("access_overhead", 0);
+  g.dependent_overhead = r.u32("dependent_overhead", 0);
+  g.pool_startup = r.u32("pool_startup", 0);
+  g.dve_elems_per_cycle_16bit = r.u32("dve_elems_per_cycle_16bit");
+
+  g.dma_engines = r.u32("dma_engines");
+  if (g.dma_engines > g.partitions || g.partitions % g.dma_engines != 0)
+    fail(file, "dma_engines", fmt::format("{} engines cannot split {} partitions into equal groups",
+                                          g.dma_engines, g.partitions));
+  g.dma_queues_per_engine = r.u32("dma_queues_per_engine");
+  // The ISA's queue parameter addresses queues 0-15 of every engine; 256 bounds the rest.
+  if (g.dma_queues_per_engine < 16 || g.dma_queues_per_engine > 256)
+    fail(file, "dma_queues_per_engine",
+         fmt::format("{} is outside 16..256 (dma_copy addresses queues 0-15)", g.dma_queues_per_engine));
+  g.dma_engine_bytes_per_ns = r.positive("dma_engine_bytes_per_ns");
+  g.dma_fixed_ns = r.non_negative("dma_fixed_ns");
+  g.dma_issue_ns = r.non_negative("dma_issue_ns");
+
+  g.cores_per_chip = r.u32("cores_per_chip");
+  g.hbm_stacks = r.u32("hbm_stacks");
+  g.hbm_bytes_per_ns = r.positive("hbm_bytes_per_ns");
+  g.hbm_bytes = r.integer("hbm_bytes", 1, uint64_t{1} << 52);
+
+  r.reject_unknown();
+  return g;
+}
+
+namespace {
+
+// instances.json: {"description": "...", "instances": {"<name>": {...}, ...}}.
+const Json& instances_of(const fs::path& file, const Json& root) {
+  if (!root.is_object() || !root.contains("instances") || !root["instances"].is_object())
+    fail(file, "instances", "missing field (an object of instance types)");
+  return root["instances"];
+}
+
+}  // namespace
+
+std::vector<std::string> instance_names(const fs::path& dir) {
+  const fs::path file = dir / kInstancesFile;
+  const Json root = read_json(file);
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : instances_of(file, root).items()) names.push_back(name);
+  return names;
+}
+
+InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
+  const fs::path file = dir / kInstancesFile;
+  const Json root = read_json(file);
+  const Json& all = instances_of(file, root);
+  if (!all.contains(name)) {
+    std::vector<std::string> known;
+    for (const auto& [n, unused] : all.items()) known.push_back(n);
+    throw ConfigError(fmt::format("{}: unknown instance '{}' (known: {})", file.string(), name, join(known)));
+  }
+  const Json& e = all[name];
+  const std::string prefix = name + ".";
+  if (!e.is_object()) fail(file, name, "is not an object");
+
+  auto string_field = [&](const char* key) {
+    if (!e.contains(key)) fail(file, prefix + key, "missing field");
+    if (!e[key].is_string() || e[key].get<std::string>().empty()) fail(file, prefix + key, "must be a non-empty string");
+    return e[key].get<std::string>();
+  };
+  auto count_field = [&](const char* key) {
+    if (!e.contains(key)) fail(file, prefix + key, "missing field");
+    const Json& v = e[key];
+    if (!v.is_number()) fail(file, prefix + key, fmt::format("value is not a number (got {})", v.dump()));
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1000000)
+      fail(file, prefix + key, fmt::format("must be a positive integer (got {})", v.dump()));
+    return static_cast<uint32_t>(v.get<int64_t>());
+  };
+
+  for (const auto& [key, unused] : e.items())
+    if (key != "generation" && key != "chips" && key != "cores_per_chip" && key != "topology" && key != "source")
+      fail(file, prefix + key, "unknown field");
+
+  InstanceConfig inst;
+  inst.name = name;
+  string_field("source");  // every instance says where its figures come from
+  inst.generation = string_field("generation");
+  inst.chips = count_field("chips");
+  inst.cores_per_chip = count_field("cores_per_chip");
+  inst.topology = string_field("topology");
+
+  if (!known_topologies().count(inst.topology))
+    fail(file, prefix + "topology", fmt::format("unknown topology '{}' (known: none, ring, torus-4x4)", inst.topology));
+  if ((inst.topology == "none") != (inst.chips == 1) || (inst.topology == "torus-4x4" && inst.chips != 16))
+    fail(file, prefix + "topology", fmt::format("topology '{}' does not fit {} chips", inst.topology, inst.chips));
+
+  if (!fs::is_regular_file(dir / (inst.generation + ".json")))
+    fail(file, prefix + "generation",
+         fmt::format("unknown generation '{}' (known: {})", inst.generation, join(known_generations(dir))));
+  const GenerationConfig gen = load_generation(inst.generation, dir);
+  if (inst.cores_per_chip != gen.cores_per_chip)
+    fail(file, prefix + "cores_per_chip", fmt::format("{} disagrees with generation {} ({} cores per chip)",
+                                                      inst.cores_per_chip, gen.name, gen.cores_per_chip));
+  return inst;
+}
+
+}  // namespace neuronsim::sim

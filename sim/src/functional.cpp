@@ -1,0 +1,1010 @@
+// The functional plane. Every instruction follows one shape: read each operand
+// into a packed buffer in walk order (partition-major, then dims outermost
+// first), compute on the buffers, then write the destination back. Reading
+// everything before writing anything is what makes in-place operations work.
+#include "neuronsim/sim/functional.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "neuronsim/isa/assembler.h"
+
+namespace neuronsim::sim {
+namespace {
+
+using isa::AccessPattern;
+using isa::AluOp;
+using isa::DType;
+using isa::Instruction;
+using isa::MemSpace;
+using isa::Opcode;
+using isa::Role;
+using Kind = ExecError::Kind;
+
+// A heap array that skips zero-initialisation: every buffer here is overwritten in full.
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(size_t n = 0) : data_(n ? std::make_unique_for_overwrite<T[]>(n) : nullptr), size_(n) {}
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_;
+};
+
+using Bytes = Buffer<uint8_t>;
+using Floats = Buffer<float>;
+
+// ---------------------------------------------------------------------------
+// Execution context and errors
+
+struct Ctx {
+  const Instruction& inst;
+  CoreState& st;
+  const isa::Program* program;  // for tensor names in messages; may be null
+  bool nan_check;               // fail_on_nan applies to this instruction's writes
+
+  [[noreturn]] void fail(Kind kind, const std::string& what) const {
+    throw ExecError(kind, fmt::format("{}: {}", isa::format_instruction(inst, program), what));
+  }
+  const AccessPattern& get(Role r) const {
+    const AccessPattern* ap = inst.operand(r);
+    if (!ap) fail(Kind::unsupported, fmt::format("operand {} is missing", isa::role_name(r)));
+    return *ap;
+  }
+};
+
+size_t esize(const AccessPattern& ap) { return isa::dtype_size(ap.dtype); }
+size_t free_size(const AccessPattern& ap) { return static_cast<size_t>(ap.free_elems()); }
+size_t total_size(const AccessPattern& ap) { return static_cast<size_t>(ap.total_elems()); }
+
+// ---------------------------------------------------------------------------
+// Walking access patterns
+
+// Walks index tuples of up to kMaxDims dims (outermost first) in walk order and
+// keeps value = sum(weight_k * i_k) up to date.
+struct Odometer {
+  int n = 0;
+  std::array<uint32_t, isa::kMaxDims> size{};
+  std::array<uint32_t, isa::kMaxDims> idx{};
+  std::array<int64_t, isa::kMaxDims> weight{};
+  int64_t value = 0;
+
+  void next() {
+    for (int k = n - 1; k >= 0; --k) {
+      value += weight[k];
+      if (++idx[k] < size[k]) return;
+      value -= weight[k] * size[k];
+      idx[k] = 0;
+    }
+  }
+};
+
+// One innermost run of a pattern: `count` elements `stride` bytes apart, the
+// first at byte `start` of its partition (on chip) or of its tensor (HBM; the
+// row offset included).
+struct Run {
+  uint32_t part;
+  int64_t start;
+  int64_t stride;
+  uint32_t count;
+};
+
+// Calls fn(run) for every run of `ap`, in walk order.
+template <typename Fn>
+void for_each_run(const AccessPattern& ap, Fn&& fn) {
+  const int64_t es = static_cast<int64_t>(esize(ap));
+  const int nd = std::max<int>(ap.num_dims, 1);
+  const isa::Dim inner = ap.num_dims ? ap.dims[nd - 1] : isa::Dim{};
+  Odometer outer;
+  outer.n = nd - 1;
+  uint64_t outer_count = 1;
+  for (int k = 0; k < outer.n; ++k) {
+    outer.size[k] = ap.dims[k].size;
+    outer.weight[k] = int64_t{ap.dims[k].stride} * es;
+    outer_count *= ap.dims[k].size;
+  }
+  for (uint32_t p = 0; p < ap.num_partitions; ++p) {
+    const int64_t row = ap.space == MemSpace::HBM ? int64_t{p} * ap.partition_stride * es : 0;
+    const int64_t base = static_cast<int64_t>(ap.offset) + row;
+    outer.value = 0;
+    for (uint64_t o = 0; o < outer_count; ++o, outer.next())
+      fn(Run{p, base + outer.value, int64_t{inner.stride} * es, inner.size});
+  }
+}
+
+// Bytes [lo, hi) a run touches.
+std::pair<int64_t, int64_t> run_bytes(const Run& r, int64_t es) {
+  const int64_t span = r.stride * (int64_t{r.count} - 1);
+  return {r.start + std::min<int64_t>(0, span), r.start + std::max<int64_t>(0, span) + es};
+}
+
+// The first element of an on-chip run; faults rather than touching memory outside the space.
+uint8_t* on_chip(const Ctx& c, const AccessPattern& ap, const Run& r) {
+  OnChipMemory& m = ap.space == MemSpace::PSUM ? c.st.psum : c.st.sbuf;
+  const uint32_t part = uint32_t{ap.start_partition} + r.part;
+  const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(esize(ap)));
+  if (part >= m.partitions() || lo < 0 || hi > int64_t{m.partition_bytes()})
+    c.fail(Kind::out_of_bounds, fmt::format("bytes {}..{} of {} partition {} are outside the space ({} "
+                                            "partitions of {} bytes)",
+                                            lo, hi, isa::mem_space_name(ap.space), part, m.partitions(),
+                                            m.partition_bytes()));
+  return m.at(part, static_cast<uint64_t>(r.start));
+}
+
+// The HBM address of a run's first element; faults when the run leaves its tensor.
+uint64_t hbm_address(const Ctx& c, const AccessPattern& ap, const Run& r) {
+  const auto it = c.st.tensors.find(ap.tensor);
+  if (it == c.st.tensors.end())
+    c.fail(Kind::out_of_bounds, fmt::format("HBM tensor id {} is not bound", ap.tensor));
+  const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(esize(ap)));
+  if (lo < 0 || hi > static_cast<int64_t>(it->second.size))
+    c.fail(Kind::out_of_bounds, fmt::format("bytes {}..{} of HBM tensor id {} are outside its {} bytes", lo,
+                                            hi, ap.tensor, it->second.size));
+  return it->second.address + static_cast<uint64_t>(r.start);
+}
+
+void check_memory(const Ctx& c, const AccessPattern& ap) {
+  if (ap.space == MemSpace::Pattern)
+    c.fail(Kind::unsupported, "an index pattern is not memory and cannot be read or written");
+}
+
+template <size_t S>
+void gather_elems(const uint8_t* src, int64_t stride, uint32_t n, uint8_t* dst) {
+  for (uint32_t i = 0; i < n; ++i) std::memcpy(dst + size_t{i} * S, src + i * stride, S);
+}
+
+template <size_t S>
+void scatter_elems(const uint8_t* src, uint8_t* dst, int64_t stride, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) std::memcpy(dst + i * stride, src + size_t{i} * S, S);
+}
+
+void gather_strided(const uint8_t* src, int64_t stride, uint32_t n, size_t es, uint8_t* dst) {
+  switch (es) {
+    case 1: return gather_elems<1>(src, stride, n, dst);
+    case 2: return gather_elems<2>(src, stride, n, dst);
+    default: return gather_elems<4>(src, stride, n, dst);
+  }
+}
+
+void scatter_strided(const uint8_t* src, uint8_t* dst, int64_t stride, uint32_t n, size_t es) {
+  switch (es) {
+    case 1: return scatter_elems<1>(src, dst, stride, n);
+    case 2: return scatter_elems<2>(src, dst, stride, n);
+    default: return scatter_elems<4>(src, dst, stride, n);
+  }
+}
+
+// Copies one run's elements out of memory into packed bytes.
+void read_run(const Ctx& c, const AccessPattern& ap, const Run& r, uint8_t* out) {
+  const size_t es = esize(ap);
+  const bool packed = r.stride == static_cast<int64_t>(es);
+  if (ap.space != MemSpace::HBM) {
+    const uint8_t* p = on_chip(c, ap, r);
+    if (packed) std::memcpy(out, p, r.count * es);
+    else gather_strided(p, r.stride, r.count, es, out);
+    return;
+  }
+  const uint64_t addr = hbm_address(c, ap, r);
+  if (packed) return c.st.hbm.read(addr, out, r.count * es);
+  for (uint32_t i = 0; i < r.count; ++i)
+    c.st.hbm.read(addr + static_cast<uint64_t>(i * r.stride), out + i * es, es);
+}
+
+// Copies packed bytes into one run's elements.
+void write_run(const Ctx& c, const AccessPattern& ap, const Run& r, const uint8_t* in) {
+  const size_t es = esize(ap);
+  const bool packed = r.stride == static_cast<int64_t>(es);
+  if (ap.space != MemSpace::HBM) {
+    uint8_t* p = on_chip(c, ap, r);
+    if (packed) std::memcpy(p, in, r.count * es);
+    else scatter_strided(in, p, r.stride, r.count, es);
+    return;
+  }
+  const uint64_t addr = hbm_address(c, ap, r);
+  if (packed) return c.st.hbm.write(addr, in, r.count * es);
+  for (uint32_t i = 0; i < r.count; ++i)
+    c.st.hbm.write(addr + static_cast<uint64_t>(i * r.stride), in + i * es, es);
+}
+
+size_t inner_run_bytes(const AccessPattern& ap) {
+  return (ap.num_dims ? ap.dims[ap.num_dims - 1].size : 1) * esize(ap);
+}
+
+// ---------------------------------------------------------------------------
+// Typed reads and writes of whole operands
+
+Bytes read_bytes(const Ctx& c, const AccessPattern& ap) {
+  check_memory(c, ap);
+  Bytes out(total_size(ap) * esize(ap));
+  size_t pos = 0;
+  for_each_run(ap, [&](const Run& r) {
+    read_run(c, ap, r, out.data() + pos);
+    pos += r.count * esize(ap);
+  });
+  return out;
+}
+
+Floats read_floats(const Ctx& c, const AccessPattern& ap) {
+  check_memory(c, ap);
+  Floats out(total_size(ap));
+  Bytes tmp(inner_run_bytes(ap));
+  const size_t es = esize(ap);
+  size_t pos = 0;
+  for_each_run(ap, [&](const Run& r) {
+    // Contiguous on-chip runs convert straight from memory (the common case).
+    const uint8_t* src = tmp.data();
+    if (ap.space != MemSpace::HBM && r.stride == static_cast<int64_t>(es)) src = on_chip(c, ap, r);
+    else read_run(c, ap, r, tmp.data());
+    isa::convert_to_float(ap.dtype, src, out.data() + pos, r.count, c.st.fp8);
+    pos += r.count;
+  });
+  return out;
+}
+
+// Per-partition scalars [P, 1]: the operand's values, or `fallback` for every partition.
+Floats read_scalars(const Ctx& c, Role role, size_t partitions, float fallback) {
+  if (const AccessPattern* ap = c.inst.operand(role)) return read_floats(c, *ap);
+  Floats out(partitions);
+  std::fill(out.data(), out.data() + partitions, fallback);
+  return out;
+}
+
+template <typename T>
+int64_t load_int(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return static_cast<int64_t>(v);
+}
+
+// Index operands read exactly (no trip through FP32, which loses integers above 2^24).
+std::vector<int64_t> read_indices(const Ctx& c, const AccessPattern& ap) {
+  const Bytes b = read_bytes(c, ap);
+  const size_t n = total_size(ap), es = esize(ap);
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = b.data() + i * es;
+    switch (ap.dtype) {
+      case DType::int8: out[i] = load_int<int8_t>(p); break;
+      case DType::uint8: out[i] = load_int<uint8_t>(p); break;
+      case DType::int16: out[i] = load_int<int16_t>(p); break;
+      case DType::uint16: out[i] = load_int<uint16_t>(p); break;
+      case DType::int32: out[i] = load_int<int32_t>(p); break;
+      case DType::uint32: out[i] = load_int<uint32_t>(p); break;
+      default: {
+        const double v = isa::load_as_float(ap.dtype, p, c.st.fp8);
+        // NaN or huge float "indices" become an index that is out of range.
+        out[i] = std::isfinite(v) && std::fabs(v) < 1e18 ? static_cast<int64_t>(v) : -1;
+      }
+    }
+  }
+  return out;
+}
+
+// Faults when bytes about to be written to `ap` hold a NaN (at selected elements only, if given).
+void check_nan(const Ctx& c, const AccessPattern& ap, const uint8_t* bytes, const uint8_t* selected = nullptr) {
+  if (!c.nan_check || !isa::is_float(ap.dtype)) return;
+  const size_t n = total_size(ap);
+  Floats v(n);
+  isa::convert_to_float(ap.dtype, bytes, v.data(), n, c.st.fp8);
+  for (size_t i = 0; i < n; ++i)
+    if (std::isnan(v[i]) && (!selected || selected[i]))
+      c.fail(Kind::nan, fmt::format("NaN written to {} {} {}, element {}", isa::mem_space_name(ap.space),
+                                    ap.space == MemSpace::HBM ? "row" : "partition",
+                                    i / free_size(ap) + (ap.space == MemSpace::HBM ? 0 : ap.start_partition),
+                                    i % free_size(ap)));
+}
+
+void write_bytes_unchecked(const Ctx& c, const AccessPattern& ap, const uint8_t* in) {
+  check_memory(c, ap);
+  size_t pos = 0;
+  for_each_run(ap, [&](const Run& r) {
+    write_run(c, ap, r, in + pos);
+    pos += r.count * esize(ap);
+  });
+}
+
+void write_bytes(const Ctx& c, const AccessPattern& ap, const uint8_t* in, const uint8_t* selected = nullptr) {
+  check_nan(c, ap, in, selected);
+  write_bytes_unchecked(c, ap, in);
+}
+
+Bytes to_dtype(const Ctx& c, DType t, const float* v, size_t n) {
+  Bytes out(n * isa::dtype_size(t));
+  isa::convert_from_float(t, v, out.data(), n, c.st.fp8);
+  return out;
+}
+
+// Writes FP32 values to `ap`, rounding to its dtype.
+void write_floats(const Ctx& c, const AccessPattern& ap, const float* v) {
+  check_memory(c, ap);
+  if (c.nan_check) {
+    const Bytes b = to_dtype(c, ap.dtype, v, total_size(ap));
+    return write_bytes(c, ap, b.data());
+  }
+  Bytes tmp(inner_run_bytes(ap));
+  const size_t es = esize(ap);
+  size_t pos = 0;
+  for_each_run(ap, [&](const Run& r) {
+    if (ap.space != MemSpace::HBM && r.stride == static_cast<int64_t>(es)) {
+      isa::convert_from_float(ap.dtype, v + pos, on_chip(c, ap, r), r.count, c.st.fp8);
+    } else {
+      isa::convert_from_float(ap.dtype, v + pos, tmp.data(), r.count, c.st.fp8);
+      write_run(c, ap, r, tmp.data());
+    }
+    pos += r.count;
+  });
+}
+
+// `ap`'s elements as bytes of dtype `t`: a bit-exact copy when the dtypes match,
+// else converted through FP32.
+Bytes read_as(const Ctx& c, const AccessPattern& ap, DType t) {
+  if (ap.dtype == t) return read_bytes(c, ap);
+  const Floats v = read_floats(c, ap);
+  return to_dtype(c, t, v.data(), v.size());
+}
+
+// ---------------------------------------------------------------------------
+// ALU
+
+int32_t to_int32(float v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
+  if (v <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(std::nearbyint(v));  // the default rounding mode: ties to even
+}
+
+float truth(bool b) { return b ? 1.0f : 0.0f; }
+
+// max/min propagate NaN, so that a NaN input is never silently dropped.
+float nan_max(float a, float b) { return (a > b || std::isnan(a)) ? a : b; }
+float nan_min(float a, float b) { return (a < b || std::isnan(a)) ? a : b; }
+
+// Python-style remainder: the sign of the divisor.
+float py_mod(float a, float b) {
+  float r = std::fmod(a, b);
+  if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b;
+  return r;
+}
+
+inline float alu(AluOp op, float a, float b) {
+  const auto shift = [&] { return to_int32(b) & 31; };
+  switch (op) {
+    case AluOp::bypass: return a;
+    case AluOp::add: return a + b;
+    case AluOp::subtract: return a - b;
+    case AluOp::multiply: return a * b;
+    case AluOp::divide: return a / b;
+    case AluOp::max: return nan_max(a, b);
+    case AluOp::min: return nan_min(a, b);
+    case AluOp::pow: return std::pow(a, b);
+    case AluOp::mod: return py_mod(a, b);
+    case AluOp::abs_max: return nan_max(std::fabs(a), std::fabs(b));
+    case AluOp::is_equal: return truth(a == b);
+    case AluOp::not_equal: return truth(a != b);
+    case AluOp::is_gt: return truth(a > b);
+    case AluOp::is_ge: return truth(a >= b);
+    case AluOp::is_lt: return truth(a < b);
+    case AluOp::is_le: return truth(a <= b);
+    case AluOp::logical_and: return truth(a != 0.0f && b != 0.0f);
+    case AluOp::logical_or: return truth(a != 0.0f || b != 0.0f);
+    case AluOp::logical_xor: return truth((a != 0.0f) != (b != 0.0f));
+    case AluOp::bitwise_and: return static_cast<float>(to_int32(a) & to_int32(b));
+    case AluOp::bitwise_or: return static_cast<float>(to_int32(a) | to_int32(b));
+    case AluOp::bitwise_xor: return static_cast<float>(to_int32(a) ^ to_int32(b));
+    case AluOp::left_shift:
+      return static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) << shift()));
+    case AluOp::arith_shift_right: return static_cast<float>(to_int32(a) >> shift());
+    case AluOp::logical_shift_right:
+      return static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) >> shift()));
+  }
+  return a;
+}
+
+// out[i] = a[i*sa] op b[i*sb]; strides of 0 broadcast a scalar. The op is a
+// template constant so the switch folds away and the loop can vectorise.
+template <AluOp Op>
+void alu_loop(const float* a, size_t sa, const float* b, size_t sb, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = alu(Op, a[i * sa], b[i * sb]);
+}
+
+using AluLoop = void (*)(const float*, size_t, const float*, size_t, float*, size_t);
+
+template <size_t... I>
+constexpr std::array<AluLoop, sizeof...(I)> make_alu_loops(std::index_sequence<I...>) {
+  return {&alu_loop<static_cast<AluOp>(I)>...};
+}
+
+constexpr auto kAluLoops = make_alu_loops(std::make_index_sequence<isa::kNumAluOps>{});
+
+void alu_n(const Ctx& c, AluOp op, const float* a, size_t sa, const float* b, size_t sb, float* out, size_t n) {
+  const auto i = static_cast<size_t>(op);
+  if (i >= kAluLoops.size()) c.fail(Kind::unsupported, fmt::format("unknown ALU operation {}", i));
+  kAluLoops[i](a, sa, b, sb, out, n);
+}
+
+// acc op x[0] op x[1] ... in order; a template per op, like alu_loop.
+template <AluOp Op>
+float reduce_loop(float acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc = alu(Op, acc, x[i]);
+  return acc;
+}
+
+using ReduceLoop = float (*)(float, const float*, size_t);
+
+template <size_t... I>
+constexpr std::array<ReduceLoop, sizeof...(I)> make_reduce_loops(std::index_sequence<I...>) {
+  return {&reduce_loop<static_cast<AluOp>(I)>...};
+}
+
+constexpr auto kReduceLoops = make_reduce_loops(std::make_index_sequence<isa::kNumAluOps>{});
+
+float reduce_n(const Ctx& c, AluOp op, float acc, const float* x, size_t n) {
+  const auto i = static_cast<size_t>(op);
+  if (i >= kReduceLoops.size()) c.fail(Kind::unsupported, fmt::format("unknown ALU operation {}", i));
+  return kReduceLoops[i](acc, x, n);
+}
+
+float reduce_identity(AluOp op) {
+  switch (op) {
+    case AluOp::multiply: return 1.0f;
+    case AluOp::max: return -std::numeric_limits<float>::infinity();
+    case AluOp::min: return std::numeric_limits<float>::infinity();
+    default: return 0.0f;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// TensorE
+
+// dst[f, p] = src[p, f] on elements of dst's dtype.
+void transpose_into(const Ctx& c, const AccessPattern& dst, const AccessPattern& src) {
+  const Bytes in = read_as(c, src, dst.dtype);
+  const size_t P = src.num_partitions, F = free_size(src), es = esize(dst);
+  if (total_size(dst) != P * F) c.fail(Kind::unsupported, "dst does not hold the transposed src");
+  Bytes out(P * F * es);
+  for (size_t p = 0; p < P; ++p)
+    for (size_t f = 0; f < F; ++f) std::memcpy(out.data() + (f * P + p) * es, in.data() + (p * F + f) * es, es);
+  write_bytes(c, dst, out.data());
+}
+
+void matmul(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const AccessPattern& mv = c.get(Role::moving);
+  if (c.inst.has_flag(isa::kTransposeMode)) return transpose_into(c, dst, mv);
+  const AccessPattern& st = c.get(Role::stationary);
+  const int K = st.num_partitions;
+  const int M = static_cast<int>(st.free_elems()), N = static_cast<int>(mv.free_elems());
+  const Floats a = read_floats(c, st);
+  const Floats b = read_floats(c, mv);
+  const bool acc = c.inst.has_flag(isa::kAccumulate);
+  Floats out = acc ? read_floats(c, dst) : Floats(total_size(dst));
+  if (!acc) std::fill(out.data(), out.data() + out.size(), 0.0f);
+  if (out.size() != size_t(M) * size_t(N) || mv.num_partitions != K)
+    c.fail(Kind::unsupported, "operand shapes do not form a matrix product");
+  // One BLAS thread: the simulator keeps its own threads busy, and a fixed
+  // summation order keeps values identical from run to run.
+  static const bool single_threaded = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1.0f, a.data(), M, b.data(), N,
+              acc ? 1.0f : 0.0f, out.data(), N);
+  write_floats(c, dst, out.data());
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise
+
+void activation(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  Floats y = read_floats(c, src);
+  const Floats scale = read_scalars(c, Role::scale, P, c.inst.imm0);
+  const Floats bias = read_scalars(c, Role::bias, P, 0.0f);
+  for (size_t p = 0; p < P; ++p)
+    for (size_t j = p * F; j < (p + 1) * F; ++j) y[j] = isa::apply_act_func(c.inst.func, y[j] * scale[p] + bias[p]);
+  if (const AccessPattern* rd = c.inst.operand(Role::reduce_dst)) {
+    Floats r(P);
+    for (size_t p = 0; p < P; ++p) r[p] = reduce_n(c, c.inst.alu0, reduce_identity(c.inst.alu0), &y[p * F], F);
+    write_floats(c, *rd, r.data());
+  }
+  write_floats(c, c.get(Role::dst), y.data());
+}
+
+void tensor_tensor(const Ctx& c) {
+  Floats a = read_floats(c, c.get(Role::in0));
+  const Floats b = read_floats(c, c.get(Role::in1));
+  alu_n(c, c.inst.alu0, a.data(), 1, b.data(), 1, a.data(), std::min(a.size(), b.size()));
+  write_floats(c, c.get(Role::dst), a.data());
+}
+
+// row[j] = reverse ? s op row[j] : row[j] op s, in place.
+void scalar_op(const Ctx& c, AluOp op, bool reverse, float s, float* row, size_t n) {
+  if (reverse) alu_n(c, op, &s, 0, row, 1, row, n);
+  else alu_n(c, op, row, 1, &s, 0, row, n);
+}
+
+void tensor_scalar(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  Floats x = read_floats(c, src);
+  const Floats s0 = read_scalars(c, Role::operand0, P, c.inst.imm0);
+  const Floats s1 = read_scalars(c, Role::operand1, P, c.inst.imm1);
+  for (size_t p = 0; p < P; ++p) {
+    scalar_op(c, c.inst.alu0, c.inst.has_flag(isa::kReverse0), s0[p], x.data() + p * F, F);
+    if (c.inst.alu1 != AluOp::bypass)
+      scalar_op(c, c.inst.alu1, c.inst.has_flag(isa::kReverse1), s1[p], x.data() + p * F, F);
+  }
+  write_floats(c, c.get(Role::dst), x.data());
+}
+
+void tensor_reduce(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  const Floats x = read_floats(c, src);
+  const AluOp op = c.inst.alu0;
+  // dst element of a src element: sum(weight_k * i_k) over the kept dims. The
+  // odometer walks the outer dims; the innermost dim is one contiguous run, either
+  // reduced into one element or combined elementwise with a contiguous dst run.
+  const int nd = src.num_dims;
+  if (nd < 1 || nd > isa::kMaxDims) c.fail(Kind::unsupported, "src needs 1 to 4 free dims");
+  Odometer outer;
+  outer.n = nd - 1;
+  int64_t kept = 1;
+  for (int k = nd - 1; k >= 0; --k) {
+    const bool reduced = (c.inst.axes >> k) & 1u;
+    if (k < nd - 1) {
+      outer.size[k] = src.dims[k].size;
+      outer.weight[k] = reduced ? 0 : kept;
+    }
+    if (!reduced) kept *= src.dims[k].size;
+  }
+  const size_t K = static_cast<size_t>(kept), inner = src.dims[nd - 1].size;
+  const bool inner_reduced = c.inst.axes & (1u << (nd - 1));
+  Floats out(P * K);
+  std::fill(out.data(), out.data() + out.size(), reduce_identity(op));
+  for (size_t p = 0; p < P; ++p) {
+    outer.value = 0;
+    outer.idx.fill(0);
+    for (size_t j = 0; j < F; j += inner, outer.next()) {
+      float* o = out.data() + p * K + static_cast<size_t>(outer.value);
+      const float* in = x.data() + p * F + j;
+      if (inner_reduced) *o = reduce_n(c, op, *o, in, inner);
+      else alu_n(c, op, o, 1, in, 1, o, inner);
+    }
+  }
+  if (c.inst.has_flag(isa::kNegate))
+    for (size_t i = 0; i < out.size(); ++i) out[i] = -out[i];
+  write_floats(c, c.get(Role::dst), out.data());
+}
+
+void tensor_copy(const Ctx& c) {
+  const Floats v = read_floats(c, c.get(Role::src));
+  write_floats(c, c.get(Role::dst), v.data());
+}
+
+void memset_op(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  Floats v(total_size(dst));
+  std::fill(v.data(), v.data() + v.size(), c.inst.imm0);
+  write_floats(c, dst, v.data());
+}
+
+void select(const Ctx& c) {
+  const Floats pred = read_floats(c, c.get(Role::predicate));
+  Floats t = read_floats(c, c.get(Role::on_true));
+  const Floats f = read_floats(c, c.get(Role::on_false));
+  for (size_t i = 0; i < t.size(); ++i)
+    if (pred[i] == 0.0f) t[i] = f[i];
+  write_floats(c, c.get(Role::dst), t.data());
+}
+
+// Only selected elements change; the others keep their exact bytes.
+void copy_predicated(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  Bytes out = read_bytes(c, dst);
+  const Bytes src = read_as(c, c.get(Role::src), dst.dtype);
+  const Floats pred = read_floats(c, c.get(Role::predicate));
+  const bool on_zero = c.inst.has_flag(isa::kReversePred);
+  const size_t n = total_size(dst), es = esize(dst);
+  Bytes selected(n);
+  for (size_t i = 0; i < n; ++i) {
+    selected[i] = (pred[i] != 0.0f) != on_zero;
+    if (selected[i]) std::memcpy(out.data() + i * es, src.data() + i * es, es);
+  }
+  write_bytes(c, dst, out.data(), selected.data());
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and scans
+
+struct Moments {
+  double count = 0, mean = 0, m2 = 0;
+};
+
+// Two passes in double: the mean first, then squared deviations from it.
+Moments moments(const float* x, size_t n) {
+  Moments m;
+  if (n == 0) return m;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  m.count = static_cast<double>(n);
+  m.mean = sum / m.count;
+  for (size_t i = 0; i < n; ++i) m.m2 += (x[i] - m.mean) * (x[i] - m.mean);
+  return m;
+}
+
+void bn_stats(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  const Floats x = read_floats(c, src);
+  const size_t first = (F + 1) / 2;
+  Floats out(P * 6);
+  for (size_t p = 0; p < P; ++p) {
+    const Moments a = moments(x.data() + p * F, first);
+    const Moments b = moments(x.data() + p * F + first, F - first);
+    const double rec[6] = {a.count, a.mean, a.m2, b.count, b.mean, b.m2};
+    for (int k = 0; k < 6; ++k) out[p * 6 + k] = static_cast<float>(rec[k]);
+  }
+  write_floats(c, c.get(Role::dst), out.data());
+}
+
+// Chan et al.'s pairwise combination of two groups' moments.
+Moments combine(const Moments& a, const Moments& b) {
+  if (b.count <= 0) return a;
+  if (a.count <= 0) return b;
+  Moments m;
+  m.count = a.count + b.count;
+  const double delta = b.mean - a.mean;
+  m.mean = a.mean + delta * b.count / m.count;
+  m.m2 = a.m2 + b.m2 + delta * delta * a.count * b.count / m.count;
+  return m;
+}
+
+void bn_aggr(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  const Floats x = read_floats(c, src);
+  Floats out(P * 2);
+  for (size_t p = 0; p < P; ++p) {
+    Moments m;
+    for (size_t g = 0; g + 3 <= F; g += 3) m = combine(m, {x[p * F + g], x[p * F + g + 1], x[p * F + g + 2]});
+    out[p * 2] = m.count > 0 ? static_cast<float>(m.mean) : 0.0f;
+    out[p * 2 + 1] = m.count > 0 ? static_cast<float>(m.m2 / m.count) : 0.0f;
+  }
+  write_floats(c, c.get(Role::dst), out.data());
+}
+
+void tensor_tensor_scan(const Ctx& c) {
+  const AccessPattern& in0 = c.get(Role::in0);
+  const size_t P = in0.num_partitions, F = free_size(in0);
+  Floats a = read_floats(c, in0);
+  const Floats b = read_floats(c, c.get(Role::in1));
+  const Floats init = read_scalars(c, Role::initial, P, c.inst.imm0);
+  for (size_t p = 0; p < P; ++p) {
+    float s = init[p];
+    for (size_t j = p * F; j < (p + 1) * F; ++j) a[j] = s = alu(c.inst.alu1, alu(c.inst.alu0, s, a[j]), b[j]);
+  }
+  write_floats(c, c.get(Role::dst), a.data());
+}
+
+// ---------------------------------------------------------------------------
+// GpSimd index patterns and cross-partition operations
+
+// v[p, j] = offset + channel_multiplier * p + sum(step_k * i_k) over the pattern's walk.
+std::vector<int64_t> pattern_values(const Ctx& c, size_t partitions) {
+  const AccessPattern& pat = c.get(Role::pattern);
+  Odometer odo;
+  odo.n = pat.num_dims;
+  for (int k = 0; k < pat.num_dims; ++k) {
+    odo.size[k] = pat.dims[k].size;
+    odo.weight[k] = pat.dims[k].stride;
+  }
+  const size_t F = free_size(pat);
+  std::vector<int64_t> v(partitions * F);
+  for (size_t p = 0; p < partitions; ++p) {
+    odo.value = 0;
+    odo.idx.fill(0);
+    const int64_t base = int64_t{c.inst.ints[0]} + int64_t{c.inst.ints[1]} * static_cast<int64_t>(p);
+    for (size_t j = 0; j < F; ++j, odo.next()) v[p * F + j] = base + odo.value;
+  }
+  return v;
+}
+
+template <typename T>
+void store_saturated(int64_t v, uint8_t* dst) {
+  const T t = static_cast<T>(std::clamp<int64_t>(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  std::memcpy(dst, &t, sizeof t);
+}
+
+// Integers go to integer dtypes directly (FP32 would round values above 2^24).
+void store_int64(const Ctx& c, DType t, int64_t v, uint8_t* dst) {
+  switch (t) {
+    case DType::int8: return store_saturated<int8_t>(v, dst);
+    case DType::uint8: return store_saturated<uint8_t>(v, dst);
+    case DType::int16: return store_saturated<int16_t>(v, dst);
+    case DType::uint16: return store_saturated<uint16_t>(v, dst);
+    case DType::int32: return store_saturated<int32_t>(v, dst);
+    case DType::uint32: return store_saturated<uint32_t>(v, dst);
+    case DType::boolean: *dst = v != 0; return;
+    default: isa::store_from_float(t, static_cast<float>(v), dst, c.st.fp8);
+  }
+}
+
+void iota(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const std::vector<int64_t> v = pattern_values(c, dst.num_partitions);
+  if (v.size() != total_size(dst)) c.fail(Kind::unsupported, "pattern size differs from dst's free size");
+  Bytes out(v.size() * esize(dst));
+  for (size_t i = 0; i < v.size(); ++i) store_int64(c, dst.dtype, v[i], out.data() + i * esize(dst));
+  write_bytes(c, dst, out.data());
+}
+
+bool compare_with_zero(const Ctx& c, AluOp op, int64_t v) {
+  switch (op) {
+    case AluOp::is_equal: return v == 0;
+    case AluOp::not_equal: return v != 0;
+    case AluOp::is_gt: return v > 0;
+    case AluOp::is_ge: return v >= 0;
+    case AluOp::is_lt: return v < 0;
+    case AluOp::is_le: return v <= 0;
+    default: c.fail(Kind::unsupported, fmt::format("cmp={} is not a comparison", isa::alu_op_name(op)));
+  }
+}
+
+void affine_select(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  Floats out = read_floats(c, c.get(Role::on_true));
+  const std::vector<int64_t> v = pattern_values(c, dst.num_partitions);
+  if (v.size() != out.size()) c.fail(Kind::unsupported, "pattern size differs from dst's free size");
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!compare_with_zero(c, c.inst.alu0, v[i])) out[i] = c.inst.imm0;
+  write_floats(c, dst, out.data());
+}
+
+void partition_reduce(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  const Floats x = read_floats(c, src);
+  Floats out(F);
+  std::fill(out.data(), out.data() + F, reduce_identity(c.inst.alu0));
+  for (size_t p = 0; p < P; ++p) alu_n(c, c.inst.alu0, out.data(), 1, x.data() + p * F, 1, out.data(), F);
+  write_floats(c, c.get(Role::dst), out.data());
+}
+
+void partition_shuffle(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const AccessPattern& src = c.get(Role::src);
+  const Bytes in = read_as(c, src, dst.dtype);
+  const size_t row = free_size(src) * esize(dst);
+  Bytes out(total_size(dst) * esize(dst));
+  for (size_t i = 0; i < dst.num_partitions; ++i) {
+    if (i >= c.inst.mask.size() || c.inst.mask[i] >= src.num_partitions)
+      c.fail(Kind::out_of_bounds, fmt::format("dst partition {} has no src partition in the mask", i));
+    std::memcpy(out.data() + i * row, in.data() + c.inst.mask[i] * row, row);
+  }
+  write_bytes(c, dst, out.data());
+}
+
+void local_gather(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const AccessPattern& src = c.get(Role::src);
+  const AccessPattern& index = c.get(Role::index);
+  const int64_t E = c.inst.ints[0], n = c.inst.ints[1];
+  const size_t P = dst.num_partitions, Fs = free_size(src), Fi = free_size(index), es = esize(dst);
+  if (E <= 0 || n <= 0 || static_cast<uint64_t>(E * n) != dst.free_elems() || Fi < static_cast<size_t>(n) ||
+      src.num_partitions != P || index.num_partitions != P)
+    c.fail(Kind::unsupported, "operand shapes do not match elems_per_index and num_indices");
+  const Bytes in = read_as(c, src, dst.dtype);
+  const std::vector<int64_t> idx = read_indices(c, index);
+  const size_t group = static_cast<size_t>(E) * es;
+  Bytes out(total_size(dst) * es);
+  for (size_t p = 0; p < P; ++p)
+    for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+      const int64_t v = idx[p * Fi + j];
+      if (v < 0 || (v + 1) * E > static_cast<int64_t>(Fs))
+        c.fail(Kind::out_of_bounds, fmt::format("index[{}, {}] = {} selects elements {}..{} of src, which has {}",
+                                                p, j, v, v * E, (v + 1) * E, Fs));
+      std::memcpy(out.data() + (p * static_cast<size_t>(n) + j) * group,
+                  in.data() + (p * Fs + static_cast<size_t>(v) * static_cast<size_t>(E)) * es, group);
+    }
+  write_bytes(c, dst, out.data());
+}
+
+// ---------------------------------------------------------------------------
+// DMA
+
+// Row `r` of `ap` as a one-row pattern.
+AccessPattern row_of(const AccessPattern& ap, int64_t r) {
+  AccessPattern out = ap;
+  out.num_partitions = 1;
+  if (ap.space == MemSpace::HBM)
+    out.offset = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) +
+                                       r * ap.partition_stride * static_cast<int64_t>(esize(ap)));
+  else
+    out.start_partition = static_cast<uint16_t>(ap.start_partition + r);
+  return out;
+}
+
+void dma_copy(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const AccessPattern& src = c.get(Role::src);
+  const AccessPattern* index = c.inst.operand(Role::index);
+  if (!index) {
+    const Bytes b = read_as(c, src, dst.dtype);
+    if (b.size() != total_size(dst) * esize(dst)) c.fail(Kind::unsupported, "dst and src sizes differ");
+    return write_bytes(c, dst, b.data());
+  }
+  const std::vector<int64_t> idx = read_indices(c, *index);
+  const size_t row = free_size(src) * esize(dst);
+  if (idx.size() * row != total_size(dst) * esize(dst))
+    c.fail(Kind::unsupported, "dst does not hold one src row per index");
+  Bytes out(idx.size() * row);
+  for (size_t r = 0; r < idx.size(); ++r) {
+    if (idx[r] < 0 || idx[r] >= src.num_partitions)
+      c.fail(Kind::out_of_bounds, fmt::format("index {} = {} is not a row of src (0..{}{})", r, idx[r],
+                                              src.num_partitions - 1,
+                                              src.space == MemSpace::HBM ? fmt::format(", tensor id {}", src.tensor)
+                                                                         : std::string()));
+    const Bytes b = read_as(c, row_of(src, idx[r]), dst.dtype);
+    std::memcpy(out.data() + r * row, b.data(), row);
+  }
+  write_bytes(c, dst, out.data());
+}
+
+bool is_collective(Opcode op) { return op >= Opcode::all_reduce && op <= Opcode::recv; }
+
+void dispatch(const Ctx& c) {
+  switch (c.inst.opcode) {
+    case Opcode::matmul: return matmul(c);
+    case Opcode::transpose: return transpose_into(c, c.get(Role::dst), c.get(Role::src));
+    case Opcode::activation: return activation(c);
+    case Opcode::tensor_tensor: return tensor_tensor(c);
+    case Opcode::tensor_scalar: return tensor_scalar(c);
+    case Opcode::tensor_reduce: return tensor_reduce(c);
+    case Opcode::tensor_copy: return tensor_copy(c);
+    case Opcode::memset: return memset_op(c);
+    case Opcode::select: return select(c);
+    case Opcode::copy_predicated: return copy_predicated(c);
+    case Opcode::bn_stats: return bn_stats(c);
+    case Opcode::bn_aggr: return bn_aggr(c);
+    case Opcode::tensor_tensor_scan: return tensor_tensor_scan(c);
+    case Opcode::iota: return iota(c);
+    case Opcode::affine_select: return affine_select(c);
+    case Opcode::partition_reduce: return partition_reduce(c);
+    case Opcode::partition_shuffle: return partition_shuffle(c);
+    case Opcode::local_gather: return local_gather(c);
+    case Opcode::dma_copy: return dma_copy(c);
+    case Opcode::sem_wait:
+    case Opcode::sem_signal:
+    case Opcode::sem_set: return;
+    default: break;
+  }
+  if (is_collective(c.inst.opcode))
+    c.fail(Kind::unsupported, "collectives run in a later layer of the simulator, not the functional plane");
+  c.fail(Kind::unsupported, fmt::format("unknown opcode {}", static_cast<int>(c.inst.opcode)));
+}
+
+void execute_in(const Instruction& inst, CoreState& state, const isa::Program* program) {
+  // DMA moves bytes that already exist; only compute instructions create NaNs.
+  const bool nan_check = state.fail_on_nan && inst.opcode != Opcode::dma_copy;
+  dispatch(Ctx{inst, state, program, nan_check});
+}
+
+// ---------------------------------------------------------------------------
+// Engine scheduling
+
+using Semaphores = std::array<uint32_t, isa::kNumSemaphores>;
+
+void check_sem(const Instruction& inst, uint16_t sem) {
+  if (sem >= isa::kNumSemaphores)
+    throw ExecError(Kind::out_of_bounds, fmt::format("{}: semaphore {} does not exist (a core has {})",
+                                                     isa::format_instruction(inst), sem, isa::kNumSemaphores));
+}
+
+bool wait_satisfied(const Instruction& inst, const Semaphores& sems) {
+  const isa::SemWait& w = inst.wait;
+  if (w.cond == isa::WaitCond::none) return true;
+  check_sem(inst, w.sem);
+  return w.cond == isa::WaitCond::ge ? sems[w.sem] >= w.value : sems[w.sem] == w.value;
+}
+
+void apply_signal(const Instruction& inst, Semaphores& sems) {
+  const isa::SemSignal& s = inst.signal;
+  if (s.op == isa::SemOp::none) return;
+  check_sem(inst, s.sem);
+  sems[s.sem] = s.op == isa::SemOp::add ? sems[s.sem] + s.value : s.value;
+}
+
+std::string where(isa::Engine e, size_t index) { return fmt::format("{}[{}]", isa::engine_name(e), index); }
+
+[[noreturn]] void deadlock(const isa::Program& program, const std::array<size_t, isa::kNumEngines>& pc,
+                           const Semaphores& sems) {
+  std::string blocked;
+  for (int e = 0; e < isa::kNumEngines; ++e) {
+    const auto& stream = program.streams[e];
+    if (pc[e] >= stream.size()) continue;
+    const Instruction& inst = stream[pc[e]];
+    blocked += fmt::format("\n  {} waits for S[{}]{}{} (S[{}] is {}): {}", where(static_cast<isa::Engine>(e), pc[e]),
+                           inst.wait.sem, inst.wait.cond == isa::WaitCond::ge ? ">=" : "==", inst.wait.value,
+                           inst.wait.sem, sems[inst.wait.sem], isa::format_instruction(inst, &program));
+  }
+  throw ExecError(Kind::deadlock, "deadlock: no engine can advance, every remaining stream waits on a "
+                                  "semaphore that nobody will signal:" + blocked);
+}
+
+// Runs engine e's stream until it finishes or meets an unsatisfied wait; returns whether it advanced.
+bool advance(const isa::Program& program, CoreState& state, int e, size_t& pc, Semaphores& sems) {
+  const auto& stream = program.streams[e];
+  const size_t start = pc;
+  while (pc < stream.size() && wait_satisfied(stream[pc], sems)) {
+    try {
+      execute_in(stream[pc], state, &program);
+    } catch (const ExecError& err) {
+      throw ExecError(err.kind(), fmt::format("{}: {}", where(static_cast<isa::Engine>(e), pc), err.what()));
+    }
+    apply_signal(stream[pc], sems);
+    ++pc;
+  }
+  return pc != start;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+CoreState::CoreState(const isa::Target& target, SparseMemory& hbm_memory)
+    : sbuf(target.num_partitions, target.sbuf_partition_bytes),
+      psum(target.num_partitions, target.psum_partition_bytes),
+      hbm(hbm_memory) {}
+
+uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t base) {
+  uint64_t end = base;
+  for (const isa::TensorDecl& t : program.tensors) {
+    const uint64_t address = align_up(end, 64);
+    const uint64_t size = t.size_bytes();
+    if (address > state.hbm.capacity() || size > state.hbm.capacity() - address)
+      throw std::out_of_range(fmt::format("tensor '{}' ({} bytes at {:#x}) does not fit the {:#x}-byte HBM",
+                                          t.name, size, address, state.hbm.capacity()));
+    state.tensors[t.var_id] = TensorBinding{address, size};
+    if (t.kind == isa::TensorKind::constant && !t.data.empty())
+      state.hbm.write(address, t.data.data(), std::min<uint64_t>(size, t.data.size()));
+    end = address + size;
+  }
+  return end;
+}
+
+void execute(const isa::Instruction& inst, CoreState& state) { execute_in(inst, state, nullptr); }
+
+void run_functional(const isa::Program& program, CoreState& state) {
+  Semaphores sems{};
+  std::array<size_t, isa::kNumEngines> pc{};
+  for (;;) {
+    bool progressed = false, done = true;
+    for (int e = 0; e < isa::kNumEngines; ++e) {
+      progressed |= advance(program, state, e, pc[e], sems);
+      done &= pc[e] >= program.streams[e].size();
+    }
+    if (done) return;
+    if (!progressed) deadlock(program, pc, sems);
+  }
+}
+
+}  // namespace neuronsim::sim

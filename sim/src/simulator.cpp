@@ -1,0 +1,383 @@
+#include "neuronsim/sim/simulator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <queue>
+
+#include <fmt/format.h>
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include <systemc>
+
+#include "neuronsim/isa/assembler.h"
+#include "neuronsim/sim/cost_model.h"
+
+namespace neuronsim::sim {
+namespace {
+
+using isa::Engine;
+using isa::Instruction;
+using isa::Opcode;
+
+// SystemC keeps one kernel per process: one run at a time.
+std::mutex& kernel_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void init_kernel() {
+  static const bool done = [] {
+    setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no banner on our users' terminals
+    sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+    return true;
+  }();
+  (void)done;
+}
+
+uint64_t now_ps() { return sc_core::sc_time_stamp().value(); }
+
+void wait_ps(uint64_t ps) {
+  if (ps > 0) sc_core::wait(sc_core::sc_time(static_cast<double>(ps), sc_core::SC_PS));
+}
+
+bool wait_satisfied(const isa::SemWait& w, const std::array<uint32_t, isa::kNumSemaphores>& sem) {
+  switch (w.cond) {
+    case isa::WaitCond::none: return true;
+    case isa::WaitCond::ge: return sem[w.sem] >= w.value;
+    case isa::WaitCond::eq: return sem[w.sem] == w.value;
+  }
+  return true;
+}
+
+// The chip-wide HBM: transfers reserve its bandwidth in the order they are issued.
+struct ChipRun {
+  double ps_per_byte = 0;
+  uint64_t free_ps = 0;
+};
+
+// A dma_copy whose transfers are under way; its data and signal land at done_ps.
+struct PendingDma {
+  uint64_t done_ps;
+  uint64_t seq;  // issue order breaks ties
+  const Instruction* inst;
+  Engine trigger;
+  uint32_t index;
+  bool operator>(const PendingDma& o) const { return std::tie(done_ps, seq) > std::tie(o.done_ps, o.seq); }
+};
+
+}  // namespace
+
+// The state of one core during one run, and its SystemC processes.
+struct CoreRun {
+  uint32_t id = 0;
+  const isa::Program* program = nullptr;
+  CoreState* state = nullptr;  // null in timing-only runs
+  ChipRun* chip = nullptr;
+  const GenerationConfig* gen = nullptr;
+  const RunOptions* options = nullptr;
+  RunResult* result = nullptr;
+  CoreStats stats;
+  uint64_t start_ps = 0;
+
+  std::array<uint32_t, isa::kNumSemaphores> sem{};
+  struct Signal {
+    Engine engine = Engine::SP;
+    uint32_t index = 0;
+    bool dma = false;
+    uint64_t ps = 0;
+  };
+  std::array<Signal, isa::kNumSemaphores> last_signal{};
+  sc_core::sc_event sem_changed;
+  sc_core::sc_event dma_issued;
+
+  std::vector<uint64_t> dma_engine_free;
+  std::map<std::pair<int, int>, uint64_t> queue_done;  // (engine, queue) -> last completion
+  std::priority_queue<PendingDma, std::vector<PendingDma>, std::greater<>> pending;
+  uint64_t dma_seq = 0;
+  int engines_running = isa::kNumEngines;
+  std::array<uint32_t, isa::kNumEngines> pc{};
+  std::array<bool, isa::kNumEngines> blocked{};
+
+  bool* abort = nullptr;
+  std::exception_ptr* error = nullptr;
+  uint64_t* done_instructions = nullptr;
+  uint64_t total_instructions = 0;
+
+  void engine_thread(Engine e);
+  void dma_thread();
+  void complete(const Instruction& in, Engine engine, uint32_t index, bool dma);
+  void issue_dma(const Instruction& in, Engine engine, uint32_t index);
+  void fail(std::exception_ptr e) {
+    if (!*error) *error = e;
+    *abort = true;
+    sem_changed.notify(sc_core::SC_ZERO_TIME);
+    dma_issued.notify(sc_core::SC_ZERO_TIME);
+  }
+  void report_progress() {
+    ++*done_instructions;
+    if (!options->progress) return;
+    const uint64_t step = std::max<uint64_t>(1, total_instructions / 100);
+    if (*done_instructions % step == 0) options->progress(*done_instructions, total_instructions);
+  }
+};
+
+void CoreRun::complete(const Instruction& in, Engine engine, uint32_t index, bool dma) {
+  if (state) execute(in, *state);
+  if (in.signal.op == isa::SemOp::none) return;
+  uint32_t& s = sem[in.signal.sem];
+  s = in.signal.op == isa::SemOp::add ? s + in.signal.value : in.signal.value;
+  last_signal[in.signal.sem] = {engine, index, dma, now_ps()};
+  sem_changed.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CoreRun::engine_thread(Engine e) {
+  try {
+    const auto& stream = program->stream(e);
+    const Instruction* previous = nullptr;
+    EngineStats& es = stats.engines[static_cast<size_t>(e)];
+    for (uint32_t i = 0; i < stream.size(); ++i) {
+      pc[static_cast<size_t>(e)] = i;
+      const Instruction& in = stream[i];
+      const uint64_t ready = now_ps();
+      bool waited = false;
+      while (!wait_satisfied(in.wait, sem)) {
+        waited = true;
+        blocked[static_cast<size_t>(e)] = true;
+        sc_core::wait(sem_changed);
+        if (*abort) return;
+      }
+      blocked[static_cast<size_t>(e)] = false;
+      const uint64_t start = now_ps();
+      const uint64_t busy = instruction_ps(in, *gen, {waited, previous});
+      wait_ps(busy);
+      if (*abort) return;
+      es.busy_ps += busy;
+      ++es.instructions;
+      const uint64_t flops = instruction_flops(in);
+      stats.flops += flops;
+      if (in.opcode == Opcode::matmul) stats.matmul_flops += flops;
+      if (options->record) {
+        result->instructions.push_back({id, e, i, &in, start - start_ps, now_ps() - start_ps, start - ready});
+        if (waited)
+          result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine, last_signal[in.wait.sem].index,
+                                   last_signal[in.wait.sem].dma, last_signal[in.wait.sem].ps - start_ps, e, i,
+                                   start - start_ps});
+      }
+      if (in.opcode == Opcode::dma_copy) issue_dma(in, e, i);
+      else complete(in, e, i, false);
+      stats.end_ps = std::max(stats.end_ps, now_ps());
+      previous = &in;
+      report_progress();
+    }
+  } catch (...) {
+    fail(std::current_exception());
+    return;
+  }
+  pc[static_cast<size_t>(e)] = static_cast<uint32_t>(program->stream(e).size());
+  if (--engines_running == 0) dma_issued.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
+  const uint64_t issue = now_ps() + static_cast<uint64_t>(std::llround(gen->dma_issue_ns * 1000.0));
+  uint64_t done = issue;
+  for (const DmaTransfer& t : plan_dma(in, *gen)) {
+    uint64_t& engine_free = dma_engine_free.at(t.dma_engine);
+    const uint64_t start = std::max(issue, engine_free);
+    uint64_t end = start + dma_transfer_ps(t.bytes, *gen);
+    if (t.hbm_bytes > 0) {
+      // HBM serves the chip's transfers in issue order at its bandwidth.
+      const uint64_t hbm_start = std::max(start, chip->free_ps);
+      chip->free_ps = hbm_start + static_cast<uint64_t>(std::llround(t.hbm_bytes * chip->ps_per_byte));
+      end = std::max(end, chip->free_ps);
+    }
+    engine_free = end;
+    done = std::max(done, end);
+    stats.dma_bytes += t.bytes;
+    stats.dma_busy_ps += end - start;
+    ++stats.dma_transfers;
+    if (options->record)
+      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), t.dma_engine, t.bytes, t.hbm_bytes,
+                              start - start_ps, end - start_ps});
+  }
+  const isa::AccessPattern* src = in.operand(isa::Role::src);
+  const isa::AccessPattern* dst = in.operand(isa::Role::dst);
+  if (src->space == isa::MemSpace::HBM) stats.hbm_read_bytes += src->total_elems() * isa::dtype_size(src->dtype);
+  if (dst->space == isa::MemSpace::HBM) stats.hbm_write_bytes += dst->total_elems() * isa::dtype_size(dst->dtype);
+  // A queue completes in order.
+  uint64_t& queue = queue_done[{static_cast<int>(engine), in.ints[0]}];
+  done = std::max(done, queue);
+  queue = done;
+  pending.push({done, dma_seq++, &in, engine, index});
+  dma_issued.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CoreRun::dma_thread() {
+  try {
+    for (;;) {
+      if (*abort) return;
+      if (pending.empty()) {
+        if (engines_running == 0) return;
+        sc_core::wait(dma_issued);
+        continue;
+      }
+      const PendingDma next = pending.top();
+      if (next.done_ps > now_ps()) {
+        sc_core::wait(sc_core::sc_time(static_cast<double>(next.done_ps - now_ps()), sc_core::SC_PS), dma_issued);
+        continue;
+      }
+      pending.pop();
+      complete(*next.inst, next.trigger, next.index, true);
+      stats.end_ps = std::max(stats.end_ps, now_ps());
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+struct Simulator::Impl {
+  static std::string deadlock_report(const std::vector<std::unique_ptr<CoreRun>>& runs) {
+    std::string out = "deadlock: every engine that has work left waits on a semaphore nobody will signal:";
+    for (const auto& r : runs)
+      for (int e = 0; e < isa::kNumEngines; ++e) {
+        const auto& stream = r->program->stream(static_cast<Engine>(e));
+        const uint32_t pc = r->pc[e];
+        if (pc >= stream.size() || !r->blocked[e]) continue;
+        const Instruction& in = stream[pc];
+        out += fmt::format("\n  core {} {}[{}] `{}` waits for S[{}] {} {}, which is {}", r->id,
+                           isa::engine_name(static_cast<Engine>(e)), pc, isa::format_instruction(in, r->program),
+                           in.wait.sem, in.wait.cond == isa::WaitCond::ge ? ">=" : "==", in.wait.value,
+                           r->sem[in.wait.sem]);
+      }
+    return out;
+  }
+};
+
+Simulator::Simulator(InstanceConfig instance, GenerationConfig generation)
+    : instance_(std::move(instance)), generation_(std::move(generation)) {
+  hbm_.resize(instance_.chips);
+  cores_.resize(num_cores());
+  programs_.assign(num_cores(), nullptr);
+}
+
+Simulator::~Simulator() = default;
+
+SparseMemory& Simulator::hbm(uint32_t chip) {
+  if (chip >= hbm_.size())
+    throw std::out_of_range(fmt::format("{} has {} chips, no chip {}", instance_.name, hbm_.size(), chip));
+  if (!hbm_[chip]) hbm_[chip] = std::make_unique<SparseMemory>(generation_.hbm_bytes);
+  return *hbm_[chip];
+}
+
+CoreState& Simulator::core(uint32_t core) {
+  if (core >= num_cores())
+    throw std::out_of_range(fmt::format("{} has {} NeuronCores, no core {}", instance_.name, num_cores(), core));
+  if (!cores_[core])
+    cores_[core] = std::make_unique<CoreState>(*generation_.target, hbm(core / instance_.cores_per_chip));
+  return *cores_[core];
+}
+
+void Simulator::load(uint32_t core_id, const isa::Program& program) {
+  core(core_id);  // checks the index
+  for (const isa::TensorDecl& t : program.tensors)
+    if (!cores_[core_id]->tensors.count(t.var_id))
+      throw std::invalid_argument(fmt::format("core {}: tensor '{}' is not bound to HBM", core_id, t.name));
+  programs_[core_id] = &program;
+}
+
+void Simulator::unload(uint32_t core) { programs_.at(core) = nullptr; }
+
+bool Simulator::loaded(uint32_t core) const { return programs_.at(core) != nullptr; }
+
+RunResult Simulator::run(const RunOptions& options) {
+  RunResult result;
+  result.instance = instance_.name;
+  result.generation = generation_.name;
+  result.peak_flops_per_core = generation_.peak_bf16_flops();
+  result.hbm_bytes_per_ns = generation_.hbm_bytes_per_ns;
+
+  if (options.mode == Mode::functional_only) {
+    for (uint32_t c = 0; c < num_cores(); ++c) {
+      if (!programs_[c]) continue;
+      run_functional(*programs_[c], *cores_[c]);
+      CoreStats stats;
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        stats.engines[e].instructions = programs_[c]->streams[e].size();
+      result.cores.push_back(stats);
+      result.core_ids.push_back(c);
+    }
+    return result;
+  }
+
+  std::lock_guard lock(kernel_mutex());
+  init_kernel();
+  std::vector<ChipRun> chips(instance_.chips);
+  for (ChipRun& chip : chips) chip.ps_per_byte = 1000.0 / generation_.hbm_bytes_per_ns;
+  bool abort = false;
+  std::exception_ptr error;
+  uint64_t done_instructions = 0;
+  uint64_t total_instructions = 0;
+  for (const isa::Program* p : programs_)
+    if (p) total_instructions += p->num_instructions();
+
+  const uint64_t start = now_ps();
+  std::vector<std::unique_ptr<CoreRun>> runs;
+  for (uint32_t c = 0; c < num_cores(); ++c) {
+    if (!programs_[c]) continue;
+    auto r = std::make_unique<CoreRun>();
+    r->id = c;
+    r->program = programs_[c];
+    r->state = options.mode == Mode::timing_only ? nullptr : cores_[c].get();
+    r->chip = &chips[c / instance_.cores_per_chip];
+    r->gen = &generation_;
+    r->options = &options;
+    r->result = &result;
+    r->start_ps = start;
+    r->stats.end_ps = start;
+    r->dma_engine_free.assign(generation_.dma_engines, 0);
+    r->abort = &abort;
+    r->error = &error;
+    r->done_instructions = &done_instructions;
+    r->total_instructions = total_instructions;
+    runs.push_back(std::move(r));
+  }
+  for (auto& r : runs) {
+    CoreRun* run = r.get();
+    for (int e = 0; e < isa::kNumEngines; ++e)
+      sc_core::sc_spawn([run, e] { run->engine_thread(static_cast<Engine>(e)); },
+                        fmt::format("core{}_{}", run->id, isa::engine_name(static_cast<Engine>(e))).c_str());
+    sc_core::sc_spawn([run] { run->dma_thread(); }, fmt::format("core{}_dma", run->id).c_str());
+  }
+  sc_core::sc_start();
+
+  const bool finished = std::all_of(runs.begin(), runs.end(), [](const auto& r) {
+    return r->engines_running == 0 && r->pending.empty();
+  });
+  if (!finished || error) {
+    // Wake every process still waiting so it returns before its state goes away.
+    std::string report = error ? "" : Impl::deadlock_report(runs);
+    abort = true;
+    for (auto& r : runs) {
+      r->sem_changed.notify(sc_core::SC_ZERO_TIME);
+      r->dma_issued.notify(sc_core::SC_ZERO_TIME);
+    }
+    sc_core::sc_start();
+    if (error) std::rethrow_exception(error);
+    throw ExecError(ExecError::Kind::deadlock, report);
+  }
+  for (auto& r : runs) {
+    result.total_ps = std::max(result.total_ps, r->stats.end_ps - start);
+    r->stats.end_ps -= start;
+    result.cores.push_back(r->stats);
+    result.core_ids.push_back(r->id);
+  }
+  if (options.progress) options.progress(total_instructions, total_instructions);
+  return result;
+}
+
+}  // namespace neuronsim::sim
+
+// libsystemc.so brings a main() that calls sc_main. Programs using the simulator
+// have their own main, so this is never called; the library only needs the symbol.
+int sc_main(int, char*[]) { return 1; }

@@ -1,0 +1,139 @@
+// Shared helpers of the kernel tests: deterministic inputs rounded to the
+// kernel's dtype, and a functional run of a kernel Program on HBM tensors given
+// and returned by name as FP32 values.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "neuronsim/isa/dtype.h"
+#include "neuronsim/isa/program.h"
+#include "neuronsim/isa/target.h"
+#include "neuronsim/sim/functional.h"
+#include "neuronsim/sim/memory.h"
+
+namespace neuronsim::kernels::test {
+
+using isa::DType;
+
+// The unit roundoff of FP32, in which every engine computes.
+inline constexpr double kU32 = 0x1p-24;
+
+// Unit roundoff of one write to `dtype` (round to nearest even, p significand
+// bits including the implicit one: 2^-p).
+inline double rounding(DType dtype) {
+  switch (dtype) {
+    case DType::fp32: return kU32;
+    case DType::bf16: return 0x1p-8;
+    case DType::fp16: return 0x1p-11;
+    default: return 0.0;
+  }
+}
+
+inline std::vector<uint8_t> encode(DType dtype, const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * isa::dtype_size(dtype));
+  isa::convert_from_float(dtype, v.data(), out.data(), v.size());
+  return out;
+}
+
+inline std::vector<float> decode(DType dtype, const std::vector<uint8_t>& bytes) {
+  std::vector<float> out(bytes.size() / isa::dtype_size(dtype));
+  isa::convert_to_float(dtype, bytes.data(), out.data(), out.size());
+  return out;
+}
+
+// The value `v` becomes when stored as `dtype`.
+inline float round_to(DType dtype, float v) {
+  uint8_t buf[8];
+  isa::store_from_float(dtype, v, buf);
+  return isa::load_as_float(dtype, buf);
+}
+
+// `n` values uniform in [lo, hi), from a fixed-seed generator, already rounded to
+// `dtype` so that references see exactly what the kernel reads.
+inline std::vector<float> random_values(size_t n, uint32_t seed, float lo, float hi, DType dtype) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = round_to(dtype, dist(gen));
+  return v;
+}
+
+// Raw bytes in, raw bytes out: binds the program's tensors in a fresh HBM, writes
+// `inputs`, runs the program functionally and returns every output tensor.
+inline std::map<std::string, std::vector<uint8_t>> run_raw(
+    const isa::Program& program, const std::map<std::string, std::vector<uint8_t>>& inputs) {
+  sim::SparseMemory hbm(uint64_t{1} << 34);
+  sim::CoreState state(isa::target_by_name(program.target), hbm);
+  sim::bind_tensors(program, state, 0);
+  for (const auto& [name, bytes] : inputs) {
+    const isa::TensorDecl* t = program.find_tensor(name);
+    EXPECT_NE(t, nullptr) << "no tensor " << name;
+    if (!t) continue;
+    EXPECT_EQ(bytes.size(), t->size_bytes()) << name;
+    state.hbm.write(state.tensors.at(t->var_id).address, bytes.data(), bytes.size());
+  }
+  sim::run_functional(program, state);
+  std::map<std::string, std::vector<uint8_t>> outputs;
+  for (const isa::TensorDecl& t : program.tensors) {
+    if (t.kind != isa::TensorKind::output) continue;
+    std::vector<uint8_t> bytes(t.size_bytes());
+    state.hbm.read(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
+    outputs[t.name] = std::move(bytes);
+  }
+  return outputs;
+}
+
+// The same with FP32 values, converted to and from each tensor's dtype.
+inline std::map<std::string, std::vector<float>> run(const isa::Program& program,
+                                                     const std::map<std::string, std::vector<float>>& inputs) {
+  std::map<std::string, std::vector<uint8_t>> raw;
+  for (const auto& [name, values] : inputs) {
+    const isa::TensorDecl* t = program.find_tensor(name);
+    if (t) raw[name] = encode(t->dtype, values);
+  }
+  std::map<std::string, std::vector<float>> out;
+  for (auto& [name, bytes] : run_raw(program, raw)) out[name] = decode(program.find_tensor(name)->dtype, bytes);
+  return out;
+}
+
+// Compares `got` with `want` elementwise under a per-element absolute tolerance;
+// reports the first few mismatches with their [row, col].
+template <class Tol>
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, size_t cols, Tol&& tol) {
+  ASSERT_EQ(got.size(), want.size());
+  int reported = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double t = tol(i);
+    if (std::fabs(double{got[i]} - want[i]) <= t) continue;  // also fails on NaN
+    ++bad;
+    if (reported++ < 5)
+      ADD_FAILURE() << "[" << i / cols << ", " << i % cols << "]: got " << got[i] << ", want " << want[i]
+                    << " (tolerance " << t << ")";
+  }
+  EXPECT_EQ(bad, 0u) << "elements out of tolerance, of " << got.size();
+}
+
+inline size_t count_opcode(const isa::Program& p, isa::Opcode op) {
+  size_t n = 0;
+  for (const auto& stream : p.streams)
+    for (const isa::Instruction& in : stream) n += in.opcode == op;
+  return n;
+}
+
+// dma_copy instructions triggered by `engine`.
+inline size_t count_dma(const isa::Program& p, isa::Engine engine) {
+  size_t n = 0;
+  for (const isa::Instruction& in : p.stream(engine)) n += in.opcode == isa::Opcode::dma_copy;
+  return n;
+}
+
+}  // namespace neuronsim::kernels::test

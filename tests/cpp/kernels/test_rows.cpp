@@ -1,0 +1,141 @@
+// The row kernels (softmax, rmsnorm, layernorm) against double-precision
+// references computed from the dtype-rounded inputs.
+//
+// Tolerances follow the FP32 error analysis of each kernel (u = 2^-24, C = cols,
+// u_out = unit roundoff of the output dtype: 2^-8 bf16, 2^-24 fp32); each is
+// orders of magnitude below the effect of any tiling or indexing bug:
+//   softmax    relative (C + R + 16) u + 2 u_out: a C-term FP32 sum of positive
+//              terms (C u), the rounding of x - max enlarged by exp (R u, with R the
+//              input range), exp/reciprocal/multiply (a few u), the final rounding.
+//   rmsnorm    relative (C + 16) u + 2 u_out: the C-term sum of squares, pow(-0.5)
+//              halving its error, two multiplies, the final rounding.
+//   layernorm  absolute 32 u ((|x| + |mean|) rstd |gamma| + |beta|) + 2 u_out |y|:
+//              x*rstd + (-mean*rstd) cancels, so the error scales with the
+//              operands, not the result; mean and variance come from bn_stats/
+//              bn_aggr (accurate to a few u).
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "neuronsim/kernels/kernels.h"
+#include "test_kernels_support.h"
+
+namespace neuronsim::kernels {
+namespace {
+
+using isa::DType;
+
+using test::kU32;
+
+struct RowCase {
+  int64_t rows, cols;
+  DType dtype;
+  float lo = -4.0f, hi = 4.0f;  // input range
+};
+
+std::string name_of(const RowCase& c) {
+  return fmt::format("{}x{}_{}{}", c.rows, c.cols, isa::dtype_name(c.dtype), c.lo >= 0 ? "_large" : "");
+}
+std::string case_name(const ::testing::TestParamInfo<RowCase>& info) { return name_of(info.param); }
+void PrintTo(const RowCase& c, std::ostream* os) { *os << name_of(c); }
+
+const auto kRowCases = ::testing::Values(RowCase{256, 1000, DType::fp32},   // 2 tiles, cols not a power of 2
+                                         RowCase{256, 1024, DType::bf16},
+                                         RowCase{300, 333, DType::fp32},    // partial last tile
+                                         RowCase{130, 4096, DType::bf16},   // wide rows, 8 bn_stats chunks
+                                         RowCase{5, 1, DType::fp32},        // one column
+                                         RowCase{64, 700, DType::fp32, 60.0f, 100.0f});  // exp would overflow
+
+// ---------------------------------------------------------------------------
+
+class SoftmaxTest : public ::testing::TestWithParam<RowCase> {};
+
+TEST_P(SoftmaxTest, MatchesDoubleReference) {
+  const RowCase& c = GetParam();
+  const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
+  const std::vector<float> x = test::random_values(R * C, 5, c.lo, c.hi, c.dtype);
+  const std::vector<float> got = test::run(softmax("trn2", c.rows, c.cols, c.dtype), {{"x", x}}).at("out");
+
+  std::vector<double> want(R * C);
+  for (size_t r = 0; r < R; ++r) {
+    const float* row = x.data() + r * C;
+    const double mx = *std::max_element(row, row + C);
+    double sum = 0;
+    for (size_t j = 0; j < C; ++j) sum += want[r * C + j] = std::exp(row[j] - mx);
+    for (size_t j = 0; j < C; ++j) want[r * C + j] /= sum;
+  }
+  const double rel = double(C + 16) * kU32 + double(c.hi - c.lo) * kU32 + 2 * test::rounding(c.dtype);
+  test::expect_close(got, want, C, [&](size_t i) { return rel * want[i]; });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SoftmaxTest, kRowCases, case_name);
+
+// ---------------------------------------------------------------------------
+
+class RmsNormTest : public ::testing::TestWithParam<RowCase> {};
+
+TEST_P(RmsNormTest, MatchesDoubleReference) {
+  const RowCase& c = GetParam();
+  const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
+  const float eps = 1e-6f;
+  const std::vector<float> x = test::random_values(R * C, 6, c.lo, c.hi, c.dtype);
+  const std::vector<float> gamma = test::random_values(C, 7, 0.5f, 1.5f, c.dtype);
+  const std::vector<float> got =
+      test::run(rmsnorm("trn2", c.rows, c.cols, eps, c.dtype), {{"x", x}, {"gamma", gamma}}).at("out");
+
+  std::vector<double> want(R * C);
+  for (size_t r = 0; r < R; ++r) {
+    double ss = 0;
+    for (size_t j = 0; j < C; ++j) ss += double{x[r * C + j]} * x[r * C + j];
+    const double rstd = 1.0 / std::sqrt(ss / double(C) + double{eps});
+    for (size_t j = 0; j < C; ++j) want[r * C + j] = x[r * C + j] * rstd * gamma[j];
+  }
+  const double rel = double(C + 16) * kU32 + 2 * test::rounding(c.dtype);
+  test::expect_close(got, want, C, [&](size_t i) { return rel * std::fabs(want[i]); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest, kRowCases, case_name);
+
+// ---------------------------------------------------------------------------
+
+class LayerNormTest : public ::testing::TestWithParam<RowCase> {};
+
+TEST_P(LayerNormTest, MatchesDoubleReference) {
+  const RowCase& c = GetParam();
+  const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
+  const float eps = 1e-5f;
+  // Shifted inputs: a non-zero mean exercises the cancellation in x - mean.
+  const std::vector<float> x = test::random_values(R * C, 8, c.lo + 1.0f, c.hi + 2.0f, c.dtype);
+  const std::vector<float> gamma = test::random_values(C, 9, 0.5f, 1.5f, c.dtype);
+  const std::vector<float> beta = test::random_values(C, 10, -1.0f, 1.0f, c.dtype);
+  const std::vector<float> got =
+      test::run(layernorm("trn2", c.rows, c.cols, eps, c.dtype), {{"x", x}, {"gamma", gamma}, {"beta", beta}})
+          .at("out");
+
+  std::vector<double> want(R * C), tol(R * C);
+  for (size_t r = 0; r < R; ++r) {
+    const float* row = x.data() + r * C;
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < C; ++j) mean += row[j];
+    mean /= double(C);
+    for (size_t j = 0; j < C; ++j) var += (row[j] - mean) * (row[j] - mean);
+    var /= double(C);
+    const double rstd = 1.0 / std::sqrt(var + double{eps});
+    for (size_t j = 0; j < C; ++j) {
+      const size_t i = r * C + j;
+      want[i] = (row[j] - mean) * rstd * gamma[j] + beta[j];
+      const double operands =
+          (std::fabs(row[j]) + std::fabs(mean)) * rstd * std::fabs(gamma[j]) + std::fabs(beta[j]);
+      tol[i] = 32 * kU32 * operands + 2 * test::rounding(c.dtype) * std::fabs(want[i]);
+    }
+  }
+  test::expect_close(got, want, C, [&](size_t i) { return tol[i]; });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest, kRowCases, case_name);
+
+}  // namespace
+}  // namespace neuronsim::kernels

@@ -1,0 +1,365 @@
+// sim/configs and their loader: every generation and instance loads, every
+// figure carries a source, and every broken config is refused with a message
+// that names the file and the field.
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "neuronsim/isa/target.h"
+#include "neuronsim/sim/config.h"
+
+namespace neuronsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+using ::testing::HasSubstr;
+
+const char* const kGenerations[] = {"trn1", "trn2", "trn3"};
+
+fs::path source_configs() { return NEURONSIM_CONFIG_DIR_DEFAULT; }
+
+ordered_json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return ordered_json::parse(in);
+}
+
+void write_json(const fs::path& p, const ordered_json& j) {
+  std::ofstream out(p, std::ios::trunc);
+  out << j.dump(2);
+}
+
+// What a call throws as ConfigError ("<none>" when it does not throw).
+std::string config_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<none>";
+}
+
+TEST(Config, LoadsEveryGeneration) {
+  for (const char* name : kGenerations) {
+    SCOPED_TRACE(name);
+    const GenerationConfig g = load_generation(name, source_configs());
+    EXPECT_EQ(g.name, name);
+    ASSERT_NE(g.target, nullptr);
+    EXPECT_EQ(g.target->name, name);
+    EXPECT_EQ(g.core_version, g.target->core_version);
+    EXPECT_EQ(g.partitions, g.target->num_partitions);
+    EXPECT_EQ(g.sbuf_partition_bytes, g.target->sbuf_partition_bytes);
+    EXPECT_EQ(g.psum_partition_bytes, g.target->psum_partition_bytes);
+    EXPECT_EQ(g.psum_partition_bytes / g.psum_banks, g.target->psum_bank_bytes);
+    EXPECT_GT(g.pe_ghz, 0);
+    EXPECT_GT(g.act_ghz, 0);
+    EXPECT_GT(g.dve_ghz, 0);
+    EXPECT_GT(g.pool_ghz, 0);
+    EXPECT_GT(g.sp_ghz, 0);
+    EXPECT_EQ(g.dma_engines, 16u);
+    EXPECT_EQ(g.dma_queues_per_engine, 16u);
+  }
+}
+
+TEST(Config, GenerationFiguresMatchTheResearchNotes) {
+  const GenerationConfig t1 = load_generation("trn1", source_configs());
+  const GenerationConfig t2 = load_generation("trn2", source_configs());
+  const GenerationConfig t3 = load_generation("trn3", source_configs());
+  // §2.1 clocks.
+  EXPECT_DOUBLE_EQ(t1.pe_ghz, 2.8);
+  EXPECT_DOUBLE_EQ(t1.dve_ghz, 1.12);
+  EXPECT_DOUBLE_EQ(t1.act_ghz, 1.4);
+  EXPECT_DOUBLE_EQ(t2.pe_ghz, 2.4);
+  EXPECT_DOUBLE_EQ(t2.dve_ghz, 0.96);
+  EXPECT_DOUBLE_EQ(t3.dve_ghz, 1.2);
+  // §3 sustained DMA bandwidth per engine.
+  EXPECT_DOUBLE_EQ(t1.dma_engine_bytes_per_ns, 17);
+  EXPECT_DOUBLE_EQ(t2.dma_engine_bytes_per_ns, 23);
+  EXPECT_DOUBLE_EQ(t3.dma_engine_bytes_per_ns, 33);
+  // §1 chip figures.
+  EXPECT_EQ(t1.cores_per_chip, 2u);
+  EXPECT_EQ(t2.cores_per_chip, 8u);
+  EXPECT_EQ(t3.cores_per_chip, 8u);
+  EXPECT_EQ(t1.hbm_bytes, 32ull << 30);
+  EXPECT_EQ(t2.hbm_bytes, 96ull << 30);
+  EXPECT_EQ(t3.hbm_bytes, 144ull << 30);
+  EXPECT_EQ(t2.hbm_stacks, 4u);
+  // §4.1: DVE 2x/4x modes only from NC-v3 on; FP8 at double rate only on NC-v3.
+  EXPECT_EQ(t1.dve_elems_per_cycle_16bit, 1u);
+  EXPECT_EQ(t2.dve_elems_per_cycle_16bit, 4u);
+  EXPECT_DOUBLE_EQ(t1.pe_fp8_rate, 1);
+  EXPECT_DOUBLE_EQ(t2.pe_fp8_rate, 2);
+}
+
+TEST(Config, PeakBf16Flops) {
+  // 2 * 128 * 128 * 2.8 GHz = 91.75 TFLOPS ("92" in §2.1); 2.4 GHz gives 78.6 ("79").
+  EXPECT_DOUBLE_EQ(load_generation("trn1", source_configs()).peak_bf16_flops(), 2.0 * 128 * 128 * 2.8e9);
+  EXPECT_NEAR(load_generation("trn2", source_configs()).peak_bf16_flops(), 78.64e12, 0.01e12);
+}
+
+TEST(Config, LoadsEveryInstance) {
+  const std::vector<std::string> names = instance_names(source_configs());
+  for (const char* required : {"inf2.xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn2.3xlarge", "trn2.48xlarge"})
+    EXPECT_THAT(names, ::testing::Contains(std::string(required)));
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const InstanceConfig inst = load_instance(name, source_configs());
+    EXPECT_EQ(inst.name, name);
+    EXPECT_EQ(inst.cores_per_chip, load_generation(inst.generation, source_configs()).cores_per_chip);
+  }
+  const InstanceConfig big = load_instance("trn2.48xlarge", source_configs());
+  EXPECT_EQ(big.generation, "trn2");
+  EXPECT_EQ(big.chips, 16u);
+  EXPECT_EQ(big.total_cores(), 128u);
+  EXPECT_EQ(big.topology, "torus-4x4");
+  EXPECT_EQ(load_instance("trn1.32xlarge", source_configs()).total_cores(), 32u);
+  EXPECT_EQ(load_instance("inf2.xlarge", source_configs()).generation, "trn1");
+  EXPECT_EQ(load_instance("inf2.xlarge", source_configs()).topology, "none");
+  EXPECT_EQ(load_instance("trn2.3xlarge", source_configs()).total_cores(), 8u);
+}
+
+// Every number in a generation file sits in a {"value", "source"} object whose
+// source is a non-empty string.
+void expect_sourced(const ordered_json& node, const std::string& where) {
+  if (node.is_object()) {
+    if (node.contains("value")) {
+      EXPECT_TRUE(node["value"].is_number()) << where;
+      ASSERT_TRUE(node.contains("source")) << where << " has no source";
+      ASSERT_TRUE(node["source"].is_string()) << where;
+      EXPECT_FALSE(node["source"].get<std::string>().empty()) << where << " has an empty source";
+      return;
+    }
+    for (const auto& [key, child] : node.items()) expect_sourced(child, where + "." + key);
+  } else if (node.is_array()) {
+    for (size_t i = 0; i < node.size(); ++i) expect_sourced(node[i], where + "[" + std::to_string(i) + "]");
+  } else {
+    EXPECT_FALSE(node.is_number()) << where << " is a number without a source";
+  }
+}
+
+TEST(Config, EveryFigureHasASource) {
+  int figures = 0;
+  for (const char* name : kGenerations) {
+    const ordered_json j = read_json(source_configs() / (std::string(name) + ".json"));
+    expect_sourced(j, name);
+    for (const auto& [key, value] : j.items())
+      figures += key == "clocks" ? static_cast<int>(value.size()) : value.is_object() ? 1 : 0;
+  }
+  EXPECT_EQ(figures, 3 * 28);  // the 28 figures of GenerationConfig, in each file
+  const ordered_json inst = read_json(source_configs() / "instances.json");
+  ASSERT_TRUE(inst.contains("instances"));
+  for (const auto& [name, entry] : inst["instances"].items()) {
+    ASSERT_TRUE(entry.contains("source")) << name;
+    EXPECT_FALSE(entry["source"].get<std::string>().empty()) << name;
+  }
+}
+
+TEST(Config, ConfigDirFollowsTheEnvironment) {
+  const char* old = std::getenv("NEURONSIM_CONFIG_DIR");
+  const std::string saved = old ? old : "";
+  ::unsetenv("NEURONSIM_CONFIG_DIR");
+  EXPECT_EQ(config_dir(), fs::path(NEURONSIM_CONFIG_DIR_DEFAULT));
+  ::setenv("NEURONSIM_CONFIG_DIR", "/somewhere/else", 1);
+  EXPECT_EQ(config_dir(), fs::path("/somewhere/else"));
+  if (old) ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
+  else ::unsetenv("NEURONSIM_CONFIG_DIR");
+}
+
+// A private copy of the configs to break.
+class ConfigErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("neuronsim-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(dir_);
+    for (const auto& entry : fs::directory_iterator(source_configs()))
+      if (entry.path().extension() == ".json") fs::copy_file(entry.path(), dir_ / entry.path().filename());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes <dir>/<file>.json as the pristine config with `edit` applied; returns the
+  // ConfigError that loading it gives.
+  std::string break_generation(const std::string& file, const std::function<void(ordered_json&)>& edit) {
+    ordered_json j = read_json(source_configs() / (file + ".json"));
+    edit(j);
+    write_json(dir_ / (file + ".json"), j);
+    return config_error([&] { load_generation(file, dir_); });
+  }
+  std::string break_instance(const std::string& name, const std::function<void(ordered_json&)>& edit) {
+    ordered_json j = read_json(source_configs() / "instances.json");
+    edit(j["instances"][name]);
+    write_json(dir_ / "instances.json", j);
+    return config_error([&] { load_instance(name, dir_); });
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ConfigErrors, CopyLoads) {
+  for (const char* name : kGenerations) EXPECT_NO_THROW(load_generation(name, dir_));
+  EXPECT_NO_THROW(load_instance("trn2.48xlarge", dir_));
+}
+
+TEST_F(ConfigErrors, MissingField) {
+  const std::string e = break_generation("trn2", [](ordered_json& j) { j.erase("dma_issue_ns"); });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("'dma_issue_ns'"));
+  EXPECT_THAT(e, HasSubstr("missing"));
+}
+
+TEST_F(ConfigErrors, MissingClock) {
+  const std::string e = break_generation("trn1", [](ordered_json& j) { j["clocks"].erase("act"); });
+  EXPECT_THAT(e, HasSubstr("trn1.json"));
+  EXPECT_THAT(e, HasSubstr("'clocks.act'"));
+  EXPECT_THAT(e, HasSubstr("missing"));
+}
+
+TEST_F(ConfigErrors, NonNumber) {
+  const std::string e = break_generation("trn3", [](ordered_json& j) { j["min_interval"]["value"] = "sixty-four"; });
+  EXPECT_THAT(e, HasSubstr("trn3.json"));
+  EXPECT_THAT(e, HasSubstr("'min_interval'"));
+  EXPECT_THAT(e, HasSubstr("not a number"));
+}
+
+TEST_F(ConfigErrors, ValueWithoutSource) {
+  std::string e = break_generation("trn2", [](ordered_json& j) { j["pool_startup"] = 150; });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("'pool_startup'"));
+  EXPECT_THAT(e, HasSubstr("no source"));
+  e = break_generation("trn2", [](ordered_json& j) { j["pool_startup"] = {{"value", 150}}; });
+  EXPECT_THAT(e, HasSubstr("'pool_startup'"));
+  EXPECT_THAT(e, HasSubstr("no source"));
+  e = break_generation("trn2", [](ordered_json& j) { j["clocks"]["sp"]["source"] = " "; });
+  EXPECT_THAT(e, HasSubstr("'clocks.sp'"));
+  EXPECT_THAT(e, HasSubstr("no source"));
+}
+
+TEST_F(ConfigErrors, NonPositiveClocksAndBandwidths) {
+  std::string e = break_generation("trn2", [](ordered_json& j) { j["clocks"]["pe"]["value"] = 0; });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("'clocks.pe'"));
+  EXPECT_THAT(e, HasSubstr("positive"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_engine_bytes_per_ns"]["value"] = 0; });
+  EXPECT_THAT(e, HasSubstr("'dma_engine_bytes_per_ns'"));
+  EXPECT_THAT(e, HasSubstr("positive"));
+  e = break_generation("trn2", [](ordered_json& j) { j["hbm_bytes_per_ns"]["value"] = -2900; });
+  EXPECT_THAT(e, HasSubstr("'hbm_bytes_per_ns'"));
+  EXPECT_THAT(e, HasSubstr("positive"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_fixed_ns"]["value"] = -1; });
+  EXPECT_THAT(e, HasSubstr("'dma_fixed_ns'"));
+  EXPECT_THAT(e, HasSubstr("negative"));
+}
+
+TEST_F(ConfigErrors, PartitionsDisagreeWithTheIsaTarget) {
+  const std::string e = break_generation("trn1", [](ordered_json& j) { j["partitions"]["value"] = 64; });
+  EXPECT_THAT(e, HasSubstr("trn1.json"));
+  EXPECT_THAT(e, HasSubstr("'partitions'"));
+  EXPECT_THAT(e, HasSubstr("ISA target"));
+}
+
+TEST_F(ConfigErrors, MemorySizesDisagreeWithTheIsaTarget) {
+  std::string e = break_generation("trn2", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 196608; });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("'sbuf_partition_bytes'"));
+  EXPECT_THAT(e, HasSubstr("ISA target"));
+  e = break_generation("trn2", [](ordered_json& j) { j["psum_partition_bytes"]["value"] = 32768; });
+  EXPECT_THAT(e, HasSubstr("'psum_partition_bytes'"));
+  EXPECT_THAT(e, HasSubstr("ISA target"));
+}
+
+TEST_F(ConfigErrors, PsumNotDivisibleByBanks) {
+  std::string e = break_generation("trn3", [](ordered_json& j) { j["psum_banks"]["value"] = 7; });
+  EXPECT_THAT(e, HasSubstr("trn3.json"));
+  EXPECT_THAT(e, HasSubstr("'psum_banks'"));
+  EXPECT_THAT(e, HasSubstr("not divisible"));
+  e = break_generation("trn3", [](ordered_json& j) { j["psum_banks"]["value"] = 4; });  // 4 KiB banks
+  EXPECT_THAT(e, HasSubstr("'psum_banks'"));
+  EXPECT_THAT(e, HasSubstr("2048-byte banks"));
+}
+
+TEST_F(ConfigErrors, DmaEnginesAndQueues) {
+  std::string e = break_generation("trn2", [](ordered_json& j) { j["dma_engines"]["value"] = 12; });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("'dma_engines'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_engines"]["value"] = 256; });
+  EXPECT_THAT(e, HasSubstr("'dma_engines'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_engines"]["value"] = 0; });
+  EXPECT_THAT(e, HasSubstr("'dma_engines'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_queues_per_engine"]["value"] = 4; });
+  EXPECT_THAT(e, HasSubstr("'dma_queues_per_engine'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_queues_per_engine"]["value"] = 100000; });
+  EXPECT_THAT(e, HasSubstr("'dma_queues_per_engine'"));
+}
+
+TEST_F(ConfigErrors, IntegerFieldsAndIdentity) {
+  std::string e = break_generation("trn1", [](ordered_json& j) { j["pe_min_interval"]["value"] = 64.5; });
+  EXPECT_THAT(e, HasSubstr("'pe_min_interval'"));
+  EXPECT_THAT(e, HasSubstr("integer"));
+  e = break_generation("trn1", [](ordered_json& j) { j["core_version"]["value"] = 3; });
+  EXPECT_THAT(e, HasSubstr("'core_version'"));
+  e = break_generation("trn1", [](ordered_json& j) { j["name"] = "trn2"; });
+  EXPECT_THAT(e, HasSubstr("trn1.json"));
+  EXPECT_THAT(e, HasSubstr("'name'"));
+  e = break_generation("trn1", [](ordered_json& j) { j["dma_engine_bytes_per_nss"] = j["dma_engine_bytes_per_ns"]; });
+  EXPECT_THAT(e, HasSubstr("'dma_engine_bytes_per_nss'"));
+  EXPECT_THAT(e, HasSubstr("unknown field"));
+}
+
+TEST_F(ConfigErrors, InvalidJsonAndUnknownGeneration) {
+  {
+    std::ofstream out(dir_ / "trn2.json", std::ios::trunc);
+    out << "{ \"name\": \"trn2\", ";
+  }
+  std::string e = config_error([&] { load_generation("trn2", dir_); });
+  EXPECT_THAT(e, HasSubstr("trn2.json"));
+  EXPECT_THAT(e, HasSubstr("invalid JSON"));
+  e = config_error([&] { load_generation("trn9", dir_); });
+  EXPECT_THAT(e, HasSubstr("trn9"));
+  EXPECT_THAT(e, HasSubstr("known: trn1, trn2, trn3"));
+}
+
+TEST_F(ConfigErrors, InstanceWithUnknownGeneration) {
+  const std::string e = break_instance("trn2.3xlarge", [](ordered_json& i) { i["generation"] = "trn7"; });
+  EXPECT_THAT(e, HasSubstr("instances.json"));
+  EXPECT_THAT(e, HasSubstr("'trn2.3xlarge.generation'"));
+  EXPECT_THAT(e, HasSubstr("unknown generation 'trn7'"));
+}
+
+TEST_F(ConfigErrors, InstanceCoresDisagreeWithGeneration) {
+  const std::string e = break_instance("trn1.32xlarge", [](ordered_json& i) { i["cores_per_chip"] = 8; });
+  EXPECT_THAT(e, HasSubstr("instances.json"));
+  EXPECT_THAT(e, HasSubstr("'trn1.32xlarge.cores_per_chip'"));
+  EXPECT_THAT(e, HasSubstr("trn1"));
+}
+
+TEST_F(ConfigErrors, InstanceFields) {
+  std::string e = break_instance("trn2.48xlarge", [](ordered_json& i) { i.erase("source"); });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.source'"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["topology"] = "mesh"; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.topology'"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["topology"] = "none"; });  // 16 chips
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.topology'"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["chips"] = "16"; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.chips'"));
+  EXPECT_THAT(e, HasSubstr("not a number"));
+}
+
+TEST_F(ConfigErrors, UnknownInstanceListsKnownOnes) {
+  const std::string e = config_error([&] { load_instance("trn2.96xlarge", dir_); });
+  EXPECT_THAT(e, HasSubstr("instances.json"));
+  EXPECT_THAT(e, HasSubstr("unknown instance 'trn2.96xlarge'"));
+  EXPECT_THAT(e, HasSubstr("trn2.48xlarge"));
+  EXPECT_THAT(e, HasSubstr("inf2.xlarge"));
+}
+
+}  // namespace
+}  // namespace neuronsim::sim

@@ -1,0 +1,410 @@
+// End-to-end tests of the neuron-sim command line: the built binary ($NEURON_SIM)
+// runs as a subprocess on the real neuronx-cc fixture, on NEFFs it assembles itself,
+// and on damaged or missing input, and its exit code, stdout and stderr are checked.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../isa/test_support.h"
+
+namespace neuronsim::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+
+constexpr const char* kProducer = "2.23.6484.0";
+
+// What one run of the binary did.
+struct Result {
+  int status = 0;  // as waitpid reports it
+  std::string out;
+  std::string err;
+
+  bool exited() const { return WIFEXITED(status); }
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+  // For failure messages: how it ended and what it printed.
+  std::string describe() const {
+    std::string how = WIFEXITED(status)     ? "exit code " + std::to_string(WEXITSTATUS(status))
+                      : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                            : "status " + std::to_string(status);
+    return how + "\n--- stdout ---\n" + out + "\n--- stderr ---\n" + err;
+  }
+};
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(f.good()) << "cannot write " << p;
+}
+
+class NeuronSimCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NEURON_SIM");
+    if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
+    binary_ = bin;
+    ASSERT_TRUE(fs::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
+    std::string tmpl = (fs::temp_directory_path() / "neuron-sim-cli-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
+    tmp_ = tmpl;
+  }
+
+  void TearDown() override {
+    if (!tmp_.empty()) {
+      std::error_code ec;
+      fs::remove_all(tmp_, ec);
+    }
+  }
+
+  // The real neuronx-cc NEFF, or a skip when the shared fixtures are absent.
+  fs::path fixture() {
+    const fs::path p = test::fixtures_dir() / "neff" / "matmul_small.neff";
+    return fs::is_regular_file(p) ? p : fs::path();
+  }
+
+  // Runs the binary with `args`; stdout and stderr go to files in tmp_ and are read
+  // back. A run that takes longer than `timeout` is killed (and so fails its checks).
+  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const fs::path out_path = tmp_ / fmt_name("stdout");
+    const fs::path err_path = tmp_ / fmt_name("stderr");
+    std::vector<std::string> argv_s{binary_.string()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    Result r;
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << std::strerror(errno);
+      return r;
+    }
+    if (pid == 0) {
+      // Child: only async-signal-safe calls until exec.
+      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int in = open("/dev/null", O_RDONLY);
+      if (out < 0 || err < 0 || in < 0) _exit(126);
+      dup2(in, 0);
+      dup2(out, 1);
+      dup2(err, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const pid_t done = waitpid(pid, &r.status, WNOHANG);
+      if (done == pid) break;
+      if (done < 0 && errno != EINTR) {
+        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &r.status, 0);
+        ADD_FAILURE() << "neuron-sim did not finish within " << timeout.count() << " s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    r.out = test::read_file(out_path);
+    r.err = test::read_file(err_path);
+    EXPECT_NE(r.code(), 127) << "could not execute " << binary_;
+    return r;
+  }
+
+  std::string fmt_name(const char* what) { return std::string(what) + "." + std::to_string(runs_++); }
+
+  fs::path binary_;
+  fs::path tmp_;
+  int runs_ = 0;
+};
+
+#define REQUIRE_FIXTURE(var)                                                               \
+  const fs::path var = fixture();                                                          \
+  if (var.empty())                                                                         \
+    GTEST_SKIP() << "fixtures not found at " << test::fixtures_dir()                       \
+                 << " (set NEURONSIM_FIXTURES to the folder holding neff/matmul_small.neff)"
+
+// Checks a failed run: a normal exit with a non-zero code (no crash, no signal) and a
+// non-empty message on stderr.
+void expect_clean_failure(const Result& r) {
+  ASSERT_TRUE(r.exited()) << "neuron-sim crashed: " << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_FALSE(r.err.empty()) << r.describe();
+}
+
+// The same, for errors raised by the commands themselves: exit code 1 and one
+// "neuron-sim: error: ..." line that names `path`.
+void expect_error_naming(const Result& r, const fs::path& path) {
+  expect_clean_failure(r);
+  EXPECT_EQ(r.code(), 1) << r.describe();
+  EXPECT_THAT(r.err, AllOf(HasSubstr("neuron-sim: error:"), HasSubstr(path.string()))) << r.describe();
+}
+
+// ------------------------------------------------------------------ info on the real NEFF
+
+TEST_F(NeuronSimCli, InfoDescribesTheCompilersNeff) {
+  REQUIRE_FIXTURE(neff);
+  const Result r = run({"info", neff.string()});
+  ASSERT_TRUE(r.exited()) << r.describe();
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_TRUE(r.err.empty()) << r.describe();
+  const std::string& out = r.out;
+  EXPECT_THAT(out, HasSubstr(neff.string()));
+  EXPECT_THAT(out, HasSubstr("cayman"));
+  EXPECT_THAT(out, HasSubstr(kProducer));
+  EXPECT_THAT(out, HasSubstr("executable by neuronsim: no"));
+  EXPECT_THAT(out, Not(HasSubstr("executable by neuronsim: yes")));
+  // One line per tensor: name, dtype, shape.
+  EXPECT_THAT(out, testing::ContainsRegex("\n +x +float16 +\\[128, 256\\]"));
+  EXPECT_THAT(out, testing::ContainsRegex("\n +y +float16 +\\[256, 128\\]"));
+  EXPECT_THAT(out, testing::ContainsRegex("\n +output0 +float16 +\\[128, 128\\]"));
+  EXPECT_THAT(out, HasSubstr("subgraph sg00:"));
+  EXPECT_THAT(out, HasSubstr("subgraph sg01:"));
+}
+
+TEST_F(NeuronSimCli, InfoJsonDescribesTheCompilersNeff) {
+  REQUIRE_FIXTURE(neff);
+  const Result r = run({"info", neff.string(), "--json"});
+  ASSERT_TRUE(r.exited()) << r.describe();
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  json d;
+  ASSERT_NO_THROW(d = json::parse(r.out)) << r.describe();
+
+  EXPECT_EQ(d["file"], neff.string());
+  EXPECT_EQ(d["file_size"], fs::file_size(neff));
+  EXPECT_EQ(d["header"]["data_size"], 61440);
+  EXPECT_EQ(d["header"]["header_size"], 1024);
+  EXPECT_EQ(d["header"]["lnc_size"], 2);
+  EXPECT_EQ(d["target"], "cayman");
+  EXPECT_EQ(d["generation"], "trn2");
+  EXPECT_THAT(d["producer"].get<std::string>(), HasSubstr(kProducer));
+  EXPECT_TRUE(d["isa_version"].is_null());
+
+  const json inputs = {
+      {{"name", "x"}, {"dtype", "float16"}, {"shape", {128, 256}}, {"size", 128 * 256 * 2}},
+      {{"name", "y"}, {"dtype", "float16"}, {"shape", {256, 128}}, {"size", 256 * 128 * 2}},
+  };
+  const json outputs = {
+      {{"name", "output0"}, {"dtype", "float16"}, {"shape", {128, 128}}, {"size", 128 * 128 * 2}},
+  };
+  EXPECT_EQ(d["inputs"], inputs) << d["inputs"].dump(2);
+  EXPECT_EQ(d["outputs"], outputs) << d["outputs"].dump(2);
+
+  ASSERT_TRUE(d["subgraphs"].is_array());
+  ASSERT_EQ(d["subgraphs"].size(), 2u);
+  EXPECT_EQ(d["subgraphs"][0]["name"], "sg00");
+  EXPECT_EQ(d["subgraphs"][1]["name"], "sg01");
+  for (const json& sg : d["subgraphs"]) {
+    ASSERT_TRUE(sg["engines"].is_array()) << sg.dump(2);
+    EXPECT_FALSE(sg["engines"].empty()) << sg.dump(2);
+    // Streams we cannot decode are counted in 64-byte slots, not instructions.
+    for (const json& e : sg["engines"]) {
+      EXPECT_TRUE(e.contains("slots_64b")) << e.dump();
+      EXPECT_FALSE(e.contains("instructions")) << e.dump();
+    }
+  }
+
+  EXPECT_EQ(d["execution"]["executable"], false);
+  ASSERT_TRUE(d["execution"]["reason"].is_string()) << d["execution"].dump();
+  EXPECT_THAT(d["execution"]["reason"].get<std::string>(), HasSubstr(kProducer));
+}
+
+// ------------------------------------------------------------------ asm, info, disasm, asm
+
+TEST_F(NeuronSimCli, AsmInfoDisasmAsmRoundTripIsByteExact) {
+  const fs::path source = test::source_dir() / "examples" / "add.s";
+  ASSERT_TRUE(fs::is_regular_file(source)) << source;
+  fs::create_directory(tmp_ / "first");
+  fs::create_directory(tmp_ / "second");
+  // Same file name: the header records it, so both NEFFs carry the same name.
+  const fs::path first = tmp_ / "first" / "add.neff";
+  const fs::path second = tmp_ / "second" / "add.neff";
+
+  const Result as1 = run({"asm", source.string(), "-o", first.string()});
+  ASSERT_TRUE(as1.exited()) << as1.describe();
+  ASSERT_EQ(as1.code(), 0) << as1.describe();
+  EXPECT_THAT(as1.out, HasSubstr(first.string()));
+  ASSERT_TRUE(fs::is_regular_file(first));
+
+  const Result info = run({"info", first.string()});
+  ASSERT_EQ(info.code(), 0) << info.describe();
+  EXPECT_THAT(info.out, HasSubstr("executable by neuronsim: yes"));
+  EXPECT_THAT(info.out, testing::ContainsRegex("inputs:\n +a +float32 +\\[128, 512\\] +262144 bytes\n +b +float32 "
+                                               "+\\[128, 512\\] +262144 bytes\noutputs:\n +out +float32 "
+                                               "+\\[128, 512\\] +262144 bytes\n"))
+      << info.out;
+  EXPECT_THAT(info.out, HasSubstr("instructions"));
+
+  const Result json_info = run({"info", "--json", first.string()});
+  ASSERT_EQ(json_info.code(), 0) << json_info.describe();
+  const json d = json::parse(json_info.out);
+  EXPECT_EQ(d["execution"]["executable"], true);
+  ASSERT_EQ(d["inputs"].size(), 2u);
+  EXPECT_EQ(d["inputs"][0]["name"], "a");
+  EXPECT_EQ(d["inputs"][1]["name"], "b");
+  ASSERT_EQ(d["outputs"].size(), 1u);
+  EXPECT_EQ(d["outputs"][0]["name"], "out");
+
+  const Result dis = run({"disasm", first.string()});
+  ASSERT_EQ(dis.code(), 0) << dis.describe();
+  EXPECT_TRUE(dis.err.empty()) << dis.describe();
+  EXPECT_THAT(dis.out, HasSubstr("dve tensor_tensor"));
+  const fs::path again = tmp_ / "again.s";
+  write_file(again, dis.out);
+
+  const Result as2 = run({"asm", again.string(), "-o", second.string()});
+  ASSERT_EQ(as2.code(), 0) << as2.describe();
+  const std::string a = test::read_file(first), b = test::read_file(second);
+  EXPECT_GT(a.size(), 1024u);
+  EXPECT_TRUE(a == b) << "NEFFs differ: " << a.size() << " vs " << b.size() << " bytes";
+}
+
+// ------------------------------------------------------------------ errors
+
+TEST_F(NeuronSimCli, DisasmOfTheCompilersNeffSaysItCannotExecute) {
+  REQUIRE_FIXTURE(neff);
+  const Result r = run({"disasm", neff.string()});
+  expect_error_naming(r, neff);
+  EXPECT_THAT(r.err, HasSubstr("cannot execute"));
+  EXPECT_THAT(r.err, HasSubstr(kProducer));
+}
+
+TEST_F(NeuronSimCli, MissingFileIsNamed) {
+  const fs::path missing = tmp_ / "no-such-file.neff";
+  expect_error_naming(run({"info", missing.string()}), missing);
+  expect_error_naming(run({"disasm", missing.string()}), missing);
+  const fs::path missing_s = tmp_ / "no-such-file.s";
+  expect_error_naming(run({"asm", missing_s.string(), "-o", (tmp_ / "out.neff").string()}), missing_s);
+  EXPECT_FALSE(fs::exists(tmp_ / "out.neff"));
+}
+
+TEST_F(NeuronSimCli, DirectoryIsNotANeff) {
+  expect_error_naming(run({"info", tmp_.string()}), tmp_);
+}
+
+TEST_F(NeuronSimCli, TruncatedNeffIsRejected) {
+  REQUIRE_FIXTURE(neff);
+  const fs::path cut = tmp_ / "truncated.neff";
+  write_file(cut, test::read_file(neff).substr(0, 2000));
+  for (const char* cmd : {"info", "disasm"}) {
+    SCOPED_TRACE(cmd);
+    const Result r = run({cmd, cut.string()});
+    expect_error_naming(r, cut);
+    EXPECT_THAT(r.err, HasSubstr("data_size"));
+  }
+  // Shorter than the header.
+  const fs::path tiny = tmp_ / "tiny.neff";
+  write_file(tiny, test::read_file(neff).substr(0, 100));
+  const Result r = run({"info", tiny.string()});
+  expect_error_naming(r, tiny);
+  EXPECT_THAT(r.err, HasSubstr("header"));
+}
+
+TEST_F(NeuronSimCli, RandomBytesAreRejected) {
+  std::mt19937 rng(20240611);
+  for (size_t size : {16, 1024, 1500, 8192}) {
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    const fs::path p = tmp_ / ("random-" + std::to_string(size) + ".neff");
+    write_file(p, bytes);
+    SCOPED_TRACE(p.string());
+    expect_error_naming(run({"info", p.string()}), p);
+    expect_error_naming(run({"info", "--json", p.string()}), p);
+    expect_error_naming(run({"disasm", p.string()}), p);
+  }
+}
+
+TEST_F(NeuronSimCli, EmptyFileIsRejected) {
+  const fs::path p = tmp_ / "empty.neff";
+  write_file(p, "");
+  for (const char* cmd : {"info", "disasm"}) {
+    SCOPED_TRACE(cmd);
+    const Result r = run({cmd, p.string()});
+    expect_error_naming(r, p);
+    EXPECT_THAT(r.err, HasSubstr("0 bytes"));
+  }
+  // An empty assembly file is a valid, empty program.
+  const fs::path s = tmp_ / "empty.s";
+  write_file(s, "");
+  const Result as = run({"asm", s.string(), "-o", (tmp_ / "empty-out.neff").string()});
+  ASSERT_TRUE(as.exited()) << as.describe();
+  EXPECT_EQ(as.code(), 0) << as.describe();
+}
+
+TEST_F(NeuronSimCli, BadAssemblyNamesFileAndLine) {
+  const fs::path s = tmp_ / "file.s";
+  write_file(s,
+             ".target trn2\n"
+             "# a comment\n"
+             "dve tensor_frobnicate dst=sbuf.fp32[0:128]+0[[1,512]]\n");
+  const fs::path out = tmp_ / "file.neff";
+  const Result r = run({"asm", s.string(), "-o", out.string()});
+  expect_error_naming(r, s);
+  EXPECT_THAT(r.err, HasSubstr(s.string() + ":3:"));
+  EXPECT_THAT(r.err, HasSubstr("tensor_frobnicate"));
+  EXPECT_FALSE(fs::exists(out)) << "a failed asm left " << out;
+
+  // An assembly file given to the NEFF commands is rejected as a NEFF.
+  expect_error_naming(run({"info", s.string()}), s);
+}
+
+TEST_F(NeuronSimCli, UnwritableOutputIsNamed) {
+  const fs::path out = tmp_ / "no-such-dir" / "add.neff";
+  const Result r = run({"asm", (test::source_dir() / "examples" / "add.s").string(), "-o", out.string()});
+  expect_error_naming(r, out);
+}
+
+TEST_F(NeuronSimCli, UsageErrorsExitNonZero) {
+  const std::string add = (test::source_dir() / "examples" / "add.s").string();
+  {
+    SCOPED_TRACE("asm without -o");
+    const Result r = run({"asm", add});
+    expect_clean_failure(r);
+    EXPECT_THAT(r.err, HasSubstr("--output")) << r.describe();
+  }
+  {
+    SCOPED_TRACE("unknown subcommand");
+    // CLI11 reports the missing subcommand ("A subcommand is required"), not the unknown word.
+    const Result r = run({"frobnicate", add});
+    expect_clean_failure(r);
+    EXPECT_THAT(r.err, HasSubstr("subcommand")) << r.describe();
+  }
+  {
+    SCOPED_TRACE("no subcommand");
+    expect_clean_failure(run({}));
+  }
+  {
+    SCOPED_TRACE("info without a file");
+    expect_clean_failure(run({"info"}));
+  }
+  {
+    SCOPED_TRACE("unknown option");
+    const Result r = run({"info", "--frobnicate", add});
+    expect_clean_failure(r);
+    EXPECT_THAT(r.err, HasSubstr("--frobnicate")) << r.describe();
+  }
+}
+
+}  // namespace
+}  // namespace neuronsim::tools
