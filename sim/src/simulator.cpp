@@ -189,7 +189,7 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     if (t.hbm_bytes > 0) {
       // HBM serves the chip's transfers in issue order at its bandwidth.
       const uint64_t hbm_start = std::max(start, chip->free_ps);
-      chip->free_ps = hbm_start + static_cast<uint64_t>(std::llround(t.hbm_bytes * chip->ps_per_byte));
+      chip->free_ps = hbm_start + static_cast<uint64_t>(std::llround(static_cast<double>(t.hbm_bytes) * chip->ps_per_byte));
       end = std::max(end, chip->free_ps);
     }
     engine_free = end;
@@ -377,7 +377,3 @@ RunResult Simulator::run(const RunOptions& options) {
 }
 
 }  // namespace neuronsim::sim
-
-// libsystemc.so brings a main() that calls sc_main. Programs using the simulator
-// have their own main, so this is never called; the library only needs the symbol.
-int sc_main(int, char*[]) { return 1; }
