@@ -38,7 +38,7 @@ struct RunArgs {
   std::string instance;
   uint32_t core = 0;
   std::string trace, metrics;
-  bool functional_only = false, timing_only = false, quiet = false;
+  bool functional_only = false, timing_only = false, quiet = false, raw_outputs = false;
 };
 
 std::vector<uint8_t> read_bytes(const fs::path& path) {
@@ -131,12 +131,16 @@ void write_inputs(const RunArgs& args, const isa::Program& p, sim::CoreState& st
   }
 }
 
-void write_outputs(const fs::path& dir, const isa::Program& p, sim::CoreState& st) {
+void write_outputs(const fs::path& dir, const isa::Program& p, sim::CoreState& st, bool raw) {
   fs::create_directories(dir);
   for (const isa::TensorDecl& t : p.tensors) {
     if (t.kind != isa::TensorKind::output) continue;
     std::vector<uint8_t> bytes(t.size_bytes());
     st.hbm.read(st.tensors.at(t.var_id).address, bytes.data(), bytes.size());
+    if (raw) {
+      write_bytes(dir / (t.name + ".bin"), bytes);  // the tensor's own dtype, little-endian
+      continue;
+    }
     isa::NpyArray a{isa::npy_descr(t.dtype), t.shape, std::move(bytes)};
     if (travels_as_fp32(t.dtype)) {
       std::vector<uint8_t> f32(t.num_elems() * 4);
@@ -199,7 +203,7 @@ void run_command(const RunArgs& args) {
   options.progress = progress_printer(args.quiet);
   const sim::RunResult result = sim.run(options);
 
-  if (!args.outputs_dir.empty() && !args.timing_only) write_outputs(args.outputs_dir, program, st);
+  if (!args.outputs_dir.empty() && !args.timing_only) write_outputs(args.outputs_dir, program, st, args.raw_outputs);
   if (!args.trace.empty()) {
     traces::TraceOptions trace_options;
     trace_options.programs[args.core] = &program;
@@ -225,6 +229,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--random-inputs", args->random_inputs, "fill inputs without --inputs with seeded random values");
   cmd->add_option("--seed", args->seed, "seed of --random-inputs")->default_val(0);
   cmd->add_option("--outputs-dir", args->outputs_dir, "write every output as DIR/<name>.npy");
+  cmd->add_flag("--raw-outputs", args->raw_outputs, "write outputs as raw <name>.bin in their own dtype");
   cmd->add_option("--instance", args->instance, "instance type (default: the smallest of the NEFF's generation)");
   cmd->add_option("--core", args->core, "NeuronCore to run on")->default_val(0);
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace (JSON)");

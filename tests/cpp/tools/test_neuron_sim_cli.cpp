@@ -15,7 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -406,5 +408,144 @@ TEST_F(NeuronSimCli, UsageErrorsExitNonZero) {
   }
 }
 
+
+// ---- neuron-sim run ---------------------------------------------------------------------------
+
+// A .npy of float32 values (version 1.0 header, padded to 64 bytes).
+std::string npy_f32(const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return out;
+}
+
+std::vector<float> npy_f32_values(const std::string& bytes) {
+  const size_t header = 10 + (static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8));
+  std::vector<float> v((bytes.size() - header) / sizeof(float));
+  std::memcpy(v.data(), bytes.data() + header, v.size() * sizeof(float));
+  return v;
+}
+
+class NeuronSimRun : public NeuronSimCli {
+ protected:
+  // The example add.neff: out = a + b over [128, 512] float32.
+  fs::path add_neff() {
+    const fs::path neff = tmp_ / "add.neff";
+    const Result r = run({"asm", (test::source_dir() / "examples/add.s").string(), "-o", neff.string()});
+    EXPECT_EQ(r.code(), 0) << r.describe();
+    return neff;
+  }
+};
+
+TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
+  const fs::path neff = add_neff();
+  std::vector<float> a(128 * 512), b(128 * 512);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 13) - 6.0f;
+    b[i] = static_cast<float>(i % 7) * 0.5f;
+  }
+  write_file(tmp_ / "a.npy", npy_f32({128, 512}, a));
+  write_file(tmp_ / "b.npy", npy_f32({128, 512}, b));
+  const Result r = run({"run", neff.string(), "--inputs", "a=" + (tmp_ / "a.npy").string(), "--inputs",
+                        "b=" + (tmp_ / "b.npy").string(), "--outputs-dir", (tmp_ / "out").string(), "--trace",
+                        (tmp_ / "trace.json").string(), "--metrics", (tmp_ / "metrics.json").string()});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("trn2.3xlarge"));
+  EXPECT_THAT(r.out, HasSubstr("Vector (DVE)"));
+  EXPECT_THAT(r.out, HasSubstr("MFU"));
+  const std::vector<float> out = npy_f32_values(test::read_file(tmp_ / "out" / "out.npy"));
+  ASSERT_EQ(out.size(), a.size());
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+
+  // The trace, parsed back: required fields, one process per core, no overlap on a track.
+  const json trace = json::parse(test::read_file(tmp_ / "trace.json"));
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> slices;
+  std::set<int> pids;
+  int instructions = 0;
+  for (const json& e : trace.at("traceEvents")) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
+    pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "X") {
+      ASSERT_TRUE(e.contains("ts") && e.contains("dur") && e.contains("tid")) << e.dump();
+      slices[{e["pid"], e["tid"]}].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+      if (e.value("cat", "") == "Instruction") ++instructions;
+    }
+  }
+  EXPECT_EQ(pids.size(), 1u);
+  EXPECT_EQ(instructions, 5);  // every instruction of add.s
+  for (auto& [track, v] : slices) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) EXPECT_LE(v[i - 1].second, v[i].first + 1e-9) << "overlap on a track";
+  }
+  // The metrics: named records with units, and the run's time.
+  const json metrics = json::parse(test::read_file(tmp_ / "metrics.json"));
+  bool total = false;
+  for (const json& m : metrics.at("metrics")) {
+    ASSERT_TRUE(m.contains("name") && m.contains("unit") && m.contains("value")) << m.dump();
+    if (m["name"] == "total_time_ns") total = m["value"].get<double>() > 0;
+  }
+  EXPECT_TRUE(total);
+}
+
+TEST_F(NeuronSimRun, SameInputsGiveTheSameSimulatedTime) {
+  const fs::path neff = add_neff();
+  const Result first = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics", (tmp_ / "m1.json").string()});
+  const Result second = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics", (tmp_ / "m2.json").string()});
+  ASSERT_EQ(first.code(), 0) << first.describe();
+  ASSERT_EQ(second.code(), 0) << second.describe();
+  EXPECT_EQ(json::parse(test::read_file(tmp_ / "m1.json"))["metrics"],
+            json::parse(test::read_file(tmp_ / "m2.json"))["metrics"]);
+}
+
+TEST_F(NeuronSimRun, ModesAndRawInputs) {
+  const fs::path neff = add_neff();
+  const Result timing = run({"run", neff.string(), "--timing-only"});  // no inputs needed
+  EXPECT_EQ(timing.code(), 0) << timing.describe();
+  EXPECT_THAT(timing.out, HasSubstr("timing only"));
+  std::string raw(128 * 512 * 4, '\0');
+  write_file(tmp_ / "a.bin", raw);
+  write_file(tmp_ / "b.bin", raw);
+  const Result functional = run({"run", neff.string(), "--functional-only", "--inputs", "a=" + (tmp_ / "a.bin").string(),
+                                 "--inputs", "b=" + (tmp_ / "b.bin").string(), "--outputs-dir", (tmp_ / "o").string()});
+  EXPECT_EQ(functional.code(), 0) << functional.describe();
+  EXPECT_TRUE(fs::is_regular_file(tmp_ / "o" / "out.npy"));
+  const Result raw_out = run({"run", neff.string(), "--random-inputs", "--raw-outputs", "--outputs-dir", (tmp_ / "r").string()});
+  EXPECT_EQ(raw_out.code(), 0) << raw_out.describe();
+  EXPECT_EQ(fs::file_size(tmp_ / "r" / "out.bin"), 128u * 512 * 4);
+  const Result both = run({"run", neff.string(), "--timing-only", "--functional-only"});
+  EXPECT_NE(both.code(), 0);
+}
+
+TEST_F(NeuronSimRun, BadInputsAreClearErrors) {
+  const fs::path neff = add_neff();
+  const auto expect_error = [&](const std::vector<std::string>& args, const std::string& words) {
+    const Result r = run(args);
+    EXPECT_TRUE(r.exited()) << r.describe();
+    EXPECT_EQ(r.code(), 1) << r.describe();
+    EXPECT_THAT(r.err, HasSubstr(words)) << r.describe();
+  };
+  expect_error({"run", neff.string()}, "input 'a' (float32 [128, 512]) has no value");
+  write_file(tmp_ / "small.npy", npy_f32({4, 4}, std::vector<float>(16)));
+  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "a=" + (tmp_ / "small.npy").string()},
+               "has shape [4, 4], the tensor needs [128, 512]");
+  write_file(tmp_ / "short.bin", "1234");
+  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "b=" + (tmp_ / "short.bin").string()},
+               "holds 4 bytes");
+  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "zz=" + (tmp_ / "short.bin").string()},
+               "the model has no input 'zz' (inputs: a, b)");
+  expect_error({"run", neff.string(), "--random-inputs", "--instance", "trn9.huge"}, "trn9.huge");
+  expect_error({"run", neff.string(), "--random-inputs", "--instance", "trn1.2xlarge"}, "built for trn2");
+  expect_error({"run", neff.string(), "--random-inputs", "--core", "99"}, "no core 99");
+  const fs::path real = fixture();
+  if (!real.empty()) expect_error({"run", real.string()}, "cannot execute");
+}
 }  // namespace
 }  // namespace neuronsim::tools
