@@ -16,6 +16,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
+RunOptions options(Mode mode, bool record = false) {
+  RunOptions o;
+  o.mode = mode;
+  o.record = record;
+  return o;
+}
+
 Simulator make_simulator(const std::string& instance = "trn2.3xlarge") {
   InstanceConfig inst = load_instance(instance);
   return Simulator(inst, load_generation(inst.generation));
@@ -93,10 +100,10 @@ TEST(Simulator, IndependentEnginesOverlapAndDependentOnesSerialise) {
       isa::assemble(".target trn2\n" + body + " signal=S[0]+=1\n" + dve + " wait=S[0]>=1\n");
   Simulator sim = make_simulator();
   load(sim, independent);
-  const RunResult par = sim.run(RunOptions{Mode::timing_only});
+  const RunResult par = sim.run(options(Mode::timing_only));
   sim.unload(0);
   load(sim, dependent);
-  const RunResult ser = sim.run(RunOptions{Mode::timing_only});
+  const RunResult ser = sim.run(options(Mode::timing_only));
   const uint64_t act = par.cores[0].engines[static_cast<int>(isa::Engine::ACT)].busy_ps;
   const uint64_t dve_busy = par.cores[0].engines[static_cast<int>(isa::Engine::DVE)].busy_ps;
   EXPECT_EQ(par.total_ps, std::max(act, dve_busy));  // overlap: the longer one decides
@@ -113,7 +120,7 @@ sp dma_copy dst=sbuf.bf16[0:4]+0[[1,4096]] src=hbm.bf16(x)+0[[4096,4],[1,4096]]
 )");
   Simulator sim = make_simulator();
   load(sim, p);
-  const RunResult r = sim.run(RunOptions{Mode::functional_and_timing, true});
+  const RunResult r = sim.run(options(Mode::functional_and_timing, true));
   ASSERT_EQ(r.dmas.size(), 1u);
   const uint64_t transfer = r.dmas[0].end_ps - r.dmas[0].start_ps;
   EXPECT_NEAR(static_cast<double>(transfer), 1'416'000.0, 1'416'000.0 * 0.01);
@@ -130,7 +137,7 @@ sp dma_copy dst=sbuf.fp32[0:{0}]+0[[1,8192]] src=hbm.fp32(x)+0[[8192,{0}],[1,819
 )", rows));
     Simulator sim = make_simulator();
     load(sim, p);
-    const RunResult r = sim.run(RunOptions{Mode::timing_only, true});
+    const RunResult r = sim.run(options(Mode::timing_only, true));
     const uint64_t engines = (rows + 7) / 8;
     ASSERT_EQ(r.dmas.size(), engines);
     const uint64_t per_engine = uint64_t(rows) * 8192 * 4 / engines;
@@ -146,10 +153,10 @@ sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16384]] src=hbm.fp32(x)+0[[16384,128],[1,1
 )");
   Simulator one = make_simulator();
   load(one, p);
-  const uint64_t alone = one.run(RunOptions{Mode::timing_only}).total_ps;
+  const uint64_t alone = one.run(options(Mode::timing_only)).total_ps;
   Simulator eight = make_simulator();
   for (uint32_t c = 0; c < 8; ++c) load(eight, p, c, uint64_t{c} << 30);
-  const RunResult all = eight.run(RunOptions{Mode::timing_only});
+  const RunResult all = eight.run(options(Mode::timing_only));
   EXPECT_EQ(all.cores.size(), 8u);
   EXPECT_GT(all.total_ps, alone);
   const GenerationConfig gen = load_generation("trn2");
@@ -167,7 +174,7 @@ pe matmul dst=psum.fp32[0:128]+0[[1,{0}]] stationary=sbuf.bf16[0:128]+0[[1,128]]
 )", n));
     Simulator sim = make_simulator();
     load(sim, p);
-    const RunResult r = sim.run(RunOptions{Mode::timing_only, true});
+    const RunResult r = sim.run(options(Mode::timing_only, true));
     ASSERT_EQ(r.instructions.size(), 2u);
     const auto& second = r.instructions[1];
     const double cycles = static_cast<double>(second.end_ps - second.start_ps) * gen.pe_ghz / 1000.0;
@@ -200,16 +207,18 @@ TEST(Simulator, RecordsEveryInstructionAndFlow) {
   const isa::Program p = load_compute_store();
   Simulator sim = make_simulator();
   load(sim, p);
-  const RunResult r = sim.run(RunOptions{Mode::functional_and_timing, true});
+  const RunResult r = sim.run(options(Mode::functional_and_timing, true));
   EXPECT_EQ(r.instructions.size(), p.num_instructions());
   EXPECT_FALSE(r.flows.empty());
   for (const FlowRecord& f : r.flows) EXPECT_LE(f.from_ps, f.to_ps);
   // No two instructions overlap on one engine.
-  for (size_t i = 0; i < r.instructions.size(); ++i)
-    for (size_t j = i + 1; j < r.instructions.size(); ++j)
-      if (r.instructions[i].engine == r.instructions[j].engine)
-        EXPECT_TRUE(r.instructions[i].end_ps <= r.instructions[j].start_ps ||
-                    r.instructions[j].end_ps <= r.instructions[i].start_ps);
+  for (size_t i = 0; i < r.instructions.size(); ++i) {
+    for (size_t j = i + 1; j < r.instructions.size(); ++j) {
+      if (r.instructions[i].engine != r.instructions[j].engine) continue;
+      EXPECT_TRUE(r.instructions[i].end_ps <= r.instructions[j].start_ps ||
+                  r.instructions[j].end_ps <= r.instructions[i].start_ps);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The benchmarks of neuronsim-bench (bench/README.md describes each one):
+// microbenchmarks of the engines, DMA and HBM against their theoretical rates
+// (timing_only), the example kernels' simulated results (functional_and_timing),
+// and the simulator's host speed (--speed; machine dependent, never gated).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "expected.h"
+#include "neuronsim/isa/program.h"
+#include "neuronsim/sim/config.h"
+#include "neuronsim/sim/simulator.h"
+
+namespace neuronsim::bench {
+
+struct Platform {
+  sim::InstanceConfig instance;
+  sim::GenerationConfig generation;
+};
+
+// Which benchmarks run: those whose full name contains `filter` (empty: all).
+struct Selection {
+  std::string filter;
+  bool selected(const std::string& name) const { return filter.empty() || name.find(filter) != std::string::npos; }
+};
+
+inline sim::RunOptions run_options(sim::Mode mode) {
+  sim::RunOptions o;
+  o.mode = mode;
+  return o;
+}
+
+// ---- microbenchmarks ----
+
+struct MicroResult {
+  std::string name;         // "trn2/pe_matmul_bf16_128x128x512"
+  std::string group;        // "TensorE", "ScalarE", "VectorE", "GpSimdE", "DMA", "HBM"
+  std::string description;
+  std::string unit;         // as printed: "TFLOP/s", "elem/cycle", "B/ns"
+  std::string metric_unit;  // in metric names: "tflops", "elems_per_cycle", "bytes_per_ns"
+  double achieved = 0;
+  double peak = 0;
+  uint64_t total_ps = 0;
+  double cycles_per_instruction = 0;  // engine benchmarks (engine clock); 0 for DMA/HBM
+  uint64_t instructions = 0;
+};
+
+std::vector<MicroResult> run_micro(const Platform& platform, const Selection& selection);
+void append_measurements(const MicroResult& r, std::vector<Measurement>& out);
+std::string micro_table(const std::vector<MicroResult>& results, const Platform& platform);
+
+// ---- example kernels ----
+
+struct KernelSpec {
+  std::string name;  // without the generation prefix: "matmul_bf16_512x512x1024"
+  std::string description;
+  std::function<isa::Program(const std::string& target)> build;
+  bool is_matmul = false;
+};
+std::vector<KernelSpec> kernel_specs();
+
+struct KernelResult {
+  std::string name;  // "trn2/matmul_bf16_512x512x1024"
+  std::string description;
+  uint64_t instructions = 0;
+  uint64_t total_ps = 0;
+  double total_act_cycles = 0;
+  std::array<uint64_t, 5> engine_busy_ps{};  // PE, ACT, DVE, POOL, SP
+  uint64_t dma_bytes = 0, dma_transfers = 0, hbm_read_bytes = 0, hbm_write_bytes = 0;
+  uint64_t matmul_flops = 0;
+  double mfu_percent = 0;
+  bool is_matmul = false;
+};
+
+// Deterministic pseudo-random inputs (splitmix64): the same sequence on every
+// machine and standard library, unlike the <random> distributions.
+class InputFiller {
+ public:
+  explicit InputFiller(uint64_t seed) : state_(seed) {}
+  float next();  // uniform in [-1, 1), 24-bit resolution
+ private:
+  uint64_t state_;
+};
+
+std::vector<KernelResult> run_kernels(const Platform& platform, const Selection& selection);
+void append_measurements(const KernelResult& r, std::vector<Measurement>& out);
+std::string kernel_table(const std::vector<KernelResult>& results, const Platform& platform);
+
+// ---- host speed (--speed) ----
+
+// Runs the speed measurements and returns the printed report.
+std::string run_speed(const Platform& platform, double min_seconds);
+
+}  // namespace neuronsim::bench

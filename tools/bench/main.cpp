@@ -1,0 +1,143 @@
+// neuronsim-bench: the simulator's benchmark suite (bench/README.md).
+//
+//   neuronsim-bench                                   print the tables
+//   neuronsim-bench --csv results.csv                 also write benchmark,metric,value rows
+//   neuronsim-bench --check bench/expected_results.csv   gate: exit 1 when a figure leaves its margin
+//   neuronsim-bench --update bench/expected_results.csv  rewrite the expected file, keeping margins
+//   neuronsim-bench --speed                           also measure the simulator's host speed
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "benchmarks.h"
+#include "expected.h"
+#include "neuronsim/sim/config.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace bench = neuronsim::bench;
+
+struct Args {
+  std::string instance = "trn2.3xlarge";
+  std::string csv, check, update;
+  std::string default_margin = "0.01";
+  std::string filter;
+  bool speed = false;
+  double speed_seconds = 0.3;
+  bool quiet = false;
+};
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write", path.string()));
+}
+
+int run(const Args& args) {
+  if (!args.check.empty() && !args.update.empty())
+    throw std::invalid_argument("--check and --update exclude each other: update, review the diff, then check");
+  if (!args.filter.empty() && (!args.check.empty() || !args.update.empty()))
+    throw std::invalid_argument("--filter cannot be combined with --check or --update (they cover the whole set)");
+  const bench::Margin default_margin = bench::parse_margin(args.default_margin);
+
+  bench::Platform platform;
+  platform.instance = neuronsim::sim::load_instance(args.instance);
+  platform.generation = neuronsim::sim::load_generation(platform.instance.generation);
+  const bench::Selection selection{args.filter};
+
+  // Read the expected file first, so that a malformed one fails before the runs.
+  std::optional<bench::ExpectedFile> expected;
+  if (!args.check.empty()) expected = bench::read_expected(args.check);
+  if (!args.update.empty() && fs::exists(args.update)) expected = bench::read_expected(args.update);
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<bench::MicroResult> micro = bench::run_micro(platform, selection);
+  const std::vector<bench::KernelResult> kernels = bench::run_kernels(platform, selection);
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<bench::Measurement> results;
+  for (const auto& r : micro) bench::append_measurements(r, results);
+  for (const auto& r : kernels) bench::append_measurements(r, results);
+  bool printed = false;  // whether a section was printed (sections are separated by a blank line)
+  if (!args.quiet) {
+    printed = true;
+    const std::string a = bench::micro_table(micro, platform), b = bench::kernel_table(kernels, platform);
+    fmt::print("{}{}{}", a, !a.empty() && !b.empty() ? "\n" : "", b);
+    fmt::print("({} figures; simulated on this host in {:.2f} s)\n", results.size(), host_s);
+  }
+  if (results.empty() && !args.filter.empty())
+    throw std::invalid_argument(fmt::format("--filter '{}' selects no benchmark", args.filter));
+
+  if (!args.csv.empty()) write_file(args.csv, bench::results_csv(results));
+
+  int status = 0;
+  if (!args.update.empty()) {
+    bench::UpdateSummary sum;
+    write_file(args.update, bench::updated_expected(expected, results, default_margin, &sum));
+    fmt::print("{}updated {}: {} rows; {} kept their margin ({} with a new value), {} added with margin {}, "
+               "{} removed\n",
+               printed ? "\n" : "", args.update, results.size(), sum.kept, sum.changed, sum.added.size(),
+               default_margin.text(), sum.removed.size());
+    for (const bench::ExpectedRow& r : sum.removed) fmt::print("  removed: {} {}\n", r.benchmark, r.metric);
+    fmt::print("Commit the new file together with the reason for the change (bench/README.md).\n");
+    printed = true;
+  }
+  if (expected && !args.check.empty()) {
+    const bench::CheckReport report = bench::check(*expected, results);
+    fmt::print("{}Checking against {}:\n{}", printed ? "\n" : "", args.check, bench::format_report(report));
+    printed = true;
+    if (!report.ok()) status = 1;
+  }
+  if (args.speed) {
+    std::fflush(stdout);
+    fmt::print("{}{}", printed ? "\n" : "", bench::run_speed(platform, args.speed_seconds));
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "neuronsim-bench: microbenchmarks of the simulated engines, DMA and HBM against their theoretical "
+      "rates, the example kernels' simulated results, an expected-results gate, and the simulator's host speed."};
+  app.set_version_flag("--version", "neuronsim-bench " NEURONSIM_VERSION);
+  Args args;
+  app.add_option("--instance", args.instance, "instance type to simulate (its generation sets the figures)")
+      ->capture_default_str();
+  app.add_option("--csv", args.csv, "write the results as CSV rows benchmark,metric,value to FILE");
+  app.add_option("--check", args.check,
+                 "compare with an expected file (benchmark,metric,value,margin); exit 1 on any failure");
+  app.add_option("--update", args.update,
+                 "rewrite an expected file from this run, keeping existing margins (commit it with the reason)");
+  app.add_option("--default-margin", args.default_margin,
+                 "margin of rows --update adds: relative (0.01) or absolute (abs:5)")
+      ->capture_default_str();
+  app.add_option("--filter", args.filter, "run only the benchmarks whose name contains TEXT");
+  app.add_flag("--speed", args.speed, "also measure the simulator's host speed (machine dependent, never gated)");
+  app.add_option("--speed-seconds", args.speed_seconds, "host seconds per speed figure")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("-q,--quiet", args.quiet, "do not print the result tables");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run(args);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "neuronsim-bench: error: {}\n", e.what());
+    return 2;
+  }
+}

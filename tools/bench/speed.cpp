@@ -1,0 +1,152 @@
+// --speed: how fast the simulator runs on this host. Machine dependent and never
+// gated; the figures that mean something across machines are the ratios, all
+// measured in one run: functional_and_timing against functional_only on the same
+// kernel, and the functional matmul against the host's BLAS on the same shape.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include "benchmarks.h"
+#include "neuronsim/isa/assembler.h"
+#include "neuronsim/isa/dtype.h"
+#include "neuronsim/sim/functional.h"
+#include "neuronsim/sim/simulator.h"
+
+namespace neuronsim::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds per call of `fn`: one warm-up call, then calls until `min_seconds` have passed (at least 2).
+template <typename Fn>
+double seconds_per_call(Fn&& fn, double min_seconds) {
+  fn();
+  int calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < min_seconds || calls < 2);
+  return elapsed / calls;
+}
+
+void fill_inputs(const isa::Program& program, sim::CoreState& state) {
+  InputFiller rng(7);
+  for (const isa::TensorDecl& t : program.tensors) {
+    if (t.kind != isa::TensorKind::input) continue;
+    std::vector<float> values(t.num_elems());
+    for (float& v : values) v = rng.next();
+    std::vector<uint8_t> bytes(t.size_bytes());
+    isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size(), state.fp8);
+    state.hbm.write(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
+  }
+}
+
+std::string rate(double per_second) {
+  if (per_second >= 1e6) return fmt::format("{:.2f} M", per_second / 1e6);
+  if (per_second >= 1e3) return fmt::format("{:.1f} k", per_second / 1e3);
+  return fmt::format("{:.0f} ", per_second);
+}
+
+constexpr int kMatmuls = 64;  // [128x128] x [128x512] per program / BLAS batch
+constexpr int kM = 128, kK = 128, kN = 512;
+
+}  // namespace
+
+std::string run_speed(const Platform& p, double min_seconds) {
+  std::string out = fmt::format(
+      "Host speed (--speed; machine dependent, never gated): {} hardware threads, >= {} s per figure\n",
+      std::thread::hardware_concurrency(), min_seconds);
+
+  // ---- simulated instructions per host second, by mode, on each example kernel ----
+  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr", "func+timing/s",
+                     "functional/s", "timing only/s", "F+T / F");
+  double total_instr = 0, total_ft = 0, total_f = 0, total_t = 0;
+  for (const KernelSpec& spec : kernel_specs()) {
+    const isa::Program program = spec.build(p.generation.name);
+    sim::Simulator simulator(p.instance, p.generation);
+    sim::CoreState& state = simulator.core(0);
+    sim::bind_tensors(program, state, 0);
+    fill_inputs(program, state);
+    simulator.load(0, program);
+    const auto run = [&](sim::Mode mode) {
+      return seconds_per_call([&] { simulator.run(run_options(mode)); }, min_seconds);
+    };
+    const double ft = run(sim::Mode::functional_and_timing);
+    const double f = run(sim::Mode::functional_only);
+    const double t = run(sim::Mode::timing_only);
+    const double n = static_cast<double>(program.num_instructions());
+    total_instr += n;
+    total_ft += ft;
+    total_f += f;
+    total_t += t;
+    out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", spec.name, program.num_instructions(),
+                       rate(n / ft), rate(n / f), rate(n / t), f / ft);
+  }
+  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", "all kernels", total_instr,
+                     rate(total_instr / total_ft), rate(total_instr / total_f), rate(total_instr / total_t),
+                     total_f / total_ft);
+  out += "(F+T / F: speed of functional_and_timing relative to functional_only; below 1 is the cost of the "
+         "timing model)\n\n";
+
+  // ---- functional matmul against the host BLAS on the same shape ----
+  out += fmt::format("Functional matmul vs host BLAS: {} x [{}x{}]x[{}x{}] (M x K, K x N), 1 BLAS thread\n",
+                     kMatmuls, kM, kK, kK, kN);
+  const double flops = double(kMatmuls) * 2.0 * kM * kK * kN;
+  openblas_set_num_threads(1);  // as the functional plane does (sim/src/functional.cpp)
+  std::vector<float> a(size_t{kK} * kM), b(size_t{kK} * kN), c(size_t{kM} * kN);
+  InputFiller rng(11);
+  for (float& v : a) v = rng.next();
+  for (float& v : b) v = rng.next();
+  const double blas_s = seconds_per_call(
+      [&] {
+        for (int i = 0; i < kMatmuls; ++i)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kM, kN, kK, 1.0f, a.data(), kM, b.data(), kN, 0.0f,
+                      c.data(), kN);
+      },
+      min_seconds);
+  const double blas_gflops = flops / blas_s / 1e9;
+  out += fmt::format("  {:<44} {:>9.2f} GFLOP/s\n", "cblas_sgemm (fp32)", blas_gflops);
+
+  for (const isa::DType dt : {isa::DType::bf16, isa::DType::fp32}) {
+    const std::string d = dt == isa::DType::bf16 ? "bf16" : "fp32";
+    std::string text = fmt::format(".target {}\n", p.generation.name);
+    for (int i = 0; i < kMatmuls; ++i)
+      text += fmt::format(
+          "pe matmul dst=psum.fp32[0:128]+{}[[1,{}]] stationary=sbuf.{}[0:128]+0[[1,{}]] "
+          "moving=sbuf.{}[0:128]+1024[[1,{}]]\n",
+          (i % 8) * 2048, kN, d, kM, d, kN);
+    const isa::Program program = isa::assemble(text, "speed_matmul.s");
+    sim::Simulator simulator(p.instance, p.generation);
+    sim::CoreState& state = simulator.core(0);
+    const size_t es = isa::dtype_size(dt);
+    std::vector<float> row(kN);
+    std::vector<uint8_t> bytes(kN * es);
+    for (uint32_t part = 0; part < 128; ++part) {
+      for (float& v : row) v = rng.next();
+      isa::convert_from_float(dt, row.data(), bytes.data(), kM);
+      std::copy(bytes.begin(), bytes.begin() + static_cast<long>(kM * es), state.sbuf.at(part, 0));
+      isa::convert_from_float(dt, row.data(), bytes.data(), kN);
+      std::copy(bytes.begin(), bytes.end(), state.sbuf.at(part, 1024));
+    }
+    simulator.load(0, program);
+    for (const sim::Mode mode : {sim::Mode::functional_only, sim::Mode::functional_and_timing}) {
+      const double s = seconds_per_call([&] { simulator.run(run_options(mode)); }, min_seconds);
+      const double gflops = flops / s / 1e9;
+      out += fmt::format("  {:<44} {:>9.2f} GFLOP/s  = {:.3f} x BLAS\n",
+                         fmt::format("simulator {} matmul, {}", d,
+                                     mode == sim::Mode::functional_only ? "functional_only" : "functional_and_timing"),
+                         gflops, gflops / blas_gflops);
+    }
+  }
+  return out;
+}
+
+}  // namespace neuronsim::bench
