@@ -1,5 +1,7 @@
 #include "neuronsim/traces/chrome_trace.h"
 
+#include "occupancy.h"
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -262,6 +264,21 @@ std::string engine_ranges(const std::vector<uint32_t>& v) {
     i = j + 1;
   }
   return out;
+}
+
+// SBUF and PSUM live bytes of one core (see occupancy.h), one point per change.
+void add_occupancy_counters(const sim::RunResult& r, uint32_t core, const Sink& emit) {
+  const int pid = pid_of(core);
+  for (const detail::OccupancyStep& step : detail::live_occupancy(r, core))
+    for (auto [name, bytes] : {std::pair{"SBUF occupancy", step.sbuf_bytes}, std::pair{"PSUM occupancy", step.psum_bytes}})
+      emit(Obj()
+               .add("name", name)
+               .add("ph", "C")
+               .add("ts", ps_to_us(step.ps))
+               .add("pid", pid)
+               .add("tid", pid)
+               .add("args", Obj().add("live bytes", bytes).take())
+               .take());
 }
 
 // Counter tracks of one core, from its DMA records.
@@ -592,6 +609,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     for (size_t i = 0; i < dmas.size(); ++i) dmas_by_core[dmas[i].core].push_back(i);
     for (const auto& [core, list] : dmas_by_core)
       add_counters(r, list, core, options.bandwidth_bucket_ps, emit);
+    for (uint32_t core : r.core_ids) add_occupancy_counters(r, core, emit);
   }
 
   json other = {{"generator", "neuronsim"},

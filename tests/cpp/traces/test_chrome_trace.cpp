@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "neuronsim/traces/chrome_trace.h"
 #include "neuronsim/traces/names.h"
@@ -379,6 +380,30 @@ double integrate_bandwidth(const json& t, int pid) {
   return bytes;
 }
 
+TEST(ChromeTraceOccupancy, CountsDataFromItsWriteToItsLastRead) {
+  // DVE writes a [128, 64] fp32 tile (32 KiB) at 1 ns, ACT reads it until 3 ns, DVE
+  // overwrites it at 5 ns and nobody reads the new data: live 32 KiB from 1 to 3 ns only.
+  const isa::Program p = isa::assemble(R"(.target trn2
+dve memset dst=sbuf.fp32[0:128]+0[[1,64]] value=1
+act activation dst=psum.fp32[0:128]+0[[1,64]] src=sbuf.fp32[0:128]+0[[1,64]] func=exp
+dve memset dst=sbuf.fp32[0:128]+0[[1,64]] value=2
+)");
+  sim::RunResult r;
+  r.core_ids = {0};
+  r.cores.resize(1);
+  r.total_ps = 6000;
+  r.instructions = {{0, Engine::DVE, 0, &p.stream(Engine::DVE)[0], 0, 1000, 0},
+                    {0, Engine::ACT, 0, &p.stream(Engine::ACT)[0], 2000, 3000, 0},
+                    {0, Engine::DVE, 1, &p.stream(Engine::DVE)[1], 4000, 5000, 0}};
+  std::vector<std::pair<double, uint64_t>> sbuf;
+  const json t = chrome_trace(r);
+  for (const json& e : t.at("traceEvents"))
+    if (e.at("ph") == "C" && e.at("name") == "SBUF occupancy")
+      sbuf.emplace_back(e.at("ts").get<double>(), e.at("args").at("live bytes").get<uint64_t>());
+  const std::vector<std::pair<double, uint64_t>> want = {{0.0, 0}, {0.001, 32768}, {0.003, 0}};
+  EXPECT_EQ(sbuf, want) << t.dump();
+}
+
 TEST_F(ChromeTraceTest, CountersAreNonNegativeAndBandwidthIntegratesToTheBytesMoved) {
   for (uint64_t bucket : {uint64_t{0}, uint64_t{1'000'000}, uint64_t{333'333}}) {
     TraceOptions o;
@@ -389,7 +414,8 @@ TEST_F(ChromeTraceTest, CountersAreNonNegativeAndBandwidthIntegratesToTheBytesMo
       names.insert(e.at("name"));
       for (const auto& [k, v] : e.at("args").items()) EXPECT_GE(v.get<double>(), 0.0) << e;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"HBM bandwidth", "DMA transfers", "DMA engines"}));
+    EXPECT_EQ(names, (std::set<std::string>{"HBM bandwidth", "DMA transfers", "DMA engines", "SBUF occupancy",
+                                            "PSUM occupancy"}));
     EXPECT_NEAR(integrate_bandwidth(t, 3), 98'304.0, 1e-6) << "bucket " << bucket;
     EXPECT_NEAR(integrate_bandwidth(t, 6), 8'192.0, 1e-6) << "bucket " << bucket;
   }
@@ -525,7 +551,8 @@ sim::RunResult big_run(size_t n, const isa::Program& program) {
 
 TEST(ChromeTracePerformance, WritingScalesLinearlyWithTheNumberOfRecords) {
   const isa::Program program = isa::assemble(kCore2Asm, "core2.s");
-  const auto path = std::filesystem::temp_directory_path() / "neuronsim_test_big_trace.json";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("neuronsim_test_big_trace." + std::to_string(::getpid()) + ".json");
   // Op names as a framework would give them: a layer over each stream, an op
   // over every other instruction (the gaps make a naive innermost search quadratic).
   auto op_names_for = [](const sim::RunResult& r) {
