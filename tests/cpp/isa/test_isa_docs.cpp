@@ -114,7 +114,9 @@ TEST(IsaDocs, EveryOpcodeHasAnExampleThatAssembles) {
         const Program p = assemble(preamble + line + "\n", "docs/isa.md");
         ASSERT_EQ(p.num_instructions(), 1u) << line;
         for (const auto& stream : p.streams)
-          if (!stream.empty()) EXPECT_EQ(stream[0].opcode, info.opcode) << line;
+          if (!stream.empty()) {
+            EXPECT_EQ(stream[0].opcode, info.opcode) << line;
+          }
       } catch (const AsmError& e) {
         ADD_FAILURE() << e.what() << "\n  " << line;
       }
