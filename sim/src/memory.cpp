@@ -24,9 +24,53 @@ void SparseMemory::check(uint64_t addr, uint64_t n) const {
                                         addr, capacity_));
 }
 
+template <typename Mapped, typename Unmapped>
+void SparseMemory::split(uint64_t addr, uint64_t n, Mapped mapped, Unmapped unmapped) const {
+  uint64_t done = 0;
+  while (done < n) {
+    const uint64_t a = addr + done;
+    auto it = mapped_.upper_bound(a);  // first mapping starting after a
+    if (it != mapped_.begin()) {
+      auto prev = std::prev(it);
+      if (a < prev->first + prev->second.size) {
+        const uint64_t len = std::min(n - done, prev->first + prev->second.size - a);
+        mapped(prev->second.host + (a - prev->first), done, len);
+        done += len;
+        continue;
+      }
+    }
+    const uint64_t len = it == mapped_.end() ? n - done : std::min(n - done, it->first - a);
+    unmapped(a, done, len);
+    done += len;
+  }
+}
+
+void SparseMemory::map(uint64_t addr, uint8_t* host, uint64_t size) {
+  if (size == 0 || host == nullptr) throw std::invalid_argument("HBM mapping of an empty range");
+  check(addr, size);
+  auto it = mapped_.lower_bound(addr);
+  if (it != mapped_.end() && it->first < addr + size)
+    throw std::invalid_argument(fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, it->first));
+  if (it != mapped_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size > addr)
+      throw std::invalid_argument(fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, prev->first));
+  }
+  mapped_.emplace(addr, Mapping{host, size});
+}
+
+void SparseMemory::unmap(uint64_t addr) { mapped_.erase(addr); }
+
 void SparseMemory::read(uint64_t addr, void* dst, uint64_t n) const {
   check(addr, n);
   auto* out = static_cast<uint8_t*>(dst);
+  if (mapped_.empty()) return read_pages(addr, out, n);
+  split(
+      addr, n, [&](const uint8_t* host, uint64_t off, uint64_t len) { std::memcpy(out + off, host, len); },
+      [&](uint64_t a, uint64_t off, uint64_t len) { read_pages(a, out + off, len); });
+}
+
+void SparseMemory::read_pages(uint64_t addr, uint8_t* out, uint64_t n) const {
   while (n > 0) {
     const uint64_t in_page = addr % kPageBytes;
     const uint64_t chunk = std::min(n, kPageBytes - in_page);
@@ -55,6 +99,13 @@ uint8_t* page_for_write(std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>>
 void SparseMemory::write(uint64_t addr, const void* src, uint64_t n) {
   check(addr, n);
   const auto* in = static_cast<const uint8_t*>(src);
+  if (mapped_.empty()) return write_pages(addr, in, n);
+  split(
+      addr, n, [&](uint8_t* host, uint64_t off, uint64_t len) { std::memcpy(host, in + off, len); },
+      [&](uint64_t a, uint64_t off, uint64_t len) { write_pages(a, in + off, len); });
+}
+
+void SparseMemory::write_pages(uint64_t addr, const uint8_t* in, uint64_t n) {
   while (n > 0) {
     const uint64_t in_page = addr % kPageBytes;
     const uint64_t chunk = std::min(n, kPageBytes - in_page);
@@ -67,6 +118,13 @@ void SparseMemory::write(uint64_t addr, const void* src, uint64_t n) {
 
 void SparseMemory::fill(uint64_t addr, uint8_t value, uint64_t n) {
   check(addr, n);
+  if (mapped_.empty()) return fill_pages(addr, value, n);
+  split(
+      addr, n, [&](uint8_t* host, uint64_t, uint64_t len) { std::memset(host, value, len); },
+      [&](uint64_t a, uint64_t, uint64_t len) { fill_pages(a, value, len); });
+}
+
+void SparseMemory::fill_pages(uint64_t addr, uint8_t value, uint64_t n) {
   while (n > 0) {
     const uint64_t in_page = addr % kPageBytes;
     const uint64_t chunk = std::min(n, kPageBytes - in_page);

@@ -1,6 +1,7 @@
 // docs/isa.md must keep up with the opcode table: every opcode has a section that names
 // its engines, operand roles and parameter keywords, every ALU operation, activation
 // function, role and dtype is listed with its code, and every example assembles.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +25,7 @@ const std::string& docs() {
   return text;
 }
 
-std::string quoted(std::string_view name) { return "`" + std::string(name) + "`"; }
+std::string quoted(std::string_view name) { return fmt::format("`{}`", name); }
 
 // The body of the "### `name`" section, up to the next heading; empty when there is none.
 std::string section(std::string_view name) {

@@ -88,8 +88,9 @@ Bytes with_header(const Bytes& payload) {
   h.data_size = payload.size();
   h.hash = payload_hash(payload);
   const auto header = serialize_header(h);
-  Bytes out(header.begin(), header.end());
-  out.insert(out.end(), payload.begin(), payload.end());
+  Bytes out(header.size() + payload.size());
+  std::copy(header.begin(), header.end(), out.begin());
+  std::copy(payload.begin(), payload.end(), out.begin() + static_cast<std::ptrdiff_t>(header.size()));
   return out;
 }
 

@@ -183,6 +183,11 @@ pe matmul dst=psum.fp32[0:128]+0[[1,{0}]] stationary=sbuf.bf16[0:128]+0[[1,128]]
 }
 
 TEST(Simulator, DeadlockIsReportedWithTheWaitingInstruction) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The ExecError is thrown after SystemC's coroutines ran; ASan cannot follow their stack
+  // switches and reports false errors (google/sanitizers#189). The release build runs this test.
+  GTEST_SKIP() << "not meaningful under AddressSanitizer (SystemC coroutines)";
+#endif
   const isa::Program p = isa::assemble(R"(.target trn2
 dve memset dst=sbuf.fp32[0:1]+0[[1,1]] wait=S[5]>=1
 )");

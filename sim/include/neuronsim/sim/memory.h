@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -42,9 +43,33 @@ class SparseMemory {
   void write(uint64_t addr, const void* src, uint64_t n);
   void fill(uint64_t addr, uint8_t value, uint64_t n);
 
+  // Host-backed ranges: after map(addr, host, size), reads and writes of
+  // [addr, addr + size) go to host[0, size) instead of the sparse pages (the
+  // runtime shim maps its tensors' host storage this way, so the host view and
+  // the simulated HBM are one memory). The caller keeps `host` alive until
+  // unmap(addr). Throws std::out_of_range when the range leaves the capacity,
+  // std::invalid_argument when it is empty or overlaps a mapped range.
+  void map(uint64_t addr, uint8_t* host, uint64_t size);
+  // Removes the mapping that starts at `addr` (no-op when none does).
+  void unmap(uint64_t addr);
+  size_t mapped_ranges() const { return mapped_.size(); }
+
  private:
+  struct Mapping {
+    uint8_t* host;
+    uint64_t size;
+  };
   void check(uint64_t addr, uint64_t n) const;
+  void read_pages(uint64_t addr, uint8_t* dst, uint64_t n) const;
+  void write_pages(uint64_t addr, const uint8_t* src, uint64_t n);
+  void fill_pages(uint64_t addr, uint8_t value, uint64_t n);
+  // Splits [addr, addr + n) into pieces that are wholly inside one mapping or
+  // wholly outside all of them, calling mapped(host, offset, len) or
+  // unmapped(addr, offset, len) for each (offset: from the start of the access).
+  template <typename Mapped, typename Unmapped>
+  void split(uint64_t addr, uint64_t n, Mapped mapped, Unmapped unmapped) const;
   uint64_t capacity_;
+  std::map<uint64_t, Mapping> mapped_;  // by start address
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
 };
 

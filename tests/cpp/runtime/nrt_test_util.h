@@ -1,0 +1,128 @@
+// Helpers shared by the libnrt.so.1 tests (tests/cpp/runtime/test_nrt_*.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nrt/nrt.h"
+#include "nrt/nrt_experimental.h"
+#include "nrt/nrt_profile.h"
+#include "nrt/nrt_status.h"
+#include "nrt/nrt_version.h"
+
+namespace nrt_test {
+
+inline std::vector<uint8_t> read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// An example NEFF written by the build (build/examples/<name>).
+inline std::filesystem::path example(const std::string& name) {
+  return std::filesystem::path(NEURONSIM_BUILD_DIR) / "examples" / name;
+}
+
+inline std::filesystem::path fixtures() {
+  const char* env = std::getenv("NEURONSIM_FIXTURES");
+  return env != nullptr && *env != '\0' ? std::filesystem::path(env) : std::filesystem::path(NEURONSIM_FIXTURES_DEFAULT);
+}
+
+// Sets environment variables for the life of the object and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_.push_back({k, old != nullptr ? std::optional<std::string>(old) : std::nullopt});
+      if (v != nullptr)
+        setenv(k, v, 1);
+      else
+        unsetenv(k);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// Initialises the runtime for one test and closes it after.
+class NrtTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("NEURON_RT_LOG_LEVEL", "QUIET", 0);
+    ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  }
+  void TearDown() override { nrt_close(); }
+};
+
+// A loaded model with one device tensor per input/output, in sets.
+struct Loaded {
+  nrt_model_t* model = nullptr;
+  nrt_tensor_info_array_t* info = nullptr;
+  nrt_tensor_set_t* in = nullptr;
+  nrt_tensor_set_t* out = nullptr;
+  std::map<std::string, nrt_tensor_t*> tensors;
+
+  NRT_STATUS load(const std::string& neff, int vnc = -1,
+                  nrt_tensor_placement_t placement = NRT_TENSOR_PLACEMENT_DEVICE) {
+    const auto bytes = read_file(example(neff));
+    if (bytes.empty()) return NRT_FAILURE;
+    NRT_STATUS s = nrt_load(bytes.data(), bytes.size(), vnc, -1, &model);
+    if (s != NRT_SUCCESS) return s;
+    if ((s = nrt_get_model_tensor_info(model, &info)) != NRT_SUCCESS) return s;
+    nrt_allocate_tensor_set(&in);
+    nrt_allocate_tensor_set(&out);
+    for (uint64_t i = 0; i < info->tensor_count; ++i) {
+      const nrt_tensor_info_t& e = info->tensor_array[i];
+      nrt_tensor_t* t = nullptr;
+      if ((s = nrt_tensor_allocate(placement, placement == NRT_TENSOR_PLACEMENT_DEVICE ? (vnc < 0 ? 0 : vnc) : -1,
+                                   e.size, e.name, &t)) != NRT_SUCCESS)
+        return s;
+      tensors[e.name] = t;
+      nrt_add_tensor_to_tensor_set(e.usage == NRT_TENSOR_USAGE_INPUT ? in : out, e.name, t);
+    }
+    return NRT_SUCCESS;
+  }
+  template <typename T>
+  void write(const std::string& name, const std::vector<T>& v) {
+    ASSERT_EQ(nrt_tensor_write(tensors.at(name), v.data(), 0, v.size() * sizeof(T)), NRT_SUCCESS);
+  }
+  template <typename T>
+  std::vector<T> read(const std::string& name) {
+    std::vector<T> v(nrt_tensor_get_size(tensors.at(name)) / sizeof(T));
+    EXPECT_EQ(nrt_tensor_read(tensors.at(name), v.data(), 0, v.size() * sizeof(T)), NRT_SUCCESS);
+    return v;
+  }
+  NRT_STATUS execute() { return nrt_execute(model, in, out); }
+  ~Loaded() {
+    if (model != nullptr) nrt_unload(model);
+    for (auto& [n, t] : tensors) nrt_tensor_free(&t);
+    nrt_destroy_tensor_set(&in);
+    nrt_destroy_tensor_set(&out);
+    nrt_free_model_tensor_info(info);
+  }
+};
+
+inline std::vector<float> iota(size_t n, float scale, float start = 0) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + scale * static_cast<float>(i % 1000);
+  return v;
+}
+
+}  // namespace nrt_test
