@@ -98,16 +98,19 @@ AccessPattern KernelBuilder::constant(const std::string& name, DType dtype, std:
   return hbm_tensor(name, dtype, std::move(shape), TensorKind::constant, std::move(data));
 }
 
-AccessPattern KernelBuilder::sbuf_tile(DType dtype, uint16_t partitions, uint32_t free) {
+// Bump allocation in one on-chip space: `used` bytes per partition are taken,
+// the next tile starts at a multiple of `align`.
+AccessPattern KernelBuilder::tile(MemSpace space, uint64_t& used, uint64_t align, uint64_t capacity,
+                                  DType dtype, uint16_t partitions, uint32_t free) {
   const uint64_t bytes = uint64_t{free} * dtype_size(dtype);
-  const uint64_t offset = (sbuf_used_ + 63) / 64 * 64;  // 64-byte aligned tiles
-  if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > target_->sbuf_partition_bytes)
-    throw IsaError(fmt::format("SBUF exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, "
-                               "{} has {}", partitions, free, dtype_name(dtype), bytes, offset, target_->name,
-                               target_->sbuf_partition_bytes));
-  sbuf_used_ = offset + bytes;
+  const uint64_t offset = (used + align - 1) / align * align;
+  if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > capacity)
+    throw IsaError(fmt::format("{} exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, {} has {}",
+                               space == MemSpace::SBUF ? "SBUF" : "PSUM", partitions, free, dtype_name(dtype),
+                               bytes, offset, target_->name, capacity));
+  used = offset + bytes;
   AccessPattern ap;
-  ap.space = MemSpace::SBUF;
+  ap.space = space;
   ap.dtype = dtype;
   ap.num_partitions = partitions;
   ap.offset = offset;
@@ -115,22 +118,14 @@ AccessPattern KernelBuilder::sbuf_tile(DType dtype, uint16_t partitions, uint32_
   return ap;
 }
 
+AccessPattern KernelBuilder::sbuf_tile(DType dtype, uint16_t partitions, uint32_t free) {
+  return tile(MemSpace::SBUF, sbuf_used_, 64, target_->sbuf_partition_bytes, dtype, partitions, free);
+}
+
+// PSUM tiles start on a bank boundary, so a tile that fits in a bank stays in one.
 AccessPattern KernelBuilder::psum_tile(DType dtype, uint16_t partitions, uint32_t free) {
-  const uint64_t bytes = uint64_t{free} * dtype_size(dtype);
-  const uint64_t bank = target_->psum_bank_bytes;
-  const uint64_t offset = (psum_used_ + bank - 1) / bank * bank;
-  if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > target_->psum_partition_bytes)
-    throw IsaError(fmt::format("PSUM exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, "
-                               "{} has {}", partitions, free, dtype_name(dtype), bytes, offset, target_->name,
-                               target_->psum_partition_bytes));
-  psum_used_ = offset + bytes;
-  AccessPattern ap;
-  ap.space = MemSpace::PSUM;
-  ap.dtype = dtype;
-  ap.num_partitions = partitions;
-  ap.offset = offset;
-  ap.dims[0] = {1, free};
-  return ap;
+  return tile(MemSpace::PSUM, psum_used_, target_->psum_bank_bytes, target_->psum_partition_bytes, dtype,
+              partitions, free);
 }
 
 std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPattern& ap) {

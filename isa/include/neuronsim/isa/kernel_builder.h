@@ -105,6 +105,8 @@ class KernelBuilder {
     std::vector<size_t> deps;  // nodes that must complete first
   };
 
+  AccessPattern tile(MemSpace space, uint64_t& used, uint64_t align, uint64_t capacity, DType dtype,
+                     uint16_t partitions, uint32_t free);
   AccessPattern hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorKind kind,
                            std::vector<uint8_t> data);
   int agent_index(const Instruction& inst);
