@@ -69,6 +69,7 @@ std::string summary_table(const sim::RunResult& r) {
     detail::add_core(one, r.cores[i]);
     section(out, one, r);
   }
+  if (r.cores.size() < 2) return out;  // one core: its section is the total
   out += fmt::format("\nAll cores ({} instructions)\n", grouped(all.all_instructions));
   section(out, all, r);
   return out;

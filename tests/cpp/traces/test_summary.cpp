@@ -83,4 +83,14 @@ TEST(SummaryTable, GivesDmaTrafficHbmBandwidthFlopsAndMfu) {
 }
 
 }  // namespace
+
+TEST(SummaryTable, OneCoreHasNoSeparateTotal) {
+  auto s = make_sample_run();
+  s->result.cores.resize(1);
+  s->result.core_ids.resize(1);
+  const std::string text = summary_table(s->result);
+  EXPECT_NE(text.find("NeuronCore 2"), std::string::npos) << text;
+  EXPECT_EQ(text.find("All cores"), std::string::npos) << text;
+}
+
 }  // namespace neuronsim::traces
