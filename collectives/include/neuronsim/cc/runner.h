@@ -1,0 +1,41 @@
+// The in-process runner: every rank of a collective in one process, on the simulated fabric.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "neuronsim/cc/algorithms.h"
+#include "neuronsim/cc/fabric.h"
+
+namespace neuronsim::cc {
+
+struct RunOptions {
+  Algorithm algorithm = Algorithm::auto_select;
+  Thresholds thresholds;
+  Placement placement = Placement::packed;
+};
+
+struct CollectiveResult {
+  std::vector<std::vector<uint8_t>> outputs;  // per rank (empty in timing-only runs)
+  Picos duration_ps = 0;                      // simulated time from start to the last delivery
+  Algorithm algorithm = Algorithm::auto_select;  // the one that ran
+  uint64_t messages = 0;
+  std::vector<Picos> rank_done_ps;            // when each rank finished (from the start)
+  double seconds() const { return static_cast<double>(duration_ps) * 1e-12; }
+};
+
+// Runs `spec` on `ranks` ranks of `inst`; `inputs[r]` is rank r's input (see CollectiveSpec).
+CollectiveResult run_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+                                const std::vector<std::vector<uint8_t>>& inputs, const RunOptions& options = {});
+// Timing only: the same messages, sizes and schedule, no data (for sizes too large to hold).
+CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+                                 const RunOptions& options = {});
+// The same two on a fabric the caller made (its own figures or placement); the fabric must be fresh.
+CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
+                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {});
+
+// nccom-test's bus bandwidth: bytes / time × factor (all-reduce 2(r-1)/r; all-gather,
+// reduce-scatter, all-to-all (r-1)/r; others 1) [neuron-hardware.md §5, C NCCOM].
+double bus_bandwidth_factor(Op op, int ranks);
+
+}  // namespace neuronsim::cc

@@ -1,0 +1,296 @@
+// The fabric model: routes, link timing, contention, bus bandwidth, and the size-based choice.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "neuronsim/cc/fabric.h"
+#include "neuronsim/cc/runner.h"
+#include "neuronsim/sim/config.h"
+
+using namespace neuronsim;
+using namespace neuronsim::cc;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr Picos kSer = 976'562'500;  // 96 MiB at 96 GiB/s: 1e12 / 1024 ps
+
+const sim::InstanceConfig& inst(const std::string& name) {
+  static std::map<std::string, sim::InstanceConfig> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, sim::load_instance(name)).first;
+  return it->second;
+}
+
+std::vector<std::string> link_names(const Fabric& f, int src, int dst) {
+  std::vector<std::string> out;
+  for (int li : f.route(src, dst)) out.push_back(f.links()[static_cast<size_t>(li)].name);
+  return out;
+}
+
+TEST(Fabric, FiguresFromTheNotes) {
+  auto trn1 = FabricParams::for_instance(inst("trn1.32xlarge"), sim::load_generation("trn1"));
+  EXPECT_EQ(trn1.link_bytes_per_s, 96 * kGiB);  // 384 GiB/s per chip over 4 links
+  EXPECT_EQ(trn1.link_latency_ps, 1500 * kPicosPerNs);
+  EXPECT_EQ(trn1.intra_chip_bytes_per_s, 820'000'000'000u);  // trn1 HBM, 820 GB/s
+  auto trn1n = FabricParams::for_instance(inst("trn1n.32xlarge"), sim::load_generation("trn1"));
+  EXPECT_EQ(trn1n.link_bytes_per_s, 192 * kGiB);
+  auto trn2 = FabricParams::for_instance(inst("trn2.48xlarge"), sim::load_generation("trn2"));
+  EXPECT_EQ(trn2.link_bytes_per_s, 256'000'000'000u);
+  auto inf2 = FabricParams::for_instance(inst("inf2.48xlarge"), sim::load_generation("trn1"));
+  EXPECT_EQ(inf2.link_bytes_per_s, 96 * kGiB);
+}
+
+TEST(Fabric, TorusDimensionOrderRoutes) {
+  Fabric f = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  EXPECT_EQ(link_names(f, 0, 1), (std::vector<std::string>{"chip0+x"}));
+  EXPECT_EQ(link_names(f, 0, 3), (std::vector<std::string>{"chip0-x"}));           // wrap-around
+  EXPECT_EQ(link_names(f, 0, 2), (std::vector<std::string>{"chip0+x", "chip1+x"}));  // tie: positive
+  EXPECT_EQ(link_names(f, 0, 5), (std::vector<std::string>{"chip0+x", "chip1+y"}));  // X first, then Y
+  EXPECT_EQ(link_names(f, 5, 0), (std::vector<std::string>{"chip5-x", "chip4-y"}));
+  EXPECT_EQ(link_names(f, 0, 12), (std::vector<std::string>{"chip0-y"}));
+  EXPECT_EQ(link_names(f, 15, 0), (std::vector<std::string>{"chip15+x", "chip12+y"}));
+  EXPECT_TRUE(f.route(3, 3).empty());
+  // Packed ranks share a chip: core to core through that chip's HBM.
+  Fabric p = Fabric::make(inst("trn1.32xlarge"), 4, Placement::packed);
+  EXPECT_EQ(link_names(p, 0, 1), (std::vector<std::string>{"chip0.hbm"}));
+  EXPECT_EQ(link_names(p, 1, 2), (std::vector<std::string>{"chip0+x"}));
+}
+
+TEST(Fabric, RingRoutes) {
+  Fabric f = Fabric::make(inst("inf2.48xlarge"), 12, Placement::one_per_chip);
+  EXPECT_EQ(link_names(f, 0, 11), (std::vector<std::string>{"chip0-"}));
+  EXPECT_EQ(link_names(f, 10, 1), (std::vector<std::string>{"chip10+", "chip11+", "chip0+"}));
+  EXPECT_EQ(f.route(0, 6).size(), 6u);
+  EXPECT_THROW(Fabric::make(inst("inf2.48xlarge"), 13, Placement::one_per_chip), std::invalid_argument);
+}
+
+// Runs sends posted at time 0 and returns each one's delivery time.
+std::vector<Picos> deliver(Fabric& f, const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
+  std::vector<Picos> at(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    f.recv(pairs[i].second, pairs[i].first, nullptr, bytes, i, nullptr);
+    f.send(pairs[i].first, pairs[i].second, nullptr, bytes, i, [&f, &at, i] { at[i] = f.now(); });
+  }
+  f.run();
+  return at;
+}
+
+TEST(Fabric, OneMessageTakesLatencyPlusSerialization) {
+  const uint64_t bytes = 96 * kGiB / 1024;  // 1/1024 s at 96 GiB/s
+  Fabric f = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  auto one = deliver(f, {{0, 1}}, bytes);
+  EXPECT_EQ(one[0], kSer + 1500 * kPicosPerNs);
+  // Two hops, cut-through: the serialization once, the latency twice.
+  Fabric g = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  auto two = deliver(g, {{0, 5}}, bytes);
+  EXPECT_EQ(two[0], kSer + 2 * 1500 * kPicosPerNs);
+  // A zero-byte message still pays the latency.
+  Fabric h = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  EXPECT_EQ(deliver(h, {{0, 1}}, 0)[0], 1500 * kPicosPerNs);
+}
+
+TEST(Fabric, ContentionOnASharedLink) {
+  const uint64_t bytes = 96 * kGiB / 1024;
+  // 0->1 and 0->2 both leave chip 0 on +x: the second waits for the first.
+  Fabric f = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  auto shared = deliver(f, {{0, 1}, {0, 2}}, bytes);
+  EXPECT_EQ(shared[0], kSer + 1500 * kPicosPerNs);
+  EXPECT_EQ(shared[1], 2 * kSer + 2 * 1500 * kPicosPerNs);
+  // 0->1 (+x) and 0->4 (+y) use different links: no waiting.
+  Fabric g = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  auto apart = deliver(g, {{0, 1}, {0, 4}}, bytes);
+  EXPECT_EQ(apart[0], apart[1]);
+  EXPECT_GT(shared[1], apart[1]);
+  // Opposite directions of one chip pair are separate links.
+  Fabric h = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  auto both = deliver(h, {{0, 1}, {1, 0}}, bytes);
+  EXPECT_EQ(both[0], both[1]);
+}
+
+TEST(Fabric, DataArrivesAndEarlyMessagesWait) {
+  Fabric f = Fabric::make(inst("trn1.32xlarge"), 2, Placement::one_per_chip);
+  std::vector<uint8_t> src{1, 2, 3, 4}, dst(4, 0);
+  bool got = false;
+  f.send(0, 1, src.data(), 4, 7, nullptr);
+  src.assign(4, 9);  // captured at send(): changing it now does not change the message
+  f.schedule(10 * kPicosPerUs, [&] { f.recv(1, 0, dst.data(), 4, 7, [&] { got = true; }); });
+  f.run();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(dst, (std::vector<uint8_t>{1, 2, 3, 4}));
+  // A receive nobody sends to is an error when the fabric goes idle.
+  Fabric g = Fabric::make(inst("trn1.32xlarge"), 2, Placement::one_per_chip);
+  g.recv(1, 0, nullptr, 4, 1, nullptr);
+  EXPECT_THROW(g.run(), std::runtime_error);
+}
+
+double bus_bw(const CollectiveResult& r, Op op, int ranks, uint64_t bytes) {
+  return static_cast<double>(bytes) / r.seconds() * bus_bandwidth_factor(op, ranks);
+}
+
+TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
+  // Two ranks on neighbouring chips of trn1.32xlarge: bus bandwidth -> 96 GiB/s as size grows.
+  const double link = 96.0 * static_cast<double>(kGiB);
+  RunOptions opt;
+  opt.algorithm = Algorithm::ring;
+  opt.placement = Placement::one_per_chip;
+  double prev = 0;
+  for (uint64_t bytes : {uint64_t{1} << 10, uint64_t{1} << 20, uint64_t{1} << 26, uint64_t{1} << 32}) {
+    CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
+    auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);
+    double bw = bus_bw(r, Op::all_reduce, 2, bytes);
+    EXPECT_GT(bw, prev) << bytes;
+    EXPECT_LE(bw, link * 1.0000001) << bytes;
+    prev = bw;
+  }
+  EXPECT_GT(prev, link * 0.999);  // 4 GiB
+  // 1 KiB is latency-bound: two steps of one hop each, ~3 us, a tiny fraction of the link.
+  CollectiveSpec small{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, 256, 0, {}, {}};
+  auto r = time_collective(inst("trn1.32xlarge"), 2, small, opt);
+  EXPECT_GE(r.duration_ps, 2 * 1500 * kPicosPerNs);
+  EXPECT_LT(r.duration_ps, 2 * 1500 * kPicosPerNs + 100 * kPicosPerNs);
+  EXPECT_LT(bus_bw(r, Op::all_reduce, 2, 1024), link * 0.01);
+}
+
+TEST(Fabric, IntraChipGoesAtHbmBandwidth) {
+  RunOptions opt;
+  opt.algorithm = Algorithm::ring;
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, (uint64_t{1} << 32) / 4, 0, {}, {}};
+  auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);  // packed: both cores of chip 0
+  double bw = bus_bw(r, Op::all_reduce, 2, uint64_t{1} << 32);
+  // Both directions share the chip's HBM: half of 820 GB/s each way.
+  EXPECT_NEAR(bw, 410e9, 410e9 * 0.002);
+}
+
+TEST(Fabric, MeshBeatsRingForSmallMessages) {
+  RunOptions opt;
+  opt.placement = Placement::one_per_chip;
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::bf16, 512, 0, {}, {}};
+  opt.algorithm = Algorithm::mesh;
+  auto mesh = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  opt.algorithm = Algorithm::ring;
+  auto ring = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  opt.algorithm = Algorithm::rdh;
+  auto rdh = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  EXPECT_LT(mesh.duration_ps, rdh.duration_ps);
+  EXPECT_LT(rdh.duration_ps, ring.duration_ps);
+}
+
+TEST(Fabric, Hierarchical2DBeatsTheFlatRingOnTheTorus) {
+  // 16 ranks, one per chip: rows of the grid are torus rows, so every ring step is one hop, and
+  // there are 2*3 + 2*3 steps instead of 2*15.
+  RunOptions opt;
+  opt.placement = Placement::one_per_chip;
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::bf16, 1 << 20, 0, {}, {}};
+  opt.algorithm = Algorithm::hier2d;
+  auto hier = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  opt.algorithm = Algorithm::ring;
+  auto ring = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  EXPECT_LT(hier.duration_ps, ring.duration_ps);
+  EXPECT_EQ(hier.messages, 16u * 12u);
+  EXPECT_EQ(ring.messages, 16u * 30u);
+  EXPECT_FALSE(algorithm_supported(Op::all_reduce, Algorithm::hier2d, 6));
+  EXPECT_FALSE(algorithm_supported(Op::all_gather, Algorithm::hier2d, 16));
+}
+
+TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
+  auto spec = [](uint64_t bytes) { return CollectiveSpec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}}; };
+  EXPECT_EQ(choose_algorithm(spec(100'000), 16), Algorithm::mesh);
+  EXPECT_EQ(choose_algorithm(spec(999'996), 16), Algorithm::mesh);
+  EXPECT_EQ(choose_algorithm(spec(1'000'000), 16), Algorithm::rdh);
+  EXPECT_EQ(choose_algorithm(spec(10'000'000), 16), Algorithm::rdh);
+  EXPECT_EQ(choose_algorithm(spec(56'000'000), 16), Algorithm::ring);
+  Thresholds t;
+  t.mesh_below_bytes = 0;
+  t.rdh_below_bytes = 0;
+  EXPECT_EQ(choose_algorithm(spec(100'000), 16, t), Algorithm::ring);
+  RunOptions opt;
+  opt.thresholds = t;
+  std::vector<std::vector<uint8_t>> in(4, std::vector<uint8_t>(400));
+  EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in, opt).algorithm, Algorithm::ring);
+  EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in).algorithm, Algorithm::mesh);
+  CollectiveSpec a2a{Op::all_to_all, ReduceOp::sum, isa::DType::fp32, 100'000'000, 0, {}, {}};
+  EXPECT_EQ(choose_algorithm(a2a, 16), Algorithm::mesh);
+}
+
+TEST(Fabric, BusBandwidthFactors) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::all_reduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::all_gather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::reduce_scatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::all_to_all, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::permute, 8), 1.0);
+}
+
+TEST(Fabric, Trn2And32RanksRun) {
+  // Every core of trn1.32xlarge, every chip of trn2.48xlarge: the collectives complete.
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::max, isa::DType::bf16, 64, 0, {}, {}};
+  std::vector<std::vector<uint8_t>> in(32, std::vector<uint8_t>(128, 0x3f));
+  for (Algorithm a : {Algorithm::ring, Algorithm::mesh, Algorithm::rdh, Algorithm::hier2d}) {
+    RunOptions opt;
+    opt.algorithm = a;
+    auto r = run_collective(inst("trn1.32xlarge"), 32, spec, in, opt);
+    EXPECT_EQ(r.outputs[31], in[0]);
+    opt.placement = Placement::one_per_chip;
+    std::vector<std::vector<uint8_t>> in16(in.begin(), in.begin() + 16);
+    EXPECT_GT(run_collective(inst("trn2.48xlarge"), 16, spec, in16, opt).duration_ps, 0u);
+  }
+  EXPECT_THROW(Fabric::make(inst("trn1.2xlarge"), 3), std::invalid_argument);  // 2 cores only
+}
+
+}  // namespace
+
+namespace {
+
+// A network that holds back every send of one rank for a while: a barrier must hold all ranks.
+class LateRank final : public Network {
+ public:
+  LateRank(Fabric& f, int late, Picos delay) : f_(f), late_(late), delay_(delay) {}
+  int num_ranks() const override { return f_.num_ranks(); }
+  Picos now() const override { return f_.now(); }
+  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done) override {
+    if (src != late_) return f_.send(src, dst, data, bytes, tag, std::move(on_done));
+    f_.schedule(delay_, [this, src, dst, bytes, tag, cb = std::move(on_done)]() mutable {
+      f_.send(src, dst, nullptr, bytes, tag, std::move(cb));
+    });
+  }
+  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag, Callback on_done) override {
+    f_.recv(dst, src, buffer, bytes, tag, std::move(on_done));
+  }
+  void schedule(Picos delay, Callback fn) override { f_.schedule(delay, std::move(fn)); }
+  Picos run() override { return f_.run(); }
+
+ private:
+  Fabric& f_;
+  int late_;
+  Picos delay_;
+};
+
+TEST(Fabric, BarrierHoldsEveryRankUntilTheLastArrives) {
+  for (int R : {2, 5, 8, 16})
+    for (Algorithm a : {Algorithm::mesh, Algorithm::rdh}) {
+      Fabric f = Fabric::make(inst("trn1.32xlarge"), R, Placement::one_per_chip);
+      const Picos delay = 100 * kPicosPerUs;
+      LateRank net(f, R - 1, delay);
+      CollectiveSpec spec{Op::barrier, ReduceOp::sum, isa::DType::fp32, 0, 0, {}, {}};
+      std::vector<int> local;
+      std::vector<RankPlan> plans;
+      for (int r = 0; r < R; ++r) {
+        local.push_back(r);
+        plans.push_back(make_plan(spec, R, r, a));
+      }
+      auto done = execute(net, spec, local, plans, nullptr);
+      ASSERT_EQ(done.size(), static_cast<size_t>(R));
+      for (int r = 0; r < R; ++r) EXPECT_GT(done[static_cast<size_t>(r)], delay) << algorithm_name(a) << " R " << R << " rank " << r;
+    }
+  // Without the late rank, a dissemination barrier of 16 takes 4 rounds of at least one hop.
+  CollectiveSpec spec{Op::barrier, ReduceOp::sum, isa::DType::fp32, 0, 0, {}, {}};
+  RunOptions opt;
+  opt.placement = Placement::one_per_chip;
+  auto r = time_collective(inst("trn1.32xlarge"), 16, spec, opt);
+  EXPECT_GE(r.duration_ps, 4 * 1500 * kPicosPerNs);
+  EXPECT_EQ(r.messages, 16u * 4u);
+}
+
+}  // namespace
