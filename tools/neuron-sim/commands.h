@@ -10,5 +10,6 @@ void add_info_command(CLI::App& app);
 void add_asm_command(CLI::App& app);
 void add_disasm_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_cc_bench_command(CLI::App& app);
 
 }  // namespace neuronsim::tools

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   neuronsim::tools::add_asm_command(app);
   neuronsim::tools::add_disasm_command(app);
   neuronsim::tools::add_run_command(app);
+  neuronsim::tools::add_cc_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

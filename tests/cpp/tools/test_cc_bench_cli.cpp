@@ -1,0 +1,280 @@
+// End-to-end tests of `neuron-sim cc-bench`: the built binary ($NEURON_SIM) runs as a
+// subprocess; its table, metrics JSON, exit codes and error messages are checked.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace neuronsim::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+struct Result {
+  int status = 0;
+  std::string out, err;
+  bool exited() const { return WIFEXITED(status); }
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+  std::string describe() const {
+    return "status " + std::to_string(status) + "\n--- stdout ---\n" + out + "\n--- stderr ---\n" + err;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// One row of the table: size, count, type, algorithm, time, algbw, busbw (and #wrong with --check).
+struct Row {
+  uint64_t bytes = 0, count = 0;
+  std::string type, algo;
+  double time_us = 0, algbw = 0, busbw = 0;
+  long wrong = -1;
+};
+
+std::vector<Row> parse_table(const std::string& out) {
+  std::vector<Row> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.find("size(B)") != std::string::npos) continue;
+    std::istringstream l(line);
+    Row r;
+    if (!(l >> r.bytes >> r.count >> r.type >> r.algo >> r.time_us >> r.algbw >> r.busbw)) continue;
+    if (!(l >> r.wrong)) r.wrong = -1;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+class CcBenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NEURON_SIM");
+    if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
+    binary_ = bin;
+    ASSERT_TRUE(fs::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
+    std::string tmpl = (fs::temp_directory_path() / "cc-bench-cli-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
+    tmp_ = tmpl;
+  }
+  void TearDown() override {
+    if (!tmp_.empty()) {
+      std::error_code ec;
+      fs::remove_all(tmp_, ec);
+    }
+  }
+
+  // Runs the binary with `args` (stdout/stderr through files in tmp_); killed after `timeout`.
+  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const fs::path out_path = tmp_ / ("stdout." + std::to_string(runs_));
+    const fs::path err_path = tmp_ / ("stderr." + std::to_string(runs_++));
+    std::vector<std::string> argv_s{binary_.string()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    Result r;
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << std::strerror(errno);
+      return r;
+    }
+    if (pid == 0) {
+      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int in = open("/dev/null", O_RDONLY);
+      if (out < 0 || err < 0 || in < 0) _exit(126);
+      dup2(in, 0);
+      dup2(out, 1);
+      dup2(err, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const pid_t done = waitpid(pid, &r.status, WNOHANG);
+      if (done == pid) break;
+      if (done < 0 && errno != EINTR) {
+        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &r.status, 0);
+        ADD_FAILURE() << "neuron-sim did not finish within " << timeout.count() << " s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    EXPECT_NE(r.code(), 127) << "could not execute " << binary_;
+    return r;
+  }
+
+  // A run that must fail with exit code 1 and "neuron-sim: error: ...<message>..." on stderr.
+  void expect_error(const std::vector<std::string>& args, const std::string& message) {
+    std::vector<std::string> full{"cc-bench"};
+    full.insert(full.end(), args.begin(), args.end());
+    const Result r = run(full);
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_EQ(r.code(), 1) << r.describe();
+    EXPECT_THAT(r.err, HasSubstr("neuron-sim: error:")) << r.describe();
+    EXPECT_THAT(r.err, HasSubstr(message)) << r.describe();
+  }
+
+  fs::path binary_, tmp_;
+  int runs_ = 0;
+};
+
+TEST_F(CcBenchCli, CheckedAllReduceOnTwoRanksOfTrn1) {
+  const Result r = run({"cc-bench", "--op", "all-reduce", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
+                        "1K", "--maxbytes", "64K", "--stepfactor", "4", "--check"});
+  ASSERT_TRUE(r.exited()) << r.describe();
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  for (const char* column : {"size(B)", "count(elems)", "type", "algo", "time(us)", "algbw(GiB/s)", "busbw(GiB/s)", "#wrong"})
+    EXPECT_THAT(r.out, HasSubstr(column)) << r.describe();
+  const std::vector<Row> rows = parse_table(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.describe();
+  const uint64_t sizes[] = {1024, 4096, 16384, 65536};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].bytes, sizes[i]);
+    EXPECT_EQ(rows[i].count, sizes[i] / 4);
+    EXPECT_EQ(rows[i].type, "float32");
+    EXPECT_GT(rows[i].time_us, 0.0);
+    EXPECT_EQ(rows[i].wrong, 0) << r.describe();
+  }
+}
+
+// A wrong value (one bit of the last rank's output flipped by the tool's test hook) is
+// reported per size in #wrong, and the run exits 1 after printing the table.
+TEST_F(CcBenchCli, CheckReportsAWrongValueAndExitsOne) {
+  setenv("NEURONSIM_CC_BENCH_CORRUPT", "1", 1);
+  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "1K", "--maxbytes",
+                        "4K", "--check"});
+  unsetenv("NEURONSIM_CC_BENCH_CORRUPT");
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_EQ(r.code(), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("cc-bench --check: 3 of 3 sizes had wrong values")) << r.describe();
+  const std::vector<Row> rows = parse_table(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.describe();
+  for (const Row& row : rows) EXPECT_EQ(row.wrong, 1) << r.describe();
+}
+
+TEST_F(CcBenchCli, CheckedOtherOperationsPass) {
+  for (const char* op : {"all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "permute", "send-recv"}) {
+    const Result r = run({"cc-bench", "--op", op, "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "256",
+                          "--maxbytes", "16K", "--stepfactor", "8", "--dtype", "bf16", "--reduce-op", "max", "--check"});
+    ASSERT_EQ(r.code(), 0) << op << "\n" << r.describe();
+    for (const Row& row : parse_table(r.out)) EXPECT_EQ(row.wrong, 0) << op << "\n" << r.describe();
+  }
+}
+
+TEST_F(CcBenchCli, AllReduceBusBandwidthIsTwoTimesRMinusOneOverRTimesAlgbw) {
+  for (int ranks : {2, 4, 16}) {
+    const Result r = run({"cc-bench", "--ranks", std::to_string(ranks), "--minbytes", "1K", "--maxbytes", "16M",
+                          "--stepfactor", "16", "--timing-only"});
+    ASSERT_EQ(r.code(), 0) << r.describe();
+    const std::vector<Row> rows = parse_table(r.out);
+    ASSERT_EQ(rows.size(), 4u) << r.describe();
+    const double factor = 2.0 * (ranks - 1) / ranks;
+    for (const Row& row : rows) {
+      EXPECT_NEAR(row.busbw, factor * row.algbw, 0.002 + 1e-3 * row.busbw) << r.describe();
+      // algbw = bytes / time, in GiB/s.
+      EXPECT_NEAR(row.algbw, static_cast<double>(row.bytes) / (row.time_us * 1e-6) / double(1u << 30), 0.002 + 1e-3 * row.algbw);
+    }
+  }
+}
+
+TEST_F(CcBenchCli, TimingOnlyAtOneGibIsQuick) {
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes", "1G", "--maxbytes",
+                        "1G", "--timing-only"},
+                       std::chrono::seconds(30));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  const std::vector<Row> rows = parse_table(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.describe();
+  EXPECT_EQ(rows[0].bytes, uint64_t{1} << 30);
+  EXPECT_EQ(rows[0].wrong, -1);  // no #wrong column without --check
+  EXPECT_LT(seconds, 10.0);
+}
+
+// One rank per chip: two ranks on neighbouring trn1 chips approach the 96 GiB/s link
+// (docs/collectives.md, "Runner"); packed, they share a chip and go through HBM instead.
+TEST_F(CcBenchCli, OnePerChipPlacementCrossesNeuronLink) {
+  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes", "1G", "--maxbytes",
+                        "1G", "--timing-only", "--placement", "one-per-chip"});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  const std::vector<Row> rows = parse_table(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.describe();
+  EXPECT_GT(rows[0].busbw, 90.0) << r.describe();
+  EXPECT_LE(rows[0].busbw, 96.0) << r.describe();
+  expect_error({"--ranks", "17", "--placement", "one-per-chip"}, "has only 16 chips");
+  expect_error({"--placement", "scattered"}, "--placement 'scattered'");
+}
+
+TEST_F(CcBenchCli, MetricsJsonHasOneRecordPerSize) {
+  const fs::path metrics = tmp_ / "metrics.json";
+  const Result r = run({"cc-bench", "--ranks", "8", "--minbytes", "1K", "--maxbytes", "1M", "--stepfactor", "4",
+                        "--timing-only", "--metrics", metrics.string()});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  json d;
+  ASSERT_NO_THROW(d = json::parse(slurp(metrics))) << slurp(metrics);
+  ASSERT_TRUE(d["metrics"].is_array());
+  const json& results = d["details"]["results"];
+  ASSERT_EQ(results.size(), 6u) << d.dump(2);  // 1K 4K 16K 64K 256K 1M
+  EXPECT_EQ(d["metrics"].size(), 3 * results.size());
+  for (const json& m : d["metrics"]) {
+    EXPECT_TRUE(m["name"].is_string());
+    EXPECT_TRUE(m["unit"].is_string());
+    EXPECT_TRUE(m["value"].is_number());
+  }
+  uint64_t size = 1024;
+  for (const json& rec : results) {
+    EXPECT_EQ(rec["size_bytes"], size);
+    EXPECT_GT(rec["time_us"].get<double>(), 0.0);
+    EXPECT_NEAR(rec["busbw_gib_per_s"].get<double>(), 2.0 * 7 / 8 * rec["algbw_gib_per_s"].get<double>(), 1e-9);
+    size *= 4;
+  }
+  EXPECT_EQ(d["metrics"][0]["name"], "cc_bench/all_reduce/1024B/time_us");
+}
+
+TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
+  expect_error({"--op", "all-shuffle"}, "--op 'all-shuffle': unknown operation");
+  expect_error({"--dtype", "fp64"}, "--dtype 'fp64': unknown data type");
+  expect_error({"--algorithm", "tree"}, "--algorithm 'tree': unknown algorithm");
+  expect_error({"--reduce-op", "xor"}, "--reduce-op 'xor': unknown reduction");
+  expect_error({"--instance", "trn9.huge"}, "trn9.huge");
+  expect_error({"--instance", "trn1.32xlarge", "--ranks", "64"}, "--ranks 64: trn1.32xlarge has only 32 NeuronCores");
+  expect_error({"--minbytes", "1M", "--maxbytes", "1K"}, "--minbytes 1M is larger than --maxbytes 1K");
+  expect_error({"--stepfactor", "1"}, "--stepfactor 1: must be at least 2");
+  expect_error({"--minbytes", "12Q"}, "--minbytes '12Q': expected a size");
+  expect_error({"--ranks", "6", "--algorithm", "rdh"}, "rdh needs a power-of-two rank count");
+  expect_error({"--op", "all-to-all", "--algorithm", "ring"}, "--algorithm ring is not available");
+  expect_error({"--check", "--timing-only"}, "cannot be combined with --timing-only");
+  expect_error({"--processes", "2"}, "not yet supported");
+  expect_error({"--rank", "0"}, "not yet supported");
+  expect_error({"--timeout", "30"}, "not yet supported");
+}
+
+}  // namespace
+}  // namespace neuronsim::tools
