@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli_support.h"
+
 namespace neuronsim::tools {
 namespace {
 
@@ -26,15 +28,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-struct Result {
-  int status = 0;
-  std::string out, err;
-  bool exited() const { return WIFEXITED(status); }
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-  std::string describe() const {
-    return "status " + std::to_string(status) + "\n--- stdout ---\n" + out + "\n--- stderr ---\n" + err;
-  }
-};
+using test::Result;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -86,48 +80,7 @@ class CcBenchCli : public ::testing::Test {
   Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const fs::path out_path = tmp_ / ("stdout." + std::to_string(runs_));
     const fs::path err_path = tmp_ / ("stderr." + std::to_string(runs_++));
-    std::vector<std::string> argv_s{binary_.string()};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    Result r;
-    const pid_t pid = fork();
-    if (pid < 0) {
-      ADD_FAILURE() << "fork: " << std::strerror(errno);
-      return r;
-    }
-    if (pid == 0) {
-      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int in = open("/dev/null", O_RDONLY);
-      if (out < 0 || err < 0 || in < 0) _exit(126);
-      dup2(in, 0);
-      dup2(out, 1);
-      dup2(err, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const pid_t done = waitpid(pid, &r.status, WNOHANG);
-      if (done == pid) break;
-      if (done < 0 && errno != EINTR) {
-        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &r.status, 0);
-        ADD_FAILURE() << "neuron-sim did not finish within " << timeout.count() << " s";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
-    EXPECT_NE(r.code(), 127) << "could not execute " << binary_;
-    return r;
+    return test::run_binary(binary_, args, out_path, err_path, timeout);
   }
 
   // A run that must fail with exit code 1 and "neuron-sim: error: ...<message>..." on stderr.

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli_support.h"
+
 #include "../isa/test_support.h"
 
 namespace neuronsim::tools {
@@ -36,21 +38,7 @@ using nlohmann::json;
 constexpr const char* kProducer = "2.23.6484.0";
 
 // What one run of the binary did.
-struct Result {
-  int status = 0;  // as waitpid reports it
-  std::string out;
-  std::string err;
-
-  bool exited() const { return WIFEXITED(status); }
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-  // For failure messages: how it ended and what it printed.
-  std::string describe() const {
-    std::string how = WIFEXITED(status)     ? "exit code " + std::to_string(WEXITSTATUS(status))
-                      : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                            : "status " + std::to_string(status);
-    return how + "\n--- stdout ---\n" + out + "\n--- stderr ---\n" + err;
-  }
-};
+using test::Result;
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
@@ -88,50 +76,7 @@ class NeuronSimCli : public ::testing::Test {
   Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const fs::path out_path = tmp_ / fmt_name("stdout");
     const fs::path err_path = tmp_ / fmt_name("stderr");
-    std::vector<std::string> argv_s{binary_.string()};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    Result r;
-    const pid_t pid = fork();
-    if (pid < 0) {
-      ADD_FAILURE() << "fork: " << std::strerror(errno);
-      return r;
-    }
-    if (pid == 0) {
-      // Child: only async-signal-safe calls until exec.
-      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int in = open("/dev/null", O_RDONLY);
-      if (out < 0 || err < 0 || in < 0) _exit(126);
-      dup2(in, 0);
-      dup2(out, 1);
-      dup2(err, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const pid_t done = waitpid(pid, &r.status, WNOHANG);
-      if (done == pid) break;
-      if (done < 0 && errno != EINTR) {
-        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &r.status, 0);
-        ADD_FAILURE() << "neuron-sim did not finish within " << timeout.count() << " s";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    r.out = test::read_file(out_path);
-    r.err = test::read_file(err_path);
-    EXPECT_NE(r.code(), 127) << "could not execute " << binary_;
-    return r;
+    return test::run_binary(binary_, args, out_path, err_path, timeout);
   }
 
   std::string fmt_name(const char* what) { return std::string(what) + "." + std::to_string(runs_++); }
