@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -88,5 +89,37 @@ inline Result run_binary(const std::filesystem::path& binary, const std::vector<
   EXPECT_NE(r.code(), 127) << "could not execute " << binary;
   return r;
 }
+
+// A test that runs the neuron-sim binary ($NEURON_SIM, set by ctest) in a fresh
+// temporary folder, removed afterwards.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NEURON_SIM");
+    if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
+    binary_ = bin;
+    ASSERT_TRUE(std::filesystem::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
+    std::string tmpl = (std::filesystem::temp_directory_path() / "neuron-sim-cli-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
+    tmp_ = tmpl;
+  }
+
+  void TearDown() override {
+    if (tmp_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_, ec);
+  }
+
+  // Runs the binary with `args`; stdout and stderr go through files in tmp_. A run that
+  // takes longer than `timeout` is killed (and so fails its checks).
+  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const std::string n = std::to_string(runs_++);
+    return run_binary(binary_, args, tmp_ / ("stdout." + n), tmp_ / ("stderr." + n), timeout);
+  }
+
+  std::filesystem::path binary_;
+  std::filesystem::path tmp_;
+  int runs_ = 0;
+};
 
 }  // namespace neuronsim::test

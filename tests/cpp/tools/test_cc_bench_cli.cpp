@@ -58,31 +58,8 @@ std::vector<Row> parse_table(const std::string& out) {
   return rows;
 }
 
-class CcBenchCli : public ::testing::Test {
+class CcBenchCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    const char* bin = std::getenv("NEURON_SIM");
-    if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
-    binary_ = bin;
-    ASSERT_TRUE(fs::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
-    std::string tmpl = (fs::temp_directory_path() / "cc-bench-cli-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
-    tmp_ = tmpl;
-  }
-  void TearDown() override {
-    if (!tmp_.empty()) {
-      std::error_code ec;
-      fs::remove_all(tmp_, ec);
-    }
-  }
-
-  // Runs the binary with `args` (stdout/stderr through files in tmp_); killed after `timeout`.
-  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const fs::path out_path = tmp_ / ("stdout." + std::to_string(runs_));
-    const fs::path err_path = tmp_ / ("stderr." + std::to_string(runs_++));
-    return test::run_binary(binary_, args, out_path, err_path, timeout);
-  }
-
   // A run that must fail with exit code 1 and "neuron-sim: error: ...<message>..." on stderr.
   void expect_error(const std::vector<std::string>& args, const std::string& message) {
     std::vector<std::string> full{"cc-bench"};
@@ -93,9 +70,6 @@ class CcBenchCli : public ::testing::Test {
     EXPECT_THAT(r.err, HasSubstr("neuron-sim: error:")) << r.describe();
     EXPECT_THAT(r.err, HasSubstr(message)) << r.describe();
   }
-
-  fs::path binary_, tmp_;
-  int runs_ = 0;
 };
 
 TEST_F(CcBenchCli, CheckedAllReduceOnTwoRanksOfTrn1) {

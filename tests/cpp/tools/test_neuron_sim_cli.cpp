@@ -46,44 +46,13 @@ void write_file(const fs::path& p, const std::string& bytes) {
   ASSERT_TRUE(f.good()) << "cannot write " << p;
 }
 
-class NeuronSimCli : public ::testing::Test {
+class NeuronSimCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    const char* bin = std::getenv("NEURON_SIM");
-    if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
-    binary_ = bin;
-    ASSERT_TRUE(fs::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
-    std::string tmpl = (fs::temp_directory_path() / "neuron-sim-cli-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
-    tmp_ = tmpl;
-  }
-
-  void TearDown() override {
-    if (!tmp_.empty()) {
-      std::error_code ec;
-      fs::remove_all(tmp_, ec);
-    }
-  }
-
   // The real neuronx-cc NEFF, or a skip when the shared fixtures are absent.
   fs::path fixture() {
     const fs::path p = test::fixtures_dir() / "neff" / "matmul_small.neff";
     return fs::is_regular_file(p) ? p : fs::path();
   }
-
-  // Runs the binary with `args`; stdout and stderr go to files in tmp_ and are read
-  // back. A run that takes longer than `timeout` is killed (and so fails its checks).
-  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    const fs::path out_path = tmp_ / fmt_name("stdout");
-    const fs::path err_path = tmp_ / fmt_name("stderr");
-    return test::run_binary(binary_, args, out_path, err_path, timeout);
-  }
-
-  std::string fmt_name(const char* what) { return std::string(what) + "." + std::to_string(runs_++); }
-
-  fs::path binary_;
-  fs::path tmp_;
-  int runs_ = 0;
 };
 
 #define REQUIRE_FIXTURE(var)                                                               \
