@@ -627,11 +627,18 @@ struct Execution : std::enable_shared_from_this<Execution> {
 }  // namespace
 
 std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::vector<int>& local,
-             const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers) {
-  if (plans.size() != local.size() || (buffers && buffers->size() != local.size()))
-    throw std::invalid_argument("execute: one plan (and one set of buffers) per local rank");
+                           const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers,
+                           const std::vector<Picos>* starts) {
+  if (plans.size() != local.size() || (buffers && buffers->size() != local.size()) ||
+      (starts && starts->size() != local.size()))
+    throw std::invalid_argument("execute: one plan (and one set of buffers, one start) per local rank");
   auto ex = std::make_shared<Execution>(net, spec, local, plans, buffers);
-  for (size_t i = 0; i < local.size(); ++i) ex->start(i);
+  for (size_t i = 0; i < local.size(); ++i) {
+    if (starts && (*starts)[i] > 0)
+      net.schedule((*starts)[i], [ex, i]() { ex->start(i); });
+    else
+      ex->start(i);
+  }
   net.run();
   for (size_t i = 0; i < local.size(); ++i)
     if (ex->states[i].step != plans[i].steps.size())

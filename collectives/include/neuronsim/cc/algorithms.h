@@ -107,10 +107,12 @@ std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int ranks, int r
 
 // Executes the plans of the ranks in `local` (all ranks in-process; one rank per process over a
 // transport) on `net`. `buffers[i]` belongs to `local[i]`; with `buffers` null only time is
-// simulated (messages carry sizes, no data). Returns when net.run() does, with the time each
-// local rank finished its last step.
+// simulated (messages carry sizes, no data). `starts`, when given, delays local rank i's first
+// step by starts[i] from now (ranks that reach the collective at different times). Returns when
+// net.run() does, with the time each local rank finished its last step.
 std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::vector<int>& local,
-             const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers);
+                           const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers,
+                           const std::vector<Picos>* starts = nullptr);
 
 // Combines `n` elements: dst[i] = dst[i] op src[i], in FP32, rounded to the dtype (avg sums).
 void reduce_into(isa::DType t, ReduceOp op, uint8_t* dst, const uint8_t* src, uint64_t n);

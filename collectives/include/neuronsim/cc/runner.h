@@ -13,6 +13,7 @@ struct RunOptions {
   Algorithm algorithm = Algorithm::auto_select;
   Thresholds thresholds;
   Placement placement = Placement::packed;
+  std::vector<CoreId> cores;  // explicit placement (core of each rank); overrides `placement`
 };
 
 struct CollectiveResult {
