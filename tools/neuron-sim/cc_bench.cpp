@@ -1,14 +1,18 @@
-// `neuron-sim cc-bench`: a collective benchmark in the style of nccom-test, on the in-process
-// collectives runner (every rank in this process, on the simulated fabric). For each message
-// size it prints the simulated time, the algorithm bandwidth and the bus bandwidth; --check
-// runs with data and verifies every rank's output against a reference computed here.
+// `neuron-sim cc-bench`: a collective benchmark in the style of nccom-test. Every rank in this
+// process on the simulated fabric (default), one process per rank on loopback (--processes), or
+// one rank of a job whose ranks were started by hand (--rank, with NEURON_RT_ROOT_COMM_ID and
+// NEURONSIM_JOB_TOKEN). For each message size it prints the simulated time, the algorithm
+// bandwidth and the bus bandwidth; --check runs with data and verifies every rank's output
+// against a reference computed here.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -17,12 +21,22 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "neuronsim/cc/algorithms.h"
+#include "neuronsim/cc/communicator.h"
 #include "neuronsim/cc/runner.h"
+#include "neuronsim/cc/tcp.h"
 #include "neuronsim/isa/dtype.h"
 #include "neuronsim/sim/config.h"
 
@@ -47,7 +61,9 @@ struct CcBenchArgs {
   int root = 0;
   bool check = false, timing_only = false;
   std::string metrics;
-  std::string processes, rank, timeout;  // the multi-process transport: not yet supported
+  bool processes = false;   // one process per rank on loopback
+  std::optional<int> rank;  // run only this rank of a job across processes
+  double timeout = 60;      // seconds a rank waits for the others (across processes)
 };
 
 // "1024", "1K", "64M", "1G", "2T" (binary multiples; "KB"/"KiB" etc. accepted too).
@@ -223,9 +239,10 @@ Expected combine(const cc::CollectiveSpec& spec, const std::vector<std::vector<f
   return e;
 }
 
-// How many elements of rank outputs differ from the reference.
+// How many elements of the outputs of ranks `local` (outputs[i] is local[i]'s) differ from the
+// reference; `inputs` holds every rank's input.
 uint64_t count_errors(const cc::CollectiveSpec& spec, int ranks, const std::vector<std::vector<uint8_t>>& inputs,
-                      const std::vector<std::vector<uint8_t>>& outputs) {
+                      const std::vector<int>& local, const std::vector<std::vector<uint8_t>>& outputs) {
   const size_t es = isa::dtype_size(spec.dtype);
   const uint64_t C = spec.count;
   std::vector<std::vector<float>> in(static_cast<size_t>(ranks));
@@ -240,8 +257,9 @@ uint64_t count_errors(const cc::CollectiveSpec& spec, int ranks, const std::vect
     for (uint64_t i = 0; i < n; ++i)
       if (std::memcmp(got.data() + i * es, want + i * es, es) != 0) ++errors;
   };
-  for (int r = 0; r < ranks; ++r) {
-    const std::vector<uint8_t>& got = outputs[static_cast<size_t>(r)];
+  for (size_t k = 0; k < local.size(); ++k) {
+    const int r = local[k];
+    const std::vector<uint8_t>& got = outputs[k];
     const uint64_t want_bytes = spec.output_bytes(ranks, r);
     if (got.size() != want_bytes) {  // a wrong size counts every expected element as wrong
       errors += std::max<uint64_t>(want_bytes, got.size()) / es;
@@ -299,158 +317,290 @@ struct Row {
   std::optional<uint64_t> errors;
 };
 
-void cc_bench_command(const CcBenchArgs& args) {
-  if (!args.processes.empty() || !args.rank.empty() || !args.timeout.empty())
-    throw std::runtime_error(
-        "--processes, --rank and --timeout: the multi-process transport is not yet supported "
-        "(cc-bench runs every rank in this process)");
+// The settings of a run, checked.
+struct Bench {
+  OpChoice choice;
+  DType dtype = DType::fp32;
+  Algorithm algorithm = Algorithm::auto_select;
+  ReduceOp reduce = ReduceOp::sum;
+  sim::InstanceConfig inst;
+  int R = 0;
+  uint64_t minbytes = 0, maxbytes = 0;
+  cc::RunOptions options;
+  std::string placement, op_label;
+  bool with_data = true;
+};
+
+Bench check_args(const CcBenchArgs& args) {
   if (args.check && args.timing_only)
     throw std::runtime_error("--check needs data: it cannot be combined with --timing-only");
-  const OpChoice choice = parse_op(args.op);
-  const DType dtype = parse_dtype_arg(args.dtype);
-  const Algorithm algorithm = parse_algorithm(args.algorithm);
-  const ReduceOp reduce = parse_reduce_op(args.reduce_op);
-  const sim::InstanceConfig inst = sim::load_instance(args.instance);
-  const int R = args.ranks;
+  if (args.processes && args.rank)
+    throw std::runtime_error("--processes starts every rank itself: it cannot be combined with --rank");
+  if (!(args.timeout > 0)) throw std::runtime_error(fmt::format("--timeout {}: must be a positive number of seconds", args.timeout));
+  Bench b;
+  b.choice = parse_op(args.op);
+  b.dtype = parse_dtype_arg(args.dtype);
+  b.algorithm = parse_algorithm(args.algorithm);
+  b.reduce = parse_reduce_op(args.reduce_op);
+  b.inst = sim::load_instance(args.instance);
+  const int R = b.R = args.ranks;
   if (R < 2) throw std::runtime_error(fmt::format("--ranks {}: a collective needs at least 2 ranks", R));
-  if (static_cast<uint64_t>(R) > inst.total_cores())
-    throw std::runtime_error(fmt::format("--ranks {}: {} has only {} NeuronCores ({} chips x {})", R, inst.name,
-                                         inst.total_cores(), inst.chips, inst.cores_per_chip));
-  const uint64_t minbytes = parse_size("--minbytes", args.minbytes);
-  const uint64_t maxbytes = parse_size("--maxbytes", args.maxbytes);
-  if (minbytes == 0) throw std::runtime_error("--minbytes must be at least 1");
-  if (minbytes > maxbytes)
+  if (static_cast<uint64_t>(R) > b.inst.total_cores())
+    throw std::runtime_error(fmt::format("--ranks {}: {} has only {} NeuronCores ({} chips x {})", R, b.inst.name,
+                                         b.inst.total_cores(), b.inst.chips, b.inst.cores_per_chip));
+  if (args.rank && (*args.rank < 0 || *args.rank >= R))
+    throw std::runtime_error(fmt::format("--rank {}: must be a rank of the job, 0 to {}", *args.rank, R - 1));
+  b.minbytes = parse_size("--minbytes", args.minbytes);
+  b.maxbytes = parse_size("--maxbytes", args.maxbytes);
+  if (b.minbytes == 0) throw std::runtime_error("--minbytes must be at least 1");
+  if (b.minbytes > b.maxbytes)
     throw std::runtime_error(fmt::format("--minbytes {} is larger than --maxbytes {}", args.minbytes, args.maxbytes));
   if (args.stepfactor < 2) throw std::runtime_error(fmt::format("--stepfactor {}: must be at least 2", args.stepfactor));
   if (args.root < 0 || args.root >= R)
     throw std::runtime_error(fmt::format("--root {}: must be a rank, 0 to {}", args.root, R - 1));
-  if (algorithm != Algorithm::auto_select && !cc::algorithm_supported(choice.op, algorithm, R)) {
+  if (b.algorithm != Algorithm::auto_select && !cc::algorithm_supported(b.choice.op, b.algorithm, R)) {
     std::string why;
-    if (algorithm == Algorithm::rdh && (R & (R - 1)) != 0) why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
-    else if (algorithm == Algorithm::hier2d) why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
-    else if (choice.op == Op::all_to_all || choice.op == Op::permute) why = " (this operation is mesh only)";
+    if (b.algorithm == Algorithm::rdh && (R & (R - 1)) != 0) why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
+    else if (b.algorithm == Algorithm::hier2d) why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
+    else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute) why = " (this operation is mesh only)";
     throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",
-                                         cc::algorithm_name(algorithm), args.op, R, why));
+                                         cc::algorithm_name(b.algorithm), args.op, R, why));
   }
-
-  const size_t es = isa::dtype_size(dtype);
-  cc::RunOptions options;
-  options.algorithm = algorithm;
-  const std::string placement = normalize(args.placement);
-  if (placement == "packed") options.placement = cc::Placement::packed;
-  else if (placement == "one-per-chip") options.placement = cc::Placement::one_per_chip;
+  b.options.algorithm = b.algorithm;
+  b.placement = normalize(args.placement);
+  if (b.placement == "packed") b.options.placement = cc::Placement::packed;
+  else if (b.placement == "one-per-chip") b.options.placement = cc::Placement::one_per_chip;
   else throw std::runtime_error(fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
-  if (options.placement == cc::Placement::one_per_chip && static_cast<uint64_t>(R) > inst.chips)
-    throw std::runtime_error(fmt::format("--ranks {} --placement one-per-chip: {} has only {} chips", R, inst.name, inst.chips));
-  const std::string op_label = choice.send_recv ? "send_recv" : std::string(cc::op_name(choice.op));
-  const bool with_data = !args.timing_only;
+  if (b.options.placement == cc::Placement::one_per_chip && static_cast<uint64_t>(R) > b.inst.chips)
+    throw std::runtime_error(fmt::format("--ranks {} --placement one-per-chip: {} has only {} chips", R, b.inst.name, b.inst.chips));
+  b.op_label = b.choice.send_recv ? "send_recv" : std::string(cc::op_name(b.choice.op));
+  b.with_data = !args.timing_only;
+  return b;
+}
 
-  fmt::print("# cc-bench: {} on {} ranks of {} ({} chips x {} cores, placement {}), {}{}, algorithm {}, {}\n", op_label,
-             R, inst.name, inst.chips, inst.cores_per_chip, placement, isa::dtype_name(dtype),
-             reduces(choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(reduce)) : std::string(),
-             cc::algorithm_name(algorithm),
-             args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data");
-  const std::string header = fmt::format("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}", "size(B)", "count(elems)",
-                                         "type", "algo", "time(us)", "algbw(GiB/s)", "busbw(GiB/s)",
-                                         args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
-  fmt::print("{}\n", header);
-  std::fflush(stdout);
+// The collective of one row: `size` bytes (the larger of one rank's input and output, as
+// nccl-tests and nccom-test count it); count 0 when not even one element fits.
+cc::CollectiveSpec spec_for(const Bench& b, int root, uint64_t size) {
+  const int R = b.R;
+  cc::CollectiveSpec spec;
+  spec.op = b.choice.op;
+  spec.reduce = b.reduce;
+  spec.dtype = b.dtype;
+  spec.root = root;
+  const uint64_t elems = size / isa::dtype_size(b.dtype);
+  spec.count = blocked(b.choice.op) ? elems / static_cast<uint64_t>(R) : elems;
+  if (b.choice.op == Op::permute) {
+    if (b.choice.send_recv) spec = cc::send_recv_spec(R, 0, R - 1, b.dtype, spec.count);
+    else {
+      spec.peers.resize(static_cast<size_t>(R));
+      for (int r = 0; r < R; ++r) spec.peers[static_cast<size_t>(r)] = (r + 1) % R;
+    }
+  }
+  return spec;
+}
+
+std::unique_ptr<cc::Communicator> make_communicator(const CcBenchArgs& args, const Bench& b) {
+  if (!args.rank) return std::make_unique<cc::FabricCommunicator>(b.inst, b.R, b.options);
+  cc::TcpOptions o;
+  cc::read_tcp_environment(o);
+  o.rank = *args.rank;
+  o.world_size = b.R;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout * 1000));
+  o.instance = b.inst;
+  o.run = b.options;
+  return cc::TcpCommunicator::connect(std::move(o));
+}
+
+// Wrong elements over the whole job: each process counted its own ranks'.
+uint64_t job_errors(cc::Communicator& comm, uint64_t mine) {
+  if (comm.local_ranks().size() == static_cast<size_t>(comm.world_size())) return mine;
+  cc::CollectiveSpec gather{Op::all_gather, ReduceOp::sum, DType::uint8, 8, 0, {}, {}};
+  std::vector<uint8_t> bytes(8);
+  std::memcpy(bytes.data(), &mine, 8);
+  const auto out = comm.run(gather, {{comm.local_ranks()[0], 0, bytes}}, true);
+  uint64_t total = 0;
+  for (size_t i = 0; i + 8 <= out.outputs[0].size(); i += 8) {
+    uint64_t v = 0;
+    std::memcpy(&v, out.outputs[0].data() + i, 8);
+    total += v;
+  }
+  return total;
+}
+
+void write_metrics(const CcBenchArgs& args, const Bench& b, const std::vector<Row>& rows) {
+  nlohmann::json metrics = nlohmann::json::array(), results = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const std::string prefix = fmt::format("cc_bench/{}/{}B", b.op_label, r.bytes);
+    metrics.push_back({{"name", prefix + "/time_us"}, {"unit", "us"}, {"value", r.time_us}});
+    metrics.push_back({{"name", prefix + "/algbw"}, {"unit", "GiB/s"}, {"value", r.algbw}});
+    metrics.push_back({{"name", prefix + "/busbw"}, {"unit", "GiB/s"}, {"value", r.busbw}});
+    nlohmann::json rec = {{"size_bytes", r.bytes}, {"count", r.count},         {"dtype", isa::dtype_name(b.dtype)},
+                          {"algorithm", cc::algorithm_name(r.algorithm)},     {"time_us", r.time_us},
+                          {"algbw_gib_per_s", r.algbw},                       {"busbw_gib_per_s", r.busbw}};
+    if (r.errors) rec["errors"] = *r.errors;
+    results.push_back(rec);
+  }
+  nlohmann::json doc = {
+      {"metrics", metrics},
+      {"details",
+       {{"op", b.op_label},
+        {"ranks", b.R},
+        {"instance", b.inst.name},
+        {"dtype", isa::dtype_name(b.dtype)},
+        {"reduce_op", cc::reduce_op_name(b.reduce)},
+        {"algorithm", cc::algorithm_name(b.algorithm)},
+        {"placement", b.placement},
+        {"timing_only", args.timing_only},
+        {"processes", args.rank ? b.R : 1},
+        {"bus_bandwidth_factor", cc::bus_bandwidth_factor(b.choice.op, b.R)},
+        {"results", results}}}};
+  std::ofstream out(args.metrics);
+  out << doc.dump(2) << "\n";
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write", args.metrics));
+  fmt::print("# metrics written to {}\n", args.metrics);
+}
+
+void cc_bench_command(const CcBenchArgs& args) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const Bench b = check_args(args);
+  const int R = b.R;
+  const size_t es = isa::dtype_size(b.dtype);
+  auto comm = make_communicator(args, b);
+  const bool report = !args.rank || *args.rank == 0;  // rank 0 speaks for a job across processes
+  const std::string where = args.rank ? fmt::format(", one process per rank ({} of them)", R) : std::string();
+
+  if (report) {
+    fmt::print("# cc-bench: {} on {} ranks of {} ({} chips x {} cores, placement {}), {}{}, algorithm {}, {}{}\n",
+               b.op_label, R, b.inst.name, b.inst.chips, b.inst.cores_per_chip, b.placement, isa::dtype_name(b.dtype),
+               reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce)) : std::string(),
+               cc::algorithm_name(b.algorithm), args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data",
+               where);
+    fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}\n", "size(B)", "count(elems)", "type", "algo",
+               "time(us)", "algbw(GiB/s)", "busbw(GiB/s)", args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
+    std::fflush(stdout);
+  }
 
   std::vector<Row> rows;
   uint64_t failed_sizes = 0;
-  for (uint64_t size = minbytes; size <= maxbytes;) {
-    cc::CollectiveSpec spec;
-    spec.op = choice.op;
-    spec.reduce = reduce;
-    spec.dtype = dtype;
-    spec.root = args.root;
-    // The size is the larger of one rank's input and output, as nccl-tests and nccom-test count it.
-    const uint64_t elems = size / es;
-    spec.count = blocked(choice.op) ? elems / static_cast<uint64_t>(R) : elems;
-    if (choice.op == Op::permute) {
-      if (choice.send_recv) spec = cc::send_recv_spec(R, 0, R - 1, dtype, spec.count);
-      else {
-        spec.peers.resize(static_cast<size_t>(R));
-        for (int r = 0; r < R; ++r) spec.peers[static_cast<size_t>(r)] = (r + 1) % R;
-      }
-    }
-    const uint64_t next = size > maxbytes / args.stepfactor ? maxbytes + 1 : size * args.stepfactor;
-    if (spec.count == 0) {
-      size = next;
-      continue;  // smaller than one element per block
-    }
+  for (uint64_t size = b.minbytes; size <= b.maxbytes;) {
+    const cc::CollectiveSpec spec = spec_for(b, args.root, size);
+    const uint64_t next = size > b.maxbytes / args.stepfactor ? b.maxbytes + 1 : size * args.stepfactor;
+    size = next;
+    if (spec.count == 0) continue;  // smaller than one element per block
     Row row;
-    row.count = blocked(choice.op) ? spec.count * static_cast<uint64_t>(R) : spec.count;
+    row.count = blocked(b.choice.op) ? spec.count * static_cast<uint64_t>(R) : spec.count;
     row.bytes = row.count * es;
-    cc::CollectiveResult result;
-    if (with_data) {
-      std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(R));
-      for (int r = 0; r < R; ++r) inputs[static_cast<size_t>(r)] = make_input(spec, R, r);
-      result = cc::run_collective(inst, R, spec, inputs, options);
-      // Test hook: NEURONSIM_CC_BENCH_CORRUPT=1 flips a bit of the last rank's output, so that
-      // the tests can see --check catch a wrong value and exit 1.
-      if (const char* corrupt = std::getenv("NEURONSIM_CC_BENCH_CORRUPT"); corrupt && std::string(corrupt) == "1")
-        if (!result.outputs.empty() && !result.outputs.back().empty()) result.outputs.back()[es - 1] ^= 0x40;
-      if (args.check) {
-        row.errors = count_errors(spec, R, inputs, result.outputs);
-        if (*row.errors) ++failed_sizes;
-      }
-    } else {
-      result = cc::time_collective(inst, R, spec, options);
+    std::vector<cc::RankCall> calls;
+    for (int r : comm->local_ranks())
+      calls.push_back({r, 0, b.with_data ? make_input(spec, R, r) : std::vector<uint8_t>()});
+    cc::CollectiveOutcome result = comm->run(spec, std::move(calls), b.with_data);
+    // Test hook: NEURONSIM_CC_BENCH_CORRUPT=1 flips a bit of the last rank's output, so that
+    // the tests can see --check catch a wrong value and exit 1.
+    if (const char* corrupt = std::getenv("NEURONSIM_CC_BENCH_CORRUPT"); corrupt && std::string(corrupt) == "1")
+      if (comm->local_ranks().back() == R - 1 && !result.outputs.empty() && !result.outputs.back().empty())
+        result.outputs.back()[es - 1] ^= 0x40;
+    if (args.check) {
+      std::vector<std::vector<uint8_t>> inputs;
+      for (int r = 0; r < R; ++r) inputs.push_back(make_input(spec, R, r));
+      row.errors = job_errors(*comm, count_errors(spec, R, inputs, comm->local_ranks(), result.outputs));
+      if (*row.errors) ++failed_sizes;
     }
     row.algorithm = result.algorithm;
-    const double seconds = result.seconds();
+    const double seconds = static_cast<double>(result.duration_ps()) * 1e-12;
     row.time_us = seconds * 1e6;
     row.algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / double(1ull << 30) : 0.0;
-    row.busbw = row.algbw * cc::bus_bandwidth_factor(choice.op, R);
-    fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}{}\n", row.bytes, row.count,
-               isa::dtype_name(dtype), cc::algorithm_name(row.algorithm), row.time_us, row.algbw, row.busbw,
-               row.errors ? fmt::format(" {:>8}", *row.errors) : std::string());
-    std::fflush(stdout);
+    row.busbw = row.algbw * cc::bus_bandwidth_factor(b.choice.op, R);
+    if (report) {
+      fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}{}\n", row.bytes, row.count,
+                 isa::dtype_name(b.dtype), cc::algorithm_name(row.algorithm), row.time_us, row.algbw, row.busbw,
+                 row.errors ? fmt::format(" {:>8}", *row.errors) : std::string());
+      std::fflush(stdout);
+    }
     rows.push_back(row);
-    size = next;
   }
   if (rows.empty())
     throw std::runtime_error(fmt::format("no size from --minbytes {} to --maxbytes {} holds one {} element{}",
-                                         args.minbytes, args.maxbytes, isa::dtype_name(dtype),
-                                         blocked(choice.op) ? " per rank" : ""));
-  double busbw_sum = 0;
-  for (const Row& r : rows) busbw_sum += r.busbw;
-  fmt::print("# avg busbw: {:.3f} GiB/s over {} sizes\n", busbw_sum / static_cast<double>(rows.size()), rows.size());
-
-  if (!args.metrics.empty()) {
-    nlohmann::json metrics = nlohmann::json::array(), results = nlohmann::json::array();
-    for (const Row& r : rows) {
-      const std::string prefix = fmt::format("cc_bench/{}/{}B", op_label, r.bytes);
-      metrics.push_back({{"name", prefix + "/time_us"}, {"unit", "us"}, {"value", r.time_us}});
-      metrics.push_back({{"name", prefix + "/algbw"}, {"unit", "GiB/s"}, {"value", r.algbw}});
-      metrics.push_back({{"name", prefix + "/busbw"}, {"unit", "GiB/s"}, {"value", r.busbw}});
-      nlohmann::json rec = {{"size_bytes", r.bytes}, {"count", r.count},         {"dtype", isa::dtype_name(dtype)},
-                            {"algorithm", cc::algorithm_name(r.algorithm)},     {"time_us", r.time_us},
-                            {"algbw_gib_per_s", r.algbw},                       {"busbw_gib_per_s", r.busbw}};
-      if (r.errors) rec["errors"] = *r.errors;
-      results.push_back(rec);
-    }
-    nlohmann::json doc = {
-        {"metrics", metrics},
-        {"details",
-         {{"op", op_label},
-          {"ranks", R},
-          {"instance", inst.name},
-          {"dtype", isa::dtype_name(dtype)},
-          {"reduce_op", cc::reduce_op_name(reduce)},
-          {"algorithm", cc::algorithm_name(algorithm)},
-          {"placement", placement},
-          {"timing_only", args.timing_only},
-          {"bus_bandwidth_factor", cc::bus_bandwidth_factor(choice.op, R)},
-          {"results", results}}}};
-    std::ofstream out(args.metrics);
-    out << doc.dump(2) << "\n";
-    if (!out) throw std::runtime_error(fmt::format("{}: cannot write", args.metrics));
-    fmt::print("# metrics written to {}\n", args.metrics);
+                                         args.minbytes, args.maxbytes, isa::dtype_name(b.dtype),
+                                         blocked(b.choice.op) ? " per rank" : ""));
+  if (report) {
+    double busbw_sum = 0;
+    for (const Row& r : rows) busbw_sum += r.busbw;
+    fmt::print("# avg busbw: {:.3f} GiB/s over {} sizes\n", busbw_sum / static_cast<double>(rows.size()), rows.size());
+    fmt::print("# wall time: {:.2f} s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+    if (!args.metrics.empty()) write_metrics(args, b, rows);
   }
   if (failed_sizes)
     throw std::runtime_error(fmt::format("cc-bench --check: {} of {} sizes had wrong values", failed_sizes, rows.size()));
+}
+
+// A port on loopback that is free now (the kernel picks it; rank 0 binds it a moment later).
+uint16_t free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(fmt::format("--processes: no free port on loopback: {}", std::strerror(errno)));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string random_token() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+}
+
+// --processes: this process starts one `neuron-sim cc-bench --rank r` per rank, with rank 0's
+// address and a fresh job token in their environment, and waits for all of them. Rank 0 prints
+// the table; any rank's error is printed by that rank.
+void run_processes(const CcBenchArgs& args) {
+  const Bench b = check_args(args);  // fail here, once, rather than in every rank
+  const std::string root = fmt::format("127.0.0.1:{}", free_loopback_port());
+  ::setenv("NEURON_RT_ROOT_COMM_ID", root.c_str(), 1);
+  ::setenv("NEURONSIM_JOB_TOKEN", random_token().c_str(), 1);
+  std::vector<std::string> common{"cc-bench", "--op", args.op, "--ranks", std::to_string(b.R), "--minbytes",
+                                  args.minbytes, "--maxbytes", args.maxbytes, "--stepfactor",
+                                  std::to_string(args.stepfactor), "--dtype", args.dtype, "--algorithm",
+                                  args.algorithm, "--instance", args.instance, "--reduce-op", args.reduce_op,
+                                  "--placement", args.placement, "--root", std::to_string(args.root), "--timeout",
+                                  fmt::format("{}", args.timeout)};
+  if (args.check) common.push_back("--check");
+  if (args.timing_only) common.push_back("--timing-only");
+  fmt::print("# cc-bench: starting {} processes, rank 0 at {}\n", b.R, root);
+  std::fflush(stdout);
+
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < b.R; ++r) {
+    std::vector<std::string> argv_s{exe};
+    argv_s.insert(argv_s.end(), common.begin(), common.end());
+    argv_s.insert(argv_s.end(), {"--rank", std::to_string(r)});
+    if (r == 0 && !args.metrics.empty()) argv_s.insert(argv_s.end(), {"--metrics", args.metrics});
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0)
+      throw std::runtime_error(fmt::format("--processes: cannot start rank {} ({}): {}", r, exe, std::strerror(err)));
+    pids.push_back(pid);
+  }
+  std::vector<std::string> failures;
+  for (int r = 0; r < b.R; ++r) {
+    int status = 0;
+    if (::waitpid(pids[static_cast<size_t>(r)], &status, 0) < 0)
+      failures.push_back(fmt::format("rank {}: waitpid: {}", r, std::strerror(errno)));
+    else if (WIFSIGNALED(status))
+      failures.push_back(fmt::format("rank {} was killed by signal {}", r, WTERMSIG(status)));
+    else if (WEXITSTATUS(status) != 0)
+      failures.push_back(fmt::format("rank {} exited with status {}", r, WEXITSTATUS(status)));
+  }
+  if (!failures.empty())
+    throw std::runtime_error(fmt::format("cc-bench --processes: {}", fmt::join(failures, "; ")));
 }
 
 }  // namespace
@@ -479,10 +629,17 @@ void add_cc_bench_command(CLI::App& app) {
   cmd->add_flag("--check,-c", args->check, "run with data and verify every rank's values (exit 1 on a mismatch)");
   cmd->add_flag("--timing-only", args->timing_only, "simulate time only, no data (for large sizes)");
   cmd->add_option("--metrics", args->metrics, "write metrics (JSON): time and bandwidths per size");
-  cmd->add_option("--processes", args->processes, "multi-process runs: not yet supported");
-  cmd->add_option("--rank", args->rank, "multi-process runs: not yet supported");
-  cmd->add_option("--timeout", args->timeout, "multi-process runs: not yet supported");
-  cmd->callback([args] { cc_bench_command(*args); });
+  cmd->add_flag("--processes", args->processes, "one process per rank, connected over TCP on loopback");
+  cmd->add_option("--rank", args->rank,
+                  "run only this rank of a job across processes (NEURON_RT_ROOT_COMM_ID: rank 0's host:port; "
+                  "NEURONSIM_JOB_TOKEN: the same secret on every rank)");
+  cmd->add_option("--timeout", args->timeout, "seconds a rank waits for the others before it gives up")->default_val(60);
+  cmd->callback([args] {
+    if (args->processes)
+      run_processes(*args);
+    else
+      cc_bench_command(*args);
+  });
 }
 
 }  // namespace neuronsim::tools

@@ -17,6 +17,7 @@
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "neuronsim/cc/tcp.h"
 #include "neuronsim/sim/config.h"

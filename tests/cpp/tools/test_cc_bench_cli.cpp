@@ -1,12 +1,16 @@
 // End-to-end tests of `neuron-sim cc-bench`: the built binary ($NEURON_SIM) runs as a
 // subprocess; its table, metrics JSON, exit codes and error messages are checked.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -198,9 +202,112 @@ TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
   expect_error({"--ranks", "6", "--algorithm", "rdh"}, "rdh needs a power-of-two rank count");
   expect_error({"--op", "all-to-all", "--algorithm", "ring"}, "--algorithm ring is not available");
   expect_error({"--check", "--timing-only"}, "cannot be combined with --timing-only");
-  expect_error({"--processes", "2"}, "not yet supported");
-  expect_error({"--rank", "0"}, "not yet supported");
-  expect_error({"--timeout", "30"}, "not yet supported");
+  expect_error({"--processes", "--rank", "0"}, "cannot be combined with --rank");
+  expect_error({"--ranks", "4", "--rank", "4"}, "--rank 4: must be a rank of the job, 0 to 3");
+  expect_error({"--timeout", "0"}, "--timeout 0: must be a positive number of seconds");
+}
+
+// The table of a job across processes is the in-process table, row for row: the same data
+// (checked on every rank) and the same simulated times.
+TEST_F(CcBenchCli, ProcessesGiveTheInProcessTable) {
+  for (const char* ranks : {"2", "4"})
+    for (const char* op : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "send-recv"})
+      for (const char* dtype : {"bf16", "int8"}) {
+        SCOPED_TRACE(std::string(op) + " " + dtype + " on " + ranks + " ranks");
+        const std::vector<std::string> args{"cc-bench", "--op",       op,          "--ranks",    ranks,
+                                            "--dtype",  dtype,        "--instance", "trn1.32xlarge", "--minbytes",
+                                            "256",      "--maxbytes", "64K",        "--stepfactor", "16", "--check"};
+        const Result one = run(args);
+        std::vector<std::string> multi = args;
+        multi.push_back("--processes");
+        const Result many = run(multi);
+        ASSERT_EQ(one.code(), 0) << one.describe();
+        ASSERT_EQ(many.code(), 0) << many.describe();
+        EXPECT_THAT(many.out, HasSubstr("one process per rank"));
+        const auto a = parse_table(one.out), b = parse_table(many.out);
+        ASSERT_EQ(a.size(), 3u) << one.describe();
+        ASSERT_EQ(b.size(), a.size()) << many.describe();
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(b[i].bytes, a[i].bytes);
+          EXPECT_EQ(b[i].algo, a[i].algo);
+          EXPECT_EQ(b[i].time_us, a[i].time_us);
+          EXPECT_EQ(b[i].wrong, 0);
+        }
+      }
+}
+
+TEST_F(CcBenchCli, ProcessesReportAWrongValueOfAnyRank) {
+  ::setenv("NEURONSIM_CC_BENCH_CORRUPT", "1", 1);
+  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "1K", "--maxbytes",
+                        "4K", "--check", "--processes"});
+  ::unsetenv("NEURONSIM_CC_BENCH_CORRUPT");
+  EXPECT_EQ(r.code(), 1) << r.describe();
+  for (const Row& row : parse_table(r.out)) EXPECT_EQ(row.wrong, 1);  // rank 3's flipped bit, counted by rank 0
+  EXPECT_THAT(r.err, HasSubstr("rank 3 exited with status 1")) << r.describe();
+}
+
+TEST_F(CcBenchCli, TimingOnlyAcrossProcesses) {
+  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn2.48xlarge", "--minbytes", "1M", "--maxbytes",
+                        "1G", "--stepfactor", "32", "--timing-only", "--processes"});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_EQ(parse_table(r.out).size(), 3u) << r.describe();
+}
+
+// Ranks started by hand, as on several machines: the address and the token come from the
+// environment; rank 1 is a separate command.
+TEST_F(CcBenchCli, RanksStartedByHand) {
+  const std::vector<std::string> common{"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
+                                        "1K", "--maxbytes", "8K", "--check", "--timeout", "20"};
+  // A port that is free now.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  ::setenv("NEURON_RT_ROOT_COMM_ID", fmt::format("127.0.0.1:{}", ntohs(addr.sin_port)).c_str(), 1);
+  ::setenv("NEURONSIM_JOB_TOKEN", "by hand", 1);
+  Result r0, r1;
+  std::thread other([&] {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), {"--rank", "1"});
+    r1 = test::run_binary(binary_, a, tmp_ / "out1", tmp_ / "err1", std::chrono::seconds(60));
+  });
+  std::vector<std::string> a = common;
+  a.insert(a.end(), {"--rank", "0"});
+  r0 = test::run_binary(binary_, a, tmp_ / "out0", tmp_ / "err0", std::chrono::seconds(60));
+  other.join();
+  ::unsetenv("NEURON_RT_ROOT_COMM_ID");
+  ::unsetenv("NEURONSIM_JOB_TOKEN");
+  EXPECT_EQ(r0.code(), 0) << r0.describe();
+  EXPECT_EQ(r1.code(), 0) << r1.describe();
+  EXPECT_EQ(parse_table(r0.out).size(), 4u) << r0.describe();
+  EXPECT_TRUE(parse_table(r1.out).empty()) << "only rank 0 prints the table\n" << r1.describe();
+}
+
+TEST_F(CcBenchCli, RankAloneGivesUpAfterTheTimeout) {
+  ::setenv("NEURON_RT_ROOT_COMM_ID", "127.0.0.1:1", 1);  // nobody listens there
+  ::setenv("NEURONSIM_JOB_TOKEN", "alone", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run({"cc-bench", "--ranks", "2", "--rank", "1", "--timeout", "1"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ::unsetenv("NEURON_RT_ROOT_COMM_ID");
+  ::unsetenv("NEURONSIM_JOB_TOKEN");
+  EXPECT_EQ(r.code(), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("could not reach rank 0 at 127.0.0.1:1")) << r.describe();
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST_F(CcBenchCli, RankNeedsTheJobEnvironment) {
+  ::unsetenv("NEURON_RT_ROOT_COMM_ID");
+  expect_error({"--rank", "0"}, "NEURON_RT_ROOT_COMM_ID is not set");
+  ::setenv("NEURON_RT_ROOT_COMM_ID", "127.0.0.1:5000", 1);
+  ::unsetenv("NEURONSIM_JOB_TOKEN");
+  ::unsetenv("TORCHELASTIC_RUN_ID");
+  expect_error({"--rank", "0"}, "NEURONSIM_JOB_TOKEN is not set");
+  ::unsetenv("NEURON_RT_ROOT_COMM_ID");
 }
 
 }  // namespace
