@@ -191,6 +191,23 @@ void run_processes(int R) {
 TEST(TcpProcesses, TwoProcessesMatchReference) { run_processes(2); }
 TEST(TcpProcesses, FourProcessesMatchReference) { run_processes(4); }
 
+// A process answers strangers only while it is inside the communicator (no background thread):
+// the ranks keep running tiny all-reduces until rank 0 sees `done()` (or 20 s pass), so that
+// a stranger arriving mid-job is answered before the job ends. All ranks stop together: rank 0
+// contributes 1 to the sum while it wants to go on.
+void keep_running_until(TcpCommunicator& comm, const std::function<bool()>& done) {
+  const int me = comm.local_ranks()[0];
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    const bool more = me == 0 && !done() && std::chrono::steady_clock::now() < give_up;
+    std::vector<uint8_t> flag(4, 0);
+    flag[0] = more ? 1 : 0;
+    const auto out = comm.run(CollectiveSpec{Op::all_reduce, ReduceOp::sum, DType::int32, 1, 0, {}, {}},
+                              {{me, 0, flag}}, true);
+    if (out.outputs.at(0)[0] == 0) return;
+  }
+}
+
 TEST(TcpFaults, StrangerWithoutTheTokenIsTurnedAwayAndTheJobGoesOn) {
   const uint16_t port = free_port();
   std::vector<TcpOptions> opts{options(0, 2, port), options(1, 2, port), options(1, 2, port)};
@@ -201,13 +218,19 @@ TEST(TcpFaults, StrangerWithoutTheTokenIsTurnedAwayAndTheJobGoesOn) {
     std::lock_guard lock(mu);
     warnings.push_back(m);
   };
+  auto warned = [&] {
+    std::lock_guard lock(mu);
+    return !warnings.empty();
+  };
   std::vector<std::vector<uint8_t>> got(3);
   auto errors = run_threads(opts, [&](size_t i, TcpCommunicator& comm) {
+    keep_running_until(comm, warned);
     got[i] = comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true).outputs.at(0);
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_NE(errors[2].find("job token"), std::string::npos) << errors[2];
+  ASSERT_EQ(got[0].size(), 64u);
   std::vector<float> sum(16);
   std::memcpy(sum.data(), got[0].data(), 64);
   EXPECT_EQ(sum, std::vector<float>(16, 2.0f));
@@ -224,11 +247,16 @@ TEST(TcpFaults, GarbageOnThePortIsIgnored) {
     std::lock_guard lock(mu);
     warnings.push_back(m);
   };
-  std::thread garbage([port] {
+  auto warned = [&] {
+    std::lock_guard lock(mu);
+    return !warnings.empty();
+  };
+  std::atomic<bool> sent{false};
+  std::thread garbage([port, &sent] {
     boost::asio::io_context io;
     boost::asio::ip::tcp::socket s(io);
     boost::system::error_code ec;
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 500; ++i) {
       s.connect({boost::asio::ip::address_v4::loopback(), port}, ec);
       if (!ec) break;
       s.close();
@@ -236,13 +264,16 @@ TEST(TcpFaults, GarbageOnThePortIsIgnored) {
     }
     const std::string junk = "GET / HTTP/1.1\r\nHost: neuronsim\r\n\r\nand some more bytes to fill a header";
     boost::asio::write(s, boost::asio::buffer(junk), ec);
-    std::this_thread::sleep_for(milliseconds(300));
+    sent = true;
+    char c;
+    s.read_some(boost::asio::buffer(&c, 1), ec);  // until rank 0 hangs up
   });
-  std::this_thread::sleep_for(milliseconds(100));
   auto errors = run_threads(opts, [&](size_t, TcpCommunicator& comm) {
+    keep_running_until(comm, warned);
     comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true);
   });
   garbage.join();
+  EXPECT_TRUE(sent.load());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   ASSERT_FALSE(warnings.empty());
@@ -263,8 +294,18 @@ TEST(TcpFaults, WrongWorldSizeIsRejected) {
 TEST(TcpFaults, DuplicateRankIsRejected) {
   const uint16_t port = free_port();
   std::vector<TcpOptions> opts{options(0, 3, port), options(1, 3, port), options(2, 3, port), options(1, 3, port)};
+  std::vector<std::string> warnings;
+  std::mutex mu;
+  opts[0].warn = [&](const std::string& m) {
+    std::lock_guard lock(mu);
+    warnings.push_back(m);
+  };
   std::atomic<int> ran{0};
   auto errors = run_threads(opts, [&](size_t, TcpCommunicator& comm) {
+    keep_running_until(comm, [&] {
+      std::lock_guard lock(mu);
+      return !warnings.empty();
+    });
     comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true);
     ++ran;
   });
