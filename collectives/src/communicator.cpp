@@ -64,7 +64,7 @@ FabricCommunicator::FabricCommunicator(sim::InstanceConfig inst, int world_size,
   if (world_size < 1) throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
   std::iota(ranks_.begin(), ranks_.end(), 0);
   if (options_.cores.empty())
-    Fabric::place(inst_, world_size, options_.placement);  // fails now, not at the first collective
+    Fabric::make(inst_, world_size, options_.placement);  // fails now, not at the first collective
   else if (options_.cores.size() != ranks_.size())
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", options_.cores.size(), world_size));
 }

@@ -5,16 +5,25 @@
 //     link [§1, §5: C S4].
 //   trn2.48xlarge: 4x4 2-D torus, 1,024 GB/s per chip intra-instance -> 256 GB/s per link
 //     [§1, §5: C S5, S7, D].
-//   Per-hop latency intra-node ~1-2 us (HBM-load dependent) [§5: C R3]: we take 1.5 us.
+//   Trn2 UltraServer: same-XY chips of its 4 instances in a ring (Z), 256 GB/s per chip between
+//     instances [§1, §5: C S7] over the chip's 2 Z links -> 128 GB/s per link [D].
+//   Per-hop latency intra-node ~1-2 us (HBM-load dependent) [§5: C R3]: we take 1.5 us, and the
+//     same for a Z hop (no public figure for it; an assumption [I]).
 //   Core-to-core inside a chip goes through HBM at the chip's HBM bandwidth (sim/configs
 //     <generation>.json hbm_bytes_per_ns: 820 GB/s trn1, 2.9 TB/s trn2 [§1: C S1, S5]) with
 //     the same 1.5 us latency (no public per-hop figure for this path; an assumption [I]).
+//   EFA per instance: trn1.32xlarge 800 Gbps [§1: C S3], trn1n.32xlarge 1,600 Gbps [C S3],
+//     trn2.48xlarge / trn2u.48xlarge 3,200 Gbps [§1, §5: C S7, R4]; Gbps = 10^9 bit/s. Each chip
+//     gets an even share (Trn2: 200 Gbps per chip, as [R4] states; trn1: 50 Gbps, our split
+//     [D]). Latency ~15 us inter-node per hop / HBM-to-HBM minimal packet [§5: C R3, R4].
 // We read the per-chip figures as per direction of each link (the sources do not say); see
 // docs/collectives.md, "Open questions".
 #include "neuronsim/cc/fabric.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -25,9 +34,40 @@ namespace neuronsim::cc {
 namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kGB = 1000ull * 1000 * 1000;
+constexpr uint64_t kGbps = kGB / 8;                  // bytes per second of 10^9 bit/s
 constexpr Picos kHopLatencyPs = 1500 * kPicosPerNs;  // 1.5 us, middle of "~1-2 us" [R3]
+constexpr Picos kEfaLatencyPs = 15 * kPicosPerUs;    // ~15 us inter-node [R3, R4]
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// EFA of one instance in Gbps; 0 where the notes list none (inf2, trn2.3xlarge) or only an
+// "up to 25 Gbps" burst figure with no NIC count (trn1.2xlarge; not modelled, a decision).
+uint64_t efa_gbps(const std::string& name) {
+  static const std::map<std::string, uint64_t> kEfa = {
+      {"trn1.32xlarge", 800},       // 8 EFA NICs [C S3, I K8S]
+      {"trn1n.32xlarge", 1600},     // [C S3]
+      {"trn2.48xlarge", 3200},      // EFAv3, 200 Gbps per chip [C S7, R4]
+      {"trn2u.48xlarge", 3200},     // [C S7, R4]
+      {"trn2u-ultraserver", 3200},  // per trn2u instance of the UltraServer [C S7]
+  };
+  auto it = kEfa.find(name);
+  return it == kEfa.end() ? 0 : it->second;
+}
+
+uint64_t neuronlink_bytes_per_s(const sim::InstanceConfig& inst) {
+  if (inst.topology == "none") return 0;  // no chip-to-chip links
+  if (starts_with(inst.name, "trn1n")) return 768 * kGiB / 4;  // [C S3, D]
+  if (starts_with(inst.name, "trn1")) return 384 * kGiB / 4;   // [C S3, D]
+  if (starts_with(inst.name, "inf2")) return 192 * kGiB / 2;   // [C S4]
+  if (starts_with(inst.name, "trn2")) return 1024 * kGB / 4;   // [C S5, S7, D]
+  throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
+}
+
+// Signed steps round a ring of n positions: the short way, the half-way tie positive.
+int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
+  const uint32_t d = (to + n - from) % n;
+  return d <= n / 2 ? static_cast<int>(d) : -static_cast<int>(n - d);
+}
 }  // namespace
 
 FabricParams FabricParams::for_instance(const sim::InstanceConfig& inst,
@@ -36,19 +76,16 @@ FabricParams FabricParams::for_instance(const sim::InstanceConfig& inst,
   p.link_latency_ps = kHopLatencyPs;
   p.intra_chip_latency_ps = kHopLatencyPs;
   p.intra_chip_bytes_per_s = static_cast<uint64_t>(gen.hbm_bytes_per_ns * 1e9 + 0.5);
-  if (inst.topology == "none") {
-    p.link_bytes_per_s = 0;  // no chip-to-chip links
-  } else if (starts_with(inst.name, "trn1n")) {
-    p.link_bytes_per_s = 768 * kGiB / 4;  // [C S3, D]
-  } else if (starts_with(inst.name, "trn1")) {
-    p.link_bytes_per_s = 384 * kGiB / 4;  // [C S3, D]
-  } else if (starts_with(inst.name, "inf2")) {
-    p.link_bytes_per_s = 192 * kGiB / 2;  // [C S4]
-  } else if (starts_with(inst.name, "trn2")) {
-    p.link_bytes_per_s = 1024 * kGB / 4;  // [C S5, S7, D]
-  } else {
-    throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
+  p.link_bytes_per_s = neuronlink_bytes_per_s(inst);
+  if (inst.instance_link == "ring") {
+    if (!starts_with(inst.name, "trn2"))
+      throw std::invalid_argument(
+          fmt::format("no figures for the links between the instances of '{}'", inst.name));
+    p.z_link_bytes_per_s = 256 * kGB / 2;  // 256 GB/s per chip over +z and -z [C S7, D]
+    p.z_link_latency_ps = kHopLatencyPs;   // [I]: no public figure for a Z hop
   }
+  p.efa_bytes_per_s = efa_gbps(inst.name) * kGbps / inst.chips_per_instance();  // one chip's share
+  p.efa_latency_ps = p.efa_bytes_per_s ? kEfaLatencyPs : 0;
   if (p.intra_chip_bytes_per_s == 0)
     throw std::invalid_argument(fmt::format("generation '{}' has no HBM bandwidth", gen.name));
   return p;
@@ -56,13 +93,14 @@ FabricParams FabricParams::for_instance(const sim::InstanceConfig& inst,
 
 std::vector<CoreId> Fabric::place(const sim::InstanceConfig& inst, int ranks, Placement placement) {
   if (ranks <= 0) throw std::invalid_argument("need at least one rank");
+  const uint32_t chips = inst.chips_per_instance();
   std::vector<CoreId> cores;
   for (int r = 0; r < ranks; ++r) {
     auto ur = static_cast<uint32_t>(r);
-    if (placement == Placement::packed)
-      cores.push_back({ur / inst.cores_per_chip, ur % inst.cores_per_chip});
-    else
-      cores.push_back({ur, 0});
+    // Chips count on across instances: chip g of the job is chip g % chips of instance g / chips.
+    uint32_t g = placement == Placement::packed ? ur / inst.cores_per_chip : ur;
+    uint32_t core = placement == Placement::packed ? ur % inst.cores_per_chip : 0;
+    cores.push_back({g % chips, core, g / chips});
   }
   return cores;
 }
@@ -74,72 +112,133 @@ Fabric Fabric::make(const sim::InstanceConfig& inst, int ranks, Placement placem
 
 Fabric::Fabric(sim::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)
     : inst_(std::move(inst)), params_(params), cores_(std::move(cores)) {
+  check_cores();
+  uint32_t used = 0;
+  for (const auto& c : cores_) used = std::max(used, c.instance + 1);
+  const uint32_t per_entry = inst_.instances;
+  instances_ = (used + per_entry - 1) / per_entry * per_entry;  // whole entries (UltraServers)
+  if (instances_ > per_entry && params_.efa_bytes_per_s == 0)
+    throw std::invalid_argument(fmt::format(
+        "{} ranks need {} instances of {} ({} cores, {} chips each), but {} has no EFA figure to join "
+        "instances (docs/collectives.md, Fabric model)",
+        cores_.size(), used, inst_.name, inst_.cores_per_instance(), inst_.chips_per_instance(), inst_.name));
+  add_links();
+}
+
+void Fabric::check_cores() const {
   if (cores_.empty()) throw std::invalid_argument("need at least one rank");
+  if (inst_.instances == 0 || inst_.chips % inst_.instances != 0)
+    throw std::invalid_argument(fmt::format("{}: {} chips do not split into {} instances", inst_.name, inst_.chips,
+                                            inst_.instances));
+  // Guards against an absurd instance index (every instance gets links): a job of R ranks uses
+  // at most R instances, rounded up to whole entries.
+  const uint64_t max_instances = cores_.size() * inst_.instances;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> seen;
   for (size_t i = 0; i < cores_.size(); ++i) {
     const auto& c = cores_[i];
-    if (c.chip >= inst_.chips || c.core >= inst_.cores_per_chip)
-      throw std::invalid_argument(fmt::format("rank {} placed on chip {} core {}, outside {} ({} chips x {} cores)",
-                                              i, c.chip, c.core, inst_.name, inst_.chips, inst_.cores_per_chip));
-    for (size_t j = 0; j < i; ++j)
-      if (cores_[j].chip == c.chip && cores_[j].core == c.core)
-        throw std::invalid_argument(fmt::format("ranks {} and {} share chip {} core {}", j, i, c.chip, c.core));
+    if (c.chip >= inst_.chips_per_instance() || c.core >= inst_.cores_per_chip || c.instance >= max_instances)
+      throw std::invalid_argument(fmt::format(
+          "rank {} placed on instance {} chip {} core {}, outside {} ({} chips x {} cores per instance)", i,
+          c.instance, c.chip, c.core, inst_.name, inst_.chips_per_instance(), inst_.cores_per_chip));
+    auto [it, fresh] = seen.emplace(std::make_tuple(c.instance, c.chip, c.core), i);
+    if (!fresh)
+      throw std::invalid_argument(fmt::format("ranks {} and {} share instance {} chip {} core {}", it->second, i,
+                                              c.instance, c.chip, c.core));
   }
+}
+
+// Links in index order: per chip of the job (instance-major) its plane and Z links, then one HBM
+// resource per chip, then an EFA egress and ingress per chip where the job needs EFA.
+void Fabric::add_links() {
+  const uint32_t chips = inst_.chips_per_instance();
   if (inst_.topology == "torus-4x4") {
-    if (inst_.chips != 16) throw std::invalid_argument("torus-4x4 needs 16 chips");
-    links_per_chip_ = 4;
+    if (chips != 16) throw std::invalid_argument("torus-4x4 needs 16 chips per instance");
+    plane_links_ = 4;
   } else if (inst_.topology == "ring") {
-    links_per_chip_ = 2;
+    plane_links_ = 2;
   } else if (inst_.topology == "none") {
-    links_per_chip_ = 0;
-    if (inst_.chips != 1) throw std::invalid_argument("topology 'none' with more than one chip");
+    plane_links_ = 0;
+    if (chips != 1) throw std::invalid_argument("topology 'none' with more than one chip");
   } else {
     throw std::invalid_argument(fmt::format("unknown topology '{}'", inst_.topology));
   }
+  const bool z = inst_.instance_link == "ring";
+  if (!z && inst_.instance_link != "none")
+    throw std::invalid_argument(fmt::format("unknown instance link '{}'", inst_.instance_link));
+  if (z && params_.z_link_bytes_per_s == 0)
+    throw std::invalid_argument("ring between instances without bandwidth");
+  links_per_chip_ = plane_links_ + (z ? 2 : 0);
   static const char* kDirs[] = {"+x", "-x", "+y", "-y"};
   static const char* kRingDirs[] = {"+", "-"};
-  for (uint32_t chip = 0; chip < inst_.chips; ++chip)
-    for (int d = 0; d < links_per_chip_; ++d)
-      links_.push_back({fmt::format("chip{}{}", chip, links_per_chip_ == 4 ? kDirs[d] : kRingDirs[d]),
-                        params_.link_bytes_per_s, params_.link_latency_ps, 0, 0, 0});
-  for (uint32_t chip = 0; chip < inst_.chips; ++chip)
-    links_.push_back({fmt::format("chip{}.hbm", chip), params_.intra_chip_bytes_per_s,
-                      params_.intra_chip_latency_ps, 0, 0, 0});
+  static const char* kZDirs[] = {"+z", "-z"};
+  auto prefix = [this](uint32_t g) { return instances_ > 1 ? fmt::format("inst{}.", g) : std::string(); };
+  for (uint32_t g = 0; g < instances_; ++g)
+    for (uint32_t chip = 0; chip < chips; ++chip)
+      for (int d = 0; d < links_per_chip_; ++d) {
+        bool zd = d >= plane_links_;
+        const char* dir = zd ? kZDirs[d - plane_links_] : plane_links_ == 4 ? kDirs[d] : kRingDirs[d];
+        links_.push_back({fmt::format("{}chip{}{}", prefix(g), chip, dir),
+                          zd ? params_.z_link_bytes_per_s : params_.link_bytes_per_s,
+                          zd ? params_.z_link_latency_ps : params_.link_latency_ps, 0, 0, 0});
+      }
+  for (uint32_t g = 0; g < instances_; ++g)
+    for (uint32_t chip = 0; chip < chips; ++chip)
+      links_.push_back({fmt::format("{}chip{}.hbm", prefix(g), chip), params_.intra_chip_bytes_per_s,
+                        params_.intra_chip_latency_ps, 0, 0, 0});
+  if (instances_ <= inst_.instances) return;  // one entry: no EFA
+  // The whole EFA latency sits on the egress; the ingress only serializes (and contends).
+  for (uint32_t g = 0; g < instances_; ++g)
+    for (uint32_t chip = 0; chip < chips; ++chip) {
+      links_.push_back({fmt::format("inst{}.chip{}.efa.out", g, chip), params_.efa_bytes_per_s,
+                        params_.efa_latency_ps, 0, 0, 0});
+      links_.push_back({fmt::format("inst{}.chip{}.efa.in", g, chip), params_.efa_bytes_per_s, 0, 0, 0, 0});
+    }
 }
 
-int Fabric::chip_link(uint32_t chip, int dir) const {
-  return static_cast<int>(chip) * links_per_chip_ + dir;
+int Fabric::chip_link(uint32_t instance, uint32_t chip, int dir) const {
+  return static_cast<int>(instance * inst_.chips_per_instance() + chip) * links_per_chip_ + dir;
+}
+
+int Fabric::hbm_link(const CoreId& c) const {
+  const uint32_t chips = inst_.chips_per_instance();
+  const auto chip = static_cast<int>(c.instance * chips + c.chip);
+  return static_cast<int>(instances_ * chips) * links_per_chip_ + chip;
+}
+
+int Fabric::efa_link(const CoreId& c, bool ingress) const {
+  const auto chips = inst_.chips_per_instance();
+  const auto all_chips = static_cast<int>(instances_ * chips);
+  const auto chip = static_cast<int>(c.instance * chips + c.chip);
+  return all_chips * (links_per_chip_ + 1) + 2 * chip + (ingress ? 1 : 0);
 }
 
 std::vector<int> Fabric::route(int src, int dst) const {
   std::vector<int> path;
   const CoreId a = cores_.at(static_cast<size_t>(src)), b = cores_.at(static_cast<size_t>(dst));
   if (src == dst) return path;
-  if (a.chip == b.chip) {
-    path.push_back(static_cast<int>(inst_.chips) * links_per_chip_ + static_cast<int>(a.chip));
-    return path;
-  }
-  // Walk one ring dimension: shortest way round, ties (half-way) go the positive way.
-  auto walk = [&](uint32_t from, uint32_t to, uint32_t n, auto&& step_chip, int plus, int minus,
-                  uint32_t& cur) {
-    uint32_t d = (to + n - from) % n;
-    bool positive = d <= n / 2;
-    uint32_t steps = positive ? d : n - d;
-    for (uint32_t s = 0; s < steps; ++s) {
-      path.push_back(chip_link(cur, positive ? plus : minus));
-      cur = step_chip(cur, positive);
+  if (a.instance == b.instance && a.chip == b.chip) return {hbm_link(a)};
+  const uint32_t m = inst_.instances;  // instances joined by NeuronLink
+  // Different entries: straight from the source chip's EFA share to the destination chip's (no torus hops).
+  if (a.instance / m != b.instance / m) return {efa_link(a, false), efa_link(b, true)};
+  // Dimension order: X (within the row) then Y on the torus (or the ring), then Z across instances;
+  // each dimension the short way round, the half-way tie positive.
+  uint32_t g = a.instance, c = a.chip;
+  auto walk = [&](int steps, int plus, auto&& step) {
+    for (int s = 0; s < std::abs(steps); ++s) {
+      path.push_back(chip_link(g, c, steps > 0 ? plus : plus + 1));
+      step(steps > 0);
     }
   };
-  uint32_t cur = a.chip;
-  if (links_per_chip_ == 4) {  // dimension order: X (within a row) first, then Y
-    auto stepx = [](uint32_t c, bool pos) { return (c / 4) * 4 + ((c % 4) + (pos ? 1 : 3)) % 4; };
-    auto stepy = [](uint32_t c, bool pos) { return ((c / 4 + (pos ? 1 : 3)) % 4) * 4 + c % 4; };
-    walk(a.chip % 4, b.chip % 4, 4, stepx, 0, 1, cur);
-    walk(a.chip / 4, b.chip / 4, 4, stepy, 2, 3, cur);
-  } else {
-    uint32_t n = inst_.chips;
-    auto step = [n](uint32_t c, bool pos) { return (c + (pos ? 1 : n - 1)) % n; };
-    walk(a.chip, b.chip, n, step, 0, 1, cur);
+  const uint32_t n = inst_.chips_per_instance();
+  if (plane_links_ == 4) {
+    walk(ring_steps(c % 4, b.chip % 4, 4), 0, [&](bool pos) { c = (c / 4) * 4 + (c % 4 + (pos ? 1 : 3)) % 4; });
+    walk(ring_steps(c / 4, b.chip / 4, 4), 2, [&](bool pos) { c = ((c / 4 + (pos ? 1 : 3)) % 4) * 4 + c % 4; });
+  } else if (plane_links_ == 2) {
+    walk(ring_steps(c, b.chip, n), 0, [&](bool pos) { c = (c + (pos ? 1 : n - 1)) % n; });
   }
+  const uint32_t base = g - g % m;
+  walk(ring_steps(g % m, b.instance % m, m), plane_links_,
+       [&](bool pos) { g = base + (g % m + (pos ? 1 : m - 1)) % m; });
   return path;
 }
 

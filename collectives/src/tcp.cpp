@@ -761,7 +761,7 @@ std::unique_ptr<TcpCommunicator> TcpCommunicator::connect(TcpOptions options) {
   split_address(options.root, "NEURON_RT_ROOT_COMM_ID");
   auto impl = std::make_unique<Impl>(std::move(options));
   if (impl->opt.world_size > 1) impl->join();
-  if (impl->opt.run.cores.empty()) Fabric::place(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement);
+  if (impl->opt.run.cores.empty()) Fabric::make(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement);
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(std::move(impl)));
 }
 

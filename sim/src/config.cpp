@@ -297,7 +297,8 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   };
 
   for (const auto& [key, unused] : e.items())
-    if (key != "generation" && key != "chips" && key != "cores_per_chip" && key != "topology" && key != "source")
+    if (key != "generation" && key != "chips" && key != "cores_per_chip" && key != "topology" && key != "source" &&
+        key != "instances" && key != "instance_link")
       fail(file, prefix + key, "unknown field");
 
   InstanceConfig inst;
@@ -307,11 +308,24 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   inst.chips = count_field("chips");
   inst.cores_per_chip = count_field("cores_per_chip");
   inst.topology = string_field("topology");
+  // Optional: several instances joined by NeuronLink (a Trn2 UltraServer); `chips` counts all of them.
+  if (e.contains("instances")) inst.instances = count_field("instances");
+  if (e.contains("instance_link")) inst.instance_link = string_field("instance_link");
 
   if (!known_topologies().count(inst.topology))
     fail(file, prefix + "topology", fmt::format("unknown topology '{}' (known: none, ring, torus-4x4)", inst.topology));
-  if ((inst.topology == "none") != (inst.chips == 1) || (inst.topology == "torus-4x4" && inst.chips != 16))
-    fail(file, prefix + "topology", fmt::format("topology '{}' does not fit {} chips", inst.topology, inst.chips));
+  if (inst.chips % inst.instances != 0)
+    fail(file, prefix + "instances", fmt::format("{} chips do not split evenly into {} instances", inst.chips,
+                                                 inst.instances));
+  if (inst.instance_link != "none" && inst.instance_link != "ring")
+    fail(file, prefix + "instance_link",
+         fmt::format("unknown instance link '{}' (known: none, ring)", inst.instance_link));
+  if ((inst.instances > 1) != (inst.instance_link != "none"))
+    fail(file, prefix + "instance_link",
+         fmt::format("instance link '{}' does not fit {} instances", inst.instance_link, inst.instances));
+  const uint32_t chips = inst.chips_per_instance();
+  if ((inst.topology == "none") != (chips == 1) || (inst.topology == "torus-4x4" && chips != 16))
+    fail(file, prefix + "topology", fmt::format("topology '{}' does not fit {} chips", inst.topology, chips));
 
   if (!fs::is_regular_file(dir / (inst.generation + ".json")))
     fail(file, prefix + "generation",

@@ -35,6 +35,7 @@
 #include "commands.h"
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/cc/communicator.h"
+#include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/cc/tcp.h"
 #include "neuronsim/isa/dtype.h"
@@ -329,6 +330,7 @@ struct Bench {
   cc::RunOptions options;
   std::string placement, op_label;
   bool with_data = true;
+  uint32_t instances = 1;  // of the instance type the job spans
 };
 
 Bench check_args(const CcBenchArgs& args) {
@@ -345,9 +347,6 @@ Bench check_args(const CcBenchArgs& args) {
   b.inst = sim::load_instance(args.instance);
   const int R = b.R = args.ranks;
   if (R < 2) throw std::runtime_error(fmt::format("--ranks {}: a collective needs at least 2 ranks", R));
-  if (static_cast<uint64_t>(R) > b.inst.total_cores())
-    throw std::runtime_error(fmt::format("--ranks {}: {} has only {} NeuronCores ({} chips x {})", R, b.inst.name,
-                                         b.inst.total_cores(), b.inst.chips, b.inst.cores_per_chip));
   if (args.rank && (*args.rank < 0 || *args.rank >= R))
     throw std::runtime_error(fmt::format("--rank {}: must be a rank of the job, 0 to {}", *args.rank, R - 1));
   b.minbytes = parse_size("--minbytes", args.minbytes);
@@ -371,8 +370,12 @@ Bench check_args(const CcBenchArgs& args) {
   if (b.placement == "packed") b.options.placement = cc::Placement::packed;
   else if (b.placement == "one-per-chip") b.options.placement = cc::Placement::one_per_chip;
   else throw std::runtime_error(fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
-  if (b.options.placement == cc::Placement::one_per_chip && static_cast<uint64_t>(R) > b.inst.chips)
-    throw std::runtime_error(fmt::format("--ranks {} --placement one-per-chip: {} has only {} chips", R, b.inst.name, b.inst.chips));
+  // More ranks than one instance holds: several instances joined by EFA, where the type has it.
+  try {
+    b.instances = cc::Fabric::make(b.inst, R, b.options.placement).instances();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("--ranks {} on {}: {}", R, b.inst.name, e.what()));
+  }
   b.op_label = b.choice.send_recv ? "send_recv" : std::string(cc::op_name(b.choice.op));
   b.with_data = !args.timing_only;
   return b;
@@ -470,8 +473,11 @@ void cc_bench_command(const CcBenchArgs& args) {
   const std::string where = args.rank ? fmt::format(", one process per rank ({} of them)", R) : std::string();
 
   if (report) {
-    fmt::print("# cc-bench: {} on {} ranks of {} ({} chips x {} cores, placement {}), {}{}, algorithm {}, {}{}\n",
-               b.op_label, R, b.inst.name, b.inst.chips, b.inst.cores_per_chip, b.placement, isa::dtype_name(b.dtype),
+    const std::string of = b.instances > 1 ? fmt::format("{} x {}", b.instances / b.inst.instances, b.inst.name)
+                                           : b.inst.name;
+    fmt::print("# cc-bench: {} on {} ranks of {} ({} chips x {} cores{}, placement {}), {}{}, algorithm {}, {}{}\n",
+               b.op_label, R, of, b.inst.chips, b.inst.cores_per_chip, b.instances > 1 ? ", joined by EFA" : "",
+               b.placement, isa::dtype_name(b.dtype),
                reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce)) : std::string(),
                cc::algorithm_name(b.algorithm), args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data",
                where);

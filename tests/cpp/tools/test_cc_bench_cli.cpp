@@ -159,7 +159,7 @@ TEST_F(CcBenchCli, OnePerChipPlacementCrossesNeuronLink) {
   ASSERT_EQ(rows.size(), 1u) << r.describe();
   EXPECT_GT(rows[0].busbw, 90.0) << r.describe();
   EXPECT_LE(rows[0].busbw, 96.0) << r.describe();
-  expect_error({"--ranks", "17", "--placement", "one-per-chip"}, "has only 16 chips");
+  expect_error({"--instance", "inf2.48xlarge", "--ranks", "13", "--placement", "one-per-chip"}, "no EFA figure");
   expect_error({"--placement", "scattered"}, "--placement 'scattered'");
 }
 
@@ -195,7 +195,7 @@ TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
   expect_error({"--algorithm", "tree"}, "--algorithm 'tree': unknown algorithm");
   expect_error({"--reduce-op", "xor"}, "--reduce-op 'xor': unknown reduction");
   expect_error({"--instance", "trn9.huge"}, "trn9.huge");
-  expect_error({"--instance", "trn1.32xlarge", "--ranks", "64"}, "--ranks 64: trn1.32xlarge has only 32 NeuronCores");
+  expect_error({"--instance", "inf2.48xlarge", "--ranks", "48"}, "inf2.48xlarge has no EFA figure");
   expect_error({"--minbytes", "1M", "--maxbytes", "1K"}, "--minbytes 1M is larger than --maxbytes 1K");
   expect_error({"--stepfactor", "1"}, "--stepfactor 1: must be at least 2");
   expect_error({"--minbytes", "12Q"}, "--minbytes '12Q': expected a size");
@@ -244,6 +244,20 @@ TEST_F(CcBenchCli, ProcessesReportAWrongValueOfAnyRank) {
   EXPECT_EQ(r.code(), 1) << r.describe();
   for (const Row& row : parse_table(r.out)) EXPECT_EQ(row.wrong, 1);  // rank 3's flipped bit, counted by rank 0
   EXPECT_THAT(r.err, HasSubstr("rank 3 exited with status 1")) << r.describe();
+}
+
+TEST_F(CcBenchCli, RanksBeyondOneInstanceCrossEfa) {
+  const Result one = run({"cc-bench", "--ranks", "32", "--instance", "trn1.32xlarge", "--minbytes", "64M",
+                          "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
+  const Result two = run({"cc-bench", "--ranks", "64", "--instance", "trn1.32xlarge", "--minbytes", "64M",
+                          "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
+  ASSERT_EQ(one.code(), 0) << one.describe();
+  ASSERT_EQ(two.code(), 0) << two.describe();
+  EXPECT_THAT(two.out, HasSubstr("64 ranks of 2 x trn1.32xlarge"));
+  EXPECT_THAT(two.out, HasSubstr("joined by EFA"));
+  ASSERT_EQ(parse_table(one.out).size(), 1u);
+  ASSERT_EQ(parse_table(two.out).size(), 1u);
+  EXPECT_LT(parse_table(two.out)[0].busbw, parse_table(one.out)[0].busbw / 5);  // 50 Gbps per chip vs NeuronLink
 }
 
 TEST_F(CcBenchCli, TimingOnlyAcrossProcesses) {

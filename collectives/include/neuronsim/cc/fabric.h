@@ -1,5 +1,6 @@
-// The in-process fabric model: ranks placed on the NeuronCores of one instance, links from the
-// instance topology, dimension-order routing, and per-link FIFO contention, in integer
+// The in-process fabric model: ranks placed on the NeuronCores of one or more instances, links
+// from the instance topology (NeuronLink inside an instance and around an UltraServer's Z ring,
+// EFA between instances), dimension-order routing, and per-link FIFO contention, in integer
 // picoseconds. Every figure and its source: docs/collectives.md, "Fabric model".
 #pragma once
 
@@ -22,6 +23,14 @@ struct FabricParams {
   Picos link_latency_ps = 0;         // per hop between chips
   uint64_t intra_chip_bytes_per_s = 0;  // core-to-core inside a chip, through HBM
   Picos intra_chip_latency_ps = 0;
+  // Between the instances of one entry joined by NeuronLink (instance_link "ring", the Trn2
+  // UltraServer's Z dimension): one direction of one link.
+  uint64_t z_link_bytes_per_s = 0;
+  Picos z_link_latency_ps = 0;
+  // EFA between instances not joined by NeuronLink: one direction of all of one instance's NICs
+  // together; 0 where the notes give no EFA figure (a job must then fit in one entry).
+  uint64_t efa_bytes_per_s = 0;  // one chip's share of its instance's EFA, each way
+  Picos efa_latency_ps = 0;  // instance to instance, charged once, on the egress
   // Figures for an instance (see fabric.cpp for the sources); throws std::invalid_argument
   // for an instance whose link figures are not known.
   static FabricParams for_instance(const sim::InstanceConfig& inst, const sim::GenerationConfig& gen);
@@ -29,17 +38,23 @@ struct FabricParams {
 
 // Where the ranks sit. packed: rank r on core r (chip r / cores_per_chip), as a launcher fills
 // an instance; one_per_chip: rank r on core 0 of chip r, so every pair of ranks crosses NeuronLink.
+// Cores and chips count on across instances: a job that does not fit one instance spans
+// ceil(ranks / cores_per_instance) (packed) or ceil(ranks / chips_per_instance) (one_per_chip)
+// instances, rounded up to whole entries (4 for an UltraServer).
 enum class Placement { packed, one_per_chip };
 
 struct CoreId {
-  uint32_t chip = 0;
+  uint32_t chip = 0;      // inside its instance
   uint32_t core = 0;
+  uint32_t instance = 0;  // which instance of the job: 0, 1, ...
 };
 
 // Pending events refer to the fabric: do not move or copy one once it has been used.
 class Fabric final : public Network {
  public:
-  // `cores` gives each rank's core; every entry must lie inside the instance and be distinct.
+  // `cores` gives each rank's core; every entry must lie inside an instance and be distinct.
+  // Throws std::invalid_argument when the ranks span instances that only EFA could join and the
+  // instance has no EFA figure.
   Fabric(sim::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
   // Convenience: load the generation config for the figures and place `ranks` ranks.
   static Fabric make(const sim::InstanceConfig& inst, int ranks, Placement placement = Placement::packed);
@@ -55,7 +70,7 @@ class Fabric final : public Network {
   // The links (by index) a message from rank `src` to rank `dst` crosses, in order.
   std::vector<int> route(int src, int dst) const;
   struct Link {
-    std::string name;  // "chip3+x", "chip0.hbm"
+    std::string name;  // "chip3+x", "chip0.hbm"; with several instances "inst1.chip3+z", "inst0.chip3.efa.out"
     uint64_t bytes_per_s = 0;
     Picos latency_ps = 0;
     Picos free_at = 0;     // when the last reserved message leaves it
@@ -65,6 +80,7 @@ class Fabric final : public Network {
   const std::vector<Link>& links() const { return links_; }
   const FabricParams& params() const { return params_; }
   const sim::InstanceConfig& instance() const { return inst_; }
+  uint32_t instances() const { return instances_; }  // instances the job spans (whole entries)
   uint64_t messages_sent() const { return messages_; }
 
   // Time for `bytes` at `bytes_per_s`, rounded up to whole picoseconds.
@@ -94,13 +110,20 @@ class Fabric final : public Network {
   };
   void deliver(const Key& key, Message msg);
   static void complete(Message& msg, PostedRecv& r);
-  int chip_link(uint32_t chip, int dir) const;  // dir 0:+x 1:-x 2:+y 3:-y (ring: 0 +, 1 -)
+  void check_cores() const;
+  void add_links();
+  // dir 0:+x 1:-x 2:+y 3:-y (ring: 0 +, 1 -), then +z, -z
+  int chip_link(uint32_t instance, uint32_t chip, int dir) const;
+  int hbm_link(const CoreId& c) const;
+  int efa_link(const CoreId& c, bool ingress) const;  // the chip's EFA share
 
   sim::InstanceConfig inst_;
   FabricParams params_;
   std::vector<CoreId> cores_;
   std::vector<Link> links_;
-  int links_per_chip_ = 0;
+  uint32_t instances_ = 1;
+  int plane_links_ = 0;     // per chip inside its instance: 4 on the torus, 2 on a ring
+  int links_per_chip_ = 0;  // plane links, then 2 Z links where instances are joined in a ring
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   uint64_t seq_ = 0;
   Picos now_ = 0;

@@ -63,14 +63,19 @@ struct GenerationConfig {
   double peak_bf16_flops() const;
 };
 
-// One instance type: how many chips of which generation.
+// One instance type: how many chips of which generation. An entry may join several instances
+// by NeuronLink (a Trn2 UltraServer: 4 trn2u.48xlarge); `chips` then counts all of them.
 struct InstanceConfig {
   std::string name;        // trn2.3xlarge
   std::string generation;  // trn2
   uint32_t chips = 1;
   uint32_t cores_per_chip = 0;  // physical NeuronCores per chip
-  std::string topology;    // none, ring, torus-4x4
+  std::string topology;    // inside one instance: none, ring, torus-4x4
+  uint32_t instances = 1;  // instances joined by NeuronLink in this entry
+  std::string instance_link = "none";  // none; ring: same-position chips of the instances in a ring
   uint32_t total_cores() const { return chips * cores_per_chip; }
+  uint32_t chips_per_instance() const { return chips / instances; }
+  uint32_t cores_per_instance() const { return chips_per_instance() * cores_per_chip; }
 };
 
 // The config directory: $NEURONSIM_CONFIG_DIR, else the one installed beside
