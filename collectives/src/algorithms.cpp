@@ -294,7 +294,8 @@ void hier2d_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es) {
 
 RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
   if (R < 1 || r < 0 || r >= R) throw std::invalid_argument(fmt::format("rank {} of {}", r, R));
-  if (a == Algorithm::auto_select) a = choose_algorithm(spec, R);
+  if (a == Algorithm::auto_select)
+    throw std::invalid_argument("make_plan needs a concrete algorithm (choose_algorithm picks one)");
   if (!algorithm_supported(spec.op, a, R))
     throw std::invalid_argument(fmt::format("{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
                                             a == Algorithm::rdh ? " (rdh needs a power-of-two rank count)" : ""));

@@ -26,8 +26,7 @@ Timed run_on_fabric(const sim::InstanceConfig& inst, const CollectiveSpec& spec,
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
   Timed t;
-  t.algorithm = options.algorithm == Algorithm::auto_select ? choose_algorithm(spec, R, options.thresholds)
-                                                            : options.algorithm;
+  t.algorithm = resolve_algorithm(spec, R, inst, options);
   t.base = *std::min_element(arrivals.begin(), arrivals.end());
   std::vector<int> ranks(static_cast<size_t>(R));
   std::iota(ranks.begin(), ranks.end(), 0);

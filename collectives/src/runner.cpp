@@ -12,8 +12,7 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   if (inputs && inputs->size() != static_cast<size_t>(R))
     throw std::invalid_argument(fmt::format("{} inputs for {} ranks", inputs->size(), R));
   CollectiveResult res;
-  res.algorithm = options.algorithm == Algorithm::auto_select ? choose_algorithm(spec, R, options.thresholds)
-                                                              : options.algorithm;
+  res.algorithm = resolve_algorithm(spec, R, fabric.instance(), options);
   std::vector<int> local;
   std::vector<RankPlan> plans;
   std::vector<RankBuffers> buffers;
@@ -43,6 +42,17 @@ CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, con
                                  const RunOptions& options) {
   Fabric fabric = Fabric::make(inst, ranks, options.placement);
   return run_collective(fabric, spec, nullptr, options);
+}
+
+Thresholds thresholds_for(const sim::InstanceConfig& inst) {
+  const sim::GenerationConfig gen = sim::load_generation(inst.generation);
+  return Thresholds{gen.cc_mesh_below_bytes, gen.cc_rdh_below_bytes};
+}
+
+Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const sim::InstanceConfig& inst,
+                            const RunOptions& options) {
+  if (options.algorithm != Algorithm::auto_select) return options.algorithm;
+  return choose_algorithm(spec, ranks, options.thresholds ? *options.thresholds : thresholds_for(inst));
 }
 
 double bus_bandwidth_factor(Op op, int ranks) {

@@ -246,6 +246,13 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.hbm_bytes_per_ns = r.positive("hbm_bytes_per_ns");
   g.hbm_bytes = r.integer("hbm_bytes", 1, uint64_t{1} << 52);
 
+  g.cc_mesh_below_bytes = r.integer("cc_mesh_below_bytes", 0, uint64_t{1} << 52);
+  g.cc_rdh_below_bytes = r.integer("cc_rdh_below_bytes", 0, uint64_t{1} << 52);
+  if (g.cc_rdh_below_bytes < g.cc_mesh_below_bytes)
+    fail(file, "cc_rdh_below_bytes",
+         fmt::format("{} is below cc_mesh_below_bytes {} (mesh, then RDH, then ring as sizes grow)",
+                     g.cc_rdh_below_bytes, g.cc_mesh_below_bytes));
+
   r.reject_unknown();
   return g;
 }

@@ -59,6 +59,7 @@ struct CcBenchArgs {
   std::string instance = "trn2.48xlarge";
   std::string reduce_op = "sum";
   std::string placement = "packed";
+  std::string mesh_below, rdh_below;  // overrides of the generation's thresholds (empty: the config's)
   int root = 0;
   bool check = false, timing_only = false;
   std::string metrics;
@@ -366,6 +367,13 @@ Bench check_args(const CcBenchArgs& args) {
                                          cc::algorithm_name(b.algorithm), args.op, R, why));
   }
   b.options.algorithm = b.algorithm;
+  cc::Thresholds t = cc::thresholds_for(b.inst);
+  if (!args.mesh_below.empty()) t.mesh_below_bytes = parse_size("--mesh-below", args.mesh_below);
+  if (!args.rdh_below.empty()) t.rdh_below_bytes = parse_size("--rdh-below", args.rdh_below);
+  if (t.rdh_below_bytes < t.mesh_below_bytes)
+    throw std::runtime_error(fmt::format("--rdh-below {} is below --mesh-below {}: mesh, then RDH, then ring as sizes grow",
+                                         t.rdh_below_bytes, t.mesh_below_bytes));
+  b.options.thresholds = t;
   b.placement = normalize(args.placement);
   if (b.placement == "packed") b.options.placement = cc::Placement::packed;
   else if (b.placement == "one-per-chip") b.options.placement = cc::Placement::one_per_chip;
@@ -479,7 +487,11 @@ void cc_bench_command(const CcBenchArgs& args) {
                b.op_label, R, of, b.inst.chips, b.inst.cores_per_chip, b.instances > 1 ? ", joined by EFA" : "",
                b.placement, isa::dtype_name(b.dtype),
                reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce)) : std::string(),
-               cc::algorithm_name(b.algorithm), args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data",
+               b.algorithm == Algorithm::auto_select
+                   ? fmt::format("auto (mesh below {} B, rdh below {} B)", b.options.thresholds->mesh_below_bytes,
+                                 b.options.thresholds->rdh_below_bytes)
+                   : std::string(cc::algorithm_name(b.algorithm)),
+               args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data",
                where);
     fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}\n", "size(B)", "count(elems)", "type", "algo",
                "time(us)", "algbw(GiB/s)", "busbw(GiB/s)", args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
@@ -575,6 +587,8 @@ void run_processes(const CcBenchArgs& args) {
                                   args.algorithm, "--instance", args.instance, "--reduce-op", args.reduce_op,
                                   "--placement", args.placement, "--root", std::to_string(args.root), "--timeout",
                                   fmt::format("{}", args.timeout)};
+  if (!args.mesh_below.empty()) common.insert(common.end(), {"--mesh-below", args.mesh_below});
+  if (!args.rdh_below.empty()) common.insert(common.end(), {"--rdh-below", args.rdh_below});
   if (args.check) common.push_back("--check");
   if (args.timing_only) common.push_back("--timing-only");
   fmt::print("# cc-bench: starting {} processes, rank 0 at {}\n", b.R, root);
@@ -631,6 +645,10 @@ void add_cc_bench_command(CLI::App& app) {
                   "packed (rank r on core r, as a launcher fills the instance) or one-per-chip (every pair crosses "
                   "NeuronLink)")
       ->default_val("packed");
+  cmd->add_option("--mesh-below", args->mesh_below,
+                  "automatic choice: mesh below this size (default: the generation config's, 1 MB)");
+  cmd->add_option("--rdh-below", args->rdh_below,
+                  "automatic choice: recursive halving-doubling below this size, ring above (default: the config's, 56 MB)");
   cmd->add_option("--root", args->root, "root rank of broadcast and reduce")->default_val(0);
   cmd->add_flag("--check,-c", args->check, "run with data and verify every rank's values (exit 1 on a mismatch)");
   cmd->add_flag("--timing-only", args->timing_only, "simulate time only, no data (for large sizes)");

@@ -81,8 +81,8 @@ TEST(Collectives, RdhNeedsPowerOfTwo) {
   EXPECT_TRUE(algorithm_supported(Op::broadcast, Algorithm::rdh, 6));  // binomial tree: any count
   // Auto never picks rdh where it cannot run: medium size on 6 ranks falls back to ring.
   CollectiveSpec medium{Op::all_reduce, ReduceOp::sum, DType::fp32, 10'000'000 / 4, 0, {}, {}};
-  EXPECT_EQ(choose_algorithm(medium, 6), Algorithm::ring);
-  EXPECT_EQ(choose_algorithm(medium, 8), Algorithm::rdh);
+  EXPECT_EQ(choose_algorithm(medium, 6, thresholds_for(trn1())), Algorithm::ring);
+  EXPECT_EQ(choose_algorithm(medium, 8, thresholds_for(trn1())), Algorithm::rdh);
 }
 
 TEST(Collectives, WrongInputSizeThrows) {

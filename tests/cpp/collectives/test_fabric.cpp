@@ -197,11 +197,16 @@ TEST(Fabric, Hierarchical2DBeatsTheFlatRingOnTheTorus) {
 
 TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
   auto spec = [](uint64_t bytes) { return CollectiveSpec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}}; };
-  EXPECT_EQ(choose_algorithm(spec(100'000), 16), Algorithm::mesh);
-  EXPECT_EQ(choose_algorithm(spec(999'996), 16), Algorithm::mesh);
-  EXPECT_EQ(choose_algorithm(spec(1'000'000), 16), Algorithm::rdh);
-  EXPECT_EQ(choose_algorithm(spec(10'000'000), 16), Algorithm::rdh);
-  EXPECT_EQ(choose_algorithm(spec(56'000'000), 16), Algorithm::ring);
+  // The figures of §5 [R3], from the generation configs.
+  const Thresholds cfg = thresholds_for(inst("trn1.32xlarge"));
+  EXPECT_EQ(cfg.mesh_below_bytes, 1'000'000u);
+  EXPECT_EQ(cfg.rdh_below_bytes, 56'000'000u);
+  EXPECT_EQ(thresholds_for(inst("trn2.48xlarge")).rdh_below_bytes, 56'000'000u);
+  EXPECT_EQ(choose_algorithm(spec(100'000), 16, cfg), Algorithm::mesh);
+  EXPECT_EQ(choose_algorithm(spec(999'996), 16, cfg), Algorithm::mesh);
+  EXPECT_EQ(choose_algorithm(spec(1'000'000), 16, cfg), Algorithm::rdh);
+  EXPECT_EQ(choose_algorithm(spec(10'000'000), 16, cfg), Algorithm::rdh);
+  EXPECT_EQ(choose_algorithm(spec(56'000'000), 16, cfg), Algorithm::ring);
   Thresholds t;
   t.mesh_below_bytes = 0;
   t.rdh_below_bytes = 0;
@@ -212,7 +217,8 @@ TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
   EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in, opt).algorithm, Algorithm::ring);
   EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in).algorithm, Algorithm::mesh);
   CollectiveSpec a2a{Op::all_to_all, ReduceOp::sum, isa::DType::fp32, 100'000'000, 0, {}, {}};
-  EXPECT_EQ(choose_algorithm(a2a, 16), Algorithm::mesh);
+  EXPECT_EQ(choose_algorithm(a2a, 16, cfg), Algorithm::mesh);
+  EXPECT_THROW(make_plan(a2a, 16, 0, Algorithm::auto_select), std::invalid_argument);
 }
 
 TEST(Fabric, BusBandwidthFactors) {

@@ -246,6 +246,24 @@ TEST_F(CcBenchCli, ProcessesReportAWrongValueOfAnyRank) {
   EXPECT_THAT(r.err, HasSubstr("rank 3 exited with status 1")) << r.describe();
 }
 
+// The automatic choice follows the generation config's thresholds unless overridden.
+TEST_F(CcBenchCli, ThresholdsComeFromTheConfigAndCanBeOverridden) {
+  const std::vector<std::string> base{"cc-bench", "--ranks", "8", "--instance", "trn1.32xlarge", "--minbytes", "64K",
+                                      "--maxbytes", "64M", "--stepfactor", "32", "--timing-only"};
+  const Result dflt = run(base);
+  ASSERT_EQ(dflt.code(), 0) << dflt.describe();
+  EXPECT_THAT(dflt.out, HasSubstr("auto (mesh below 1000000 B, rdh below 56000000 B)"));
+  std::vector<std::string> algos;
+  for (const Row& r : parse_table(dflt.out)) algos.push_back(r.algo);
+  EXPECT_EQ(algos, (std::vector<std::string>{"mesh", "rdh", "ring"}));
+  std::vector<std::string> over = base;
+  over.insert(over.end(), {"--mesh-below", "0", "--rdh-below", "0"});
+  const Result ring = run(over);
+  ASSERT_EQ(ring.code(), 0) << ring.describe();
+  for (const Row& r : parse_table(ring.out)) EXPECT_EQ(r.algo, "ring");
+  expect_error({"--mesh-below", "2M", "--rdh-below", "1M"}, "--rdh-below 1048576 is below --mesh-below 2097152");
+}
+
 TEST_F(CcBenchCli, RanksBeyondOneInstanceCrossEfa) {
   const Result one = run({"cc-bench", "--ranks", "32", "--instance", "trn1.32xlarge", "--minbytes", "64M",
                           "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});

@@ -29,11 +29,13 @@ std::string_view op_name(Op op);
 std::string_view reduce_op_name(ReduceOp op);
 std::string_view algorithm_name(Algorithm a);
 
-// Size thresholds of the automatic choice, after the Neuron collectives library: mesh below 1 MB,
-// RDH from 1 MB to 56 MB, ring above (neuron-hardware.md §5 [C R3]; MB read as 10^6 bytes).
+// Size thresholds of the automatic choice, after the Neuron collectives library: mesh below
+// mesh_below_bytes, RDH below rdh_below_bytes, ring above. The figures live in the generation
+// configs (sim/configs/<gen>.json, cc_mesh_below_bytes and cc_rdh_below_bytes: 1 MB and 56 MB,
+// neuron-hardware.md §5 [C R3]); thresholds_for() in runner.h reads them.
 struct Thresholds {
-  uint64_t mesh_below_bytes = 1'000'000;
-  uint64_t rdh_below_bytes = 56'000'000;
+  uint64_t mesh_below_bytes = 0;
+  uint64_t rdh_below_bytes = 0;
 };
 
 // What to run. `count` is the elements of one block:
@@ -73,7 +75,7 @@ CollectiveSpec send_recv_spec(int ranks, int src, int dst, isa::DType dtype, uin
 bool algorithm_supported(Op op, Algorithm a, int ranks);
 // The automatic choice: mesh / rdh / ring by message_bytes() and the thresholds, falling back
 // to ring where rdh is not available (non-power-of-two ranks), and to what exists for the op.
-Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t = {});
+Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t);
 
 // One transfer of a step: `bytes` at `offset` of buffer `buf` (0: work, 1: out).
 struct Xfer {
@@ -92,7 +94,8 @@ struct RankPlan {
   std::vector<Step> steps;
 };
 
-// The steps of rank `rank`. Throws std::invalid_argument where the algorithm is not supported.
+// The steps of rank `rank` for a concrete algorithm (not auto_select: choose first). Throws
+// std::invalid_argument where the algorithm is not supported.
 RankPlan make_plan(const CollectiveSpec& spec, int ranks, int rank, Algorithm algorithm);
 
 // Per-rank state of an execution: the work buffer the algorithm runs in and the out buffer.

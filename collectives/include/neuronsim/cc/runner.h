@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "neuronsim/cc/algorithms.h"
@@ -11,7 +12,7 @@ namespace neuronsim::cc {
 
 struct RunOptions {
   Algorithm algorithm = Algorithm::auto_select;
-  Thresholds thresholds;
+  std::optional<Thresholds> thresholds;  // default: the instance generation's (thresholds_for)
   Placement placement = Placement::packed;
   std::vector<CoreId> cores;  // explicit placement (core of each rank); overrides `placement`
 };
@@ -34,6 +35,13 @@ CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, con
 // The same two on a fabric the caller made (its own figures or placement); the fabric must be fresh.
 CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {});
+
+// The automatic choice's thresholds of the instance's generation (sim/configs/<gen>.json).
+Thresholds thresholds_for(const sim::InstanceConfig& inst);
+// The algorithm that runs: options.algorithm, or the automatic choice with options.thresholds
+// (the generation's when unset).
+Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const sim::InstanceConfig& inst,
+                            const RunOptions& options);
 
 // nccom-test's bus bandwidth: bytes / time × factor (all-reduce 2(r-1)/r; all-gather,
 // reduce-scatter, all-to-all (r-1)/r; others 1) [neuron-hardware.md §5, C NCCOM].

@@ -59,6 +59,11 @@ struct GenerationConfig {
   double hbm_bytes_per_ns = 0;         // per chip
   uint64_t hbm_bytes = 0;              // per chip
 
+  // Collectives, §5: the automatic algorithm choice by message size (mesh below the first,
+  // recursive halving-doubling below the second, ring above).
+  uint64_t cc_mesh_below_bytes = 0;
+  uint64_t cc_rdh_below_bytes = 0;
+
   // Peak dense BF16 FLOP/s of one core, for MFU: 2 * 128 * 128 * pe_ghz * 1e9.
   double peak_bf16_flops() const;
 };
