@@ -8,27 +8,16 @@
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/sim/config.h"
+#include "fabric_util.h"
 
 using namespace neuronsim;
 using namespace neuronsim::cc;
+using namespace neuronsim::cc::testing;
 
 namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr Picos kSer = 976'562'500;  // 96 MiB at 96 GiB/s: 1e12 / 1024 ps
-
-const sim::InstanceConfig& inst(const std::string& name) {
-  static std::map<std::string, sim::InstanceConfig> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, sim::load_instance(name)).first;
-  return it->second;
-}
-
-std::vector<std::string> link_names(const Fabric& f, int src, int dst) {
-  std::vector<std::string> out;
-  for (int li : f.route(src, dst)) out.push_back(f.links()[static_cast<size_t>(li)].name);
-  return out;
-}
 
 TEST(Fabric, FiguresFromTheNotes) {
   auto trn1 = FabricParams::for_instance(inst("trn1.32xlarge"), sim::load_generation("trn1"));
@@ -65,17 +54,6 @@ TEST(Fabric, RingRoutes) {
   EXPECT_EQ(link_names(f, 10, 1), (std::vector<std::string>{"chip10+", "chip11+", "chip0+"}));
   EXPECT_EQ(f.route(0, 6).size(), 6u);
   EXPECT_THROW(Fabric::make(inst("inf2.48xlarge"), 13, Placement::one_per_chip), std::invalid_argument);
-}
-
-// Runs sends posted at time 0 and returns each one's delivery time.
-std::vector<Picos> deliver(Fabric& f, const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
-  std::vector<Picos> at(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    f.recv(pairs[i].second, pairs[i].first, nullptr, bytes, i, nullptr);
-    f.send(pairs[i].first, pairs[i].second, nullptr, bytes, i, [&f, &at, i] { at[i] = f.now(); });
-  }
-  f.run();
-  return at;
 }
 
 TEST(Fabric, OneMessageTakesLatencyPlusSerialization) {

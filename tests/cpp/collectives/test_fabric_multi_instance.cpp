@@ -10,45 +10,17 @@
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/sim/config.h"
+#include "fabric_util.h"
 
 using namespace neuronsim;
 using namespace neuronsim::cc;
+using namespace neuronsim::cc::testing;
 
 namespace {
 
 constexpr Picos kHop = 1500 * kPicosPerNs;  // NeuronLink hop, also a Z hop [R3, I]
 constexpr Picos kEfa = 15 * kPicosPerUs;    // EFA instance to instance [R3, R4]
 constexpr Picos kMs = 1'000'000'000;        // one millisecond in ps
-
-const sim::InstanceConfig& inst(const std::string& name) {
-  static std::map<std::string, sim::InstanceConfig> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, sim::load_instance(name)).first;
-  return it->second;
-}
-
-std::vector<std::string> link_names(const Fabric& f, int src, int dst) {
-  std::vector<std::string> out;
-  for (int li : f.route(src, dst)) out.push_back(f.links()[static_cast<size_t>(li)].name);
-  return out;
-}
-
-const Fabric::Link& link(const Fabric& f, const std::string& name) {
-  for (const auto& l : f.links())
-    if (l.name == name) return l;
-  throw std::out_of_range(name);
-}
-
-// Runs sends posted at time 0 and returns each one's delivery time.
-std::vector<Picos> deliver(Fabric& f, const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
-  std::vector<Picos> at(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    f.recv(pairs[i].second, pairs[i].first, nullptr, bytes, i, nullptr);
-    f.send(pairs[i].first, pairs[i].second, nullptr, bytes, i, [&f, &at, i] { at[i] = f.now(); });
-  }
-  f.run();
-  return at;
-}
 
 TEST(FabricMultiInstance, UltraServerConfig) {
   const auto& us = inst("trn2u-ultraserver");

@@ -208,20 +208,36 @@ void keep_running_until(TcpCommunicator& comm, const std::function<bool()>& done
   }
 }
 
+// What rank 0 reports about strangers, collected across threads.
+class Warnings {
+ public:
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& m) {
+      std::lock_guard lock(mu_);
+      seen_.push_back(m);
+    };
+  }
+  bool any() const {
+    std::lock_guard lock(mu_);
+    return !seen_.empty();
+  }
+  std::vector<std::string> all() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
 TEST(TcpFaults, StrangerWithoutTheTokenIsTurnedAwayAndTheJobGoesOn) {
   const uint16_t port = free_port();
   std::vector<TcpOptions> opts{options(0, 2, port), options(1, 2, port), options(1, 2, port)};
   opts[2].token = "a guess";
-  std::vector<std::string> warnings;
-  std::mutex mu;
-  opts[0].warn = [&](const std::string& m) {
-    std::lock_guard lock(mu);
-    warnings.push_back(m);
-  };
-  auto warned = [&] {
-    std::lock_guard lock(mu);
-    return !warnings.empty();
-  };
+  Warnings warnings;
+  opts[0].warn = warnings.sink();
+  auto warned = [&] { return warnings.any(); };
   std::vector<std::vector<uint8_t>> got(3);
   auto errors = run_threads(opts, [&](size_t i, TcpCommunicator& comm) {
     keep_running_until(comm, warned);
@@ -234,23 +250,17 @@ TEST(TcpFaults, StrangerWithoutTheTokenIsTurnedAwayAndTheJobGoesOn) {
   std::vector<float> sum(16);
   std::memcpy(sum.data(), got[0].data(), 64);
   EXPECT_EQ(sum, std::vector<float>(16, 2.0f));
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("job token"), std::string::npos);
+  const auto seen = warnings.all();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NE(seen[0].find("job token"), std::string::npos);
 }
 
 TEST(TcpFaults, GarbageOnThePortIsIgnored) {
   const uint16_t port = free_port();
-  std::vector<std::string> warnings;
-  std::mutex mu;
+  Warnings warnings;
   auto opts = std::vector<TcpOptions>{options(0, 2, port), options(1, 2, port)};
-  opts[0].warn = [&](const std::string& m) {
-    std::lock_guard lock(mu);
-    warnings.push_back(m);
-  };
-  auto warned = [&] {
-    std::lock_guard lock(mu);
-    return !warnings.empty();
-  };
+  opts[0].warn = warnings.sink();
+  auto warned = [&] { return warnings.any(); };
   std::atomic<bool> sent{false};
   std::thread garbage([port, &sent] {
     boost::asio::io_context io;
@@ -276,8 +286,9 @@ TEST(TcpFaults, GarbageOnThePortIsIgnored) {
   EXPECT_TRUE(sent.load());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
-  ASSERT_FALSE(warnings.empty());
-  EXPECT_NE(warnings[0].find("not a neuronsim hello"), std::string::npos) << warnings[0];
+  const auto seen = warnings.all();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_NE(seen[0].find("not a neuronsim hello"), std::string::npos) << seen[0];
 }
 
 TEST(TcpFaults, WrongWorldSizeIsRejected) {
@@ -294,18 +305,11 @@ TEST(TcpFaults, WrongWorldSizeIsRejected) {
 TEST(TcpFaults, DuplicateRankIsRejected) {
   const uint16_t port = free_port();
   std::vector<TcpOptions> opts{options(0, 3, port), options(1, 3, port), options(2, 3, port), options(1, 3, port)};
-  std::vector<std::string> warnings;
-  std::mutex mu;
-  opts[0].warn = [&](const std::string& m) {
-    std::lock_guard lock(mu);
-    warnings.push_back(m);
-  };
+  Warnings warnings;
+  opts[0].warn = warnings.sink();
   std::atomic<int> ran{0};
   auto errors = run_threads(opts, [&](size_t, TcpCommunicator& comm) {
-    keep_running_until(comm, [&] {
-      std::lock_guard lock(mu);
-      return !warnings.empty();
-    });
+    keep_running_until(comm, [&] { return warnings.any(); });
     comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true);
     ++ran;
   });
