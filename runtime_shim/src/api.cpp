@@ -7,6 +7,7 @@
 #include <cstring>
 #include <span>
 
+#include "neuronsim/cc/tcp.h"
 #include "neuronsim/isa/error.h"
 #include "neuronsim/sim/functional.h"
 #include "nrt/nrt_version.h"
@@ -35,6 +36,8 @@ struct Runtime {
   std::unordered_set<const nrt_model*> models;
   std::unordered_set<const TensorSet*> sets;
   uint64_t next_model_id = 1;
+  // The collective job of nrt_load_collectives (one per process, like libnrt's global communicator).
+  std::shared_ptr<CollectiveJob> job;
 };
 
 Runtime& rt() {
@@ -156,6 +159,166 @@ NRT_STATUS make_tensor(const char* fn, nrt_tensor_placement_t placement, int vnc
   return NRT_SUCCESS;
 }
 
+// nrt_load without the gate; `fn` names the API call in log lines.
+NRT_STATUS load_model(const char* fn, const void* neff_bytes, size_t size, int32_t vnc,
+                      int32_t vnc_count, nrt_model_t** model) {
+  if (neff_bytes == nullptr || size == 0 || model == nullptr) {
+    log(kError, fn, "neff_bytes or model is NULL, or size is 0");
+    return NRT_INVALID;
+  }
+  std::lock_guard<std::mutex> lock(rt().mu);
+  Device& dev = *rt().device;
+  const Config& c = dev.config;
+  if (vnc < -1 || vnc_count < -1 || vnc_count == 0) {
+    log(kError, fn, "invalid core {} / core count {}", vnc, vnc_count);
+    return NRT_INVALID;
+  }
+  const uint32_t count = vnc_count < 0 ? 1 : static_cast<uint32_t>(vnc_count);
+  uint32_t start = vnc < 0 ? 0 : static_cast<uint32_t>(vnc);
+  if (vnc < 0) {
+    // "The runtime picks the first free core": the first visible core with the fewest models.
+    std::vector<uint32_t> models_on(c.visible.size(), 0);
+    for (const nrt_model* other : rt().models)
+      if (other->data->vnc < models_on.size()) models_on[other->data->vnc]++;
+    for (uint32_t v = 0; v + count <= models_on.size(); ++v)
+      if (models_on[v] < models_on[start]) start = v;
+  }
+  if (static_cast<uint64_t>(start) + count > c.visible.size()) {
+    log(kError, fn, "cores {}..{} requested, but only {} cores are visible", start,
+        start + count - 1, c.visible.size());
+    return NRT_LOAD_NOT_ENOUGH_NC;
+  }
+  if (count > 1)
+    log(kWarn, fn, "vnc_count {}: replication is not modelled; the model runs on core {}", count,
+        start);
+
+  auto m = std::make_shared<ModelData>();
+  const auto* p = static_cast<const uint8_t*>(neff_bytes);
+  try {
+    m->neff = isa::neff::read_neff(std::span<const uint8_t>(p, size), "neff_bytes");
+  } catch (const std::exception& e) {
+    log(kError, fn, "not a valid NEFF: {}", e.what());
+    return NRT_INVALID;
+  }
+  if (!m->neff.executable_by_neuronsim()) {
+    log(kError, fn,
+        "NEFF '{}' (produced by '{}', target '{}') has instruction streams in a format neuronsim "
+        "cannot execute; only NEFFs whose streams use neuronsim's encoding run on the simulator",
+        m->neff.header.name, m->neff.producer, m->neff.target);
+    return NRT_UNSUPPORTED_NEFF_VERSION;
+  }
+  try {
+    m->program = isa::from_neff(m->neff, m->neff.header.name);
+  } catch (const std::exception& e) {
+    log(kError, fn, "cannot decode NEFF '{}': {}", m->neff.header.name, e.what());
+    return NRT_INVALID;
+  }
+  if (m->program.target != c.generation.name) {
+    log(kError, fn, "NEFF '{}' was built for {}, but the simulated instance {} is {}",
+        m->neff.header.name, m->program.target, c.instance.name, c.generation.name);
+    return NRT_INVALID;
+  }
+  m->vnc = start;
+  m->core = physical_core(c, start);
+  m->chip = chip_of(c, start);
+  for (const isa::TensorDecl& t : m->program.tensors) {
+    if (t.kind != isa::TensorKind::constant && t.kind != isa::TensorKind::scratch) continue;
+    nrt_tensor_t* tmp = nullptr;
+    const size_t bytes_needed = std::max<size_t>(t.size_bytes(), 1);
+    NRT_STATUS s = make_tensor(fn, NRT_TENSOR_PLACEMENT_DEVICE, static_cast<int>(start),
+                               static_cast<int>(m->chip), bytes_needed, t.name.c_str(), &tmp);
+    if (s != NRT_SUCCESS) return s;
+    rt().tensors.erase(tmp);
+    if (!t.data.empty())
+      std::memcpy(tmp->storage->data, t.data.data(), std::min(t.data.size(), bytes_needed));
+    m->fixed[t.var_id] = sim::TensorBinding{tmp->storage->hbm_addr, t.size_bytes()};
+    m->owned.push_back(tmp->storage);
+    delete tmp;
+  }
+  m->id = rt().next_model_id++;
+  auto* handle = new nrt_model;
+  handle->magic = kModelMagic;
+  handle->data = std::move(m);
+  rt().models.insert(handle);
+  *model = handle;
+  log(kInfo, fn, "loaded NEFF '{}' on core {} (physical core {})", handle->data->neff.header.name,
+      start, handle->data->core);
+  return NRT_SUCCESS;
+}
+
+// Whether any loaded model belongs to `job` (rt().mu held).
+bool job_in_use(const std::shared_ptr<CollectiveJob>& job) {
+  for (const nrt_model* m : rt().models)
+    if (m->data->job == job) return true;
+  return false;
+}
+
+// The job a new collective model of `rank` joins: the process's job while any model uses it
+// (it must agree), else a new one. Across processes the new job connects to its peers here, as
+// libnrt builds its global communicator in nrt_load_collectives; rt().mu is free meanwhile.
+NRT_STATUS join_job(const char* fn, ModelData& model, uint32_t rank, uint32_t world) {
+  static std::mutex creating;  // one job created at a time
+  std::lock_guard<std::mutex> hold(creating);
+  Config c;
+  {
+    std::lock_guard<std::mutex> lock(rt().mu);
+    c = rt().device->config;
+    if (rt().job && job_in_use(rt().job)) {
+      const CollectiveJob& job = *rt().job;
+      if (job.world != world) {
+        log(kError, fn,
+            "this process's collective job has {} ranks; a load for {} ranks cannot join it",
+            job.world, world);
+        return NRT_INVALID;
+      }
+      if (job.across_processes() && static_cast<uint32_t>(job.process_rank) != rank) {
+        log(kError, fn,
+            "this process is rank {} of a job across processes (NEURON_RT_ROOT_COMM_ID); it cannot "
+            "also load rank {}: one rank per process",
+            job.process_rank, rank);
+        return NRT_INVALID;
+      }
+      for (const nrt_model* m : rt().models)
+        if (m->data->job == rt().job && m->data->rank != rank && m->data->core == model.core) {
+          log(kError, fn,
+              "rank {} would share physical core {} with rank {} of the same collective job; each "
+              "rank needs a core of its own",
+              rank, model.core, m->data->rank);
+          return NRT_INVALID;
+        }
+      model.job = rt().job;
+      model.rank = rank;
+      return NRT_SUCCESS;
+    }
+  }
+  auto job = std::make_shared<CollectiveJob>();
+  job->world = world;
+  if (!c.root_comm_id.empty()) {
+    cc::TcpOptions o;
+    o.rank = static_cast<int>(rank);
+    o.world_size = static_cast<int>(world);
+    o.instance = c.instance;
+    o.core = cc::CoreId{model.chip, model.core % c.instance.cores_per_chip};
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout_s(c) * 1000.0));
+    try {
+      cc::read_tcp_environment(o);
+      job->comm = cc::TcpCommunicator::connect(std::move(o));
+    } catch (const std::exception& e) {
+      log(kError, fn,
+          "failed to create global communicator, global_device_id={}, global_device_count={}, "
+          "ROOT_COMM_ID={}: {}",
+          rank, world, c.root_comm_id, e.what());
+      return comm_error_status(e).value_or(NRT_FAILURE);
+    }
+    job->process_rank = static_cast<int>(rank);
+  }
+  std::lock_guard<std::mutex> lock(rt().mu);
+  rt().job = job;
+  model.job = std::move(job);  // in use from now on: the next load joins it
+  model.rank = rank;
+  return NRT_SUCCESS;
+}
+
 }  // namespace nrtsim
 
 #define NRT_GATE()                                        \
@@ -212,6 +375,7 @@ void nrt_close(void) {
     r.state.store(kClosed);
     for (const nrt_model* m : r.models) delete m;
     r.models.clear();
+    r.job.reset();
     dev = std::move(r.device);
   }
   dev.reset();  // stops the device thread once queued executions are done
@@ -696,84 +860,29 @@ NRT_STATUS nrt_get_tensor_from_tensor_set(nrt_tensor_set_t* tensor_set, const ch
 
 NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t vnc_count, nrt_model_t** model) {
   NRT_GATE();
-  if (neff_bytes == nullptr || size == 0 || model == nullptr) {
-    log(kError, __func__, "neff_bytes or model is NULL, or size is 0");
-    return NRT_INVALID;
-  }
-  std::lock_guard<std::mutex> lock(rt().mu);
-  Device& dev = *rt().device;
-  const Config& c = dev.config;
-  if (vnc < -1 || vnc_count < -1 || vnc_count == 0) {
-    log(kError, __func__, "invalid core {} / core count {}", vnc, vnc_count);
-    return NRT_INVALID;
-  }
-  const uint32_t count = vnc_count < 0 ? 1 : static_cast<uint32_t>(vnc_count);
-  uint32_t start = vnc < 0 ? 0 : static_cast<uint32_t>(vnc);
-  if (vnc < 0) {
-    // "The runtime picks the first free core": the first visible core with the fewest models.
-    std::vector<uint32_t> models_on(c.visible.size(), 0);
-    for (const nrt_model* other : rt().models)
-      if (other->data->vnc < models_on.size()) models_on[other->data->vnc]++;
-    for (uint32_t v = 0; v + count <= models_on.size(); ++v)
-      if (models_on[v] < models_on[start]) start = v;
-  }
-  if (static_cast<uint64_t>(start) + count > c.visible.size()) {
-    log(kError, __func__, "cores {}..{} requested, but only {} cores are visible", start, start + count - 1,
-        c.visible.size());
-    return NRT_LOAD_NOT_ENOUGH_NC;
-  }
-  if (count > 1) log(kWarn, __func__, "vnc_count {}: replication is not modelled; the model runs on core {}", count, start);
+  return load_model(__func__, neff_bytes, size, vnc, vnc_count, model);
+}
 
-  auto m = std::make_shared<ModelData>();
-  const auto* p = static_cast<const uint8_t*>(neff_bytes);
-  try {
-    m->neff = isa::neff::read_neff(std::span<const uint8_t>(p, size), "neff_bytes");
-  } catch (const std::exception& e) {
-    log(kError, __func__, "not a valid NEFF: {}", e.what());
+NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc, int32_t vnc_count,
+                                uint32_t g_device_id, uint32_t g_device_count,
+                                nrt_model_t** model) {
+  NRT_GATE();
+  if (g_device_count == 0 || g_device_id >= g_device_count) {
+    log(kError, __func__, "global_device_id={} is not a rank of a job of global_device_count={}",
+        g_device_id, g_device_count);
     return NRT_INVALID;
   }
-  if (!m->neff.executable_by_neuronsim()) {
-    log(kError, __func__,
-        "NEFF '{}' (produced by '{}', target '{}') has instruction streams in a format neuronsim cannot execute; "
-        "only NEFFs whose streams use neuronsim's encoding run on the simulator",
-        m->neff.header.name, m->neff.producer, m->neff.target);
-    return NRT_UNSUPPORTED_NEFF_VERSION;
+  nrt_model_t* m = nullptr;
+  if (NRT_STATUS s = load_model(__func__, neff_bytes, size, vnc, vnc_count, &m); s != NRT_SUCCESS)
+    return s;
+  if (NRT_STATUS s = join_job(__func__, *m->data, g_device_id, g_device_count); s != NRT_SUCCESS) {
+    nrt_unload(m);
+    return s;
   }
-  try {
-    m->program = isa::from_neff(m->neff, m->neff.header.name);
-  } catch (const std::exception& e) {
-    log(kError, __func__, "cannot decode NEFF '{}': {}", m->neff.header.name, e.what());
-    return NRT_INVALID;
-  }
-  if (m->program.target != c.generation.name) {
-    log(kError, __func__, "NEFF '{}' was built for {}, but the simulated instance {} is {}", m->neff.header.name,
-        m->program.target, c.instance.name, c.generation.name);
-    return NRT_INVALID;
-  }
-  m->vnc = start;
-  m->core = physical_core(c, start);
-  m->chip = chip_of(c, start);
-  for (const isa::TensorDecl& t : m->program.tensors) {
-    if (t.kind != isa::TensorKind::constant && t.kind != isa::TensorKind::scratch) continue;
-    nrt_tensor_t* tmp = nullptr;
-    const size_t bytes_needed = std::max<size_t>(t.size_bytes(), 1);
-    NRT_STATUS s = make_tensor(__func__, NRT_TENSOR_PLACEMENT_DEVICE, static_cast<int>(start),
-                               static_cast<int>(m->chip), bytes_needed, t.name.c_str(), &tmp);
-    if (s != NRT_SUCCESS) return s;
-    rt().tensors.erase(tmp);
-    if (!t.data.empty()) std::memcpy(tmp->storage->data, t.data.data(), std::min(t.data.size(), bytes_needed));
-    m->fixed[t.var_id] = sim::TensorBinding{tmp->storage->hbm_addr, t.size_bytes()};
-    m->owned.push_back(tmp->storage);
-    delete tmp;
-  }
-  m->id = rt().next_model_id++;
-  auto* handle = new nrt_model;
-  handle->magic = kModelMagic;
-  handle->data = std::move(m);
-  rt().models.insert(handle);
-  *model = handle;
-  log(kInfo, __func__, "loaded NEFF '{}' on core {} (physical core {})", handle->data->neff.header.name, start,
-      handle->data->core);
+  log(kInfo, __func__, "NEFF '{}' is rank {} of a {}-rank collective job{}",
+      m->data->neff.header.name, g_device_id, g_device_count,
+      m->data->job->across_processes() ? " across processes" : " in this process");
+  *model = m;
   return NRT_SUCCESS;
 }
 
@@ -921,7 +1030,11 @@ NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set, nr
       return bad;
     }
   }
-  dev->submit(req);
+  // A collective model's execution meets the other ranks of its job first.
+  if (req.model->job)
+    dev->submit_collective(req);
+  else
+    dev->submit(req);
   for (auto [chip, addr] : temp_maps) dev->unmap_host(chip, addr);
   if (req.status == NRT_SUCCESS) {
     std::lock_guard<std::mutex> lock(rt().mu);

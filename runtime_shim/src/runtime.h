@@ -2,9 +2,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,11 +29,15 @@
 #include "nrt/nrt_status.h"
 
 namespace neuronsim::traces {}
+namespace neuronsim::cc {
+class Communicator;
+}
 
 namespace nrtsim {
 namespace sim = neuronsim::sim;
 namespace isa = neuronsim::isa;
 namespace traces = neuronsim::traces;
+namespace cc = neuronsim::cc;
 
 // ---- logging -------------------------------------------------------------
 enum LogLevel { kDisabled = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4, kTrace = 5 };
@@ -59,6 +65,7 @@ struct Config {
   uint32_t lnc = 1;                   // physical cores per logical core
   std::vector<uint32_t> visible;      // absolute logical core ids, visible index -> id
   double exec_timeout_s = 0;          // 0 = none
+  std::string root_comm_id;           // NEURON_RT_ROOT_COMM_ID: collectives across processes
   bool fail_on_nan = false;
   sim::Mode mode = sim::Mode::functional_and_timing;
   std::string trace_path;             // NEURONSIM_TRACE
@@ -101,6 +108,33 @@ struct Storage {
 };
 
 // ---- models and executions -----------------------------------------------
+struct ExecRequest;
+
+// A collective job: the ranks whose models were loaded with nrt_load_collectives (libnrt's
+// global communicator). In-process, every rank is loaded in this process and an execution
+// waits here until every rank has submitted one; across processes (NEURON_RT_ROOT_COMM_ID)
+// this process holds one rank and `comm` reaches the others.
+struct CollectiveJob {
+  uint32_t world = 0;
+  int process_rank = -1;                   // across processes: the rank of this process
+  std::shared_ptr<cc::Communicator> comm;  // across processes only
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint32_t, std::deque<ExecRequest*>>
+      waiting;  // in-process: rank -> executions waiting for the others
+  // In-process: when each rank last had an execution waiting, so that a timeout names only
+  // the ranks that never came while it waited.
+  std::map<uint32_t, std::chrono::steady_clock::time_point> last_seen;
+  bool across_processes() const { return comm != nullptr; }
+};
+
+// Wall-clock seconds an execution of a collective model waits for the other ranks when
+// NEURON_RT_EXEC_TIMEOUT is not set (libnrt's default on trn1/inf2, spec §9).
+inline constexpr double kDefaultCollectiveTimeoutS = 600;
+double collective_timeout_s(const Config& c);
+// The status of a failed exchange between ranks (a cc::CommError), or nullopt for other errors.
+std::optional<NRT_STATUS> comm_error_status(const std::exception& e);
+
 struct ModelData {
   isa::neff::Neff neff;
   isa::Program program;
@@ -111,6 +145,8 @@ struct ModelData {
   std::unordered_map<uint16_t, sim::TensorBinding> fixed;  // var_id -> binding (constants, scratch)
   std::string profile_path;  // nrt_profile_start
   uint64_t id = 0;
+  std::shared_ptr<CollectiveJob> job;  // nrt_load_collectives
+  uint32_t rank = 0;                   // in the job
 };
 
 struct ExecRequest {
@@ -120,6 +156,11 @@ struct ExecRequest {
   bool done = false;
   uint64_t seq = 0;
   std::string profile_path;  // copied from the model at submit time
+  // An execution of a collective model runs in a round with one execution of every local rank
+  // of its job (rank order), alone in its simulated run. The request that completes the round
+  // is queued and carries it; the others wait for `done`.
+  std::vector<ExecRequest*> round;
+  bool in_round = false;  // in-process: taken into a round (guarded by the job's mutex)
 };
 
 // The simulated instance and the one thread that runs it.
@@ -143,11 +184,23 @@ struct Device {
   ~Device();
   void start();
   void run_loop();
+  void take_batch(std::vector<ExecRequest*>& batch);
   // Runs the requests together in one simulated run (sim_mu held); returns the fault, if any.
-  std::pair<NRT_STATUS, std::string> run_batch(const std::vector<ExecRequest*>& batch, bool do_inspect,
-                                               const std::string& dir);
+  // `binding` ties the cores of a collective round to its communicator.
+  std::pair<NRT_STATUS, std::string> run_batch(const std::vector<ExecRequest*>& batch,
+                                               bool do_inspect, const std::string& dir,
+                                               const sim::CollectiveBinding& binding = {});
+  // A collective round: its requests in one run with their job's communicator.
+  void run_round(ExecRequest& lead, bool do_inspect, const std::string& dir);
+  // Queues the request for the device thread.
+  void enqueue(ExecRequest& r);
   // Blocks until the request is done.
   void submit(ExecRequest& r);
+  // Blocks until a request that another thread submitted (in a round) is done.
+  void wait_done(ExecRequest& r);
+  // An execution of a collective model: waits for the job's other ranks (in-process), runs the
+  // round, blocks until done. Returns the status of the execution.
+  NRT_STATUS submit_collective(ExecRequest& r);
   // Maps host bytes into chip HBM; returns the address, or nullopt when HBM is full. Locks sim_mu.
   std::optional<uint64_t> map_host(uint32_t chip, uint8_t* host, uint64_t size);
   void unmap_host(uint32_t chip, uint64_t addr);

@@ -185,6 +185,8 @@ std::optional<std::string> read_config(Config& c) {
       return fmt::format("NEURON_RT_EXEC_TIMEOUT='{}' is not a number of seconds", v);
     c.exec_timeout_s = t;
   }
+  if (const char* v = std::getenv("NEURON_RT_ROOT_COMM_ID"); v != nullptr && *v != '\0')
+    c.root_comm_id = v;
   auto nan = parse_bool(std::getenv("NEURON_FAIL_ON_NAN"));
   if (!nan) return fmt::format("NEURON_FAIL_ON_NAN='{}' is not 0 or 1", std::getenv("NEURON_FAIL_ON_NAN"));
   c.fail_on_nan = *nan;
@@ -302,12 +304,21 @@ void Device::unmap_host(uint32_t chip, uint64_t addr) {
   allocators.at(chip).free(addr);
 }
 
-void Device::submit(ExecRequest& r) {
-  std::unique_lock<std::mutex> lock(q_mu);
+void Device::enqueue(ExecRequest& r) {
+  std::lock_guard<std::mutex> lock(q_mu);
   r.seq = ++exec_seq;
   queue.push_back(&r);
   q_cv.notify_all();
+}
+
+void Device::wait_done(ExecRequest& r) {
+  std::unique_lock<std::mutex> lock(q_mu);
   q_cv.wait(lock, [&] { return r.done; });
+}
+
+void Device::submit(ExecRequest& r) {
+  enqueue(r);
+  wait_done(r);
 }
 
 namespace {
@@ -337,8 +348,9 @@ void write_trace(const sim::RunResult& result, const traces::TraceOptions& optio
 
 }  // namespace
 
-std::pair<NRT_STATUS, std::string> Device::run_batch(const std::vector<ExecRequest*>& batch, bool do_inspect,
-                                                    const std::string& dir) {
+std::pair<NRT_STATUS, std::string> Device::run_batch(const std::vector<ExecRequest*>& batch,
+                                                     bool do_inspect, const std::string& dir,
+                                                     const sim::CollectiveBinding& binding) {
   std::vector<uint32_t> loaded;
   NRT_STATUS status = NRT_SUCCESS;
   std::string error;
@@ -358,6 +370,7 @@ std::pair<NRT_STATUS, std::string> Device::run_batch(const std::vector<ExecReque
     sim::RunOptions options;
     options.mode = config.mode;
     options.record = profile || do_inspect || !config.trace_path.empty();
+    options.collectives = binding;
     const sim::RunResult result = sim->run(options);
     if (config.exec_timeout_s > 0 && config.mode != sim::Mode::functional_only) {
       for (size_t i = 0; i < result.cores.size(); ++i) {
@@ -388,7 +401,8 @@ std::pair<NRT_STATUS, std::string> Device::run_batch(const std::vector<ExecReque
     status = NRT_EXEC_OOB;
     error = e.what();
   } catch (const std::exception& e) {
-    status = NRT_FAILURE;
+    status =
+        comm_error_status(e).value_or(NRT_FAILURE);  // a CommError between ranks, or anything else
     error = e.what();
   }
   for (uint32_t core : loaded) {
@@ -398,6 +412,26 @@ std::pair<NRT_STATUS, std::string> Device::run_batch(const std::vector<ExecReque
     }
   }
   return {status, error};
+}
+
+// Takes the next simulated run's requests off the queue (q_mu held): a collective round alone
+// when it is first in line (a fault in it belongs to the whole job, and across processes it
+// must not run twice), else every request on a distinct core, rounds left for later.
+void Device::take_batch(std::vector<ExecRequest*>& batch) {
+  if (!queue.front()->round.empty()) {
+    batch.push_back(queue.front());
+    queue.pop_front();
+    return;
+  }
+  std::unordered_set<uint32_t> cores;
+  for (auto it = queue.begin(); it != queue.end();) {
+    if ((*it)->round.empty() && cores.insert((*it)->model->core).second) {
+      batch.push_back(*it);
+      it = queue.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Device::run_loop() {
@@ -412,21 +446,16 @@ void Device::run_loop() {
       // A short gathering window, so that executions submitted together on
       // different cores share one simulated run (and contend for HBM).
       q_cv.wait_for(lock, std::chrono::microseconds(200), [&] { return stop; });
-      std::unordered_set<uint32_t> cores;
-      for (auto it = queue.begin(); it != queue.end();) {
-        if (cores.insert((*it)->model->core).second) {
-          batch.push_back(*it);
-          it = queue.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      take_batch(batch);
       do_inspect = inspect;
       dir = inspect_dir;
     }
     if (batch.size() > 1)
       log(kDebug, "nrt_execute", "running a batch of {} executions together in one simulated run", batch.size());
-    {
+    if (!batch.front()->round.empty()) {
+      std::lock_guard<std::mutex> lock(sim_mu);
+      run_round(*batch.front(), do_inspect, dir);
+    } else {
       std::lock_guard<std::mutex> lock(sim_mu);
       auto [status, error] = run_batch(batch, do_inspect, dir);
       if (status != NRT_SUCCESS && batch.size() == 1) {
@@ -447,7 +476,10 @@ void Device::run_loop() {
     }
     {
       std::lock_guard<std::mutex> lock(q_mu);
-      for (ExecRequest* r : batch) r->done = true;
+      for (ExecRequest* r : batch) {
+        r->done = true;
+        for (ExecRequest* m : r->round) m->done = true;
+      }
     }
     q_cv.notify_all();
   }

@@ -24,7 +24,9 @@ NRT_STATUS unsupported(const char* fn, const char* what = "not supported by neur
   log(kError, fn, "{}", what);
   return status;
 }
-constexpr const char* kNoCollectives = "collectives are not supported by neuronsim (single-process simulator)";
+constexpr const char* kNoCollectives =
+    "host-driven collectives are not supported by neuronsim; collectives run inside NEFFs loaded with "
+    "nrt_load_collectives";
 constexpr const char* kNoAsync = "the explicit async API (nrta_*) is not supported by neuronsim; use nrt_execute";
 constexpr const char* kNoSendRecv = "async send/recv is not supported by neuronsim";
 constexpr const char* kNoSysTrace =
@@ -43,10 +45,7 @@ struct nrt_sys_trace_fetch_options {
 
 extern "C" {
 
-// ---- models and collectives --------------------------------------------------
-NRT_STATUS nrt_load_collectives(const void*, size_t, int32_t, int32_t, uint32_t, uint32_t, nrt_model_t**) {
-  return unsupported(__func__, kNoCollectives);
-}
+// ---- collectives (nrt_load_collectives is in api.cpp) -------------------------
 NRT_STATUS nrt_build_global_comm(int32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_global_comm_init(uint32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_create_stream(uint32_t) { return unsupported(__func__, kNoCollectives); }

@@ -898,7 +898,9 @@ void dispatch(const Ctx& c) {
     default: break;
   }
   if (is_collective(c.inst.opcode))
-    c.fail(Kind::unsupported, "collectives run in a later layer of the simulator, not the functional plane");
+    c.fail(Kind::unsupported,
+           "a collective needs the other ranks of its job: it runs only inside Simulator::run, on "
+           "a core bound to a communicator");
   c.fail(Kind::unsupported, fmt::format("unknown opcode {}", static_cast<int>(c.inst.opcode)));
 }
 
@@ -933,38 +935,100 @@ void apply_signal(const Instruction& inst, Semaphores& sems) {
   sems[s.sem] = s.op == isa::SemOp::add ? sems[s.sem] + s.value : s.value;
 }
 
-std::string where(isa::Engine e, size_t index) { return fmt::format("{}[{}]", isa::engine_name(e), index); }
+// One core's engines during a functional run.
+struct CoreSchedule {
+  const FunctionalCore* core = nullptr;
+  Semaphores sems{};
+  std::array<size_t, isa::kNumEngines> pc{};
+  // The engine reached the collective at its pc and waits for the other ranks: its
+  // wait condition is behind it, whatever the semaphores do meanwhile.
+  std::array<bool, isa::kNumEngines> in_collective{};
+};
 
-[[noreturn]] void deadlock(const isa::Program& program, const std::array<size_t, isa::kNumEngines>& pc,
-                           const Semaphores& sems) {
-  std::string blocked;
-  for (int e = 0; e < isa::kNumEngines; ++e) {
-    const auto& stream = program.streams[e];
-    if (pc[e] >= stream.size()) continue;
-    const Instruction& inst = stream[pc[e]];
-    blocked += fmt::format("\n  {} waits for S[{}]{}{} (S[{}] is {}): {}", where(static_cast<isa::Engine>(e), pc[e]),
-                           inst.wait.sem, inst.wait.cond == isa::WaitCond::ge ? ">=" : "==", inst.wait.value,
-                           inst.wait.sem, sems[inst.wait.sem], isa::format_instruction(inst, &program));
+struct Scheduler {
+  std::span<CoreSchedule> cores;
+  CollectiveStepper* collectives;  // null: collectives fail in execute()
+  bool name_cores;                 // messages start with "core N"
+
+  std::string where(const CoreSchedule& c, int e) const {
+    const std::string at =
+        fmt::format("{}[{}]", isa::engine_name(static_cast<isa::Engine>(e)), c.pc[e]);
+    return name_cores ? fmt::format("core {} {}", c.core->id, at) : at;
   }
-  throw ExecError(Kind::deadlock, "deadlock: no engine can advance, every remaining stream waits on a "
-                                  "semaphore that nobody will signal:" + blocked);
-}
 
-// Runs engine e's stream until it finishes or meets an unsatisfied wait; returns whether it advanced.
-bool advance(const isa::Program& program, CoreState& state, int e, size_t& pc, Semaphores& sems) {
-  const auto& stream = program.streams[e];
-  const size_t start = pc;
-  while (pc < stream.size() && wait_satisfied(stream[pc], sems)) {
-    try {
-      execute_in(stream[pc], state, &program);
-    } catch (const ExecError& err) {
-      throw ExecError(err.kind(), fmt::format("{}: {}", where(static_cast<isa::Engine>(e), pc), err.what()));
+  // Runs one instruction; false when it is a collective that must wait.
+  bool run_one(size_t ci, int e) {
+    CoreSchedule& c = cores[ci];
+    const Instruction& inst = c.core->program->streams[e][c.pc[e]];
+    if (collectives && is_collective(inst.opcode)) {
+      c.in_collective[e] = true;
+      if (!collectives->step(ci, static_cast<isa::Engine>(e), static_cast<uint32_t>(c.pc[e])))
+        return false;
+      c.in_collective[e] = false;
+      return true;
     }
-    apply_signal(stream[pc], sems);
-    ++pc;
+    try {
+      execute_in(inst, *c.core->state, c.core->program);
+    } catch (const ExecError& err) {
+      throw ExecError(err.kind(), fmt::format("{}: {}", where(c, e), err.what()));
+    }
+    return true;
   }
-  return pc != start;
-}
+
+  // Runs engine e of core ci until it finishes or must wait; returns whether it advanced.
+  bool advance(size_t ci, int e) {
+    CoreSchedule& c = cores[ci];
+    const auto& stream = c.core->program->streams[e];
+    const size_t start = c.pc[e];
+    while (c.pc[e] < stream.size() &&
+           (c.in_collective[e] || wait_satisfied(stream[c.pc[e]], c.sems))) {
+      if (!run_one(ci, e)) break;
+      apply_signal(stream[c.pc[e]], c.sems);
+      ++c.pc[e];
+    }
+    return c.pc[e] != start;
+  }
+
+  std::string blocked_line(size_t ci, int e) const {
+    const CoreSchedule& c = cores[ci];
+    const isa::Program& program = *c.core->program;
+    const Instruction& inst = program.streams[e][c.pc[e]];
+    if (c.in_collective[e])
+      return fmt::format(
+          "\n  {} {}", where(c, e),
+          collectives->waiting(ci, static_cast<isa::Engine>(e), static_cast<uint32_t>(c.pc[e])));
+    return fmt::format("\n  {} waits for S[{}]{}{} (S[{}] is {}): {}", where(c, e), inst.wait.sem,
+                       inst.wait.cond == isa::WaitCond::ge ? ">=" : "==", inst.wait.value,
+                       inst.wait.sem, c.sems[inst.wait.sem],
+                       isa::format_instruction(inst, &program));
+  }
+
+  [[noreturn]] void deadlock() const {
+    std::string blocked;
+    for (size_t ci = 0; ci < cores.size(); ++ci)
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        if (cores[ci].pc[e] < cores[ci].core->program->streams[e].size())
+          blocked += blocked_line(ci, e);
+    throw ExecError(
+        Kind::deadlock,
+        std::string("deadlock: no engine can advance, every remaining stream waits on a "
+                    "semaphore that nobody will signal") +
+            (collectives ? " or at a collective that not every rank reaches" : "") + ":" + blocked);
+  }
+
+  void run() {
+    for (;;) {
+      bool progressed = false, done = true;
+      for (size_t ci = 0; ci < cores.size(); ++ci)
+        for (int e = 0; e < isa::kNumEngines; ++e) {
+          progressed |= advance(ci, e);
+          done &= cores[ci].pc[e] >= cores[ci].core->program->streams[e].size();
+        }
+      if (done) return;
+      if (!progressed) deadlock();
+    }
+  }
+};
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -994,17 +1058,35 @@ uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t ba
 void execute(const isa::Instruction& inst, CoreState& state) { execute_in(inst, state, nullptr); }
 
 void run_functional(const isa::Program& program, CoreState& state) {
-  Semaphores sems{};
-  std::array<size_t, isa::kNumEngines> pc{};
-  for (;;) {
-    bool progressed = false, done = true;
-    for (int e = 0; e < isa::kNumEngines; ++e) {
-      progressed |= advance(program, state, e, pc[e], sems);
-      done &= pc[e] >= program.streams[e].size();
-    }
-    if (done) return;
-    if (!progressed) deadlock(program, pc, sems);
-  }
+  const FunctionalCore core{0, &program, &state};
+  std::array<CoreSchedule, 1> cores{};
+  cores[0].core = &core;
+  Scheduler{cores, nullptr, false}.run();
+}
+
+void run_functional(std::span<const FunctionalCore> cores, CollectiveStepper& collectives) {
+  std::vector<CoreSchedule> schedules(cores.size());
+  for (size_t i = 0; i < cores.size(); ++i) schedules[i].core = &cores[i];
+  Scheduler{schedules, &collectives, true}.run();
+}
+
+std::vector<uint8_t> read_operand(const isa::Instruction& inst, isa::Role role, CoreState& state,
+                                  const isa::Program* program) {
+  const Ctx c{inst, state, program, false};
+  const Bytes b = read_bytes(c, c.get(role));
+  return std::vector<uint8_t>(b.data(), b.data() + b.size());
+}
+
+void write_operand(const isa::Instruction& inst, isa::Role role, CoreState& state,
+                   std::span<const uint8_t> bytes, const isa::Program* program) {
+  const Ctx c{inst, state, program, state.fail_on_nan};
+  const AccessPattern& ap = c.get(role);
+  check_memory(c, ap);
+  if (bytes.size() != total_size(ap) * esize(ap))
+    c.fail(Kind::unsupported,
+           fmt::format("operand {} holds {} bytes, but {} bytes were produced for it",
+                       isa::role_name(role), total_size(ap) * esize(ap), bytes.size()));
+  write_bytes(c, ap, bytes.data());
 }
 
 }  // namespace neuronsim::sim

@@ -6,11 +6,14 @@
 #include <map>
 #include <mutex>
 #include <queue>
+#include <set>
+#include <span>
 
 #include <fmt/format.h>
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include <systemc>
 
+#include "collective_hub.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/sim/cost_model.h"
 
@@ -40,6 +43,10 @@ uint64_t now_ps() { return sc_core::sc_time_stamp().value(); }
 
 void wait_ps(uint64_t ps) {
   if (ps > 0) sc_core::wait(sc_core::sc_time(static_cast<double>(ps), sc_core::SC_PS));
+}
+
+bool is_collective(Opcode op) {
+  return op >= Opcode::all_reduce && op <= Opcode::recv;
 }
 
 bool wait_satisfied(const isa::SemWait& w, const std::array<uint32_t, isa::kNumSemaphores>& sem) {
@@ -98,7 +105,11 @@ struct CoreRun {
   uint64_t dma_seq = 0;
   int engines_running = isa::kNumEngines;
   std::array<uint32_t, isa::kNumEngines> pc{};
-  std::array<bool, isa::kNumEngines> blocked{};
+  // What an engine with work left is waiting for (the deadlock report names it).
+  enum class Block : uint8_t { none, semaphore, collective };
+  std::array<Block, isa::kNumEngines> blocked{};
+  CollectiveHub* hub = nullptr;                  // the run's collectives
+  sc_core::sc_event* collective_done = nullptr;  // notified when any collective of the run finishes
 
   bool* abort = nullptr;
   std::exception_ptr* error = nullptr;
@@ -108,12 +119,16 @@ struct CoreRun {
   void engine_thread(Engine e);
   void dma_thread();
   void complete(const Instruction& in, Engine engine, uint32_t index, bool dma);
+  void signal(const Instruction& in, Engine engine, uint32_t index, bool dma);
+  // Runs a collective from its arrival to its finish; returns false when the run aborted.
+  bool collective(const Instruction& in, Engine e, uint32_t index, uint64_t ready, bool waited);
   void issue_dma(const Instruction& in, Engine engine, uint32_t index);
   void fail(std::exception_ptr e) {
     if (!*error) *error = e;
     *abort = true;
     sem_changed.notify(sc_core::SC_ZERO_TIME);
     dma_issued.notify(sc_core::SC_ZERO_TIME);
+    collective_done->notify(sc_core::SC_ZERO_TIME);
   }
   void report_progress() {
     ++*done_instructions;
@@ -125,6 +140,10 @@ struct CoreRun {
 
 void CoreRun::complete(const Instruction& in, Engine engine, uint32_t index, bool dma) {
   if (state) execute(in, *state);
+  signal(in, engine, index, dma);
+}
+
+void CoreRun::signal(const Instruction& in, Engine engine, uint32_t index, bool dma) {
   if (in.signal.op == isa::SemOp::none) return;
   uint32_t& s = sem[in.signal.sem];
   s = in.signal.op == isa::SemOp::add ? s + in.signal.value : in.signal.value;
@@ -144,11 +163,16 @@ void CoreRun::engine_thread(Engine e) {
       bool waited = false;
       while (!wait_satisfied(in.wait, sem)) {
         waited = true;
-        blocked[static_cast<size_t>(e)] = true;
+        blocked[static_cast<size_t>(e)] = Block::semaphore;
         sc_core::wait(sem_changed);
         if (*abort) return;
       }
-      blocked[static_cast<size_t>(e)] = false;
+      blocked[static_cast<size_t>(e)] = Block::none;
+      if (is_collective(in.opcode)) {
+        if (!collective(in, e, i, ready, waited)) return;
+        previous = &in;
+        continue;
+      }
       const uint64_t start = now_ps();
       const uint64_t busy = instruction_ps(in, *gen, {waited, previous});
       wait_ps(busy);
@@ -177,6 +201,49 @@ void CoreRun::engine_thread(Engine e) {
   }
   pc[static_cast<size_t>(e)] = static_cast<uint32_t>(program->stream(e).size());
   if (--engines_running == 0) dma_issued.notify(sc_core::SC_ZERO_TIME);
+}
+
+// The engine holds the collective from its arrival until its rank's finish time: it reads
+// src, waits for the other ranks (the communicator runs when the last one arrives), then
+// resumes at its finish time, never before now, writes dst and signals. The cost model has
+// no part in it: the time comes from the collectives layer.
+bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64_t ready,
+                         bool waited) {
+  const uint64_t arrival = now_ps();
+  const CollectiveSite site{id, e, index, program};
+  const auto done = hub->arrive(site, state, arrival - start_ps);
+  if (done->done)
+    collective_done->notify(sc_core::SC_ZERO_TIME);  // the last arrival wakes the others
+  while (!done->done) {
+    blocked[static_cast<size_t>(e)] = Block::collective;
+    sc_core::wait(*collective_done);
+    if (*abort) return false;
+  }
+  blocked[static_cast<size_t>(e)] = Block::none;
+  const uint64_t resume = std::max(now_ps(), start_ps + done->finish_ps);
+  wait_ps(resume - now_ps());
+  if (*abort) return false;
+  hub->finish(site, state, *done);
+  for (const isa::Operand& op : in.operands)
+    if (op.ap.space == isa::MemSpace::HBM)
+      (op.role == isa::Role::dst ? stats.hbm_write_bytes : stats.hbm_read_bytes) +=
+          op.ap.total_elems() * isa::dtype_size(op.ap.dtype);
+  EngineStats& es = stats.engines[static_cast<size_t>(e)];
+  es.busy_ps += resume - arrival;
+  ++es.instructions;
+  if (options->record) {
+    result->instructions.push_back(
+        {id, e, index, &in, arrival - start_ps, resume - start_ps, arrival - ready});
+    if (waited)
+      result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine,
+                               last_signal[in.wait.sem].index, last_signal[in.wait.sem].dma,
+                               last_signal[in.wait.sem].ps - start_ps, e, index,
+                               arrival - start_ps});
+  }
+  signal(in, e, index, false);
+  stats.end_ps = std::max(stats.end_ps, now_ps());
+  report_progress();
+  return true;
 }
 
 void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
@@ -237,22 +304,64 @@ void CoreRun::dma_thread() {
 }
 
 struct Simulator::Impl {
+  static std::string blocked_line(const CoreRun& r, int e) {
+    const Instruction& in = r.program->stream(static_cast<Engine>(e))[r.pc[e]];
+    const std::string where =
+        fmt::format("core {} {}[{}] `{}`", r.id, isa::engine_name(static_cast<Engine>(e)), r.pc[e],
+                    isa::format_instruction(in, r.program));
+    if (r.blocked[e] == CoreRun::Block::collective)
+      return fmt::format("\n  {} {}", where, r.hub->waiting(r.id, static_cast<Engine>(e)));
+    return fmt::format("\n  {} waits for S[{}] {} {}, which is {}", where, in.wait.sem,
+                       in.wait.cond == isa::WaitCond::ge ? ">=" : "==", in.wait.value,
+                       r.sem[in.wait.sem]);
+  }
+
   static std::string deadlock_report(const std::vector<std::unique_ptr<CoreRun>>& runs) {
-    std::string out = "deadlock: every engine that has work left waits on a semaphore nobody will signal:";
+    std::string out =
+        "deadlock: every engine that has work left waits on a semaphore nobody will signal, or at "
+        "a collective that not every rank reaches:";
     for (const auto& r : runs)
-      for (int e = 0; e < isa::kNumEngines; ++e) {
-        const auto& stream = r->program->stream(static_cast<Engine>(e));
-        const uint32_t pc = r->pc[e];
-        if (pc >= stream.size() || !r->blocked[e]) continue;
-        const Instruction& in = stream[pc];
-        out += fmt::format("\n  core {} {}[{}] `{}` waits for S[{}] {} {}, which is {}", r->id,
-                           isa::engine_name(static_cast<Engine>(e)), pc, isa::format_instruction(in, r->program),
-                           in.wait.sem, in.wait.cond == isa::WaitCond::ge ? ">=" : "==", in.wait.value,
-                           r->sem[in.wait.sem]);
-      }
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        if (r->pc[e] < r->program->stream(static_cast<Engine>(e)).size() &&
+            r->blocked[e] != CoreRun::Block::none)
+          out += blocked_line(*r, e);
     return out;
   }
 };
+
+namespace {
+
+// Collectives in functional-only runs: an engine at a collective arrives once, then is asked
+// again until its round has run.
+class FunctionalCollectives final : public CollectiveStepper {
+ public:
+  FunctionalCollectives(CollectiveHub& hub, std::span<const FunctionalCore> cores)
+      : hub_(hub), cores_(cores) {}
+
+  bool step(size_t core, Engine e, uint32_t index) override {
+    const FunctionalCore& c = cores_[core];
+    const CollectiveSite site{c.id, e, index, c.program};
+    auto& done = arrived_[{core, e}];
+    if (!done) done = hub_.arrive(site, c.state, 0);
+    if (!done->done) return false;
+    hub_.finish(site, c.state, *done);
+    arrived_.erase({core, e});
+    return true;
+  }
+
+  std::string waiting(size_t core, Engine e, uint32_t index) const override {
+    const FunctionalCore& c = cores_[core];
+    return fmt::format("{}: {}", hub_.waiting(c.id, e),
+                       isa::format_instruction(c.program->stream(e)[index], c.program));
+  }
+
+ private:
+  CollectiveHub& hub_;
+  std::span<const FunctionalCore> cores_;
+  std::map<std::pair<size_t, Engine>, std::shared_ptr<const CollectiveDone>> arrived_;
+};
+
+}  // namespace
 
 Simulator::Simulator(InstanceConfig instance, GenerationConfig generation)
     : instance_(std::move(instance)), generation_(std::move(generation)) {
@@ -297,10 +406,17 @@ RunResult Simulator::run(const RunOptions& options) {
   result.peak_flops_per_core = generation_.peak_bf16_flops();
   result.hbm_bytes_per_ns = generation_.hbm_bytes_per_ns;
 
+  std::set<uint32_t> loaded;
+  for (uint32_t c = 0; c < num_cores(); ++c)
+    if (programs_[c]) loaded.insert(c);
+  CollectiveHub hub(options.collectives, loaded, options.mode != Mode::timing_only);
+
   if (options.mode == Mode::functional_only) {
-    for (uint32_t c = 0; c < num_cores(); ++c) {
-      if (!programs_[c]) continue;
-      run_functional(*programs_[c], *cores_[c]);
+    std::vector<FunctionalCore> cores;
+    for (uint32_t c : loaded) cores.push_back({c, programs_[c], cores_[c].get()});
+    FunctionalCollectives collectives(hub, cores);
+    run_functional(cores, collectives);
+    for (uint32_t c : loaded) {
       CoreStats stats;
       for (int e = 0; e < isa::kNumEngines; ++e)
         stats.engines[e].instructions = programs_[c]->streams[e].size();
@@ -322,6 +438,7 @@ RunResult Simulator::run(const RunOptions& options) {
     if (p) total_instructions += p->num_instructions();
 
   const uint64_t start = now_ps();
+  sc_core::sc_event collective_done;
   std::vector<std::unique_ptr<CoreRun>> runs;
   for (uint32_t c = 0; c < num_cores(); ++c) {
     if (!programs_[c]) continue;
@@ -340,6 +457,8 @@ RunResult Simulator::run(const RunOptions& options) {
     r->error = &error;
     r->done_instructions = &done_instructions;
     r->total_instructions = total_instructions;
+    r->hub = &hub;
+    r->collective_done = &collective_done;
     runs.push_back(std::move(r));
   }
   for (auto& r : runs) {
@@ -362,6 +481,7 @@ RunResult Simulator::run(const RunOptions& options) {
       r->sem_changed.notify(sc_core::SC_ZERO_TIME);
       r->dma_issued.notify(sc_core::SC_ZERO_TIME);
     }
+    collective_done.notify(sc_core::SC_ZERO_TIME);
     sc_core::sc_start();
     if (error) std::rethrow_exception(error);
     throw ExecError(ExecError::Kind::deadlock, report);

@@ -9,8 +9,11 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
@@ -118,6 +121,24 @@ struct Loaded {
     nrt_free_model_tensor_info(info);
   }
 };
+
+// Assembles `source` with neuron-sim ($NEURON_SIM) into a NEFF; empty when the tool is not
+// available.
+inline std::vector<uint8_t> assemble(const std::string& name, const std::string& source) {
+  const char* tool = std::getenv("NEURON_SIM");
+  if (tool == nullptr || !std::filesystem::exists(tool)) return {};
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nrt_asm_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto s = dir / (name + ".s"), neff = dir / (name + ".neff");
+  std::ofstream(s) << source;
+  const std::string cmd =
+      std::string("'") + tool + "' asm '" + s.string() + "' -o '" + neff.string() + "' >/dev/null";
+  std::vector<uint8_t> bytes;
+  if (std::system(cmd.c_str()) == 0) bytes = read_file(neff);
+  std::filesystem::remove_all(dir);
+  return bytes;
+}
 
 inline std::vector<float> iota(size_t n, float scale, float start = 0) {
   std::vector<float> v(n);

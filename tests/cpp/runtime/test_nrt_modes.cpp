@@ -91,21 +91,6 @@ constexpr bool kAsan = true;
 constexpr bool kAsan = false;
 #endif
 
-// Assembles `source` with neuron-sim into a NEFF; empty when the tool is not available.
-std::vector<uint8_t> assemble(const std::string& name, const std::string& source) {
-  const char* tool = std::getenv("NEURON_SIM");
-  if (tool == nullptr || !std::filesystem::exists(tool)) return {};
-  const auto dir = std::filesystem::temp_directory_path() / ("nrt_asm_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const auto s = dir / (name + ".s"), neff = dir / (name + ".neff");
-  std::ofstream(s) << source;
-  const std::string cmd = std::string("'") + tool + "' asm '" + s.string() + "' -o '" + neff.string() + "' >/dev/null";
-  std::vector<uint8_t> bytes;
-  if (std::system(cmd.c_str()) == 0) bytes = read_file(neff);
-  std::filesystem::remove_all(dir);
-  return bytes;
-}
-
 TEST_F(NrtModes, DeadlockedExecutionTimesOut) {
   if (kAsan) GTEST_SKIP() << "deadlocks cannot run under AddressSanitizer (SystemC coroutines)";
   const auto neff = assemble("deadlock", kDeadlock);

@@ -376,14 +376,15 @@ TEST(FailOnNan, DmaOfExistingNaNAndUntouchedElementsDoNotThrow) {
   EXPECT_NO_THROW(execute(to_int, core.st));
 }
 
-TEST(Collectives, AreLeftToALaterLayer) {
+TEST(Collectives, NeedTheSimulatorAndACommunicator) {
   Core core;
   for (const char* line : {"sp all_reduce dst=sbuf.fp32[0:128]+0[[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] op=add",
                            "sp send src=sbuf.fp32[0:128]+0[[1,512]] peer=1",
                            "pool recv dst=sbuf.fp32[0:128]+0[[1,512]] peer=0"}) {
     const ExecError e = exec_error(core, parse(line));
     EXPECT_EQ(e.kind(), Kind::unsupported) << line;
-    EXPECT_THAT(e.what(), HasSubstr("later layer"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("runs only inside Simulator::run, on a core bound to a communicator"));
   }
 }
 

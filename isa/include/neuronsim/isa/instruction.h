@@ -118,7 +118,7 @@ enum class Opcode : uint8_t {
   dma_copy,
   // Synchronisation
   sem_wait, sem_signal, sem_set,
-  // Collectives over a rank group (executed by later layers)
+  // Collectives over a rank group (run by the simulator through a cc::Communicator)
   all_reduce, all_gather, reduce_scatter, all_to_all, send, recv,
 };
 inline constexpr int kNumOpcodes = 28;

@@ -9,6 +9,12 @@
 // are broken by program order, so a run's simulated time is exact and
 // repeatable.
 //
+// Collective instructions (all_reduce, all_gather, reduce_scatter, all_to_all,
+// send, recv) run through a cc::Communicator bound in RunOptions: an engine that
+// reaches one waits until every rank of the job has reached its matching
+// collective, the communicator moves the data and gives each rank its finish
+// time, and the engine resumes then (docs/simulator.md, "Collectives").
+//
 // SystemC has one kernel per process, so runs are serialised: Simulator::run
 // takes a process-wide lock. Processes are spawned per run, so a process may
 // create Simulators for different instances one after another, and run each
@@ -17,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -26,6 +33,10 @@
 #include "neuronsim/sim/memory.h"
 #include "neuronsim/sim/run_result.h"
 
+namespace neuronsim::cc {
+class Communicator;
+}
+
 namespace neuronsim::sim {
 
 enum class Mode {
@@ -34,11 +45,22 @@ enum class Mode {
   timing_only,            // time only: memory contents are not touched
 };
 
+// The cores of a run that are ranks of one collective job, and the communicator
+// that runs their collective instructions. A collective on a core not listed here
+// is an ExecError.
+struct CollectiveBinding {
+  cc::Communicator* communicator = nullptr;  // not owned; must outlive the run
+  // Instance-wide core -> rank. Every core must have a program loaded, and the
+  // ranks must be exactly communicator->local_ranks().
+  std::map<uint32_t, int> ranks;
+};
+
 struct RunOptions {
   Mode mode = Mode::functional_and_timing;
   bool record = false;  // keep every instruction, transfer and semaphore hand-off (for traces)
   // Called now and then with (instructions done, instructions in total).
   std::function<void(uint64_t, uint64_t)> progress;
+  CollectiveBinding collectives;
 };
 
 class Simulator {
@@ -65,7 +87,9 @@ class Simulator {
 
   // Runs every loaded core's program once, all starting together, until all
   // finish. Throws ExecError on a fault or a deadlock (naming core, engine,
-  // instruction and semaphore).
+  // instruction and semaphore, or the ranks a collective waits for), and
+  // std::invalid_argument on a binding that does not fit the loaded cores.
+  // Errors of the communicator (e.g. cc::CommError) pass through unchanged.
   RunResult run(const RunOptions& options = {});
 
  private:
