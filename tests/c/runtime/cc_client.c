@@ -16,27 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "map_file.h"
 #include "nrt/nrt.h"
 
 #define N (128 * 64)
 
 static float input_value(int rank, int i) { return (float)((i * 7 + rank * 3) % 13) - 6.0f; }
-
-static void *map_file(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    void *p;
-    if (fd < 0) return NULL;
-    if (fstat(fd, &st) != 0 || st.st_size == 0) {
-        close(fd);
-        return NULL;
-    }
-    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    *size = (size_t)st.st_size;
-    return p;
-}
 
 static int fail(int rank, const char *what, int status) {
     fprintf(stderr, "cc_client rank %d: %s (status %d)\n", rank, what, status);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "map_file.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 
@@ -26,23 +27,6 @@
             exit(1);                                                            \
         }                                                                       \
     } while (0)
-
-/* Maps a whole file read-only; returns NULL on failure. */
-static void *map_file(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    void *p;
-    if (fd < 0) return NULL;
-    if (fstat(fd, &st) != 0 || st.st_size == 0) {
-        close(fd);
-        return NULL;
-    }
-    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    *size = (size_t)st.st_size;
-    return p;
-}
 
 int main(int argc, char **argv) {
     size_t neff_size = 0;
