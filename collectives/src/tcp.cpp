@@ -557,7 +557,7 @@ struct TcpCommunicator::Impl final : Network {
     if (m.bytes != r.bytes)
       throw CommError(CommFault::protocol, fmt::format("rank {}: rank {} sent {} bytes where {} were expected ({})", me(),
                                                        src, m.bytes, r.bytes, phase));
-    if (r.buffer && m.has_data) std::memcpy(r.buffer, m.data.data(), m.bytes);
+    if (r.buffer && m.has_data && m.bytes > 0) std::memcpy(r.buffer, m.data.data(), m.bytes);
     --outstanding;
     if (r.on_done && !failure) r.on_done();
   }
