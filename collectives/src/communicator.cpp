@@ -13,12 +13,13 @@ struct Timed {
   Algorithm algorithm;
   Picos base;
   std::vector<Picos> finish;
+  std::vector<std::vector<uint8_t>> outputs;
 };
 
-// Runs the plans of all ranks on a fresh fabric, rank r starting at arrivals[r]; with
-// `buffers` the data moves too.
+// Runs every rank on a fresh fabric, rank r starting at arrivals[r]; with `inputs` the data
+// moves too.
 Timed run_on_fabric(const sim::InstanceConfig& inst, const CollectiveSpec& spec, const std::vector<Picos>& arrivals,
-                    const RunOptions& options, std::vector<RankBuffers>* buffers) {
+                    const RunOptions& options, const std::vector<std::vector<uint8_t>>* inputs) {
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
                       ? Fabric::make(inst, R, options.placement)
@@ -26,27 +27,23 @@ Timed run_on_fabric(const sim::InstanceConfig& inst, const CollectiveSpec& spec,
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
   Timed t;
-  t.algorithm = resolve_algorithm(spec, R, inst, options);
   t.base = *std::min_element(arrivals.begin(), arrivals.end());
-  std::vector<int> ranks(static_cast<size_t>(R));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  std::vector<RankPlan> plans;
   std::vector<Picos> starts;
-  for (int r = 0; r < R; ++r) {
-    plans.push_back(make_plan(spec, R, r, t.algorithm));
-    starts.push_back(arrivals[static_cast<size_t>(r)] - t.base);
-  }
-  t.finish = execute(fabric, spec, ranks, plans, buffers, &starts);
-  for (size_t r = 0; r < t.finish.size(); ++r) t.finish[r] = std::max(t.finish[r] + t.base, arrivals[r]);
+  for (Picos a : arrivals) starts.push_back(a - t.base);
+  CollectiveResult res = run_collective(fabric, spec, inputs, options, &starts);
+  t.algorithm = res.algorithm;
+  t.outputs = std::move(res.outputs);
+  for (size_t r = 0; r < arrivals.size(); ++r) t.finish.push_back(std::max(res.rank_done_ps[r] + t.base, arrivals[r]));
   return t;
 }
 
-CollectiveOutcome outcome_of(const Timed& t) {
+CollectiveOutcome outcome_of(Timed t) {
   CollectiveOutcome out;
   out.algorithm = t.algorithm;
   out.start_ps = t.base;
   out.end_ps = *std::max_element(t.finish.begin(), t.finish.end());
-  out.finish_ps = t.finish;
+  out.finish_ps = std::move(t.finish);
+  out.outputs = std::move(t.outputs);
   return out;
 }
 
@@ -73,17 +70,14 @@ CollectiveOutcome FabricCommunicator::run(const CollectiveSpec& spec, std::vecto
   if (calls.size() != ranks_.size())
     throw std::invalid_argument(fmt::format("{} collective calls for a world of {} ranks", calls.size(), R));
   std::vector<Picos> arrivals;
-  std::vector<RankBuffers> buffers;
+  std::vector<std::vector<uint8_t>> inputs;
   for (int r = 0; r < R; ++r) {
-    const RankCall& c = calls[static_cast<size_t>(r)];
+    RankCall& c = calls[static_cast<size_t>(r)];
     if (c.rank != r) throw std::invalid_argument(fmt::format("collective call {} is for rank {}", r, c.rank));
     arrivals.push_back(c.arrival_ps);
-    if (with_data) buffers.push_back(prepare_buffers(spec, R, r, c.input));
+    inputs.push_back(std::move(c.input));
   }
-  CollectiveOutcome out = outcome_of(run_on_fabric(inst_, spec, arrivals, options_, with_data ? &buffers : nullptr));
-  if (with_data)
-    for (int r = 0; r < R; ++r) out.outputs.push_back(extract_output(spec, R, r, buffers[static_cast<size_t>(r)]));
-  return out;
+  return outcome_of(run_on_fabric(inst_, spec, arrivals, options_, with_data ? &inputs : nullptr));
 }
 
 }  // namespace neuronsim::cc

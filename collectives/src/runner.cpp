@@ -7,7 +7,8 @@
 namespace neuronsim::cc {
 
 CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options) {
+                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options,
+                                const std::vector<Picos>* starts) {
   const int R = fabric.num_ranks();
   if (inputs && inputs->size() != static_cast<size_t>(R))
     throw std::invalid_argument(fmt::format("{} inputs for {} ranks", inputs->size(), R));
@@ -23,7 +24,7 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   }
   const Picos start = fabric.now();
   const uint64_t sent = fabric.messages_sent();
-  res.rank_done_ps = execute(fabric, spec, local, plans, inputs ? &buffers : nullptr);
+  res.rank_done_ps = execute(fabric, spec, local, plans, inputs ? &buffers : nullptr, starts);
   for (auto& t : res.rank_done_ps) t -= start;
   res.duration_ps = fabric.now() - start;
   res.messages = fabric.messages_sent() - sent;

@@ -33,8 +33,10 @@ CollectiveResult run_collective(const sim::InstanceConfig& inst, int ranks, cons
 CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
                                  const RunOptions& options = {});
 // The same two on a fabric the caller made (its own figures or placement); the fabric must be fresh.
+// `starts`, when given, delays rank r's first step by starts[r] (ranks arriving at different times).
 CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {});
+                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {},
+                                const std::vector<Picos>* starts = nullptr);
 
 // The automatic choice's thresholds of the instance's generation (sim/configs/<gen>.json).
 Thresholds thresholds_for(const sim::InstanceConfig& inst);
