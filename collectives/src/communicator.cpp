@@ -18,12 +18,12 @@ struct Timed {
 
 // Runs every rank on a fresh fabric, rank r starting at arrivals[r]; with `inputs` the data
 // moves too.
-Timed run_on_fabric(const sim::InstanceConfig& inst, const CollectiveSpec& spec, const std::vector<Picos>& arrivals,
+Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec, const std::vector<Picos>& arrivals,
                     const RunOptions& options, const std::vector<std::vector<uint8_t>>* inputs) {
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
                       ? Fabric::make(inst, R, options.placement)
-                      : Fabric(inst, FabricParams::for_instance(inst, sim::load_generation(inst.generation)), options.cores);
+                      : Fabric(inst, FabricParams::for_instance(inst, spec::load_generation(inst.generation)), options.cores);
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
   Timed t;
@@ -49,13 +49,13 @@ CollectiveOutcome outcome_of(Timed t) {
 
 }  // namespace
 
-CollectiveOutcome simulate_timing(const sim::InstanceConfig& inst, const CollectiveSpec& spec,
+CollectiveOutcome simulate_timing(const spec::InstanceConfig& inst, const CollectiveSpec& spec,
                                   const std::vector<Picos>& arrivals_ps, const RunOptions& options) {
   if (arrivals_ps.empty()) throw std::invalid_argument("simulate_timing: no ranks");
   return outcome_of(run_on_fabric(inst, spec, arrivals_ps, options, nullptr));
 }
 
-FabricCommunicator::FabricCommunicator(sim::InstanceConfig inst, int world_size, RunOptions options)
+FabricCommunicator::FabricCommunicator(spec::InstanceConfig inst, int world_size, RunOptions options)
     : inst_(std::move(inst)), options_(options), ranks_(static_cast<size_t>(std::max(world_size, 0))) {
   if (world_size < 1) throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
   std::iota(ranks_.begin(), ranks_.end(), 0);

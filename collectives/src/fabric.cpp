@@ -54,7 +54,7 @@ uint64_t efa_gbps(const std::string& name) {
   return it == kEfa.end() ? 0 : it->second;
 }
 
-uint64_t neuronlink_bytes_per_s(const sim::InstanceConfig& inst) {
+uint64_t neuronlink_bytes_per_s(const spec::InstanceConfig& inst) {
   if (inst.topology == "none") return 0;  // no chip-to-chip links
   if (starts_with(inst.name, "trn1n")) return 768 * kGiB / 4;  // [C S3, D]
   if (starts_with(inst.name, "trn1")) return 384 * kGiB / 4;   // [C S3, D]
@@ -70,8 +70,8 @@ int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
 }
 }  // namespace
 
-FabricParams FabricParams::for_instance(const sim::InstanceConfig& inst,
-                                         const sim::GenerationConfig& gen) {
+FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
+                                         const spec::GenerationConfig& gen) {
   FabricParams p;
   p.link_latency_ps = kHopLatencyPs;
   p.intra_chip_latency_ps = kHopLatencyPs;
@@ -91,7 +91,7 @@ FabricParams FabricParams::for_instance(const sim::InstanceConfig& inst,
   return p;
 }
 
-std::vector<CoreId> Fabric::place(const sim::InstanceConfig& inst, int ranks, Placement placement) {
+std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks, Placement placement) {
   if (ranks <= 0) throw std::invalid_argument("need at least one rank");
   const uint32_t chips = inst.chips_per_instance();
   std::vector<CoreId> cores;
@@ -105,12 +105,12 @@ std::vector<CoreId> Fabric::place(const sim::InstanceConfig& inst, int ranks, Pl
   return cores;
 }
 
-Fabric Fabric::make(const sim::InstanceConfig& inst, int ranks, Placement placement) {
-  auto gen = sim::load_generation(inst.generation);
+Fabric Fabric::make(const spec::InstanceConfig& inst, int ranks, Placement placement) {
+  auto gen = spec::load_generation(inst.generation);
   return Fabric(inst, FabricParams::for_instance(inst, gen), place(inst, ranks, placement));
 }
 
-Fabric::Fabric(sim::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)
+Fabric::Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)
     : inst_(std::move(inst)), params_(params), cores_(std::move(cores)) {
   check_cores();
   uint32_t used = 0;

@@ -33,24 +33,24 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   return res;
 }
 
-CollectiveResult run_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>& inputs, const RunOptions& options) {
   Fabric fabric = Fabric::make(inst, ranks, options.placement);
   return run_collective(fabric, spec, &inputs, options);
 }
 
-CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
                                  const RunOptions& options) {
   Fabric fabric = Fabric::make(inst, ranks, options.placement);
   return run_collective(fabric, spec, nullptr, options);
 }
 
-Thresholds thresholds_for(const sim::InstanceConfig& inst) {
-  const sim::GenerationConfig gen = sim::load_generation(inst.generation);
+Thresholds thresholds_for(const spec::InstanceConfig& inst) {
+  const spec::GenerationConfig gen = spec::load_generation(inst.generation);
   return Thresholds{gen.cc_mesh_below_bytes, gen.cc_rdh_below_bytes};
 }
 
-Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const sim::InstanceConfig& inst,
+Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
                             const RunOptions& options) {
   if (options.algorithm != Algorithm::auto_select) return options.algorithm;
   return choose_algorithm(spec, ranks, options.thresholds ? *options.thresholds : thresholds_for(inst));

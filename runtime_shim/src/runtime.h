@@ -21,7 +21,7 @@
 
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/simulator.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
@@ -35,6 +35,7 @@ class Communicator;
 
 namespace nrtsim {
 namespace sim = neuronsim::sim;
+namespace spec = neuronsim::spec;
 namespace isa = neuronsim::isa;
 namespace traces = neuronsim::traces;
 namespace cc = neuronsim::cc;
@@ -60,8 +61,8 @@ void log(int level, const char* function, fmt::format_string<Args...> f, Args&&.
 // ---- configuration -------------------------------------------------------
 struct Config {
   std::string instance_name;
-  sim::InstanceConfig instance;
-  sim::GenerationConfig generation;
+  spec::InstanceConfig instance;
+  spec::GenerationConfig generation;
   uint32_t lnc = 1;                   // physical cores per logical core
   std::vector<uint32_t> visible;      // absolute logical core ids, visible index -> id
   double exec_timeout_s = 0;          // 0 = none

@@ -145,8 +145,8 @@ std::optional<std::string> read_config(Config& c) {
 
   c.instance_name = env_or("NEURONSIM_INSTANCE", "trn2.3xlarge");
   try {
-    c.instance = sim::load_instance(c.instance_name);
-    c.generation = sim::load_generation(c.instance.generation);
+    c.instance = spec::load_instance(c.instance_name);
+    c.generation = spec::load_generation(c.instance.generation);
   } catch (const std::exception& e) {
     return fmt::format("NEURONSIM_INSTANCE='{}': {}", c.instance_name, e.what());
   }

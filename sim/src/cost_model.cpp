@@ -43,7 +43,7 @@ bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::fp16; }
 bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 bool unit_inner(const AccessPattern& ap) { return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1; }
 
-double engine_ghz(Engine e, const GenerationConfig& g) {
+double engine_ghz(Engine e, const spec::GenerationConfig& g) {
   switch (e) {
     case Engine::PE: return g.pe_ghz;
     case Engine::ACT: return g.act_ghz;
@@ -67,12 +67,12 @@ bool is_collective(Opcode op) {
 // ---- TensorE (§4.1, §4.2) ----
 
 // PE transpose of a [P, F] tile: max(P, min(64, F)).
-uint64_t pe_transpose_cycles(uint64_t p, uint64_t f, const GenerationConfig& g) {
+uint64_t pe_transpose_cycles(uint64_t p, uint64_t f, const spec::GenerationConfig& g) {
   return std::max<uint64_t>(p, std::min<uint64_t>(g.pe_min_interval, f));
 }
 
 // The MultiplyMoving part: max(min(64, M), N), N / fp8 rate for FP8 x FP8, x4 with an FP32 input.
-uint64_t matmul_mm_cycles(const Instruction& inst, const GenerationConfig& g) {
+uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   const AccessPattern& mov = need(inst, Role::moving);
   if (inst.has_flag(isa::kTransposeMode)) return pe_transpose_cycles(mov.num_partitions, mov.free_elems(), g);
   const AccessPattern& stat = need(inst, Role::stationary);
@@ -85,7 +85,7 @@ uint64_t matmul_mm_cycles(const Instruction& inst, const GenerationConfig& g) {
 }
 
 // Own cycles of a PE instruction, without any exposed weight load.
-uint64_t pe_own_cycles(const Instruction& inst, const GenerationConfig& g) {
+uint64_t pe_own_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   if (inst.opcode == Opcode::matmul) return matmul_mm_cycles(inst, g);
   if (inst.opcode == Opcode::transpose) {
     const AccessPattern& src = need(inst, Role::src);
@@ -100,7 +100,7 @@ uint64_t pe_own_cycles(const Instruction& inst, const GenerationConfig& g) {
 // Nothing to load when the previous PE instruction was a matmul on the same
 // stationary; nothing to hide behind when there is no previous PE instruction
 // or this one waited on a semaphore (the engine sat idle before it).
-uint64_t matmul_exposed_weight_load(const Instruction& inst, const GenerationConfig& g, const IssueContext& ctx) {
+uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::GenerationConfig& g, const IssueContext& ctx) {
   if (inst.has_flag(isa::kTransposeMode)) return 0;  // the published transpose cost covers its identity
   const AccessPattern& stat = need(inst, Role::stationary);
   const Instruction* prev = ctx.previous;
@@ -123,7 +123,7 @@ uint64_t matmul_exposed_weight_load(const Instruction& inst, const GenerationCon
 // when BF16/FP16 and either both in SBUF (stride not unit) or unit stride with
 // one side in PSUM. 1 on other engines and on NC-v2 (dve_elems_per_cycle_16bit = 1).
 uint64_t dve_copy_mode(const Instruction& inst, const AccessPattern& src, const AccessPattern& dst,
-                       const GenerationConfig& g) {
+                       const spec::GenerationConfig& g) {
   if (inst.engine != Engine::DVE || !is_16bit_float(src.dtype) || !is_16bit_float(dst.dtype)) return 1;
   const uint64_t mode4 = std::max<uint32_t>(1, g.dve_elems_per_cycle_16bit);
   const uint64_t mode2 = std::max<uint64_t>(1, mode4 / 2);
@@ -137,7 +137,7 @@ uint64_t dve_copy_mode(const Instruction& inst, const AccessPattern& src, const 
 }
 
 // Cycles of an ACT/DVE/POOL instruction before the fixed overheads.
-uint64_t vector_cycles(const Instruction& inst, const GenerationConfig& g) {
+uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   const uint64_t min_ii = g.min_interval;
   auto clamp = [&](uint64_t n) { return std::max(min_ii, n); };
   switch (inst.opcode) {
@@ -263,7 +263,7 @@ bool reads_output_of(const Instruction& inst, const Instruction& prev) {
 
 }  // namespace
 
-uint64_t instruction_cycles(const Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx) {
+uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx) {
   if (is_collective(inst.opcode)) bad(inst, "collectives are costed by a later layer");
   switch (inst.opcode) {
     case Opcode::sem_wait:
@@ -295,13 +295,13 @@ uint64_t instruction_cycles(const Instruction& inst, const GenerationConfig& gen
   bad(inst, "no cost rule for this engine");
 }
 
-uint64_t instruction_ps(const Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx) {
+uint64_t instruction_ps(const Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx) {
   const uint64_t cycles = instruction_cycles(inst, gen, ctx);
   const double ps_per_cycle = 1000.0 / engine_ghz(inst.engine, gen);
   return static_cast<uint64_t>(std::llround(static_cast<double>(cycles) * ps_per_cycle));
 }
 
-std::vector<DmaTransfer> plan_dma(const Instruction& inst, const GenerationConfig& gen) {
+std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::GenerationConfig& gen) {
   if (inst.opcode != Opcode::dma_copy) bad(inst, "plan_dma takes a dma_copy");
   const AccessPattern& src = need(inst, Role::src);
   const AccessPattern& dst = need(inst, Role::dst);
@@ -363,7 +363,7 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const GenerationConfi
   return out;
 }
 
-uint64_t dma_transfer_ps(uint64_t bytes, const GenerationConfig& gen) {
+uint64_t dma_transfer_ps(uint64_t bytes, const spec::GenerationConfig& gen) {
   const double ns = gen.dma_fixed_ns + static_cast<double>(bytes) / gen.dma_engine_bytes_per_ns;
   return static_cast<uint64_t>(std::llround(ns * 1000.0));
 }

@@ -82,7 +82,7 @@ struct CoreRun {
   const isa::Program* program = nullptr;
   CoreState* state = nullptr;  // null in timing-only runs
   ChipRun* chip = nullptr;
-  const GenerationConfig* gen = nullptr;
+  const spec::GenerationConfig* gen = nullptr;
   const RunOptions* options = nullptr;
   RunResult* result = nullptr;
   CoreStats stats;
@@ -363,7 +363,7 @@ class FunctionalCollectives final : public CollectiveStepper {
 
 }  // namespace
 
-Simulator::Simulator(InstanceConfig instance, GenerationConfig generation)
+Simulator::Simulator(spec::InstanceConfig instance, spec::GenerationConfig generation)
     : instance_(std::move(instance)), generation_(std::move(generation)) {
   hbm_.resize(instance_.chips);
   cores_.resize(num_cores());

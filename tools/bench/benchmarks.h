@@ -12,14 +12,14 @@
 
 #include "expected.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/simulator.h"
 
 namespace neuronsim::bench {
 
 struct Platform {
-  sim::InstanceConfig instance;
-  sim::GenerationConfig generation;
+  spec::InstanceConfig instance;
+  spec::GenerationConfig generation;
 };
 
 // Which benchmarks run: those whose full name contains `filter` (empty: all).

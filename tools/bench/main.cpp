@@ -18,7 +18,7 @@
 
 #include "benchmarks.h"
 #include "expected.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 namespace {
 
@@ -50,8 +50,8 @@ int run(const Args& args) {
   const bench::Margin default_margin = bench::parse_margin(args.default_margin);
 
   bench::Platform platform;
-  platform.instance = neuronsim::sim::load_instance(args.instance);
-  platform.generation = neuronsim::sim::load_generation(platform.instance.generation);
+  platform.instance = neuronsim::spec::load_instance(args.instance);
+  platform.generation = neuronsim::spec::load_generation(platform.instance.generation);
   const bench::Selection selection{args.filter};
 
   // Read the expected file first, so that a malformed one fails before the runs.

@@ -48,7 +48,7 @@ std::string_view short_dtype(isa::DType t) {
   }
 }
 
-double engine_ghz(Engine e, const sim::GenerationConfig& g) {
+double engine_ghz(Engine e, const spec::GenerationConfig& g) {
   switch (e) {
     case Engine::PE: return g.pe_ghz;
     case Engine::ACT: return g.act_ghz;
@@ -65,7 +65,7 @@ std::string tile(isa::DType t, uint64_t offset, uint32_t n, std::string_view spa
 }
 
 // ---- TensorE: [K=128, M=128] stationary x [128, N] moving, one stationary for the whole stream ----
-Spec pe_matmul(const sim::GenerationConfig& g, isa::DType dt, uint32_t n) {
+Spec pe_matmul(const spec::GenerationConfig& g, isa::DType dt, uint32_t n) {
   Spec s;
   const std::string d(short_dtype(dt));
   s.name = fmt::format("pe_matmul_{}_128x128x{}", d, n);
@@ -163,7 +163,7 @@ std::string size_text(uint64_t bytes) {
 
 // ---- DMA: kDmaCopies HBM->SBUF copies of [rows, F] fp32, triggered by SP ----
 // 8 rows use one DMA engine (one per 8 partitions); 128 rows use all 16.
-Spec dma_load(const sim::GenerationConfig& g, uint32_t rows, uint32_t cols, uint32_t cores, int copies) {
+Spec dma_load(const spec::GenerationConfig& g, uint32_t rows, uint32_t cols, uint32_t cores, int copies) {
   Spec s;
   const uint64_t bytes = uint64_t{rows} * cols * 4;
   const uint32_t engines = std::min<uint32_t>(g.dma_engines, (rows + g.partitions / g.dma_engines - 1) /
@@ -196,7 +196,7 @@ Spec dma_load(const sim::GenerationConfig& g, uint32_t rows, uint32_t cols, uint
 }
 
 std::vector<Spec> specs(const Platform& p) {
-  const sim::GenerationConfig& g = p.generation;
+  const spec::GenerationConfig& g = p.generation;
   using isa::DType;
   std::vector<Spec> out;
   for (uint32_t n : {512u, 128u, 32u}) out.push_back(pe_matmul(g, DType::bf16, n));
@@ -222,7 +222,7 @@ std::vector<Spec> specs(const Platform& p) {
 }
 
 MicroResult run_one(const Platform& p, const Spec& spec) {
-  const sim::GenerationConfig& g = p.generation;
+  const spec::GenerationConfig& g = p.generation;
   const isa::Program program =
       isa::assemble(fmt::format(".target {}\n{}", g.name, spec.text), spec.name + ".s");
   sim::Simulator simulator(p.instance, g);

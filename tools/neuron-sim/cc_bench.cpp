@@ -39,7 +39,7 @@
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/cc/tcp.h"
 #include "neuronsim/isa/dtype.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::tools {
 namespace {
@@ -325,7 +325,7 @@ struct Bench {
   DType dtype = DType::fp32;
   Algorithm algorithm = Algorithm::auto_select;
   ReduceOp reduce = ReduceOp::sum;
-  sim::InstanceConfig inst;
+  spec::InstanceConfig inst;
   int R = 0;
   uint64_t minbytes = 0, maxbytes = 0;
   cc::RunOptions options;
@@ -345,7 +345,7 @@ Bench check_args(const CcBenchArgs& args) {
   b.dtype = parse_dtype_arg(args.dtype);
   b.algorithm = parse_algorithm(args.algorithm);
   b.reduce = parse_reduce_op(args.reduce_op);
-  b.inst = sim::load_instance(args.instance);
+  b.inst = spec::load_instance(args.instance);
   const int R = b.R = args.ranks;
   if (R < 2) throw std::runtime_error(fmt::format("--ranks {}: a collective needs at least 2 ranks", R));
   if (args.rank && (*args.rank < 0 || *args.rank >= R))

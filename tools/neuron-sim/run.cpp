@@ -17,7 +17,7 @@
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/npy.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/simulator.h"
 #include "neuronsim/traces/chrome_trace.h"
 #include "neuronsim/traces/metrics.h"
@@ -152,16 +152,16 @@ void write_outputs(const fs::path& dir, const isa::Program& p, sim::CoreState& s
 }
 
 // The instance to simulate: the one asked for, or the smallest of the NEFF's generation.
-sim::InstanceConfig choose_instance(const RunArgs& args, const isa::Program& p) {
+spec::InstanceConfig choose_instance(const RunArgs& args, const isa::Program& p) {
   if (!args.instance.empty()) {
-    sim::InstanceConfig inst = sim::load_instance(args.instance);
+    spec::InstanceConfig inst = spec::load_instance(args.instance);
     if (inst.generation != p.target)
       throw std::runtime_error(fmt::format("{} was built for {}, but {} is a {} instance", args.neff, p.target,
                                            inst.name, inst.generation));
     return inst;
   }
-  for (const std::string& name : sim::instance_names()) {
-    sim::InstanceConfig inst = sim::load_instance(name);
+  for (const std::string& name : spec::instance_names()) {
+    spec::InstanceConfig inst = spec::load_instance(name);
     if (inst.generation == p.target && inst.chips == 1) return inst;
   }
   throw std::runtime_error(fmt::format("no instance of generation {} is configured; pass --instance", p.target));
@@ -187,8 +187,8 @@ std::function<void(uint64_t, uint64_t)> progress_printer(bool quiet) {
 void run_command(const RunArgs& args) {
   const isa::neff::Neff neff = isa::neff::read_neff_file(args.neff);
   const isa::Program program = isa::from_neff(neff, args.neff);
-  const sim::InstanceConfig instance = choose_instance(args, program);
-  sim::Simulator sim(instance, sim::load_generation(instance.generation));
+  const spec::InstanceConfig instance = choose_instance(args, program);
+  sim::Simulator sim(instance, spec::load_generation(instance.generation));
   sim::CoreState& st = sim.core(args.core);
   st.fp8 = neff.subgraphs.at(0).fp8;
   sim::bind_tensors(program, st, 0);

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "neuronsim/cc/fabric.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::cc::testing {
 
-inline const sim::InstanceConfig& inst(const std::string& name) {
-  static std::map<std::string, sim::InstanceConfig> cache;
+inline const spec::InstanceConfig& inst(const std::string& name) {
+  static std::map<std::string, spec::InstanceConfig> cache;
   auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, sim::load_instance(name)).first;
+  if (it == cache.end()) it = cache.emplace(name, spec::load_instance(name)).first;
   return it->second;
 }
 

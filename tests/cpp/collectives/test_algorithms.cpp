@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "neuronsim/cc/runner.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "reference.h"
 
 using namespace neuronsim;
@@ -18,8 +18,8 @@ using namespace neuronsim::cc::testing;
 
 namespace {
 
-const sim::InstanceConfig& trn1() {
-  static const sim::InstanceConfig inst = sim::load_instance("trn1.32xlarge");
+const spec::InstanceConfig& trn1() {
+  static const spec::InstanceConfig inst = spec::load_instance("trn1.32xlarge");
   return inst;
 }
 

@@ -7,7 +7,7 @@
 
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "fabric_util.h"
 
 using namespace neuronsim;
@@ -20,15 +20,15 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr Picos kSer = 976'562'500;  // 96 MiB at 96 GiB/s: 1e12 / 1024 ps
 
 TEST(Fabric, FiguresFromTheNotes) {
-  auto trn1 = FabricParams::for_instance(inst("trn1.32xlarge"), sim::load_generation("trn1"));
+  auto trn1 = FabricParams::for_instance(inst("trn1.32xlarge"), spec::load_generation("trn1"));
   EXPECT_EQ(trn1.link_bytes_per_s, 96 * kGiB);  // 384 GiB/s per chip over 4 links
   EXPECT_EQ(trn1.link_latency_ps, 1500 * kPicosPerNs);
   EXPECT_EQ(trn1.intra_chip_bytes_per_s, 820'000'000'000u);  // trn1 HBM, 820 GB/s
-  auto trn1n = FabricParams::for_instance(inst("trn1n.32xlarge"), sim::load_generation("trn1"));
+  auto trn1n = FabricParams::for_instance(inst("trn1n.32xlarge"), spec::load_generation("trn1"));
   EXPECT_EQ(trn1n.link_bytes_per_s, 192 * kGiB);
-  auto trn2 = FabricParams::for_instance(inst("trn2.48xlarge"), sim::load_generation("trn2"));
+  auto trn2 = FabricParams::for_instance(inst("trn2.48xlarge"), spec::load_generation("trn2"));
   EXPECT_EQ(trn2.link_bytes_per_s, 256'000'000'000u);
-  auto inf2 = FabricParams::for_instance(inst("inf2.48xlarge"), sim::load_generation("trn1"));
+  auto inf2 = FabricParams::for_instance(inst("inf2.48xlarge"), spec::load_generation("trn1"));
   EXPECT_EQ(inf2.link_bytes_per_s, 96 * kGiB);
 }
 

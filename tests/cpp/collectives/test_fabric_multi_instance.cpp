@@ -9,7 +9,7 @@
 
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "fabric_util.h"
 
 using namespace neuronsim;
@@ -35,7 +35,7 @@ TEST(FabricMultiInstance, UltraServerConfig) {
 }
 
 TEST(FabricMultiInstance, FiguresFromTheNotes) {
-  auto trn2 = sim::load_generation("trn2"), trn1 = sim::load_generation("trn1");
+  auto trn2 = spec::load_generation("trn2"), trn1 = spec::load_generation("trn1");
   auto us = FabricParams::for_instance(inst("trn2u-ultraserver"), trn2);
   EXPECT_EQ(us.link_bytes_per_s, 256'000'000'000u);    // 1,024 GB/s per chip / 4 torus links
   EXPECT_EQ(us.z_link_bytes_per_s, 128'000'000'000u);  // 256 GB/s per chip / 2 Z links
@@ -258,7 +258,7 @@ TEST(FabricMultiInstance, NoEfaFigureMeansOneInstance) {
   EXPECT_THROW(Fabric::make(inst("trn2.3xlarge"), 9), std::invalid_argument);
   // Explicit placements: an instance far past the ranks, and two ranks on one core.
   const auto& t1 = inst("trn1.32xlarge");
-  auto params = FabricParams::for_instance(t1, sim::load_generation("trn1"));
+  auto params = FabricParams::for_instance(t1, spec::load_generation("trn1"));
   EXPECT_THROW(Fabric(t1, params, {{0, 0, 0}, {0, 0, 5}}), std::invalid_argument);
   EXPECT_THROW(Fabric(t1, params, {{3, 1, 1}, {3, 1, 1}}), std::invalid_argument);
   EXPECT_EQ(Fabric(t1, params, {{0, 0, 0}, {0, 0, 1}}).instances(), 2u);

@@ -20,7 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "neuronsim/cc/tcp.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "reference.h"
 
 using namespace neuronsim;
@@ -30,8 +30,8 @@ using std::chrono::milliseconds;
 
 namespace {
 
-const sim::InstanceConfig& trn1() {
-  static const sim::InstanceConfig inst = sim::load_instance("trn1.32xlarge");
+const spec::InstanceConfig& trn1() {
+  static const spec::InstanceConfig inst = spec::load_instance("trn1.32xlarge");
   return inst;
 }
 

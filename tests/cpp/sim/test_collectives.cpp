@@ -14,7 +14,7 @@
 
 #include "neuronsim/cc/communicator.h"
 #include "neuronsim/isa/kernel_builder.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/simulator.h"
 
 namespace neuronsim::sim {
@@ -32,7 +32,7 @@ using ::testing::HasSubstr;
 // R ranks on chosen cores of one simulated instance, with a FabricCommunicator placed on the
 // same cores, so the fabric times match where the programs run.
 struct Job {
-  InstanceConfig inst;
+  spec::InstanceConfig inst;
   std::unique_ptr<Simulator> sim;
   std::vector<uint32_t> cores;  // core of each rank
   std::unique_ptr<cc::FabricCommunicator> comm;
@@ -40,8 +40,8 @@ struct Job {
 
   Job(const std::string& instance, std::vector<uint32_t> rank_cores)
       : cores(std::move(rank_cores)) {
-    inst = load_instance(instance);
-    sim = std::make_unique<Simulator>(inst, load_generation(inst.generation));
+    inst = spec::load_instance(instance);
+    sim = std::make_unique<Simulator>(inst, spec::load_generation(inst.generation));
     cc::RunOptions o;
     for (uint32_t c : cores) o.cores.push_back({c / inst.cores_per_chip, c % inst.cores_per_chip});
     comm = std::make_unique<cc::FabricCommunicator>(inst, static_cast<int>(cores.size()), o);
@@ -49,7 +49,7 @@ struct Job {
   }
   // R ranks spread evenly over the instance (rank r on core r * total / R).
   static Job spread(const std::string& instance, int ranks) {
-    const uint32_t total = load_instance(instance).total_cores();
+    const uint32_t total = spec::load_instance(instance).total_cores();
     std::vector<uint32_t> cores;
     for (int r = 0; r < ranks; ++r)
       cores.push_back(static_cast<uint32_t>(r) * (total / static_cast<uint32_t>(ranks)));

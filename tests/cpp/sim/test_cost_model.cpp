@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/cost_model.h"
 
 namespace neuronsim::sim {
@@ -22,10 +22,10 @@ using isa::MemSpace;
 using isa::Opcode;
 using isa::Role;
 
-const GenerationConfig& gen(const char* name) {
-  static const GenerationConfig t1 = load_generation("trn1", NEURONSIM_CONFIG_DIR_DEFAULT);
-  static const GenerationConfig t2 = load_generation("trn2", NEURONSIM_CONFIG_DIR_DEFAULT);
-  static const GenerationConfig t3 = load_generation("trn3", NEURONSIM_CONFIG_DIR_DEFAULT);
+const spec::GenerationConfig& gen(const char* name) {
+  static const spec::GenerationConfig t1 = spec::load_generation("trn1", NEURONSIM_CONFIG_DIR_DEFAULT);
+  static const spec::GenerationConfig t2 = spec::load_generation("trn2", NEURONSIM_CONFIG_DIR_DEFAULT);
+  static const spec::GenerationConfig t3 = spec::load_generation("trn3", NEURONSIM_CONFIG_DIR_DEFAULT);
   const std::string n = name;
   return n == "trn1" ? t1 : n == "trn2" ? t2 : t3;
 }
@@ -491,7 +491,7 @@ TEST(CostClock, PicosecondsFollowCyclesAndTheEngineClock) {
   // In general: llround(cycles * 1000 / GHz of the instruction's engine).
   struct Case {
     Instruction inst;
-    double (*ghz)(const GenerationConfig&);
+    double (*ghz)(const spec::GenerationConfig&);
   };
   Instruction copy_act = copy, copy_pool = copy;
   copy_act.engine = Engine::ACT;
@@ -499,11 +499,11 @@ TEST(CostClock, PicosecondsFollowCyclesAndTheEngineClock) {
   const Instruction trigger = make(Opcode::dma_copy, Engine::SP,
                                    {{Role::dst, sbuf(DType::bf16, 128, 128)}, {Role::src, hbm(DType::bf16, 128, 128)}});
   const std::vector<Case> cases = {
-      {mm, [](const GenerationConfig& g) { return g.pe_ghz; }},
-      {copy, [](const GenerationConfig& g) { return g.dve_ghz; }},
-      {copy_act, [](const GenerationConfig& g) { return g.act_ghz; }},
-      {copy_pool, [](const GenerationConfig& g) { return g.pool_ghz; }},
-      {trigger, [](const GenerationConfig& g) { return g.sp_ghz; }},
+      {mm, [](const spec::GenerationConfig& g) { return g.pe_ghz; }},
+      {copy, [](const spec::GenerationConfig& g) { return g.dve_ghz; }},
+      {copy_act, [](const spec::GenerationConfig& g) { return g.act_ghz; }},
+      {copy_pool, [](const spec::GenerationConfig& g) { return g.pool_ghz; }},
+      {trigger, [](const spec::GenerationConfig& g) { return g.sp_ghz; }},
   };
   for (const char* g : {"trn1", "trn2", "trn3"})
     for (const Case& c : cases) {
@@ -525,7 +525,7 @@ TEST(CostDma, CalibrationOneEngine32KiBOnTrn2) {
   const uint64_t ps = dma_transfer_ps(32768, gen("trn2"));
   EXPECT_NEAR(static_cast<double>(ps), 1416000.0, 1416000.0 * 0.01);
   // The formula: fixed + bytes / bandwidth.
-  const GenerationConfig& g = gen("trn2");
+  const spec::GenerationConfig& g = gen("trn2");
   EXPECT_EQ(ps, static_cast<uint64_t>(std::llround((g.dma_fixed_ns + 32768.0 / g.dma_engine_bytes_per_ns) * 1000)));
   EXPECT_EQ(dma_transfer_ps(0, g), static_cast<uint64_t>(std::llround(g.dma_fixed_ns * 1000)));
   EXPECT_LT(dma_transfer_ps(32768, gen("trn3")), ps);  // 33 B/ns

@@ -7,7 +7,7 @@
 
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/kernel_builder.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/cost_model.h"
 #include "neuronsim/sim/simulator.h"
 
@@ -24,8 +24,8 @@ RunOptions options(Mode mode, bool record = false) {
 }
 
 Simulator make_simulator(const std::string& instance = "trn2.3xlarge") {
-  InstanceConfig inst = load_instance(instance);
-  return Simulator(inst, load_generation(inst.generation));
+  spec::InstanceConfig inst = spec::load_instance(instance);
+  return Simulator(inst, spec::load_generation(inst.generation));
 }
 
 // Loads `p` on `core` with its tensors bound at `base`, filling inputs with a ramp.
@@ -129,7 +129,7 @@ sp dma_copy dst=sbuf.bf16[0:4]+0[[1,4096]] src=hbm.bf16(x)+0[[4096,4],[1,4096]]
 }
 
 TEST(Simulator, DmaBandwidthFollowsTheConfig) {
-  const GenerationConfig gen = load_generation("trn2");
+  const spec::GenerationConfig gen = spec::load_generation("trn2");
   for (int rows : {4, 32, 128}) {
     const isa::Program p = isa::assemble(fmt::format(R"(.target trn2
 .tensor x fp32 [{0},8192] input
@@ -159,14 +159,14 @@ sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16384]] src=hbm.fp32(x)+0[[16384,128],[1,1
   const RunResult all = eight.run(options(Mode::timing_only));
   EXPECT_EQ(all.cores.size(), 8u);
   EXPECT_GT(all.total_ps, alone);
-  const GenerationConfig gen = load_generation("trn2");
+  const spec::GenerationConfig gen = spec::load_generation("trn2");
   const double bytes = 8.0 * 128 * 16384 * 4;
   // Never faster than the chip's HBM bandwidth allows.
   EXPECT_GE(static_cast<double>(all.total_ps) / 1000.0, bytes / gen.hbm_bytes_per_ns * 0.999);
 }
 
 TEST(Simulator, MatmulTimeFollowsTheFormulaAsNGrows) {
-  const GenerationConfig gen = load_generation("trn2");
+  const spec::GenerationConfig gen = spec::load_generation("trn2");
   for (int n : {64, 128, 256, 512}) {
     const isa::Program p = isa::assemble(fmt::format(R"(.target trn2
 pe matmul dst=psum.fp32[0:128]+0[[1,{0}]] stationary=sbuf.bf16[0:128]+0[[1,128]] moving=sbuf.bf16[0:128]+256[[1,{0}]]

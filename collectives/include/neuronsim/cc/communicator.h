@@ -44,19 +44,19 @@ class Communicator {
 // the job): a fresh fabric, each rank starting at its own arrival. Every process of a job
 // computes this the same way, so they agree without asking each other. Fills algorithm,
 // start_ps, end_ps and finish_ps (for every rank, not only local ones).
-CollectiveOutcome simulate_timing(const sim::InstanceConfig& inst, const CollectiveSpec& spec,
+CollectiveOutcome simulate_timing(const spec::InstanceConfig& inst, const CollectiveSpec& spec,
                                   const std::vector<Picos>& arrivals_ps, const RunOptions& options);
 
 // Every rank in this process, on the simulated fabric of `inst`.
 class FabricCommunicator final : public Communicator {
  public:
-  FabricCommunicator(sim::InstanceConfig inst, int world_size, RunOptions options = {});
+  FabricCommunicator(spec::InstanceConfig inst, int world_size, RunOptions options = {});
   int world_size() const override { return static_cast<int>(ranks_.size()); }
   const std::vector<int>& local_ranks() const override { return ranks_; }
   CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) override;
 
  private:
-  sim::InstanceConfig inst_;
+  spec::InstanceConfig inst_;
   RunOptions options_;
   std::vector<int> ranks_;
 };

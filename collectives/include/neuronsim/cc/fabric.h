@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "neuronsim/cc/network.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::cc {
 
@@ -33,7 +33,7 @@ struct FabricParams {
   Picos efa_latency_ps = 0;  // instance to instance, charged once, on the egress
   // Figures for an instance (see fabric.cpp for the sources); throws std::invalid_argument
   // for an instance whose link figures are not known.
-  static FabricParams for_instance(const sim::InstanceConfig& inst, const sim::GenerationConfig& gen);
+  static FabricParams for_instance(const spec::InstanceConfig& inst, const spec::GenerationConfig& gen);
 };
 
 // Where the ranks sit. packed: rank r on core r (chip r / cores_per_chip), as a launcher fills
@@ -55,10 +55,10 @@ class Fabric final : public Network {
   // `cores` gives each rank's core; every entry must lie inside an instance and be distinct.
   // Throws std::invalid_argument when the ranks span instances that only EFA could join and the
   // instance has no EFA figure.
-  Fabric(sim::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
+  Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
   // Convenience: load the generation config for the figures and place `ranks` ranks.
-  static Fabric make(const sim::InstanceConfig& inst, int ranks, Placement placement = Placement::packed);
-  static std::vector<CoreId> place(const sim::InstanceConfig& inst, int ranks, Placement placement);
+  static Fabric make(const spec::InstanceConfig& inst, int ranks, Placement placement = Placement::packed);
+  static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks, Placement placement);
 
   int num_ranks() const override { return static_cast<int>(cores_.size()); }
   Picos now() const override { return now_; }
@@ -79,7 +79,7 @@ class Fabric final : public Network {
   };
   const std::vector<Link>& links() const { return links_; }
   const FabricParams& params() const { return params_; }
-  const sim::InstanceConfig& instance() const { return inst_; }
+  const spec::InstanceConfig& instance() const { return inst_; }
   uint32_t instances() const { return instances_; }  // instances the job spans (whole entries)
   uint64_t messages_sent() const { return messages_; }
 
@@ -117,7 +117,7 @@ class Fabric final : public Network {
   int hbm_link(const CoreId& c) const;
   int efa_link(const CoreId& c, bool ingress) const;  // the chip's EFA share
 
-  sim::InstanceConfig inst_;
+  spec::InstanceConfig inst_;
   FabricParams params_;
   std::vector<CoreId> cores_;
   std::vector<Link> links_;

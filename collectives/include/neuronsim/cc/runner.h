@@ -27,10 +27,10 @@ struct CollectiveResult {
 };
 
 // Runs `spec` on `ranks` ranks of `inst`; `inputs[r]` is rank r's input (see CollectiveSpec).
-CollectiveResult run_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>& inputs, const RunOptions& options = {});
 // Timing only: the same messages, sizes and schedule, no data (for sizes too large to hold).
-CollectiveResult time_collective(const sim::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
+CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
                                  const RunOptions& options = {});
 // The same two on a fabric the caller made (its own figures or placement); the fabric must be fresh.
 // `starts`, when given, delays rank r's first step by starts[r] (ranks arriving at different times).
@@ -39,10 +39,10 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
                                 const std::vector<Picos>* starts = nullptr);
 
 // The automatic choice's thresholds of the instance's generation (sim/configs/<gen>.json).
-Thresholds thresholds_for(const sim::InstanceConfig& inst);
+Thresholds thresholds_for(const spec::InstanceConfig& inst);
 // The algorithm that runs: options.algorithm, or the automatic choice with options.thresholds
 // (the generation's when unset).
-Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const sim::InstanceConfig& inst,
+Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
                             const RunOptions& options);
 
 // nccom-test's bus bandwidth: bytes / time × factor (all-reduce 2(r-1)/r; all-gather,

@@ -50,7 +50,7 @@ struct TcpOptions {
   int world_size = 1;
   std::string token;   // the job's secret (NEURONSIM_JOB_TOKEN); every rank must have the same
   std::chrono::milliseconds timeout{30'000};  // rendezvous, and any wait for a peer mid-job
-  sim::InstanceConfig instance;  // the simulated instance every rank must agree on
+  spec::InstanceConfig instance;  // the simulated instance every rank must agree on
   RunOptions run;      // algorithm, thresholds, placement (run.cores is filled by connect)
   // This rank's core, announced to the others. When every rank gives one, the announced cores
   // are the placement; when none does, run.placement places the ranks. Mixing is an error.

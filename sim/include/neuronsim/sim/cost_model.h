@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "neuronsim/isa/instruction.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {
 
@@ -20,10 +20,10 @@ struct IssueContext {
 
 // Engine-busy time of a compute or control instruction in picoseconds (rounded
 // to whole engine cycles). For dma_copy this is the trigger cost on its engine.
-uint64_t instruction_ps(const isa::Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx);
+uint64_t instruction_ps(const isa::Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx);
 
 // The same in cycles of the instruction's engine clock.
-uint64_t instruction_cycles(const isa::Instruction& inst, const GenerationConfig& gen, const IssueContext& ctx);
+uint64_t instruction_cycles(const isa::Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx);
 
 // One piece of a dma_copy, carried by one DMA engine.
 struct DmaTransfer {
@@ -34,10 +34,10 @@ struct DmaTransfer {
 
 // Splits a dma_copy the way the hardware does: one engine per group of
 // partitions (128 / 16 = 8), rows of HBM patterns likewise.
-std::vector<DmaTransfer> plan_dma(const isa::Instruction& inst, const GenerationConfig& gen);
+std::vector<DmaTransfer> plan_dma(const isa::Instruction& inst, const spec::GenerationConfig& gen);
 
 // Time one DMA engine needs for a transfer of `bytes`, without contention (ps).
-uint64_t dma_transfer_ps(uint64_t bytes, const GenerationConfig& gen);
+uint64_t dma_transfer_ps(uint64_t bytes, const spec::GenerationConfig& gen);
 
 // Floating-point operations an instruction performs (2 per MAC for matmul), for MFU.
 uint64_t instruction_flops(const isa::Instruction& inst);

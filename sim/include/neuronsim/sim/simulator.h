@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "neuronsim/isa/program.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/memory.h"
 #include "neuronsim/sim/run_result.h"
@@ -65,13 +65,13 @@ struct RunOptions {
 
 class Simulator {
  public:
-  Simulator(InstanceConfig instance, GenerationConfig generation);
+  Simulator(spec::InstanceConfig instance, spec::GenerationConfig generation);
   ~Simulator();
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
 
-  const InstanceConfig& instance() const { return instance_; }
-  const GenerationConfig& generation() const { return generation_; }
+  const spec::InstanceConfig& instance() const { return instance_; }
+  const spec::GenerationConfig& generation() const { return generation_; }
   uint32_t num_cores() const { return instance_.total_cores(); }
 
   // The HBM of a chip (sparse; shared by its cores).
@@ -94,8 +94,8 @@ class Simulator {
 
  private:
   struct Impl;
-  InstanceConfig instance_;
-  GenerationConfig generation_;
+  spec::InstanceConfig instance_;
+  spec::GenerationConfig generation_;
   std::vector<std::unique_ptr<SparseMemory>> hbm_;
   std::vector<std::unique_ptr<CoreState>> cores_;
   std::vector<const isa::Program*> programs_;

@@ -1,4 +1,4 @@
-// sim/configs and their loader: every generation and instance loads, every
+// spec/configs and their loader: every generation and instance loads, every
 // figure carries a source, and every broken config is refused with a message
 // that names the file and the field.
 #include <atomic>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "neuronsim/isa/target.h"
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
-namespace neuronsim::sim {
+namespace neuronsim::spec {
 namespace {
 
 namespace fs = std::filesystem;
@@ -362,4 +362,4 @@ TEST_F(ConfigErrors, UnknownInstanceListsKnownOnes) {
 }
 
 }  // namespace
-}  // namespace neuronsim::sim
+}  // namespace neuronsim::spec

@@ -1,17 +1,18 @@
-// Chip generations and instances as data: sim/configs/<generation>.json and
-// sim/configs/instances.json. Every figure in those files carries its source
+// Chip generations and instances as data: spec/configs/<generation>.json and
+// spec/configs/instances.json. Every figure in those files carries its source
 // (a document section or a measurement); loading refuses inconsistent configs
 // with a message naming the file and the field.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "neuronsim/isa/target.h"
 
-namespace neuronsim::sim {
+namespace neuronsim::spec {
 
 class ConfigError : public std::runtime_error {
  public:
@@ -93,4 +94,4 @@ GenerationConfig load_generation(const std::string& name, const std::filesystem:
 InstanceConfig load_instance(const std::string& name, const std::filesystem::path& dir = config_dir());
 std::vector<std::string> instance_names(const std::filesystem::path& dir = config_dir());
 
-}  // namespace neuronsim::sim
+}  // namespace neuronsim::spec

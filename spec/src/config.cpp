@@ -1,7 +1,7 @@
-// Loading and validating sim/configs/*.json (see config.h). Every figure of a
+// Loading and validating spec/configs/*.json (see config.h). Every figure of a
 // generation file is {"value": <number>, "source": "<where it comes from>"};
 // instances.json gives one source per instance. Errors name the file and field.
-#include "neuronsim/sim/config.h"
+#include "neuronsim/spec/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,7 @@
 
 #include "neuronsim/isa/target.h"
 
-namespace neuronsim::sim {
+namespace neuronsim::spec {
 namespace {
 
 namespace fs = std::filesystem;
@@ -344,4 +344,4 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   return inst;
 }
 
-}  // namespace neuronsim::sim
+}  // namespace neuronsim::spec
