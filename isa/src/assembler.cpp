@@ -275,7 +275,7 @@ class Parser {
     const std::string name = c.ident();
     if (name == "target") {
       const std::string t = c.ident();
-      if (!find_target_name(t)) c.fail(fmt::format("unknown target '{}' (trn1, trn2, trn3, inf2)", t));
+      if (!find_target_name(t)) c.fail(fmt::format("unknown target '{}' ({})", t, fmt::join(target_names(), ", ")));
       if (program_.num_instructions() > 0) c.fail(".target must come before the first instruction");
       program_.target = std::string(*find_target_name(t));
     } else if (name == "tensor") {

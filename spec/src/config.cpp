@@ -72,17 +72,23 @@ class FigureReader {
       if (node.is_number()) fail(file_, path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
       fail(file_, path, "is not a {\"value\", \"source\"} object");
     }
-    for (const auto& [key, unused] : node.items())
-      if (key != "value" && key != "source") fail(file_, path, fmt::format("unknown key '{}'", key));
-    if (!node.contains("value")) fail(file_, path, "missing 'value'");
+    check_keys(path, node);
     const Json& value = node["value"];
     if (!value.is_number()) fail(file_, path, fmt::format("value is not a number (got {})", value.dump()));
-    if (!node.contains("source") || !node["source"].is_string() ||
-        node["source"].get<std::string>().find_first_not_of(" \t\n") == std::string::npos)
-      fail(file_, path, "has no source");
     const double v = value.get<double>();
     if (!std::isfinite(v)) fail(file_, path, "value is not finite");
     return v;
+  }
+
+  // A sourced string at `path`: {"value": "<text>", "source": "..."}.
+  std::string text(const std::string& path) {
+    const Json& node = lookup(path);
+    if (!node.is_object()) fail(file_, path, "is not a {\"value\", \"source\"} object");
+    check_keys(path, node);
+    const Json& value = node["value"];
+    if (!value.is_string() || value.get<std::string>().empty())
+      fail(file_, path, fmt::format("value is not a non-empty string (got {})", value.dump()));
+    return value.get<std::string>();
   }
 
   double positive(const std::string& path) {
@@ -111,19 +117,28 @@ class FigureReader {
 
   void mark(const std::string& path) { used_.insert(path); }
 
-  // Fields present in the file that no rule read: typos, or figures we do not know.
+  // Fields present in the file that no rule read: typos, or figures we do not know. A group
+  // of figures ("clocks", "isa") is checked field by field.
   void reject_unknown() {
     for (const auto& [key, value] : root_.items()) {
-      if (key == "clocks" && value.is_object()) {
+      if (!used_.count(key)) fail(file_, key, "unknown field");
+      if (value.is_object() && !value.contains("value"))
         for (const auto& [sub, unused] : value.items())
-          if (!used_.count("clocks." + sub)) fail(file_, "clocks." + sub, "unknown field");
-      } else if (!used_.count(key)) {
-        fail(file_, key, "unknown field");
-      }
+          if (!used_.count(key + "." + sub)) fail(file_, key + "." + sub, "unknown field");
     }
   }
 
  private:
+  // A figure object has exactly a value and a non-blank source.
+  void check_keys(const std::string& path, const Json& node) {
+    for (const auto& [key, unused] : node.items())
+      if (key != "value" && key != "source") fail(file_, path, fmt::format("unknown key '{}'", key));
+    if (!node.contains("value")) fail(file_, path, "missing 'value'");
+    if (!node.contains("source") || !node["source"].is_string() ||
+        node["source"].get<std::string>().find_first_not_of(" \t\n") == std::string::npos)
+      fail(file_, path, "has no source");
+  }
+
   const Json& lookup(const std::string& path) {
     used_.insert(path);
     const Json* node = &root_;
@@ -147,6 +162,61 @@ class FigureReader {
 const std::set<std::string>& known_topologies() {
   static const std::set<std::string> t = {"none", "ring", "torus-4x4"};
   return t;
+}
+
+// The ISA limits (isa::Target) of the generation in `root`: its core version and memory figures
+// and the "isa" group. A generation the ISA knows (isa::find_target_name) must agree with it
+// figure by figure; any other adds its target, so that programs can be built, validated and
+// written as NEFFs for it. Returns the known target, or null with `limits` (whose NEFF target
+// points into `neff_target`) to add once the whole file has been checked.
+const isa::Target* isa_target(const fs::path& file, const Json& root, FigureReader& r, const GenerationConfig& g,
+                              isa::Target& limits, std::string& neff_target) {
+  if (!root.contains("isa") || !root["isa"].is_object()) fail(file, "isa", "missing field (the ISA limits)");
+  neff_target = r.text("isa.neff_target");
+  limits = {};
+  limits.name = g.name;
+  limits.neff_target = neff_target;
+  limits.core_version = g.core_version;
+  limits.num_partitions = g.partitions;
+  limits.sbuf_partition_bytes = g.sbuf_partition_bytes;
+  limits.psum_partition_bytes = g.psum_partition_bytes;
+  limits.psum_bank_bytes = g.psum_partition_bytes / g.psum_banks;
+  limits.pe_stationary_fmax = r.u32("isa.pe_stationary_fmax");
+  limits.pe_moving_fmax = r.u32("isa.pe_moving_fmax");
+  limits.sbuf_free_max = r.u32("isa.sbuf_free_max");
+  limits.psum_free_max = r.u32("isa.psum_free_max");
+  limits.bn_stats_fmax = r.u32("isa.bn_stats_fmax");
+
+  const std::optional<std::string_view> known = isa::find_target_name(g.name);
+  if (!known) {
+    if (limits.pe_stationary_fmax > limits.num_partitions)
+      fail(file, "isa.pe_stationary_fmax", fmt::format("{} is more than the {} partitions",
+                                                       limits.pe_stationary_fmax, limits.num_partitions));
+    if (const auto other = isa::find_target_name(neff_target))
+      fail(file, "isa.neff_target", fmt::format("'{}' already names the ISA target {}", neff_target, *other));
+    return nullptr;
+  }
+  if (*known != g.name)
+    fail(file, "name", fmt::format("'{}' is another name of the ISA target {}", g.name, *known));
+  const isa::Target& t = isa::target_by_name(g.name);
+  auto agree = [&](const char* field, auto mine, auto theirs) {
+    if (mine != theirs)
+      fail(file, field, fmt::format("{} disagrees with the ISA target {} ({})", mine, t.name, theirs));
+  };
+  agree("core_version", limits.core_version, t.core_version);
+  agree("partitions", limits.num_partitions, t.num_partitions);
+  agree("sbuf_partition_bytes", limits.sbuf_partition_bytes, t.sbuf_partition_bytes);
+  agree("psum_partition_bytes", limits.psum_partition_bytes, t.psum_partition_bytes);
+  if (limits.psum_bank_bytes != t.psum_bank_bytes)
+    fail(file, "psum_banks", fmt::format("{} banks give {}-byte banks; the ISA target {} has {}-byte banks",
+                                         g.psum_banks, limits.psum_bank_bytes, t.name, t.psum_bank_bytes));
+  agree("isa.neff_target", limits.neff_target, t.neff_target);
+  agree("isa.pe_stationary_fmax", limits.pe_stationary_fmax, t.pe_stationary_fmax);
+  agree("isa.pe_moving_fmax", limits.pe_moving_fmax, t.pe_moving_fmax);
+  agree("isa.sbuf_free_max", limits.sbuf_free_max, t.sbuf_free_max);
+  agree("isa.psum_free_max", limits.psum_free_max, t.psum_free_max);
+  agree("isa.bn_stats_fmax", limits.bn_stats_fmax, t.bn_stats_fmax);
+  return &t;
 }
 
 }  // namespace
@@ -177,18 +247,7 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.name = root["name"].get<std::string>();
   if (g.name != name) fail(file, "name", fmt::format("'{}' does not match the file name '{}'", g.name, name));
 
-  // The ISA limits of this generation; the memory figures must agree with them.
-  std::optional<std::string_view> target_name = isa::find_target_name(name);
-  if (!target_name || *target_name != name)
-    fail(file, "name", fmt::format("'{}' is not an ISA target (trn1, trn2, trn3)", name));
-  g.target = &isa::target_by_name(name);
-  const isa::Target& t = *g.target;
-
   g.core_version = static_cast<int>(r.integer("core_version", 1, 100));
-  if (g.core_version != t.core_version)
-    fail(file, "core_version", fmt::format("{} disagrees with the ISA target {} (NeuronCore-v{})", g.core_version,
-                                           t.name, t.core_version));
-
   if (!root.contains("clocks") || !root["clocks"].is_object()) fail(file, "clocks", "missing field");
   g.pe_ghz = r.positive("clocks.pe");
   g.act_ghz = r.positive("clocks.act");
@@ -197,25 +256,15 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.sp_ghz = r.positive("clocks.sp");
 
   g.partitions = r.u32("partitions");
-  if (g.partitions != t.num_partitions)
-    fail(file, "partitions", fmt::format("{} disagrees with the ISA target {} ({})", g.partitions, t.name,
-                                         t.num_partitions));
   g.sbuf_partition_bytes = r.u32("sbuf_partition_bytes");
-  if (g.sbuf_partition_bytes != t.sbuf_partition_bytes)
-    fail(file, "sbuf_partition_bytes", fmt::format("{} disagrees with the ISA target {} ({})",
-                                                   g.sbuf_partition_bytes, t.name, t.sbuf_partition_bytes));
   g.psum_partition_bytes = r.u32("psum_partition_bytes");
-  if (g.psum_partition_bytes != t.psum_partition_bytes)
-    fail(file, "psum_partition_bytes", fmt::format("{} disagrees with the ISA target {} ({})",
-                                                   g.psum_partition_bytes, t.name, t.psum_partition_bytes));
   g.psum_banks = r.u32("psum_banks");
   if (g.psum_partition_bytes % g.psum_banks != 0)
     fail(file, "psum_banks", fmt::format("psum_partition_bytes {} is not divisible by {} banks",
                                          g.psum_partition_bytes, g.psum_banks));
-  if (g.psum_partition_bytes / g.psum_banks != t.psum_bank_bytes)
-    fail(file, "psum_banks", fmt::format("{} banks give {}-byte banks; the ISA target {} has {}-byte banks",
-                                         g.psum_banks, g.psum_partition_bytes / g.psum_banks, t.name,
-                                         t.psum_bank_bytes));
+  isa::Target limits;
+  std::string neff_target;
+  g.target = isa_target(file, root, r, g, limits, neff_target);
 
   g.pe_min_interval = r.u32("pe_min_interval");
   g.pe_fp32_factor = r.u32("pe_fp32_factor");
@@ -254,6 +303,13 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
                      g.cc_rdh_below_bytes, g.cc_mesh_below_bytes));
 
   r.reject_unknown();
+  if (!g.target) {
+    try {
+      g.target = &isa::add_target(limits);
+    } catch (const std::exception& e) {
+      fail(file, "isa", e.what());
+    }
+  }
   return g;
 }
 

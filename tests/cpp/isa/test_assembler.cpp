@@ -14,6 +14,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The message assembling `text` fails with ("<none>" when it does not fail).
+std::string assemble_error(const std::string& text) {
+  try {
+    assemble(text);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "<none>";
+}
+
 std::string every_opcode_source() { return test::read_file(test::source_dir() / "tests/data/every_opcode.s"); }
 
 TEST(Assembler, EveryOpcodeIsCovered) {
@@ -172,6 +182,40 @@ TEST(Assembler, TilePositionsFollowTheGeneration) {
                          "moving=sbuf.bf16[0:32]+64[[1,64]] row=32 col=32\n";
   EXPECT_NO_THROW(assemble(".target trn2\n" + mm));
   EXPECT_THROW(assemble(".target trn1\n" + mm), AsmError);
+}
+
+// Targets beyond the built-in table (a generation described only by its spec file).
+TEST(Targets, AddedTargetsAssembleAndAreListed) {
+  EXPECT_EQ(find_target_name("inf2"), "trn1");
+  EXPECT_EQ(find_target_name("cayman"), "trn2");
+  EXPECT_THAT(assemble_error(".target trnt\n"), HasSubstr("unknown target 'trnt' (trn1, trn2, trn3, inf2)"));
+  Target t = target_by_name("trn2");
+  t.name = "trnt";
+  t.neff_target = "trnt-kelf";
+  t.sbuf_partition_bytes = 64 * 1024;
+  const Target& added = add_target(t);
+  EXPECT_EQ(&add_target(t), &added);  // the same figures again: the same target
+  EXPECT_EQ(&target_by_name("trnt"), &added);
+  EXPECT_EQ(find_target_name("trnt-kelf"), "trnt");
+  EXPECT_EQ(added.sbuf_partition_bytes, 64u * 1024);
+  EXPECT_THAT(target_names(), ::testing::ElementsAre("trn1", "trn2", "trn3", "trnt", "inf2"));
+  const Program p = assemble(".target trnt\ndve memset dst=sbuf.fp32[0:1]+0[[1,1]]\n");
+  EXPECT_EQ(p.target, "trnt");
+  // The target's own limits apply: 64 KiB of SBUF per partition.
+  EXPECT_THAT(assemble_error(".target trnt\ndve memset dst=sbuf.fp32[0:1]+65536[[1,1]]\n"), HasSubstr("outside sbuf (65536 bytes per partition)"));
+  EXPECT_NO_THROW(assemble(".target trn2\ndve memset dst=sbuf.fp32[0:1]+65536[[1,1]]\n"));
+  // Other figures under a known name, or a NEFF target that names another target.
+  Target other = t;
+  other.pe_moving_fmax = 256;
+  EXPECT_THROW(add_target(other), IsaError);
+  Target trn2 = target_by_name("trn2");
+  trn2.bn_stats_fmax = 256;
+  EXPECT_THROW(add_target(trn2), IsaError);
+  Target clash = t;
+  clash.name = "trnu";
+  clash.neff_target = "cayman";
+  EXPECT_THROW(add_target(clash), IsaError);
+  EXPECT_FALSE(find_target_name("trnu"));
 }
 
 TEST(Validation, NonCanonicalFieldsAreRejected) {

@@ -131,7 +131,7 @@ TEST(Config, LoadsEveryInstance) {
 void expect_sourced(const ordered_json& node, const std::string& where) {
   if (node.is_object()) {
     if (node.contains("value")) {
-      EXPECT_TRUE(node["value"].is_number()) << where;
+      EXPECT_TRUE(node["value"].is_number() || where.ends_with(".isa.neff_target")) << where;
       ASSERT_TRUE(node.contains("source")) << where << " has no source";
       ASSERT_TRUE(node["source"].is_string()) << where;
       EXPECT_FALSE(node["source"].get<std::string>().empty()) << where << " has an empty source";
@@ -151,9 +151,9 @@ TEST(Config, EveryFigureHasASource) {
     const ordered_json j = read_json(source_configs() / (std::string(name) + ".json"));
     expect_sourced(j, name);
     for (const auto& [key, value] : j.items())
-      figures += key == "clocks" ? static_cast<int>(value.size()) : value.is_object() ? 1 : 0;
+      figures += !value.is_object() ? 0 : value.contains("value") ? 1 : static_cast<int>(value.size());
   }
-  EXPECT_EQ(figures, 3 * 30);  // the 30 figures of GenerationConfig, in each file
+  EXPECT_EQ(figures, 3 * 36);  // the 30 figures of GenerationConfig and 6 more of its ISA target, in each file
   const ordered_json inst = read_json(source_configs() / "instances.json");
   ASSERT_TRUE(inst.contains("instances"));
   for (const auto& [name, entry] : inst["instances"].items()) {
@@ -274,6 +274,67 @@ TEST_F(ConfigErrors, MemorySizesDisagreeWithTheIsaTarget) {
   e = break_generation("trn2", [](ordered_json& j) { j["psum_partition_bytes"]["value"] = 32768; });
   EXPECT_THAT(e, HasSubstr("'psum_partition_bytes'"));
   EXPECT_THAT(e, HasSubstr("ISA target"));
+}
+
+TEST_F(ConfigErrors, IsaLimitsDisagreeWithTheIsaTarget) {
+  std::string e = break_generation("trn3", [](ordered_json& j) { j["isa"]["pe_moving_fmax"]["value"] = 512; });
+  EXPECT_THAT(e, HasSubstr("trn3.json"));
+  EXPECT_THAT(e, HasSubstr("'isa.pe_moving_fmax'"));
+  EXPECT_THAT(e, HasSubstr("disagrees with the ISA target trn3 (4096)"));
+  e = break_generation("trn2", [](ordered_json& j) { j["isa"]["neff_target"]["value"] = "trn2"; });
+  EXPECT_THAT(e, HasSubstr("'isa.neff_target'"));
+  EXPECT_THAT(e, HasSubstr("cayman"));
+  e = break_generation("trn2", [](ordered_json& j) { j["isa"]["neff_target"]["value"] = 2; });
+  EXPECT_THAT(e, HasSubstr("'isa.neff_target'"));
+  EXPECT_THAT(e, HasSubstr("not a non-empty string"));
+  e = break_generation("trn1", [](ordered_json& j) { j.erase("isa"); });
+  EXPECT_THAT(e, HasSubstr("'isa'"));
+  EXPECT_THAT(e, HasSubstr("missing"));
+  e = break_generation("trn1", [](ordered_json& j) { j["isa"]["psum_fre_max"] = j["isa"]["psum_free_max"]; });
+  EXPECT_THAT(e, HasSubstr("'isa.psum_fre_max'"));
+  EXPECT_THAT(e, HasSubstr("unknown field"));
+  e = break_generation("trn1", [](ordered_json& j) { j["isa"]["bn_stats_fmax"] = 512; });
+  EXPECT_THAT(e, HasSubstr("'isa.bn_stats_fmax'"));
+  EXPECT_THAT(e, HasSubstr("no source"));
+}
+
+// A generation the ISA does not know brings its own target limits, which it adds.
+TEST_F(ConfigErrors, NewGenerationAddsItsIsaTarget) {
+  auto made_up = [&](const std::string& name, const std::function<void(ordered_json&)>& edit) {
+    ordered_json j = read_json(source_configs() / "trn2.json");
+    j["name"] = name;
+    j["isa"]["neff_target"]["value"] = name + "-kelf";
+    edit(j);
+    write_json(dir_ / (name + ".json"), j);
+    return config_error([&] { load_generation(name, dir_); });
+  };
+  ASSERT_FALSE(isa::find_target_name("trnq"));
+  EXPECT_EQ(made_up("trnq", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 131072; }), "<none>");
+  const isa::Target& t = isa::target_by_name("trnq");
+  EXPECT_EQ(t.sbuf_partition_bytes, 131072u);
+  EXPECT_EQ(t.neff_target, "trnq-kelf");
+  EXPECT_EQ(t.core_version, 3);
+  EXPECT_EQ(t.psum_bank_bytes, 2048u);
+  EXPECT_EQ(load_generation("trnq", dir_).target, &t);  // loading again finds the same target
+  // Once added, a target is checked like a built-in one.
+  std::string e = made_up("trnq", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 131072;
+                                                          j["isa"]["pe_moving_fmax"]["value"] = 256; });
+  EXPECT_THAT(e, HasSubstr("trnq.json"));
+  EXPECT_THAT(e, HasSubstr("'isa.pe_moving_fmax'"));
+  EXPECT_THAT(e, HasSubstr("disagrees with the ISA target trnq (512)"));
+  // A NEFF target that names another target, a name that is another name of a target.
+  e = made_up("trnr", [](ordered_json& j) { j["isa"]["neff_target"]["value"] = "cayman"; });
+  EXPECT_THAT(e, HasSubstr("'isa.neff_target'"));
+  EXPECT_THAT(e, HasSubstr("already names the ISA target trn2"));
+  e = made_up("inf2", [](ordered_json&) {});
+  EXPECT_THAT(e, HasSubstr("'name'"));
+  EXPECT_THAT(e, HasSubstr("another name of the ISA target trn1"));
+  e = made_up("trnr", [](ordered_json& j) { j["isa"]["pe_stationary_fmax"]["value"] = 256; });
+  EXPECT_THAT(e, HasSubstr("'isa.pe_stationary_fmax'"));
+  // A file that fails adds nothing.
+  e = made_up("trnr", [](ordered_json& j) { j["dma_engines"]["value"] = 12; });
+  EXPECT_THAT(e, HasSubstr("'dma_engines'"));
+  EXPECT_FALSE(isa::find_target_name("trnr"));
 }
 
 TEST_F(ConfigErrors, PsumNotDivisibleByBanks) {
