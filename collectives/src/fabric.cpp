@@ -1,26 +1,17 @@
-// The in-process fabric model. Figures (shared/research/neuron-hardware.md, keys from its §11):
-//   trn1.32xlarge: 4x4 2-D torus, 384 GiB/s per chip over 4 NeuronLink-v2 links -> 96 GiB/s per
-//     link [§1, §5: C S3, D]; trn1n.32xlarge: 768 GiB/s per chip -> 192 GiB/s per link [C S3, D].
-//   inf2.24xlarge/48xlarge: ring, 192 GiB/s per chip over 2 links, diagram "96 GiB/sec" per
-//     link [§1, §5: C S4].
-//   trn2.48xlarge: 4x4 2-D torus, 1,024 GB/s per chip intra-instance -> 256 GB/s per link
-//     [§1, §5: C S5, S7, D].
-//   Trn2 UltraServer: same-XY chips of its 4 instances in a ring (Z), 256 GB/s per chip between
-//     instances [§1, §5: C S7] over the chip's 2 Z links -> 128 GB/s per link [D].
-//   Per-hop latency intra-node ~1-2 us (HBM-load dependent) [§5: C R3]: we take 1.5 us, and the
-//     same for a Z hop (no public figure for it; an assumption [I]).
-//   Core-to-core inside a chip goes through HBM at the chip's HBM bandwidth (sim/configs
-//     <generation>.json hbm_bytes_per_ns: 820 GB/s trn1, 2.9 TB/s trn2 [§1: C S1, S5]) with
-//     the same 1.5 us latency (no public per-hop figure for this path; an assumption [I]).
-//   EFA per instance: trn1.32xlarge 800 Gbps [§1: C S3], trn1n.32xlarge 1,600 Gbps [C S3],
-//     trn2.48xlarge / trn2u.48xlarge 3,200 Gbps [§1, §5: C S7, R4]; Gbps = 10^9 bit/s. Each chip
-//     gets an even share (Trn2: 200 Gbps per chip, as [R4] states; trn1: 50 Gbps, our split
-//     [D]). Latency ~15 us inter-node per hop / HBM-to-HBM minimal packet [§5: C R3, R4].
-// We read the per-chip figures as per direction of each link (the sources do not say); see
-// docs/collectives.md, "Open questions".
+// The in-process fabric model. Its figures are spec data, each with its source
+// (shared/research/neuron-hardware.md; docs/collectives.md, "Fabric model", lists them):
+//   per instance (spec/configs/instances.json): the NeuronLink bandwidth of one chip-to-chip link,
+//     the bandwidth and latency of a link between the instances of an UltraServer (Z), and the
+//     EFA bandwidth of one instance and its latency;
+//   per generation (spec/configs/<generation>.json): the latency of a NeuronLink hop, and core to
+//     core inside a chip through HBM at the chip's HBM bandwidth with its own latency.
+// An instance's EFA is split evenly over its chips (Trn2: 200 Gbps per chip, as [R4] states;
+// trn1: 50 Gbps, our split [D]). We read the per-chip figures as per direction of each link (the
+// sources do not say); see docs/collectives.md, "Open questions".
 #include "neuronsim/cc/fabric.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -32,36 +23,9 @@
 namespace neuronsim::cc {
 
 namespace {
-constexpr uint64_t kGiB = 1ull << 30;
-constexpr uint64_t kGB = 1000ull * 1000 * 1000;
-constexpr uint64_t kGbps = kGB / 8;                  // bytes per second of 10^9 bit/s
-constexpr Picos kHopLatencyPs = 1500 * kPicosPerNs;  // 1.5 us, middle of "~1-2 us" [R3]
-constexpr Picos kEfaLatencyPs = 15 * kPicosPerUs;    // ~15 us inter-node [R3, R4]
+constexpr uint64_t kGbps = 1000ull * 1000 * 1000 / 8;  // bytes per second of 10^9 bit/s
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-
-// EFA of one instance in Gbps; 0 where the notes list none (inf2, trn2.3xlarge) or only an
-// "up to 25 Gbps" burst figure with no NIC count (trn1.2xlarge; not modelled, a decision).
-uint64_t efa_gbps(const std::string& name) {
-  static const std::map<std::string, uint64_t> kEfa = {
-      {"trn1.32xlarge", 800},       // 8 EFA NICs [C S3, I K8S]
-      {"trn1n.32xlarge", 1600},     // [C S3]
-      {"trn2.48xlarge", 3200},      // EFAv3, 200 Gbps per chip [C S7, R4]
-      {"trn2u.48xlarge", 3200},     // [C S7, R4]
-      {"trn2u-ultraserver", 3200},  // per trn2u instance of the UltraServer [C S7]
-  };
-  auto it = kEfa.find(name);
-  return it == kEfa.end() ? 0 : it->second;
-}
-
-uint64_t neuronlink_bytes_per_s(const spec::InstanceConfig& inst) {
-  if (inst.topology == "none") return 0;  // no chip-to-chip links
-  if (starts_with(inst.name, "trn1n")) return 768 * kGiB / 4;  // [C S3, D]
-  if (starts_with(inst.name, "trn1")) return 384 * kGiB / 4;   // [C S3, D]
-  if (starts_with(inst.name, "inf2")) return 192 * kGiB / 2;   // [C S4]
-  if (starts_with(inst.name, "trn2")) return 1024 * kGB / 4;   // [C S5, S7, D]
-  throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
-}
+Picos ns_to_ps(double ns) { return static_cast<Picos>(std::llround(ns * static_cast<double>(kPicosPerNs))); }
 
 // Signed steps round a ring of n positions: the short way, the half-way tie positive.
 int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
@@ -73,19 +37,21 @@ int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
 FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
                                          const spec::GenerationConfig& gen) {
   FabricParams p;
-  p.link_latency_ps = kHopLatencyPs;
-  p.intra_chip_latency_ps = kHopLatencyPs;
+  p.link_latency_ps = ns_to_ps(gen.neuronlink_latency_ns);
+  p.intra_chip_latency_ps = ns_to_ps(gen.intra_chip_latency_ns);
   p.intra_chip_bytes_per_s = static_cast<uint64_t>(gen.hbm_bytes_per_ns * 1e9 + 0.5);
-  p.link_bytes_per_s = neuronlink_bytes_per_s(inst);
+  p.link_bytes_per_s = inst.topology == "none" ? 0 : inst.neuronlink_bytes_per_s;
+  if (inst.topology != "none" && p.link_bytes_per_s == 0)
+    throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
   if (inst.instance_link == "ring") {
-    if (!starts_with(inst.name, "trn2"))
+    if (inst.instance_link_bytes_per_s == 0)
       throw std::invalid_argument(
           fmt::format("no figures for the links between the instances of '{}'", inst.name));
-    p.z_link_bytes_per_s = 256 * kGB / 2;  // 256 GB/s per chip over +z and -z [C S7, D]
-    p.z_link_latency_ps = kHopLatencyPs;   // [I]: no public figure for a Z hop
+    p.z_link_bytes_per_s = inst.instance_link_bytes_per_s;
+    p.z_link_latency_ps = ns_to_ps(inst.instance_link_latency_ns);
   }
-  p.efa_bytes_per_s = efa_gbps(inst.name) * kGbps / inst.chips_per_instance();  // one chip's share
-  p.efa_latency_ps = p.efa_bytes_per_s ? kEfaLatencyPs : 0;
+  p.efa_bytes_per_s = inst.efa_gbps * kGbps / inst.chips_per_instance();  // one chip's share
+  p.efa_latency_ps = p.efa_bytes_per_s ? ns_to_ps(inst.efa_latency_ns) : 0;
   if (p.intra_chip_bytes_per_s == 0)
     throw std::invalid_argument(fmt::format("generation '{}' has no HBM bandwidth", gen.name));
   return p;

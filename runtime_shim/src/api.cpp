@@ -433,29 +433,20 @@ NRT_STATUS nrt_get_instance_info(nrt_instance_info_t* info, size_t len) {
   std::lock_guard<std::mutex> lock(rt().mu);
   const Config& c = rt().device->config;
   nrt_instance_info_t out{};
-  const std::string& n = c.instance.name;
-  if (n.rfind("inf2", 0) == 0)
-    out.family = NRT_INSTANCE_INF2;
-  else if (n.rfind("trn1n", 0) == 0)
-    out.family = NRT_INSTANCE_TRN1N;
-  else if (n.rfind("trn1", 0) == 0)
-    out.family = NRT_INSTANCE_TRN1;
-  else if (n.rfind("trn2u", 0) == 0)
-    out.family = NRT_INSTANCE_TRN2U;
-  else if (n.rfind("trn2", 0) == 0)
-    out.family = NRT_INSTANCE_TRN2;
-  else if (n.rfind("trn3", 0) == 0)
-    out.family = NRT_INSTANCE_TRN3;
-  else
-    out.family = NRT_INSTANCE_UNKNOWN;
-  const std::string size = n.substr(n.find('.') + 1);
+  // The instance's family and size come from its spec (instances.json).
+  static const std::pair<const char*, uint32_t> kFamilies[] = {
+      {"inf2", NRT_INSTANCE_INF2},   {"trn1", NRT_INSTANCE_TRN1},   {"trn1n", NRT_INSTANCE_TRN1N},
+      {"trn2", NRT_INSTANCE_TRN2},   {"trn2u", NRT_INSTANCE_TRN2U}, {"trn3", NRT_INSTANCE_TRN3}};
+  out.family = NRT_INSTANCE_UNKNOWN;
+  for (const auto& [f, v] : kFamilies)
+    if (c.instance.family == f) out.family = v;
   static const std::pair<const char*, uint32_t> kSizes[] = {
       {"xlarge", NRT_INSTANCE_SIZE_1XL},   {"2xlarge", NRT_INSTANCE_SIZE_2XL},  {"4xlarge", NRT_INSTANCE_SIZE_4XL},
       {"6xlarge", NRT_INSTANCE_SIZE_6XL},  {"8xlarge", NRT_INSTANCE_SIZE_8XL},  {"24xlarge", NRT_INSTANCE_SIZE_24XL},
       {"32xlarge", NRT_INSTANCE_SIZE_32XL}, {"48xlarge", NRT_INSTANCE_SIZE_48XL}, {"3xlarge", NRT_INSTANCE_SIZE_3XL}};
   out.size = NRT_INSTANCE_SIZE_UNKNOWN;
   for (const auto& [s, v] : kSizes)
-    if (size == s) out.size = v;
+    if (c.instance.size == s) out.size = v;
   std::snprintf(out.arch_name, sizeof out.arch_name, "%s", c.generation.name.c_str());
   std::snprintf(out.device_revision, sizeof out.device_revision, "sim");
   std::memcpy(info, &out, std::min(len, sizeof out));

@@ -63,51 +63,53 @@ std::string join(const std::vector<std::string>& names) {
 // Reads the figures of one generation file, checking each {value, source} object.
 class FigureReader {
  public:
-  FigureReader(const fs::path& file, const Json& root) : file_(file), root_(root) {}
+  // `prefix` goes before every field name in messages (an instance's figures: "trn1.32xlarge.").
+  FigureReader(const fs::path& file, const Json& root, std::string prefix = "")
+      : file_(file), root_(root), prefix_(std::move(prefix)) {}
 
   // A sourced number at `path` ("clocks.pe" looks in root["clocks"]["pe"]).
   double number(const std::string& path) {
     const Json& node = lookup(path);
     if (!node.is_object()) {
-      if (node.is_number()) fail(file_, path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
-      fail(file_, path, "is not a {\"value\", \"source\"} object");
+      if (node.is_number()) fail_at(path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
+      fail_at(path, "is not a {\"value\", \"source\"} object");
     }
     check_keys(path, node);
     const Json& value = node["value"];
-    if (!value.is_number()) fail(file_, path, fmt::format("value is not a number (got {})", value.dump()));
+    if (!value.is_number()) fail_at(path, fmt::format("value is not a number (got {})", value.dump()));
     const double v = value.get<double>();
-    if (!std::isfinite(v)) fail(file_, path, "value is not finite");
+    if (!std::isfinite(v)) fail_at(path, "value is not finite");
     return v;
   }
 
   // A sourced string at `path`: {"value": "<text>", "source": "..."}.
   std::string text(const std::string& path) {
     const Json& node = lookup(path);
-    if (!node.is_object()) fail(file_, path, "is not a {\"value\", \"source\"} object");
+    if (!node.is_object()) fail_at(path, "is not a {\"value\", \"source\"} object");
     check_keys(path, node);
     const Json& value = node["value"];
     if (!value.is_string() || value.get<std::string>().empty())
-      fail(file_, path, fmt::format("value is not a non-empty string (got {})", value.dump()));
+      fail_at(path, fmt::format("value is not a non-empty string (got {})", value.dump()));
     return value.get<std::string>();
   }
 
   double positive(const std::string& path) {
     const double v = number(path);
-    if (!(v > 0)) fail(file_, path, fmt::format("must be positive (got {})", v));
+    if (!(v > 0)) fail_at(path, fmt::format("must be positive (got {})", v));
     return v;
   }
 
   double non_negative(const std::string& path) {
     const double v = number(path);
-    if (v < 0) fail(file_, path, fmt::format("must not be negative (got {})", v));
+    if (v < 0) fail_at(path, fmt::format("must not be negative (got {})", v));
     return v;
   }
 
   uint64_t integer(const std::string& path, uint64_t min, uint64_t max) {
     const double v = number(path);
-    if (v != std::floor(v)) fail(file_, path, fmt::format("must be an integer (got {})", v));
-    if (v < static_cast<double>(min)) fail(file_, path, fmt::format("must be at least {} (got {})", min, v));
-    if (v > static_cast<double>(max)) fail(file_, path, fmt::format("must be at most {} (got {})", max, v));
+    if (v != std::floor(v)) fail_at(path, fmt::format("must be an integer (got {})", v));
+    if (v < static_cast<double>(min)) fail_at(path, fmt::format("must be at least {} (got {})", min, v));
+    if (v > static_cast<double>(max)) fail_at(path, fmt::format("must be at most {} (got {})", max, v));
     return static_cast<uint64_t>(v);
   }
 
@@ -121,10 +123,10 @@ class FigureReader {
   // of figures ("clocks", "isa") is checked field by field.
   void reject_unknown() {
     for (const auto& [key, value] : root_.items()) {
-      if (!used_.count(key)) fail(file_, key, "unknown field");
+      if (!used_.count(key)) fail_at(key, "unknown field");
       if (value.is_object() && !value.contains("value"))
         for (const auto& [sub, unused] : value.items())
-          if (!used_.count(key + "." + sub)) fail(file_, key + "." + sub, "unknown field");
+          if (!used_.count(key + "." + sub)) fail_at(key + "." + sub, "unknown field");
     }
   }
 
@@ -132,11 +134,11 @@ class FigureReader {
   // A figure object has exactly a value and a non-blank source.
   void check_keys(const std::string& path, const Json& node) {
     for (const auto& [key, unused] : node.items())
-      if (key != "value" && key != "source") fail(file_, path, fmt::format("unknown key '{}'", key));
-    if (!node.contains("value")) fail(file_, path, "missing 'value'");
+      if (key != "value" && key != "source") fail_at(path, fmt::format("unknown key '{}'", key));
+    if (!node.contains("value")) fail_at(path, "missing 'value'");
     if (!node.contains("source") || !node["source"].is_string() ||
         node["source"].get<std::string>().find_first_not_of(" \t\n") == std::string::npos)
-      fail(file_, path, "has no source");
+      fail_at(path, "has no source");
   }
 
   const Json& lookup(const std::string& path) {
@@ -146,7 +148,7 @@ class FigureReader {
     while (true) {
       const auto dot = path.find('.', start);
       const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (!node->is_object() || !node->contains(key)) fail(file_, path, "missing field");
+      if (!node->is_object() || !node->contains(key)) fail_at(path, "missing field");
       node = &(*node)[key];
       if (dot == std::string::npos) return *node;
       used_.insert(path.substr(0, dot));
@@ -154,10 +156,21 @@ class FigureReader {
     }
   }
 
+  [[noreturn]] void fail_at(const std::string& path, const std::string& what) { fail(file_, prefix_ + path, what); }
+
   const fs::path& file_;
   const Json& root_;
+  std::string prefix_;
   std::set<std::string> used_;
 };
+
+// nrt's instance sizes are "xlarge" or "<n>xlarge" (libnrt-api.md §6.5).
+bool size_is_valid(const std::string& size) {
+  const std::string::size_type x = size.find("xlarge");
+  if (x == std::string::npos || x + 6 != size.size()) return false;
+  if (x == 0) return true;
+  return size[0] != '0' && size.find_first_not_of("0123456789") == x;
+}
 
 const std::set<std::string>& known_topologies() {
   static const std::set<std::string> t = {"none", "ring", "torus-4x4"};
@@ -295,6 +308,9 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.hbm_bytes_per_ns = r.positive("hbm_bytes_per_ns");
   g.hbm_bytes = r.integer("hbm_bytes", 1, uint64_t{1} << 52);
 
+  g.neuronlink_latency_ns = r.non_negative("neuronlink_latency_ns");
+  g.intra_chip_latency_ns = r.non_negative("intra_chip_latency_ns");
+
   g.cc_mesh_below_bytes = r.integer("cc_mesh_below_bytes", 0, uint64_t{1} << 52);
   g.cc_rdh_below_bytes = r.integer("cc_rdh_below_bytes", 0, uint64_t{1} << 52);
   if (g.cc_rdh_below_bytes < g.cc_mesh_below_bytes)
@@ -359,10 +375,15 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
     return static_cast<uint32_t>(v.get<int64_t>());
   };
 
+  static const std::set<std::string> kFields = {"source",        "generation",
+                                                "chips",         "cores_per_chip",
+                                                "topology",      "instances",
+                                                "instance_link", "family",
+                                                "size",          "neuronlink_bytes_per_s",
+                                                "instance_link_bytes_per_s", "instance_link_latency_ns",
+                                                "efa_gbps",      "efa_latency_ns"};
   for (const auto& [key, unused] : e.items())
-    if (key != "generation" && key != "chips" && key != "cores_per_chip" && key != "topology" && key != "source" &&
-        key != "instances" && key != "instance_link")
-      fail(file, prefix + key, "unknown field");
+    if (!kFields.count(key)) fail(file, prefix + key, "unknown field");
 
   InstanceConfig inst;
   inst.name = name;
@@ -389,6 +410,33 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   const uint32_t chips = inst.chips_per_instance();
   if ((inst.topology == "none") != (chips == 1) || (inst.topology == "torus-4x4" && chips != 16))
     fail(file, prefix + "topology", fmt::format("topology '{}' does not fit {} chips", inst.topology, chips));
+
+  // How nrt classifies the instance (libnrt-api.md §6.4, §6.5).
+  inst.family = string_field("family");
+  if (inst.family.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
+    fail(file, prefix + "family", fmt::format("'{}' is not lowercase letters and digits", inst.family));
+  inst.size = string_field("size");
+  if (!size_is_valid(inst.size))
+    fail(file, prefix + "size", fmt::format("'{}' is not a size such as xlarge, 2xlarge, 48xlarge", inst.size));
+
+  // Link figures, each {"value", "source"}: required where the topology has such links, refused where not.
+  FigureReader r(file, e, prefix);
+  auto figure = [&](const char* key, bool wanted, const std::string& why) {
+    if (wanted && !e.contains(key)) fail(file, prefix + key, fmt::format("missing field ({})", why));
+    if (!wanted && e.contains(key)) fail(file, prefix + key, fmt::format("not allowed ({})", why));
+    return wanted;
+  };
+  const std::string topology_why = fmt::format("topology '{}'", inst.topology);
+  if (figure("neuronlink_bytes_per_s", inst.topology != "none", topology_why))
+    inst.neuronlink_bytes_per_s = r.integer("neuronlink_bytes_per_s", 1, uint64_t{1} << 52);
+  const std::string link_why = fmt::format("instance_link '{}'", inst.instance_link);
+  if (figure("instance_link_bytes_per_s", inst.instance_link != "none", link_why))
+    inst.instance_link_bytes_per_s = r.integer("instance_link_bytes_per_s", 1, uint64_t{1} << 52);
+  if (figure("instance_link_latency_ns", inst.instance_link != "none", link_why))
+    inst.instance_link_latency_ns = r.non_negative("instance_link_latency_ns");
+  if (e.contains("efa_gbps")) inst.efa_gbps = r.integer("efa_gbps", 1, uint64_t{1} << 32);
+  if (figure("efa_latency_ns", inst.efa_gbps > 0, inst.efa_gbps ? "with efa_gbps" : "without efa_gbps"))
+    inst.efa_latency_ns = r.non_negative("efa_latency_ns");
 
   if (!fs::is_regular_file(dir / (inst.generation + ".json")))
     fail(file, prefix + "generation",

@@ -126,6 +126,32 @@ TEST(Config, LoadsEveryInstance) {
   EXPECT_EQ(load_instance("trn2.3xlarge", source_configs()).total_cores(), 8u);
 }
 
+TEST(Config, InstanceFamilySizeAndLinks) {
+  const InstanceConfig t1 = load_instance("trn1.32xlarge", source_configs());
+  EXPECT_EQ(t1.family, "trn1");
+  EXPECT_EQ(t1.size, "32xlarge");
+  EXPECT_EQ(t1.neuronlink_bytes_per_s, 96ull << 30);  // 384 GiB/s per chip over 4 links
+  EXPECT_EQ(t1.efa_gbps, 800u);
+  EXPECT_DOUBLE_EQ(t1.efa_latency_ns, 15000);
+  EXPECT_EQ(t1.instance_link_bytes_per_s, 0u);
+  EXPECT_EQ(load_instance("trn1n.32xlarge", source_configs()).family, "trn1n");
+  const InstanceConfig us = load_instance("trn2u-ultraserver", source_configs());
+  EXPECT_EQ(us.family, "trn2u");
+  EXPECT_EQ(us.size, "48xlarge");
+  EXPECT_EQ(us.instance_link_bytes_per_s, 128'000'000'000u);  // 256 GB/s per chip over 2 Z links
+  EXPECT_DOUBLE_EQ(us.instance_link_latency_ns, 1500);
+  const InstanceConfig small = load_instance("inf2.xlarge", source_configs());
+  EXPECT_EQ(small.family, "inf2");
+  EXPECT_EQ(small.size, "xlarge");
+  EXPECT_EQ(small.neuronlink_bytes_per_s, 0u);
+  EXPECT_EQ(small.efa_gbps, 0u);
+  for (const char* name : kGenerations) {
+    const GenerationConfig g = load_generation(name, source_configs());
+    EXPECT_DOUBLE_EQ(g.neuronlink_latency_ns, 1500) << name;
+    EXPECT_DOUBLE_EQ(g.intra_chip_latency_ns, 1500) << name;
+  }
+}
+
 // Every number in a generation file sits in a {"value", "source"} object whose
 // source is a non-empty string.
 void expect_sourced(const ordered_json& node, const std::string& where) {
@@ -153,12 +179,14 @@ TEST(Config, EveryFigureHasASource) {
     for (const auto& [key, value] : j.items())
       figures += !value.is_object() ? 0 : value.contains("value") ? 1 : static_cast<int>(value.size());
   }
-  EXPECT_EQ(figures, 3 * 36);  // the 30 figures of GenerationConfig and 6 more of its ISA target, in each file
+  EXPECT_EQ(figures, 3 * 38);  // the 32 figures of GenerationConfig and 6 more of its ISA target, in each file
   const ordered_json inst = read_json(source_configs() / "instances.json");
   ASSERT_TRUE(inst.contains("instances"));
   for (const auto& [name, entry] : inst["instances"].items()) {
     ASSERT_TRUE(entry.contains("source")) << name;
     EXPECT_FALSE(entry["source"].get<std::string>().empty()) << name;
+    for (const auto& [key, value] : entry.items())  // the link figures
+      if (value.is_object()) expect_sourced(value, name + "." + key);
   }
 }
 
@@ -412,6 +440,58 @@ TEST_F(ConfigErrors, InstanceFields) {
   e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["chips"] = "16"; });
   EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.chips'"));
   EXPECT_THAT(e, HasSubstr("not a number"));
+}
+
+TEST_F(ConfigErrors, InstanceFamilyAndSize) {
+  std::string e = break_instance("trn2.48xlarge", [](ordered_json& i) { i.erase("family"); });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.family'"));
+  EXPECT_THAT(e, HasSubstr("missing"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["family"] = "Trn2"; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.family'"));
+  for (const char* bad : {"48xl", "large", "048xlarge", "x48xlarge", ""}) {
+    e = break_instance("trn2.48xlarge", [&](ordered_json& i) { i["size"] = bad; });
+    EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.size'")) << bad;
+  }
+  EXPECT_EQ(break_instance("trn2.48xlarge", [](ordered_json& i) { i["size"] = "xlarge"; }), "<none>");
+}
+
+TEST_F(ConfigErrors, InstanceLinkFigures) {
+  // Required where the topology has the links, refused where it has none.
+  std::string e = break_instance("inf2.24xlarge", [](ordered_json& i) { i.erase("neuronlink_bytes_per_s"); });
+  EXPECT_THAT(e, HasSubstr("instances.json"));
+  EXPECT_THAT(e, HasSubstr("'inf2.24xlarge.neuronlink_bytes_per_s'"));
+  EXPECT_THAT(e, HasSubstr("missing field (topology 'ring')"));
+  e = break_instance("trn1.2xlarge", [](ordered_json& i) {
+    i["neuronlink_bytes_per_s"] = {{"value", 1000}, {"source", "x"}};
+  });
+  EXPECT_THAT(e, HasSubstr("'trn1.2xlarge.neuronlink_bytes_per_s'"));
+  EXPECT_THAT(e, HasSubstr("not allowed (topology 'none')"));
+  e = break_instance("trn2u-ultraserver", [](ordered_json& i) { i.erase("instance_link_latency_ns"); });
+  EXPECT_THAT(e, HasSubstr("'trn2u-ultraserver.instance_link_latency_ns'"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i.erase("efa_gbps"); });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_latency_ns'"));
+  EXPECT_THAT(e, HasSubstr("without efa_gbps"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i.erase("efa_latency_ns"); });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_latency_ns'"));
+  EXPECT_THAT(e, HasSubstr("with efa_gbps"));
+  // Each figure is a sourced positive integer (latencies: non-negative numbers).
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["efa_gbps"] = 3200; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_gbps'"));
+  EXPECT_THAT(e, HasSubstr("no source"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["neuronlink_bytes_per_s"]["value"] = 0; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.neuronlink_bytes_per_s'"));
+  EXPECT_THAT(e, HasSubstr("at least 1"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["efa_latency_ns"]["value"] = -1; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_latency_ns'"));
+  EXPECT_THAT(e, HasSubstr("negative"));
+  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["efa_gbsp"] = i["efa_gbps"]; });
+  EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_gbsp'"));
+  EXPECT_THAT(e, HasSubstr("unknown field"));
+  // The generation's link latencies.
+  e = break_generation("trn2", [](ordered_json& j) { j.erase("neuronlink_latency_ns"); });
+  EXPECT_THAT(e, HasSubstr("'neuronlink_latency_ns'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["intra_chip_latency_ns"]["value"] = -5; });
+  EXPECT_THAT(e, HasSubstr("'intra_chip_latency_ns'"));
 }
 
 TEST_F(ConfigErrors, UnknownInstanceListsKnownOnes) {

@@ -60,6 +60,11 @@ struct GenerationConfig {
   double hbm_bytes_per_ns = 0;         // per chip
   uint64_t hbm_bytes = 0;              // per chip
 
+  // Links, §5: one hop between chips over NeuronLink, and core to core inside a chip (through
+  // HBM, at hbm_bytes_per_ns).
+  double neuronlink_latency_ns = 0;
+  double intra_chip_latency_ns = 0;
+
   // Collectives, §5: the automatic algorithm choice by message size (mesh below the first,
   // recursive halving-doubling below the second, ring above).
   uint64_t cc_mesh_below_bytes = 0;
@@ -79,6 +84,15 @@ struct InstanceConfig {
   std::string topology;    // inside one instance: none, ring, torus-4x4
   uint32_t instances = 1;  // instances joined by NeuronLink in this entry
   std::string instance_link = "none";  // none; ring: same-position chips of the instances in a ring
+  // nrt_get_instance_info's classification (libnrt-api.md §6.4, §6.5).
+  std::string family;  // trn1, trn1n, inf2, trn2, trn2u, ...
+  std::string size;    // xlarge, 2xlarge, ..., 48xlarge
+  // Links, one direction of one link each, §1, §5; 0 where the instance has none.
+  uint64_t neuronlink_bytes_per_s = 0;     // chip to chip inside an instance (topology ring, torus-4x4)
+  uint64_t instance_link_bytes_per_s = 0;  // between the instances of this entry (instance_link ring)
+  double instance_link_latency_ns = 0;
+  uint64_t efa_gbps = 0;      // EFA of one instance, all its NICs (10^9 bit/s); 0: none, a job fits one entry
+  double efa_latency_ns = 0;  // instance to instance over EFA
   uint32_t total_cores() const { return chips * cores_per_chip; }
   uint32_t chips_per_instance() const { return chips / instances; }
   uint32_t cores_per_instance() const { return chips_per_instance() * cores_per_chip; }
