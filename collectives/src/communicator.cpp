@@ -23,7 +23,7 @@ Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
                       ? Fabric::make(inst, R, options.placement)
-                      : Fabric(inst, FabricParams::for_instance(inst, spec::load_generation(inst.generation)), options.cores);
+                      : Fabric(inst, FabricParams::for_instance(inst), options.cores);
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
   Timed t;

@@ -57,6 +57,18 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
   return p;
 }
 
+FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst) {
+  return for_instance(inst, generation_of(inst));
+}
+
+const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst) {
+  if (inst.generation_config.name.empty() || inst.generation_config.name != inst.generation)
+    throw std::invalid_argument(fmt::format(
+        "instance '{}' carries no figures of its generation '{}' (load it with spec::load_instance)", inst.name,
+        inst.generation));
+  return inst.generation_config;
+}
+
 std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks, Placement placement) {
   if (ranks <= 0) throw std::invalid_argument("need at least one rank");
   const uint32_t chips = inst.chips_per_instance();
@@ -72,8 +84,7 @@ std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks, P
 }
 
 Fabric Fabric::make(const spec::InstanceConfig& inst, int ranks, Placement placement) {
-  auto gen = spec::load_generation(inst.generation);
-  return Fabric(inst, FabricParams::for_instance(inst, gen), place(inst, ranks, placement));
+  return Fabric(inst, FabricParams::for_instance(inst), place(inst, ranks, placement));
 }
 
 Fabric::Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)

@@ -46,7 +46,7 @@ CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks, co
 }
 
 Thresholds thresholds_for(const spec::InstanceConfig& inst) {
-  const spec::GenerationConfig gen = spec::load_generation(inst.generation);
+  const spec::GenerationConfig& gen = generation_of(inst);
   return Thresholds{gen.cc_mesh_below_bytes, gen.cc_rdh_below_bytes};
 }
 

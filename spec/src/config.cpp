@@ -445,6 +445,7 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   if (inst.cores_per_chip != gen.cores_per_chip)
     fail(file, prefix + "cores_per_chip", fmt::format("{} disagrees with generation {} ({} cores per chip)",
                                                       inst.cores_per_chip, gen.name, gen.cores_per_chip));
+  inst.generation_config = gen;
   return inst;
 }
 

@@ -199,6 +199,28 @@ TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
   EXPECT_THROW(make_plan(a2a, 16, 0, Algorithm::auto_select), std::invalid_argument);
 }
 
+// The fabric and the automatic choice take their figures from the instance's spec, which
+// brings its generation along: a changed copy changes the result, and an instance without its
+// generation's figures is refused.
+TEST(Fabric, FiguresComeWithTheInstance) {
+  spec::InstanceConfig t1 = inst("trn1.32xlarge");
+  EXPECT_EQ(generation_of(t1).name, "trn1");
+  EXPECT_EQ(FabricParams::for_instance(t1).link_bytes_per_s, 96 * kGiB);
+  t1.neuronlink_bytes_per_s = 48 * kGiB;
+  t1.generation_config.neuronlink_latency_ns = 500;
+  t1.generation_config.cc_mesh_below_bytes = 10;
+  const FabricParams p = FabricParams::for_instance(t1);
+  EXPECT_EQ(p.link_bytes_per_s, 48 * kGiB);
+  EXPECT_EQ(p.link_latency_ps, 500 * kPicosPerNs);
+  EXPECT_EQ(thresholds_for(t1).mesh_below_bytes, 10u);
+  Fabric f = Fabric::make(t1, 2, Placement::one_per_chip);
+  EXPECT_EQ(deliver(f, {{0, 1}}, 48 * kGiB / 1024)[0], 500 * kPicosPerNs + kSer);  // 1/1024 s + 500 ns
+  spec::InstanceConfig bare = inst("trn1.32xlarge");
+  bare.generation_config = {};
+  EXPECT_THROW(Fabric::make(bare, 2), std::invalid_argument);
+  EXPECT_THROW(thresholds_for(bare), std::invalid_argument);
+}
+
 TEST(Fabric, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::all_reduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Op::all_gather, 4), 0.75);

@@ -34,7 +34,13 @@ struct FabricParams {
   // Figures for an instance (see fabric.cpp for the sources); throws std::invalid_argument
   // for an instance whose link figures are not known.
   static FabricParams for_instance(const spec::InstanceConfig& inst, const spec::GenerationConfig& gen);
+  // The same with the instance's own generation (generation_of).
+  static FabricParams for_instance(const spec::InstanceConfig& inst);
 };
+
+// The figures of the instance's generation that came with it from spec::load_instance; throws
+// std::invalid_argument for an instance that has none (not made by load_instance).
+const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst);
 
 // Where the ranks sit. packed: rank r on core r (chip r / cores_per_chip), as a launcher fills
 // an instance; one_per_chip: rank r on core 0 of chip r, so every pair of ranks crosses NeuronLink.
@@ -56,7 +62,7 @@ class Fabric final : public Network {
   // Throws std::invalid_argument when the ranks span instances that only EFA could join and the
   // instance has no EFA figure.
   Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
-  // Convenience: load the generation config for the figures and place `ranks` ranks.
+  // Convenience: the instance's figures (FabricParams::for_instance) and `ranks` ranks placed.
   static Fabric make(const spec::InstanceConfig& inst, int ranks, Placement placement = Placement::packed);
   static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks, Placement placement);
 

@@ -38,7 +38,8 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {},
                                 const std::vector<Picos>* starts = nullptr);
 
-// The automatic choice's thresholds of the instance's generation (sim/configs/<gen>.json).
+// The automatic choice's thresholds of the instance's generation (spec/configs/<gen>.json, as it
+// came with the instance: generation_of).
 Thresholds thresholds_for(const spec::InstanceConfig& inst);
 // The algorithm that runs: options.algorithm, or the automatic choice with options.thresholds
 // (the generation's when unset).

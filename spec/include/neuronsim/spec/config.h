@@ -93,6 +93,10 @@ struct InstanceConfig {
   double instance_link_latency_ns = 0;
   uint64_t efa_gbps = 0;      // EFA of one instance, all its NICs (10^9 bit/s); 0: none, a job fits one entry
   double efa_latency_ns = 0;  // instance to instance over EFA
+  // The figures of `generation`, read by load_instance from the same place as the instance, so
+  // that whoever holds the instance (the fabric, the collectives' algorithm choice) has the whole
+  // spec without loading it again. Empty (no name) in an InstanceConfig not made by load_instance.
+  GenerationConfig generation_config;
   uint32_t total_cores() const { return chips * cores_per_chip; }
   uint32_t chips_per_instance() const { return chips / instances; }
   uint32_t cores_per_instance() const { return chips_per_instance() * cores_per_chip; }
