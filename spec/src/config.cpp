@@ -30,29 +30,59 @@ constexpr const char* kInstancesFile = "instances.json";
   throw ConfigError(fmt::format("{}: field '{}': {}", file.string(), field, what));
 }
 
-Json read_json(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "", "cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
+// A config file: `name` in the directory `dir`, or among the files built into the library
+// (builtin_configs) when `dir` is empty.
+struct ConfigFile {
+  fs::path dir;
+  std::string name;
+
+  bool builtin() const { return dir.empty(); }
+  // How messages name the file.
+  fs::path shown() const { return builtin() ? fs::path("spec/configs/" + name + " (built in)") : dir / name; }
+  bool exists() const { return builtin() ? builtin_configs().count(name) > 0 : fs::is_regular_file(dir / name); }
+};
+
+Json read_json(const ConfigFile& f) {
+  std::string text;
+  if (f.builtin()) {
+    const auto it = builtin_configs().find(f.name);
+    if (it == builtin_configs().end()) fail(f.shown(), "", "no such file among the built-in configs");
+    text = it->second;
+  } else {
+    std::ifstream in(f.dir / f.name, std::ios::binary);
+    if (!in) fail(f.shown(), "", "cannot open the file");
+    std::ostringstream read;
+    read << in.rdbuf();
+    text = read.str();
+  }
   try {
-    return Json::parse(text.str());
+    return Json::parse(text);
   } catch (const Json::parse_error& e) {
-    fail(file, "", fmt::format("invalid JSON: {}", e.what()));
+    fail(f.shown(), "", fmt::format("invalid JSON: {}", e.what()));
   }
 }
 
+}  // namespace
+
 // The generation files in `dir` (every *.json but instances.json), sorted.
-std::vector<std::string> known_generations(const fs::path& dir) {
+std::vector<std::string> generation_names(const fs::path& dir) {
+  std::vector<std::string> files;
+  if (dir.empty()) {
+    for (const auto& [name, unused] : builtin_configs()) files.push_back(name);
+  } else {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path().filename().string());
+  }
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const fs::path& p = entry.path();
-    if (p.extension() == ".json" && p.filename() != kInstancesFile) names.push_back(p.stem().string());
+  for (const std::string& f : files) {
+    const fs::path p(f);
+    if (p.extension() == ".json" && f != kInstancesFile) names.push_back(p.stem().string());
   }
   std::sort(names.begin(), names.end());
   return names;
 }
+
+namespace {
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -238,15 +268,16 @@ double GenerationConfig::peak_bf16_flops() const { return 2.0 * 128 * 128 * pe_g
 
 fs::path config_dir() {
   if (const char* env = std::getenv("NEURONSIM_CONFIG_DIR"); env && *env) return env;
-  return NEURONSIM_CONFIG_DIR_DEFAULT;
+  return {};  // the configs built into the library
 }
 
 GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
-  const fs::path file = dir / (name + ".json");
-  if (name.empty() || name.find('/') != std::string::npos || !fs::is_regular_file(file))
+  const ConfigFile config{dir, name + ".json"};
+  const fs::path file = config.shown();
+  if (name.empty() || name.find('/') != std::string::npos || !config.exists())
     throw ConfigError(fmt::format("{}: no such generation config '{}' (known: {})", file.string(), name,
-                                  join(known_generations(dir))));
-  const Json root = read_json(file);
+                                  join(generation_names(dir))));
+  const Json root = read_json(config);
   if (!root.is_object()) fail(file, "", "not a JSON object");
 
   FigureReader r(file, root);
@@ -341,16 +372,18 @@ const Json& instances_of(const fs::path& file, const Json& root) {
 }  // namespace
 
 std::vector<std::string> instance_names(const fs::path& dir) {
-  const fs::path file = dir / kInstancesFile;
-  const Json root = read_json(file);
+  const ConfigFile config{dir, kInstancesFile};
+  const fs::path file = config.shown();
+  const Json root = read_json(config);
   std::vector<std::string> names;
   for (const auto& [name, unused] : instances_of(file, root).items()) names.push_back(name);
   return names;
 }
 
 InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
-  const fs::path file = dir / kInstancesFile;
-  const Json root = read_json(file);
+  const ConfigFile config{dir, kInstancesFile};
+  const fs::path file = config.shown();
+  const Json root = read_json(config);
   const Json& all = instances_of(file, root);
   if (!all.contains(name)) {
     std::vector<std::string> known;
@@ -438,9 +471,9 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   if (figure("efa_latency_ns", inst.efa_gbps > 0, inst.efa_gbps ? "with efa_gbps" : "without efa_gbps"))
     inst.efa_latency_ns = r.non_negative("efa_latency_ns");
 
-  if (!fs::is_regular_file(dir / (inst.generation + ".json")))
+  if (!ConfigFile{dir, inst.generation + ".json"}.exists())
     fail(file, prefix + "generation",
-         fmt::format("unknown generation '{}' (known: {})", inst.generation, join(known_generations(dir))));
+         fmt::format("unknown generation '{}' (known: {})", inst.generation, join(generation_names(dir))));
   const GenerationConfig gen = load_generation(inst.generation, dir);
   if (inst.cores_per_chip != gen.cores_per_chip)
     fail(file, prefix + "cores_per_chip", fmt::format("{} disagrees with generation {} ({} cores per chip)",

@@ -1,6 +1,7 @@
 // The cost model's rules (docs/cost-model.md), each checked where it changes:
 // below and above MIN_II, with and without the performance modes, per generation.
 #include <cmath>
+#include <filesystem>
 #include <initializer_list>
 #include <stdexcept>
 #include <vector>
@@ -22,10 +23,11 @@ using isa::MemSpace;
 using isa::Opcode;
 using isa::Role;
 
+// The built-in configs (the empty directory), whatever NEURONSIM_CONFIG_DIR says.
 const spec::GenerationConfig& gen(const char* name) {
-  static const spec::GenerationConfig t1 = spec::load_generation("trn1", NEURONSIM_CONFIG_DIR_DEFAULT);
-  static const spec::GenerationConfig t2 = spec::load_generation("trn2", NEURONSIM_CONFIG_DIR_DEFAULT);
-  static const spec::GenerationConfig t3 = spec::load_generation("trn3", NEURONSIM_CONFIG_DIR_DEFAULT);
+  static const spec::GenerationConfig t1 = spec::load_generation("trn1", std::filesystem::path());
+  static const spec::GenerationConfig t2 = spec::load_generation("trn2", std::filesystem::path());
+  static const spec::GenerationConfig t3 = spec::load_generation("trn3", std::filesystem::path());
   const std::string n = name;
   return n == "trn1" ? t1 : n == "trn2" ? t2 : t3;
 }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <set>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -25,7 +27,7 @@ using ::testing::HasSubstr;
 
 const char* const kGenerations[] = {"trn1", "trn2", "trn3"};
 
-fs::path source_configs() { return NEURONSIM_CONFIG_DIR_DEFAULT; }
+fs::path source_configs() { return fs::path(NEURONSIM_SOURCE_DIR) / "spec/configs"; }
 
 ordered_json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -194,11 +196,40 @@ TEST(Config, ConfigDirFollowsTheEnvironment) {
   const char* old = std::getenv("NEURONSIM_CONFIG_DIR");
   const std::string saved = old ? old : "";
   ::unsetenv("NEURONSIM_CONFIG_DIR");
-  EXPECT_EQ(config_dir(), fs::path(NEURONSIM_CONFIG_DIR_DEFAULT));
+  EXPECT_EQ(config_dir(), fs::path());  // the built-in configs
   ::setenv("NEURONSIM_CONFIG_DIR", "/somewhere/else", 1);
   EXPECT_EQ(config_dir(), fs::path("/somewhere/else"));
   if (old) ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
   else ::unsetenv("NEURONSIM_CONFIG_DIR");
+}
+
+// The library carries the configs of the source tree, byte for byte, and reads them without it.
+TEST(Config, BuiltInConfigsAreTheSourceFiles) {
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(source_configs()))
+    if (entry.path().extension() == ".json") files.insert(entry.path().filename().string());
+  std::set<std::string> builtin;
+  for (const auto& [name, text] : builtin_configs()) {
+    builtin.insert(name);
+    std::ifstream in(source_configs() / name, std::ios::binary);
+    const std::string on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, on_disk) << name;
+  }
+  EXPECT_EQ(builtin, files);
+  EXPECT_EQ(generation_names(fs::path()), (std::vector<std::string>{"trn1", "trn2", "trn3"}));
+  EXPECT_EQ(generation_names(source_configs()), generation_names(fs::path()));
+  EXPECT_EQ(instance_names(fs::path()), instance_names(source_configs()));
+  for (const std::string& name : instance_names(fs::path())) {
+    const InstanceConfig inst = load_instance(name, fs::path());
+    EXPECT_EQ(inst.total_cores(), load_instance(name, source_configs()).total_cores()) << name;
+    EXPECT_EQ(inst.generation_config.name, inst.generation) << name;
+  }
+  EXPECT_DOUBLE_EQ(load_generation("trn2", fs::path()).hbm_bytes_per_ns, 2900);
+  const std::string e = config_error([] { load_generation("trn9", fs::path()); });
+  EXPECT_THAT(e, HasSubstr("spec/configs/trn9.json (built in)"));
+  EXPECT_THAT(e, HasSubstr("known: trn1, trn2, trn3"));
+  EXPECT_THAT(config_error([] { load_instance("trn9.xlarge", fs::path()); }),
+              HasSubstr("spec/configs/instances.json (built in): unknown instance 'trn9.xlarge'"));
 }
 
 // A private copy of the configs to break.

@@ -1,13 +1,16 @@
 // Chip generations and instances as data: spec/configs/<generation>.json and
-// spec/configs/instances.json. Every figure in those files carries its source
+// spec/configs/instances.json, built into the library (or read from a directory:
+// NEURONSIM_CONFIG_DIR). Every figure in those files carries its source
 // (a document section or a measurement); loading refuses inconsistent configs
 // with a message naming the file and the field.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "neuronsim/isa/target.h"
@@ -102,14 +105,21 @@ struct InstanceConfig {
   uint32_t cores_per_instance() const { return chips_per_instance() * cores_per_chip; }
 };
 
-// The config directory: $NEURONSIM_CONFIG_DIR, else the one installed beside
-// the sources (compile-time default).
+// Where the configs come from: a directory, or the empty path for the files built into the
+// library (spec/configs/*.json as they were at build time; builtin_configs).
+// config_dir() is $NEURONSIM_CONFIG_DIR when it is set, else the empty path.
 std::filesystem::path config_dir();
 
 // Loads and validates <dir>/<name>.json. Throws ConfigError.
 GenerationConfig load_generation(const std::string& name, const std::filesystem::path& dir = config_dir());
-// Loads <dir>/instances.json and returns one instance. Throws ConfigError (unknown names list the known ones).
+// Loads <dir>/instances.json and returns one instance, with the figures of its generation from
+// the same place (generation_config). Throws ConfigError (unknown names list the known ones).
 InstanceConfig load_instance(const std::string& name, const std::filesystem::path& dir = config_dir());
 std::vector<std::string> instance_names(const std::filesystem::path& dir = config_dir());
+// The generations in `dir` (its *.json files but instances.json), sorted.
+std::vector<std::string> generation_names(const std::filesystem::path& dir = config_dir());
+
+// The files built into the library: file name -> contents.
+const std::map<std::string, std::string_view>& builtin_configs();
 
 }  // namespace neuronsim::spec
