@@ -31,7 +31,7 @@ std::string_view algorithm_name(Algorithm a);
 
 // Size thresholds of the automatic choice, after the Neuron collectives library: mesh below
 // mesh_below_bytes, RDH below rdh_below_bytes, ring above. The figures live in the generation
-// configs (sim/configs/<gen>.json, cc_mesh_below_bytes and cc_rdh_below_bytes: 1 MB and 56 MB,
+// configs (spec/configs/<gen>.json, cc_mesh_below_bytes and cc_rdh_below_bytes: 1 MB and 56 MB,
 // neuron-hardware.md §5 [C R3]); thresholds_for() in runner.h reads them.
 struct Thresholds {
   uint64_t mesh_below_bytes = 0;
