@@ -86,7 +86,8 @@ struct CoreRun {
   const RunOptions* options = nullptr;
   RunResult* result = nullptr;
   CoreStats stats;
-  uint64_t start_ps = 0;
+  uint64_t start_ps = 0;   // the run's start
+  uint64_t offset_ps = 0;  // this core starts this long after it
 
   std::array<uint32_t, isa::kNumSemaphores> sem{};
   struct Signal {
@@ -153,6 +154,7 @@ void CoreRun::signal(const Instruction& in, Engine engine, uint32_t index, bool 
 
 void CoreRun::engine_thread(Engine e) {
   try {
+    wait_ps(offset_ps);
     const auto& stream = program->stream(e);
     const Instruction* previous = nullptr;
     EngineStats& es = stats.engines[static_cast<size_t>(e)];
@@ -451,7 +453,9 @@ RunResult Simulator::run(const RunOptions& options) {
     r->options = &options;
     r->result = &result;
     r->start_ps = start;
-    r->stats.end_ps = start;
+    if (auto it = options.core_start_ps.find(c); it != options.core_start_ps.end())
+      r->offset_ps = it->second;
+    r->stats.end_ps = start + r->offset_ps;
     r->dma_engine_free.assign(generation_.dma_engines, 0);
     r->abort = &abort;
     r->error = &error;

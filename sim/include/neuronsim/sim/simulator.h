@@ -15,10 +15,11 @@
 // collective, the communicator moves the data and gives each rank its finish
 // time, and the engine resumes then (docs/simulator.md, "Collectives").
 //
-// SystemC has one kernel per process, so runs are serialised: Simulator::run
-// takes a process-wide lock. Processes are spawned per run, so a process may
-// create Simulators for different instances one after another, and run each
-// many times (the runtime drives one from its device thread).
+// SystemC has one kernel per process, so timed runs are serialised: Simulator::run
+// takes a process-wide lock. The SystemC processes of a run (coroutines, not OS
+// processes) are spawned per run, so a process may hold Simulators for different
+// instances and run each many times. Functional-only runs never touch SystemC.
+// Simulator is the engine room: callers use sim::Device (device.h), which owns one.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,10 @@ struct RunOptions {
   // Called now and then with (instructions done, instructions in total).
   std::function<void(uint64_t, uint64_t)> progress;
   CollectiveBinding collectives;
+  // When each core starts, after the start of the run (instance-wide core -> ps); cores
+  // not listed start at once. sim::Device uses it to start every execution when its
+  // queue and inputs allow.
+  std::map<uint32_t, uint64_t> core_start_ps;
 };
 
 class Simulator {
