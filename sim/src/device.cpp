@@ -471,6 +471,22 @@ std::unique_ptr<Device> Device::open(const std::string& instance, DeviceOptions 
   return std::make_unique<Device>(std::move(inst), std::move(gen), std::move(options));
 }
 
+std::unique_ptr<Device> Device::open_generation(const std::string& generation,
+                                                DeviceOptions options) {
+  GenerationConfig gen = load_generation(generation);
+  for (const std::string& name : instance_names()) {
+    InstanceConfig inst = load_instance(name);
+    if (inst.generation == generation && inst.chips == 1)
+      return std::make_unique<Device>(std::move(inst), std::move(gen), std::move(options));
+  }
+  InstanceConfig chip;
+  chip.name = generation + "-chip";
+  chip.generation = generation;
+  chip.cores_per_chip = gen.cores_per_chip;
+  chip.topology = "none";
+  return std::make_unique<Device>(std::move(chip), std::move(gen), std::move(options));
+}
+
 Device::Device(InstanceConfig instance, GenerationConfig generation, DeviceOptions options)
     : impl_(std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {}
 

@@ -37,18 +37,6 @@ double seconds_per_call(Fn&& fn, double min_seconds) {
   return elapsed / calls;
 }
 
-void fill_inputs(const isa::Program& program, sim::CoreState& state) {
-  InputFiller rng(7);
-  for (const isa::TensorDecl& t : program.tensors) {
-    if (t.kind != isa::TensorKind::input) continue;
-    std::vector<float> values(t.num_elems());
-    for (float& v : values) v = rng.next();
-    std::vector<uint8_t> bytes(t.size_bytes());
-    isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size(), state.fp8);
-    state.hbm.write(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
-  }
-}
-
 std::string rate(double per_second) {
   if (per_second >= 1e6) return fmt::format("{:.2f} M", per_second / 1e6);
   if (per_second >= 1e3) return fmt::format("{:.1f} k", per_second / 1e3);
@@ -71,13 +59,15 @@ std::string run_speed(const Platform& p, double min_seconds) {
   double total_instr = 0, total_ft = 0, total_f = 0, total_t = 0;
   for (const KernelSpec& spec : kernel_specs()) {
     const isa::Program program = spec.build(p.generation.name);
-    sim::Simulator simulator(p.instance, p.generation);
-    sim::CoreState& state = simulator.core(0);
-    sim::bind_tensors(program, state, 0);
-    fill_inputs(program, state);
-    simulator.load(0, program);
+    // One device per mode, each running the kernel through its queue as every caller does.
     const auto run = [&](sim::Mode mode) {
-      return seconds_per_call([&] { simulator.run(run_options(mode)); }, min_seconds);
+      sim::DeviceOptions options;
+      options.mode = mode;
+      sim::Device device(p.instance, p.generation, options);
+      const sim::ProgramRef loaded = device.load(0, program, spec.name);
+      const sim::Bindings io = device.allocate_io(*loaded);
+      fill_inputs(device, *loaded, io, 7);
+      return seconds_per_call([&] { device.run({loaded, io, spec.name}); }, min_seconds);
     };
     const double ft = run(sim::Mode::functional_and_timing);
     const double f = run(sim::Mode::functional_only);
@@ -124,6 +114,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
           "moving=sbuf.{}[0:128]+1024[[1,{}]]\n",
           (i % 8) * 2048, kN, d, kM, d, kN);
     const isa::Program program = isa::assemble(text, "speed_matmul.s");
+    // The engine room itself, on purpose: operands preloaded in SBUF, so the figure is the
+    // functional TensorE alone, with no DMA and no queue around it.
     sim::Simulator simulator(p.instance, p.generation);
     sim::CoreState& state = simulator.core(0);
     const size_t es = isa::dtype_size(dt);

@@ -119,6 +119,10 @@ class Device {
  public:
   // The named instance from the spec (sim/configs), loaded once.
   static std::unique_ptr<Device> open(const std::string& instance, DeviceOptions options = {});
+  // The smallest one-chip instance of a generation; where none is configured, one chip
+  // of it on its own (named "<generation>-chip").
+  static std::unique_ptr<Device> open_generation(const std::string& generation,
+                                                 DeviceOptions options = {});
   Device(InstanceConfig instance, GenerationConfig generation, DeviceOptions options = {});
   ~Device();  // waits for the work in the queues
   Device(const Device&) = delete;
