@@ -1,4 +1,4 @@
-// The benchmarks of neuronsim-bench (bench/README.md describes each one):
+// The benchmarks of `neuron-sim bench` (bench/README.md describes each one):
 // microbenchmarks of the engines, DMA and HBM against their theoretical rates
 // (timing_only), the example kernels' simulated results (functional_and_timing),
 // and the simulator's host speed (--speed; machine dependent, never gated).
