@@ -14,6 +14,7 @@
 #include "benchmarks.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/dtype.h"
+#include "neuronsim/kernels/kernels.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/simulator.h"
 
@@ -43,6 +44,43 @@ std::string rate(double per_second) {
   return fmt::format("{:.0f} ", per_second);
 }
 
+// The median of `n` timings of `fn`, in microseconds.
+template <typename Fn>
+double median_us(int n, Fn&& fn) {
+  std::vector<double> us(static_cast<size_t>(n));
+  for (double& t : us) {
+    const auto start = Clock::now();
+    fn();
+    t = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  std::nth_element(us.begin(), us.begin() + n / 2, us.end());
+  return us[static_cast<size_t>(n / 2)];
+}
+
+// Host cost of one execution of a small kernel through sim::Device, as every entrance pays it:
+// Device::run (enqueue, simulate, complete) and Device::enqueue alone (the worker drains the
+// queue meanwhile), by mode.
+std::string per_execution(const Platform& p) {
+  const isa::Program program = kernels::elementwise(p.generation.name, kernels::ElementwiseOp::add, 128, 512);
+  std::string out = fmt::format(
+      "Host cost per execution of a {}-instruction kernel (add [128,512] fp32) through sim::Device, median\n",
+      program.num_instructions());
+  out += fmt::format("  {:<24} {:>14} {:>18}\n", "mode", "run µs", "enqueue µs");
+  for (const sim::Mode mode :
+       {sim::Mode::functional_only, sim::Mode::timing_only, sim::Mode::functional_and_timing}) {
+    sim::DeviceOptions options;
+    options.mode = mode;
+    sim::Device device(p.instance, p.generation, options);
+    const sim::ProgramRef loaded = device.load(0, program, "add");
+    const sim::Bindings io = device.allocate_io(*loaded);
+    const double run = median_us(1000, [&] { device.run({loaded, io, "add"}); });
+    const double enqueue = median_us(1000, [&] { device.enqueue({loaded, io, "add"}); });
+    device.synchronize();
+    out += fmt::format("  {:<24} {:>14.1f} {:>18.2f}\n", sim::mode_name(mode), run, enqueue);
+  }
+  return out + "\n";
+}
+
 constexpr int kMatmuls = 64;  // [128x128] x [128x512] per program / BLAS batch
 constexpr int kM = 128, kK = 128, kN = 512;
 
@@ -52,6 +90,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
   std::string out = fmt::format(
       "Host speed (--speed; machine dependent, never gated): {} hardware threads, >= {} s per figure\n",
       std::thread::hardware_concurrency(), min_seconds);
+
+  out += per_execution(p);
 
   // ---- simulated instructions per host second, by mode, on each example kernel ----
   out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr", "func+timing/s",

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "neuronsim/isa/program.h"
@@ -45,6 +46,8 @@ enum class Mode {
   functional_only,        // values only: engines interleave at semaphores, no clock
   timing_only,            // time only: memory contents are not touched
 };
+// functional_and_timing, functional_only, timing_only.
+std::string_view mode_name(Mode mode);
 
 // The cores of a run that are ranks of one collective job, and the communicator
 // that runs their collective instructions. A collective on a core not listed here
