@@ -30,13 +30,19 @@ std::mutex& kernel_mutex() {
   return m;
 }
 
+// SystemC prints a banner on first use unless SC_COPYRIGHT_MESSAGE=DISABLE. Set when the
+// library is loaded, before the program's own threads can be reading the environment (a
+// setenv later, from a device's worker, would race with getenv elsewhere); a value the user
+// set is kept.
+const bool banner_off = [] { return setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0) == 0; }();
+
 void init_kernel() {
   static const bool done = [] {
-    setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no banner on our users' terminals
     sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
     return true;
   }();
   (void)done;
+  (void)banner_off;
 }
 
 uint64_t now_ps() { return sc_core::sc_time_stamp().value(); }

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cblas.h>
+
 #include <cstring>
 
 #include "neuronsim/isa/kernel_builder.h"
@@ -210,6 +212,29 @@ TEST(Device, FunctionalOnlyComputesValuesWithoutTime) {
   const Completion c = dev->run({p, io, "square"});
   EXPECT_EQ(c.end_ps, c.start_ps);
   EXPECT_FLOAT_EQ(at(dev->read_tensor(*p, io, "y"), 0), 10.0f);
+}
+
+TEST(Device, KeepsTheHostProgramsBlasThreads) {
+  // A matmul runs on one BLAS thread for determinism, without changing the host's setting.
+  openblas_set_num_threads(2);
+  isa::KernelBuilder kb("trn2");
+  const auto a = kb.input("a", isa::DType::bf16, {128, 128});
+  const auto b = kb.input("b", isa::DType::bf16, {128, 128});
+  const auto c = kb.output("c", isa::DType::fp32, {128, 128});
+  const auto ta = kb.sbuf_tile(isa::DType::bf16, 128, 128);
+  const auto tb = kb.sbuf_tile(isa::DType::bf16, 128, 128);
+  const auto acc = kb.psum_tile(isa::DType::fp32, 128, 128);
+  const auto out = kb.sbuf_tile(isa::DType::fp32, 128, 128);
+  kb.dma_copy(ta, a);
+  kb.dma_copy(tb, b);
+  kb.matmul(acc, ta, tb);
+  kb.tensor_copy(isa::Engine::ACT, out, acc);
+  kb.dma_copy(c, out);
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, kb.finish(), "mm");
+  dev->run({p, dev->allocate_io(*p), "mm"});
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  openblas_set_num_threads(1);
 }
 
 TEST(Device, ErrorsNameWhatWasWrong) {
