@@ -312,6 +312,76 @@ void CoreRun::dma_thread() {
 }
 
 struct Simulator::Impl {
+  // A core's processes (its engines, then its DMA), each asleep on its own `go` event between
+  // runs. A run wakes them in a chain, in core order and then process order: each process, as
+  // it wakes, wakes the next one at once, so every run starts its processes in the same order
+  // (the order they were first spawned in), whatever order they went to sleep in.
+  static constexpr int kProcesses = isa::kNumEngines + 1;
+  struct CoreSlot {
+    CoreRun* run = nullptr;
+    bool quit = false;
+    std::array<sc_core::sc_event, kProcesses> go;
+    std::array<sc_core::sc_event*, kProcesses> next{};  // the process to wake after this one
+  };
+  std::vector<std::unique_ptr<CoreSlot>> slots;  // by core; null until its first timed run
+
+  // The slot of `core`, its processes spawned (asleep) on first use (kernel lock held).
+  CoreSlot& slot(uint32_t core) {
+    if (slots.size() <= core) slots.resize(core + 1);
+    if (slots[core]) return *slots[core];
+    slots[core] = std::make_unique<CoreSlot>();
+    CoreSlot* s = slots[core].get();
+    for (int e = 0; e < kProcesses; ++e) {
+      sc_core::sc_spawn_options asleep;
+      asleep.dont_initialize();
+      asleep.set_sensitivity(&s->go[e]);
+      sc_core::sc_spawn(
+          [s, e] {
+            for (;;) {
+              if (s->quit) return;
+              if (sc_core::sc_event* next = s->next[e]) next->notify();
+              if (e < isa::kNumEngines) s->run->engine_thread(static_cast<Engine>(e));
+              else s->run->dma_thread();
+              sc_core::wait(s->go[e]);
+            }
+          },
+          fmt::format("core{}_{}", core,
+                      e < isa::kNumEngines ? isa::engine_name(static_cast<Engine>(e)) : "dma")
+              .c_str(),
+          &asleep);
+    }
+    return *s;
+  }
+
+  // Hands each core of a run its CoreRun and wakes the first process of the chain.
+  void start(const std::vector<std::unique_ptr<CoreRun>>& runs) {
+    sc_core::sc_event* previous_next = nullptr;
+    sc_core::sc_event** link = &previous_next;
+    for (const auto& r : runs) {
+      CoreSlot& s = slot(r->id);
+      s.run = r.get();
+      for (int e = 0; e < kProcesses; ++e) {
+        *link = &s.go[e];
+        link = &s.next[e];
+      }
+    }
+    *link = nullptr;
+    if (previous_next) previous_next->notify(sc_core::SC_ZERO_TIME);
+  }
+
+  // Lets every process return, so that none waits on an event that goes with this object.
+  ~Impl() {
+    if (std::none_of(slots.begin(), slots.end(), [](const auto& s) { return s != nullptr; }))
+      return;
+    std::lock_guard lock(kernel_mutex());
+    for (auto& s : slots)
+      if (s) {
+        s->quit = true;
+        for (auto& go : s->go) go.notify(sc_core::SC_ZERO_TIME);
+      }
+    sc_core::sc_start();
+  }
+
   static std::string blocked_line(const CoreRun& r, int e) {
     const Instruction& in = r.program->stream(static_cast<Engine>(e))[r.pc[e]];
     const std::string where =
@@ -381,7 +451,7 @@ std::string_view mode_name(Mode mode) {
 }
 
 Simulator::Simulator(InstanceConfig instance, GenerationConfig generation)
-    : instance_(std::move(instance)), generation_(std::move(generation)) {
+    : instance_(std::move(instance)), generation_(std::move(generation)), impl_(std::make_unique<Impl>()) {
   hbm_.resize(instance_.chips);
   cores_.resize(num_cores());
   programs_.assign(num_cores(), nullptr);
@@ -480,13 +550,7 @@ RunResult Simulator::run(const RunOptions& options) {
     r->collective_done = &collective_done;
     runs.push_back(std::move(r));
   }
-  for (auto& r : runs) {
-    CoreRun* run = r.get();
-    for (int e = 0; e < isa::kNumEngines; ++e)
-      sc_core::sc_spawn([run, e] { run->engine_thread(static_cast<Engine>(e)); },
-                        fmt::format("core{}_{}", run->id, isa::engine_name(static_cast<Engine>(e))).c_str());
-    sc_core::sc_spawn([run] { run->dma_thread(); }, fmt::format("core{}_dma", run->id).c_str());
-  }
+  impl_->start(runs);
   sc_core::sc_start();
 
   const bool finished = std::all_of(runs.begin(), runs.end(), [](const auto& r) {

@@ -16,9 +16,11 @@
 // time, and the engine resumes then (docs/simulator.md, "Collectives").
 //
 // SystemC has one kernel per process, so timed runs are serialised: Simulator::run
-// takes a process-wide lock. The SystemC processes of a run (coroutines, not OS
-// processes) are spawned per run, so a process may hold Simulators for different
-// instances and run each many times. Functional-only runs never touch SystemC.
+// takes a process-wide lock. Each core's SystemC processes (coroutines, not OS
+// processes: one per engine and one for its DMA) are spawned at its first timed run
+// and kept, asleep between runs, until the Simulator goes; a process may hold
+// Simulators for different instances and run each many times. Functional-only runs
+// never touch SystemC.
 // Simulator is the engine room: callers use sim::Device (device.h), which owns one.
 #pragma once
 
@@ -107,6 +109,7 @@ class Simulator {
   std::vector<std::unique_ptr<SparseMemory>> hbm_;
   std::vector<std::unique_ptr<CoreState>> cores_;
   std::vector<const isa::Program*> programs_;
+  std::unique_ptr<Impl> impl_;  // the SystemC processes of each core, kept across runs
 };
 
 }  // namespace neuronsim::sim
