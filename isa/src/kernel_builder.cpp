@@ -55,11 +55,6 @@ AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count) {
   return out;
 }
 
-bool KernelBuilder::Region::overlaps(const Region& o) const {
-  return space == o.space && tensor == o.tensor && part_lo < o.part_hi && o.part_lo < part_hi &&
-         byte_lo < o.byte_hi && o.byte_lo < byte_hi;
-}
-
 KernelBuilder::KernelBuilder(std::string_view target) : target_(&target_by_name(target)) {
   program_.target = std::string(target_->name);
 }
@@ -145,11 +140,54 @@ std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPatter
 
 bool KernelBuilder::writes(Role role) { return role == Role::dst || role == Role::reduce_dst; }
 
-bool KernelBuilder::reads(const Instruction& in, Role role) {
-  if (role == Role::pattern) return false;
-  if (role != Role::dst) return !writes(role);
-  // These leave part of dst as it was, or add into it: the old contents matter.
-  return in.opcode == Opcode::copy_predicated || (in.opcode == Opcode::matmul && in.has_flag(kAccumulate));
+// Raises latest[a] to the newest access of each other agent a that overlaps `region` and
+// conflicts with it: RAW, WAR or WAW; only read after read is free.
+void KernelBuilder::find_conflicts(const Segments& buffer, const Region& region, bool write,
+                                   int agent, std::vector<std::optional<size_t>>& latest) {
+  auto raise = [&](const std::vector<Piece>& pieces) {
+    for (const Piece& p : pieces) {
+      if (p.agent == agent || p.part_lo >= region.part_hi || region.part_lo >= p.part_hi) continue;
+      auto& l = latest[static_cast<size_t>(p.agent)];
+      if (!l || *l < p.node) l = p.node;
+    }
+  };
+  auto it = buffer.upper_bound(region.byte_lo);
+  if (it != buffer.begin() && std::prev(it)->second.end > region.byte_lo) --it;
+  for (; it != buffer.end() && it->first < region.byte_hi; ++it) {
+    raise(it->second.writes);
+    if (write) raise(it->second.reads);
+  }
+}
+
+// Adds `piece` to every segment of region's bytes, splitting the segments at the ends of
+// the region and filling the gaps, and drops the pieces it supersedes (see Piece).
+void KernelBuilder::record(Segments& buffer, const Region& region, const Piece& piece, bool write) {
+  for (const int64_t at : {region.byte_lo, region.byte_hi}) {
+    auto it = buffer.upper_bound(at);
+    if (it == buffer.begin()) continue;
+    --it;
+    if (it->first == at || it->second.end <= at) continue;
+    Segment right = it->second;
+    it->second.end = at;
+    buffer.emplace_hint(std::next(it), at, std::move(right));
+  }
+  auto superseded = [&](const Piece& p) {
+    return p.agent == piece.agent && piece.part_lo <= p.part_lo && p.part_hi <= piece.part_hi;
+  };
+  int64_t at = region.byte_lo;
+  auto it = buffer.lower_bound(at);
+  while (at < region.byte_hi) {
+    if (it == buffer.end() || it->first > at) {
+      const int64_t end = it == buffer.end() ? region.byte_hi : std::min(it->first, region.byte_hi);
+      it = buffer.emplace_hint(it, at, Segment{end, {}, {}});
+    }
+    Segment& seg = it->second;
+    std::erase_if(seg.reads, superseded);
+    if (write) std::erase_if(seg.writes, superseded);
+    (write ? seg.writes : seg.reads).push_back(piece);
+    at = seg.end;
+    ++it;
+  }
 }
 
 int KernelBuilder::agent_index(const Instruction& in) {
@@ -166,26 +204,34 @@ void KernelBuilder::emit(Instruction in) {
                                opcode_info(in.opcode).name));
   const std::string where = fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
   validate(in, program_, where);
-  Node node{in, agent_index(in), {}};
+  const int agent = agent_index(in);
   const size_t id = nodes_.size();
   // Latest conflicting access per other agent: that one covers the earlier ones,
-  // because an agent completes in order.
+  // because an agent completes in order. A dst that is also read (matmul accumulate,
+  // copy_predicated) needs no read of its own: a write already conflicts with everything.
   std::vector<std::optional<size_t>> latest(agents_.size());
-  std::vector<Access> accesses;
+  struct Found {
+    Segments* buffer;
+    Region region;
+    bool write;
+  };
+  std::vector<Found> accesses;
+  accesses.reserve(in.operands.size());
   for (const Operand& op : in.operands) {
     const auto region = region_of(op.ap);
-    if (!region) continue;
-    const bool w = writes(op.role), r = reads(in, op.role);
-    for (auto h = history_.rbegin(); h != history_.rend(); ++h) {
-      const int other = nodes_[h->node].agent;
-      if (other == node.agent || (latest[other] && *latest[other] >= h->node)) continue;
-      const bool conflict = w || h->write;  // RAW, WAR, WAW; only read-after-read is free
-      if (conflict && region->overlaps(h->region)) latest[other] = h->node;
-    }
-    accesses.push_back({*region, id, w});
-    if (w && r) accesses.push_back({*region, id, false});
+    if (!region || region->part_lo >= region->part_hi) continue;  // overlaps nothing
+    const bool w = writes(op.role);
+    Segments& buffer = buffers_[{region->space, region->tensor}];
+    find_conflicts(buffer, *region, w, agent, latest);
+    accesses.push_back({&buffer, *region, w});
   }
-  history_.insert(history_.end(), accesses.begin(), accesses.end());
+  // Recorded after the search, as an instruction does not depend on itself; reads first, so
+  // that a write of the same bytes (an in-place operation) supersedes them at once.
+  for (const bool write : {false, true})
+    for (const Found& a : accesses)
+      if (a.write == write)
+        record(*a.buffer, a.region, {a.region.part_lo, a.region.part_hi, id, agent}, write);
+  Node node{std::move(in), agent, {}};
   for (const auto& dep : latest)
     if (dep) node.deps.push_back(*dep);
   nodes_.push_back(std::move(node));
