@@ -1,7 +1,10 @@
 #include "neuronsim/isa/kernel_builder.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -231,53 +234,68 @@ void KernelBuilder::emit(Instruction in) {
     for (const Found& a : accesses)
       if (a.write == write)
         record(*a.buffer, a.region, {a.region.part_lo, a.region.part_hi, id, agent}, write);
-  Node node{std::move(in), agent, {}};
+  const auto first_dep = static_cast<uint32_t>(deps_.size());
   for (const auto& dep : latest)
-    if (dep) node.deps.push_back(*dep);
-  nodes_.push_back(std::move(node));
+    if (dep) deps_.push_back(*dep);
+  const auto num_deps = static_cast<uint32_t>(deps_.size()) - first_dep;
+  nodes_.push_back({std::move(in), agent, first_dep, num_deps});
 }
 
 Program KernelBuilder::finish() {
   // Number the signalling instructions of each agent and give each agent a semaphore.
-  std::vector<bool> is_producer(nodes_.size(), false);
-  for (const Node& n : nodes_)
-    for (size_t d : n.deps) is_producer[d] = true;
-  std::map<int, uint16_t> sem_of_agent;
-  std::vector<uint32_t> count(agents_.size(), 0);
+  constexpr uint32_t kNotProducer = UINT32_MAX;
+  const size_t num_agents = agents_.size();
+  std::vector<uint32_t> producer(nodes_.size(), kNotProducer);  // index among the producers
+  for (size_t d : deps_) producer[d] = 0;
+  std::vector<int> sem_of_agent(num_agents, -1);
+  int num_sems = 0;
+  uint32_t num_producers = 0;
+  std::vector<uint32_t> count(num_agents, 0);
   std::vector<uint32_t> signal_value(nodes_.size(), 0);
+  std::array<size_t, kNumEngines> stream_size{};
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (!is_producer[i]) continue;
-    const int a = nodes_[i].agent;
-    if (!sem_of_agent.count(a)) {
-      if (sem_of_agent.size() >= kNumSemaphores) throw IsaError("kernel needs more semaphores than a core has");
-      sem_of_agent[a] = static_cast<uint16_t>(sem_of_agent.size());
+    ++stream_size[static_cast<size_t>(nodes_[i].inst.engine)];
+    if (producer[i] == kNotProducer) continue;
+    producer[i] = num_producers++;
+    const auto a = static_cast<size_t>(nodes_[i].agent);
+    if (sem_of_agent[a] < 0) {
+      if (num_sems >= kNumSemaphores)
+        throw IsaError("kernel needs more semaphores than a core has");
+      sem_of_agent[a] = num_sems++;
     }
     signal_value[i] = ++count[a];
-    nodes_[i].inst.signal = {SemOp::add, sem_of_agent[a], 1};
+    nodes_[i].inst.signal = {SemOp::add, static_cast<uint16_t>(sem_of_agent[a]), 1};
   }
   // Each stream waits only for what it does not already know to be complete.
   // Knowledge is a vector clock over agents: what a stream has waited for, and
-  // what the producers it waited for knew in turn.
-  const size_t num_agents = agents_.size();
+  // what the producers it waited for knew in turn (one row of node_knows each).
   std::vector<std::vector<uint32_t>> stream_knows(kNumEngines, std::vector<uint32_t>(num_agents, 0));
-  std::vector<std::vector<uint32_t>> node_knows(nodes_.size());
+  std::vector<uint32_t> node_knows(size_t{num_producers} * num_agents);
+  auto knows_of = [&](size_t node) {
+    return node_knows.data() + size_t{producer[node]} * num_agents;
+  };
+  for (int e = 0; e < kNumEngines; ++e) program_.streams[e].reserve(stream_size[e]);
+  std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
     auto& knows = stream_knows[static_cast<size_t>(n.inst.engine)];
-    std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
-    for (size_t d : n.deps) {
+    const std::span<const size_t> deps(deps_.data() + n.first_dep, n.num_deps);
+    waits_for.clear();
+    for (size_t d : deps) {
       const auto a = static_cast<size_t>(nodes_[d].agent);
       if (knows[a] >= signal_value[d]) continue;
-      const bool implied = std::any_of(n.deps.begin(), n.deps.end(), [&](size_t other) {
-        return other != d && node_knows[other][a] >= signal_value[d];
+      const bool implied = std::any_of(deps.begin(), deps.end(), [&](size_t other) {
+        return other != d && knows_of(other)[a] >= signal_value[d];
       });
       if (!implied) waits_for.push_back(d);
     }
     auto& stream = program_.stream(n.inst.engine);
     for (size_t w = 0; w < waits_for.size(); ++w) {
       const size_t d = waits_for[w];
-      const SemWait wait{WaitCond::ge, sem_of_agent[nodes_[d].agent], signal_value[d]};
-      for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], node_knows[d][a]);
+      const auto sem = static_cast<uint16_t>(sem_of_agent[static_cast<size_t>(nodes_[d].agent)]);
+      const SemWait wait{WaitCond::ge, sem, signal_value[d]};
+      const uint32_t* known = knows_of(d);
+      for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], known[a]);
       if (w + 1 == waits_for.size()) {
         n.inst.wait = wait;
       } else {
@@ -286,9 +304,10 @@ Program KernelBuilder::finish() {
         stream.push_back(wait_inst);
       }
     }
-    if (is_producer[i]) {
-      node_knows[i] = knows;
-      node_knows[i][static_cast<size_t>(n.agent)] = signal_value[i];
+    if (producer[i] != kNotProducer) {
+      uint32_t* mine = knows_of(i);
+      std::copy(knows.begin(), knows.end(), mine);
+      mine[static_cast<size_t>(n.agent)] = signal_value[i];
       // An engine finishes its instructions in order, so its own stream knows them complete.
       if (agents_[n.agent].queue < 0) knows[static_cast<size_t>(n.agent)] = signal_value[i];
     }

@@ -287,7 +287,10 @@ struct KernelBuilderTestPeer {
 
   static Deps deps(const KernelBuilder& kb) {
     Deps out;
-    for (const auto& node : kb.nodes_) out.push_back(node.deps);
+    for (const auto& node : kb.nodes_) {
+      const auto first = kb.deps_.begin() + node.first_dep;
+      out.emplace_back(first, first + node.num_deps);
+    }
     return out;
   }
 
@@ -300,6 +303,7 @@ struct KernelBuilderTestPeer {
     };
     std::vector<std::pair<Engine, int>> agents;  // numbered in order of first use
     std::vector<Access> history;
+    kb.deps_.clear();
     for (size_t i = 0; i < kb.nodes_.size(); ++i) {
       const Instruction& in = kb.nodes_[i].inst;
       const std::pair<Engine, int> key{in.engine, in.opcode == Opcode::dma_copy ? in.ints[0] : -1};
@@ -323,9 +327,10 @@ struct KernelBuilderTestPeer {
           accesses.push_back({r, i, agent, false});
       }
       history.insert(history.end(), accesses.begin(), accesses.end());
-      kb.nodes_[i].deps.clear();
+      kb.nodes_[i].first_dep = static_cast<uint32_t>(kb.deps_.size());
       for (const auto& dep : latest)
-        if (dep) kb.nodes_[i].deps.push_back(*dep);
+        if (dep) kb.deps_.push_back(*dep);
+      kb.nodes_[i].num_deps = static_cast<uint32_t>(kb.deps_.size()) - kb.nodes_[i].first_dep;
     }
   }
 };

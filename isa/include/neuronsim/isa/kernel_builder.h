@@ -97,8 +97,8 @@ class KernelBuilder {
   };
   struct Node {
     Instruction inst;
-    int agent;                 // index into agents_
-    std::vector<size_t> deps;  // nodes that must complete first
+    int agent;                     // index into agents_
+    uint32_t first_dep, num_deps;  // deps_[first_dep, first_dep + num_deps)
   };
   // Finds, for a new access, the newest conflicting access of every other agent without
   // scanning the whole history. Per buffer (all of SBUF, all of PSUM, or one HBM tensor) the
@@ -138,6 +138,7 @@ class KernelBuilder {
   Program program_;
   std::vector<Agent> agents_;
   std::vector<Node> nodes_;
+  std::vector<size_t> deps_;  // per node, the nodes that must complete first, in one array
   std::map<std::pair<MemSpace, uint16_t>, Segments> buffers_;
   uint64_t sbuf_used_ = 0;  // bytes per partition
   uint64_t psum_used_ = 0;
