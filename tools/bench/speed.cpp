@@ -14,6 +14,7 @@
 #include "benchmarks.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/dtype.h"
+#include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/kernels/kernels.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/simulator.h"
@@ -81,6 +82,49 @@ std::string per_execution(const Platform& p) {
   return out + "\n";
 }
 
+// A kernel of about `n` instructions: row tiles of an HBM tensor loaded, squared, shifted and
+// stored, on 4 rotating SBUF tiles (the shape of the library's pipelined kernels).
+isa::Program pipelined_kernel(const std::string& target, size_t n) {
+  isa::KernelBuilder kb(target);
+  constexpr uint32_t kTilesPerTensor = 256;  // [32768, 64]: within one access pattern's reach
+  const size_t tiles = std::max<size_t>(n / 4, 1);
+  std::vector<isa::AccessPattern> sbuf;
+  for (int i = 0; i < 4; ++i) sbuf.push_back(kb.sbuf_tile(isa::DType::fp32, 128, 64));
+  isa::AccessPattern x, y;
+  for (size_t t = 0; t < tiles; ++t) {
+    const uint32_t in_tensor = static_cast<uint32_t>(t % kTilesPerTensor);
+    if (in_tensor == 0) {
+      const std::string k = std::to_string(t / kTilesPerTensor);
+      x = kb.input("x" + k, isa::DType::fp32, {int64_t{kTilesPerTensor} * 128, 64});
+      y = kb.output("y" + k, isa::DType::fp32, {int64_t{kTilesPerTensor} * 128, 64});
+    }
+    const isa::AccessPattern& tile = sbuf[t % 4];
+    kb.dma_copy(tile, isa::rows(x, in_tensor * 128, 128));
+    kb.activation(tile, tile, isa::ActFunc::square);
+    kb.tensor_scalar(isa::Engine::DVE, tile, tile, isa::AluOp::add, 1.0f);
+    kb.dma_copy(isa::rows(y, in_tensor * 128, 128), tile);
+  }
+  return kb.finish();
+}
+
+// KernelBuilder's speed at 1 k and 100 k instructions: it should be linear in the
+// instructions, so the ratio of the two rates should stay near 1.
+std::string builder_speed(const Platform& p, double min_seconds) {
+  std::string out = "KernelBuilder: instructions built per host second (emit, semaphores, finish)\n";
+  double small_rate = 0;
+  for (const size_t n : {size_t{1000}, size_t{100000}}) {
+    size_t built = 0;
+    const double s = seconds_per_call(
+        [&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
+        n > 1000 ? 0 : min_seconds);
+    const double per_s = static_cast<double>(built) / s;
+    if (n == 1000) small_rate = per_s;
+    out += fmt::format("  {:>7} instructions  {:>10}/s", built, rate(per_s));
+    out += n == 1000 ? "\n" : fmt::format("  ({:.2f} x the rate at 1 k)\n", per_s / small_rate);
+  }
+  return out + "\n";
+}
+
 constexpr int kMatmuls = 64;  // [128x128] x [128x512] per program / BLAS batch
 constexpr int kM = 128, kK = 128, kN = 512;
 
@@ -92,6 +136,7 @@ std::string run_speed(const Platform& p, double min_seconds) {
       std::thread::hardware_concurrency(), min_seconds);
 
   out += per_execution(p);
+  out += builder_speed(p, min_seconds);
 
   // ---- simulated instructions per host second, by mode, on each example kernel ----
   out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr", "func+timing/s",
