@@ -1,7 +1,10 @@
 #include "neuronsim/isa/kernel_builder.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -53,11 +56,6 @@ AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count) {
   out.dims[ap.num_dims - 1].size = count;
   out.offset += static_cast<uint64_t>(int64_t{inner.stride} * first) * dtype_size(ap.dtype);
   return out;
-}
-
-bool KernelBuilder::Region::overlaps(const Region& o) const {
-  return space == o.space && tensor == o.tensor && part_lo < o.part_hi && o.part_lo < part_hi &&
-         byte_lo < o.byte_hi && o.byte_lo < byte_hi;
 }
 
 KernelBuilder::KernelBuilder(std::string_view target) : target_(&target_by_name(target)) {
@@ -145,11 +143,54 @@ std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPatter
 
 bool KernelBuilder::writes(Role role) { return role == Role::dst || role == Role::reduce_dst; }
 
-bool KernelBuilder::reads(const Instruction& in, Role role) {
-  if (role == Role::pattern) return false;
-  if (role != Role::dst) return !writes(role);
-  // These leave part of dst as it was, or add into it: the old contents matter.
-  return in.opcode == Opcode::copy_predicated || (in.opcode == Opcode::matmul && in.has_flag(kAccumulate));
+// Raises latest[a] to the newest access of each other agent a that overlaps `region` and
+// conflicts with it: RAW, WAR or WAW; only read after read is free.
+void KernelBuilder::find_conflicts(const Segments& buffer, const Region& region, bool write,
+                                   int agent, std::vector<std::optional<size_t>>& latest) {
+  auto raise = [&](const std::vector<Piece>& pieces) {
+    for (const Piece& p : pieces) {
+      if (p.agent == agent || p.part_lo >= region.part_hi || region.part_lo >= p.part_hi) continue;
+      auto& l = latest[static_cast<size_t>(p.agent)];
+      if (!l || *l < p.node) l = p.node;
+    }
+  };
+  auto it = buffer.upper_bound(region.byte_lo);
+  if (it != buffer.begin() && std::prev(it)->second.end > region.byte_lo) --it;
+  for (; it != buffer.end() && it->first < region.byte_hi; ++it) {
+    raise(it->second.writes);
+    if (write) raise(it->second.reads);
+  }
+}
+
+// Adds `piece` to every segment of region's bytes, splitting the segments at the ends of
+// the region and filling the gaps, and drops the pieces it supersedes (see Piece).
+void KernelBuilder::record(Segments& buffer, const Region& region, const Piece& piece, bool write) {
+  for (const int64_t at : {region.byte_lo, region.byte_hi}) {
+    auto it = buffer.upper_bound(at);
+    if (it == buffer.begin()) continue;
+    --it;
+    if (it->first == at || it->second.end <= at) continue;
+    Segment right = it->second;
+    it->second.end = at;
+    buffer.emplace_hint(std::next(it), at, std::move(right));
+  }
+  auto superseded = [&](const Piece& p) {
+    return p.agent == piece.agent && piece.part_lo <= p.part_lo && p.part_hi <= piece.part_hi;
+  };
+  int64_t at = region.byte_lo;
+  auto it = buffer.lower_bound(at);
+  while (at < region.byte_hi) {
+    if (it == buffer.end() || it->first > at) {
+      const int64_t end = it == buffer.end() ? region.byte_hi : std::min(it->first, region.byte_hi);
+      it = buffer.emplace_hint(it, at, Segment{end, {}, {}});
+    }
+    Segment& seg = it->second;
+    std::erase_if(seg.reads, superseded);
+    if (write) std::erase_if(seg.writes, superseded);
+    (write ? seg.writes : seg.reads).push_back(piece);
+    at = seg.end;
+    ++it;
+  }
 }
 
 int KernelBuilder::agent_index(const Instruction& in) {
@@ -166,72 +207,95 @@ void KernelBuilder::emit(Instruction in) {
                                opcode_info(in.opcode).name));
   const std::string where = fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
   validate(in, program_, where);
-  Node node{in, agent_index(in), {}};
+  const int agent = agent_index(in);
   const size_t id = nodes_.size();
   // Latest conflicting access per other agent: that one covers the earlier ones,
-  // because an agent completes in order.
+  // because an agent completes in order. A dst that is also read (matmul accumulate,
+  // copy_predicated) needs no read of its own: a write already conflicts with everything.
   std::vector<std::optional<size_t>> latest(agents_.size());
-  std::vector<Access> accesses;
+  struct Found {
+    Segments* buffer;
+    Region region;
+    bool write;
+  };
+  std::vector<Found> accesses;
+  accesses.reserve(in.operands.size());
   for (const Operand& op : in.operands) {
     const auto region = region_of(op.ap);
-    if (!region) continue;
-    const bool w = writes(op.role), r = reads(in, op.role);
-    for (auto h = history_.rbegin(); h != history_.rend(); ++h) {
-      const int other = nodes_[h->node].agent;
-      if (other == node.agent || (latest[other] && *latest[other] >= h->node)) continue;
-      const bool conflict = w || h->write;  // RAW, WAR, WAW; only read-after-read is free
-      if (conflict && region->overlaps(h->region)) latest[other] = h->node;
-    }
-    accesses.push_back({*region, id, w});
-    if (w && r) accesses.push_back({*region, id, false});
+    if (!region || region->part_lo >= region->part_hi) continue;  // overlaps nothing
+    const bool w = writes(op.role);
+    Segments& buffer = buffers_[{region->space, region->tensor}];
+    find_conflicts(buffer, *region, w, agent, latest);
+    accesses.push_back({&buffer, *region, w});
   }
-  history_.insert(history_.end(), accesses.begin(), accesses.end());
+  // Recorded after the search, as an instruction does not depend on itself; reads first, so
+  // that a write of the same bytes (an in-place operation) supersedes them at once.
+  for (const bool write : {false, true})
+    for (const Found& a : accesses)
+      if (a.write == write)
+        record(*a.buffer, a.region, {a.region.part_lo, a.region.part_hi, id, agent}, write);
+  const auto first_dep = static_cast<uint32_t>(deps_.size());
   for (const auto& dep : latest)
-    if (dep) node.deps.push_back(*dep);
-  nodes_.push_back(std::move(node));
+    if (dep) deps_.push_back(*dep);
+  const auto num_deps = static_cast<uint32_t>(deps_.size()) - first_dep;
+  nodes_.push_back({std::move(in), agent, first_dep, num_deps});
 }
 
 Program KernelBuilder::finish() {
   // Number the signalling instructions of each agent and give each agent a semaphore.
-  std::vector<bool> is_producer(nodes_.size(), false);
-  for (const Node& n : nodes_)
-    for (size_t d : n.deps) is_producer[d] = true;
-  std::map<int, uint16_t> sem_of_agent;
-  std::vector<uint32_t> count(agents_.size(), 0);
+  constexpr uint32_t kNotProducer = UINT32_MAX;
+  const size_t num_agents = agents_.size();
+  std::vector<uint32_t> producer(nodes_.size(), kNotProducer);  // index among the producers
+  for (size_t d : deps_) producer[d] = 0;
+  std::vector<int> sem_of_agent(num_agents, -1);
+  int num_sems = 0;
+  uint32_t num_producers = 0;
+  std::vector<uint32_t> count(num_agents, 0);
   std::vector<uint32_t> signal_value(nodes_.size(), 0);
+  std::array<size_t, kNumEngines> stream_size{};
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (!is_producer[i]) continue;
-    const int a = nodes_[i].agent;
-    if (!sem_of_agent.count(a)) {
-      if (sem_of_agent.size() >= kNumSemaphores) throw IsaError("kernel needs more semaphores than a core has");
-      sem_of_agent[a] = static_cast<uint16_t>(sem_of_agent.size());
+    ++stream_size[static_cast<size_t>(nodes_[i].inst.engine)];
+    if (producer[i] == kNotProducer) continue;
+    producer[i] = num_producers++;
+    const auto a = static_cast<size_t>(nodes_[i].agent);
+    if (sem_of_agent[a] < 0) {
+      if (num_sems >= kNumSemaphores)
+        throw IsaError("kernel needs more semaphores than a core has");
+      sem_of_agent[a] = num_sems++;
     }
     signal_value[i] = ++count[a];
-    nodes_[i].inst.signal = {SemOp::add, sem_of_agent[a], 1};
+    nodes_[i].inst.signal = {SemOp::add, static_cast<uint16_t>(sem_of_agent[a]), 1};
   }
   // Each stream waits only for what it does not already know to be complete.
   // Knowledge is a vector clock over agents: what a stream has waited for, and
-  // what the producers it waited for knew in turn.
-  const size_t num_agents = agents_.size();
+  // what the producers it waited for knew in turn (one row of node_knows each).
   std::vector<std::vector<uint32_t>> stream_knows(kNumEngines, std::vector<uint32_t>(num_agents, 0));
-  std::vector<std::vector<uint32_t>> node_knows(nodes_.size());
+  std::vector<uint32_t> node_knows(size_t{num_producers} * num_agents);
+  auto knows_of = [&](size_t node) {
+    return node_knows.data() + size_t{producer[node]} * num_agents;
+  };
+  for (int e = 0; e < kNumEngines; ++e) program_.streams[e].reserve(stream_size[e]);
+  std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
     auto& knows = stream_knows[static_cast<size_t>(n.inst.engine)];
-    std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
-    for (size_t d : n.deps) {
+    const std::span<const size_t> deps(deps_.data() + n.first_dep, n.num_deps);
+    waits_for.clear();
+    for (size_t d : deps) {
       const auto a = static_cast<size_t>(nodes_[d].agent);
       if (knows[a] >= signal_value[d]) continue;
-      const bool implied = std::any_of(n.deps.begin(), n.deps.end(), [&](size_t other) {
-        return other != d && node_knows[other][a] >= signal_value[d];
+      const bool implied = std::any_of(deps.begin(), deps.end(), [&](size_t other) {
+        return other != d && knows_of(other)[a] >= signal_value[d];
       });
       if (!implied) waits_for.push_back(d);
     }
     auto& stream = program_.stream(n.inst.engine);
     for (size_t w = 0; w < waits_for.size(); ++w) {
       const size_t d = waits_for[w];
-      const SemWait wait{WaitCond::ge, sem_of_agent[nodes_[d].agent], signal_value[d]};
-      for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], node_knows[d][a]);
+      const auto sem = static_cast<uint16_t>(sem_of_agent[static_cast<size_t>(nodes_[d].agent)]);
+      const SemWait wait{WaitCond::ge, sem, signal_value[d]};
+      const uint32_t* known = knows_of(d);
+      for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], known[a]);
       if (w + 1 == waits_for.size()) {
         n.inst.wait = wait;
       } else {
@@ -240,9 +304,10 @@ Program KernelBuilder::finish() {
         stream.push_back(wait_inst);
       }
     }
-    if (is_producer[i]) {
-      node_knows[i] = knows;
-      node_knows[i][static_cast<size_t>(n.agent)] = signal_value[i];
+    if (producer[i] != kNotProducer) {
+      uint32_t* mine = knows_of(i);
+      std::copy(knows.begin(), knows.end(), mine);
+      mine[static_cast<size_t>(n.agent)] = signal_value[i];
       // An engine finishes its instructions in order, so its own stream knows them complete.
       if (agents_[n.agent].queue < 0) knows[static_cast<size_t>(n.agent)] = signal_value[i];
     }

@@ -497,15 +497,13 @@ void matmul(const Ctx& c) {
   if (!acc) std::fill(out.data(), out.data() + out.size(), 0.0f);
   if (out.size() != size_t(M) * size_t(N) || mv.num_partitions != K)
     c.fail(Kind::unsupported, "operand shapes do not form a matrix product");
-  // One BLAS thread: the simulator keeps its own threads busy, and a fixed
-  // summation order keeps values identical from run to run.
-  static const bool single_threaded = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)single_threaded;
+  // One BLAS thread for our own calls: a fixed summation order keeps values identical from
+  // run to run. The host program's setting (PyTorch's, say) is restored afterwards.
+  const int host_threads = openblas_get_num_threads();
+  if (host_threads != 1) openblas_set_num_threads(1);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1.0f, a.data(), M, b.data(), N,
               acc ? 1.0f : 0.0f, out.data(), N);
+  if (host_threads != 1) openblas_set_num_threads(host_threads);
   write_floats(c, dst, out.data());
 }
 

@@ -46,6 +46,7 @@ void SparseMemory::split(uint64_t addr, uint64_t n, Mapped mapped, Unmapped unma
 }
 
 void SparseMemory::map(uint64_t addr, uint8_t* host, uint64_t size) {
+  std::lock_guard lock(mu_);
   if (size == 0 || host == nullptr) throw std::invalid_argument("HBM mapping of an empty range");
   check(addr, size);
   auto it = mapped_.lower_bound(addr);
@@ -59,9 +60,13 @@ void SparseMemory::map(uint64_t addr, uint8_t* host, uint64_t size) {
   mapped_.emplace(addr, Mapping{host, size});
 }
 
-void SparseMemory::unmap(uint64_t addr) { mapped_.erase(addr); }
+void SparseMemory::unmap(uint64_t addr) {
+  std::lock_guard lock(mu_);
+  mapped_.erase(addr);
+}
 
 void SparseMemory::read(uint64_t addr, void* dst, uint64_t n) const {
+  std::lock_guard lock(mu_);
   check(addr, n);
   auto* out = static_cast<uint8_t*>(dst);
   if (mapped_.empty()) return read_pages(addr, out, n);
@@ -97,6 +102,7 @@ uint8_t* page_for_write(std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>>
 }  // namespace
 
 void SparseMemory::write(uint64_t addr, const void* src, uint64_t n) {
+  std::lock_guard lock(mu_);
   check(addr, n);
   const auto* in = static_cast<const uint8_t*>(src);
   if (mapped_.empty()) return write_pages(addr, in, n);
@@ -117,6 +123,7 @@ void SparseMemory::write_pages(uint64_t addr, const uint8_t* in, uint64_t n) {
 }
 
 void SparseMemory::fill(uint64_t addr, uint8_t value, uint64_t n) {
+  std::lock_guard lock(mu_);
   check(addr, n);
   if (mapped_.empty()) return fill_pages(addr, value, n);
   split(

@@ -30,13 +30,19 @@ std::mutex& kernel_mutex() {
   return m;
 }
 
+// SystemC prints a banner on first use unless SC_COPYRIGHT_MESSAGE=DISABLE. Set when the
+// library is loaded, before the program's own threads can be reading the environment (a
+// setenv later, from a device's worker, would race with getenv elsewhere); a value the user
+// set is kept.
+const bool banner_off = [] { return setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0) == 0; }();
+
 void init_kernel() {
   static const bool done = [] {
-    setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);  // no banner on our users' terminals
     sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
     return true;
   }();
   (void)done;
+  (void)banner_off;
 }
 
 uint64_t now_ps() { return sc_core::sc_time_stamp().value(); }
@@ -86,7 +92,8 @@ struct CoreRun {
   const RunOptions* options = nullptr;
   RunResult* result = nullptr;
   CoreStats stats;
-  uint64_t start_ps = 0;
+  uint64_t start_ps = 0;   // the run's start
+  uint64_t offset_ps = 0;  // this core starts this long after it
 
   std::array<uint32_t, isa::kNumSemaphores> sem{};
   struct Signal {
@@ -153,6 +160,7 @@ void CoreRun::signal(const Instruction& in, Engine engine, uint32_t index, bool 
 
 void CoreRun::engine_thread(Engine e) {
   try {
+    wait_ps(offset_ps);
     const auto& stream = program->stream(e);
     const Instruction* previous = nullptr;
     EngineStats& es = stats.engines[static_cast<size_t>(e)];
@@ -304,6 +312,76 @@ void CoreRun::dma_thread() {
 }
 
 struct Simulator::Impl {
+  // A core's processes (its engines, then its DMA), each asleep on its own `go` event between
+  // runs. A run wakes them in a chain, in core order and then process order: each process, as
+  // it wakes, wakes the next one at once, so every run starts its processes in the same order
+  // (the order they were first spawned in), whatever order they went to sleep in.
+  static constexpr int kProcesses = isa::kNumEngines + 1;
+  struct CoreSlot {
+    CoreRun* run = nullptr;
+    bool quit = false;
+    std::array<sc_core::sc_event, kProcesses> go;
+    std::array<sc_core::sc_event*, kProcesses> next{};  // the process to wake after this one
+  };
+  std::vector<std::unique_ptr<CoreSlot>> slots;  // by core; null until its first timed run
+
+  // The slot of `core`, its processes spawned (asleep) on first use (kernel lock held).
+  CoreSlot& slot(uint32_t core) {
+    if (slots.size() <= core) slots.resize(core + 1);
+    if (slots[core]) return *slots[core];
+    slots[core] = std::make_unique<CoreSlot>();
+    CoreSlot* s = slots[core].get();
+    for (int e = 0; e < kProcesses; ++e) {
+      sc_core::sc_spawn_options asleep;
+      asleep.dont_initialize();
+      asleep.set_sensitivity(&s->go[e]);
+      sc_core::sc_spawn(
+          [s, e] {
+            for (;;) {
+              if (s->quit) return;
+              if (sc_core::sc_event* next = s->next[e]) next->notify();
+              if (e < isa::kNumEngines) s->run->engine_thread(static_cast<Engine>(e));
+              else s->run->dma_thread();
+              sc_core::wait(s->go[e]);
+            }
+          },
+          fmt::format("core{}_{}", core,
+                      e < isa::kNumEngines ? isa::engine_name(static_cast<Engine>(e)) : "dma")
+              .c_str(),
+          &asleep);
+    }
+    return *s;
+  }
+
+  // Hands each core of a run its CoreRun and wakes the first process of the chain.
+  void start(const std::vector<std::unique_ptr<CoreRun>>& runs) {
+    sc_core::sc_event* previous_next = nullptr;
+    sc_core::sc_event** link = &previous_next;
+    for (const auto& r : runs) {
+      CoreSlot& s = slot(r->id);
+      s.run = r.get();
+      for (int e = 0; e < kProcesses; ++e) {
+        *link = &s.go[e];
+        link = &s.next[e];
+      }
+    }
+    *link = nullptr;
+    if (previous_next) previous_next->notify(sc_core::SC_ZERO_TIME);
+  }
+
+  // Lets every process return, so that none waits on an event that goes with this object.
+  ~Impl() {
+    if (std::none_of(slots.begin(), slots.end(), [](const auto& s) { return s != nullptr; }))
+      return;
+    std::lock_guard lock(kernel_mutex());
+    for (auto& s : slots)
+      if (s) {
+        s->quit = true;
+        for (auto& go : s->go) go.notify(sc_core::SC_ZERO_TIME);
+      }
+    sc_core::sc_start();
+  }
+
   static std::string blocked_line(const CoreRun& r, int e) {
     const Instruction& in = r.program->stream(static_cast<Engine>(e))[r.pc[e]];
     const std::string where =
@@ -363,8 +441,17 @@ class FunctionalCollectives final : public CollectiveStepper {
 
 }  // namespace
 
+std::string_view mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::functional_and_timing: return "functional_and_timing";
+    case Mode::functional_only: return "functional_only";
+    case Mode::timing_only: return "timing_only";
+  }
+  return "?";
+}
+
 Simulator::Simulator(spec::InstanceConfig instance, spec::GenerationConfig generation)
-    : instance_(std::move(instance)), generation_(std::move(generation)) {
+    : instance_(std::move(instance)), generation_(std::move(generation)), impl_(std::make_unique<Impl>()) {
   hbm_.resize(instance_.chips);
   cores_.resize(num_cores());
   programs_.assign(num_cores(), nullptr);
@@ -451,7 +538,9 @@ RunResult Simulator::run(const RunOptions& options) {
     r->options = &options;
     r->result = &result;
     r->start_ps = start;
-    r->stats.end_ps = start;
+    if (auto it = options.core_start_ps.find(c); it != options.core_start_ps.end())
+      r->offset_ps = it->second;
+    r->stats.end_ps = start + r->offset_ps;
     r->dma_engine_free.assign(generation_.dma_engines, 0);
     r->abort = &abort;
     r->error = &error;
@@ -461,13 +550,7 @@ RunResult Simulator::run(const RunOptions& options) {
     r->collective_done = &collective_done;
     runs.push_back(std::move(r));
   }
-  for (auto& r : runs) {
-    CoreRun* run = r.get();
-    for (int e = 0; e < isa::kNumEngines; ++e)
-      sc_core::sc_spawn([run, e] { run->engine_thread(static_cast<Engine>(e)); },
-                        fmt::format("core{}_{}", run->id, isa::engine_name(static_cast<Engine>(e))).c_str());
-    sc_core::sc_spawn([run] { run->dma_thread(); }, fmt::format("core{}_dma", run->id).c_str());
-  }
+  impl_->start(runs);
   sc_core::sc_start();
 
   const bool finished = std::all_of(runs.begin(), runs.end(), [](const auto& r) {

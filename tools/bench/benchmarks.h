@@ -1,4 +1,4 @@
-// The benchmarks of neuronsim-bench (bench/README.md describes each one):
+// The benchmarks of `neuron-sim bench` (bench/README.md describes each one):
 // microbenchmarks of the engines, DMA and HBM against their theoretical rates
 // (timing_only), the example kernels' simulated results (functional_and_timing),
 // and the simulator's host speed (--speed; machine dependent, never gated).
@@ -13,6 +13,7 @@
 #include "expected.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/spec/config.h"
+#include "neuronsim/sim/device.h"
 #include "neuronsim/sim/simulator.h"
 
 namespace neuronsim::bench {
@@ -85,6 +86,10 @@ class InputFiller {
  private:
   uint64_t state_;
 };
+
+// Writes InputFiller(seed) values into every input of a loaded program.
+void fill_inputs(sim::Device& device, const sim::LoadedProgram& program, const sim::Bindings& io,
+                 uint64_t seed);
 
 std::vector<KernelResult> run_kernels(const Platform& platform, const Selection& selection);
 void append_measurements(const KernelResult& r, std::vector<Measurement>& out);

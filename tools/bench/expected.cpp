@@ -240,9 +240,9 @@ std::string updated_expected(const std::optional<ExpectedFile>& existing, const 
     for (const std::string& line : existing->preamble) out += line + "\n";
   } else {
     out +=
-        "# Expected results of neuronsim-bench: simulated figures, identical on every machine.\n"
+        "# Expected results of `neuron-sim bench`: simulated figures, identical on every machine.\n"
         "# margin: relative tolerance (0.001 = 0.1 %) or absolute with the prefix abs: (abs:0 = exact).\n"
-        "# Regenerate with `neuronsim-bench --update bench/expected_results.csv` (margins are kept);\n"
+        "# Regenerate with `neuron-sim bench --update bench/expected_results.csv` (margins are kept);\n"
         "# a commit that changes an expected value or margin must give the reason for it (bench/README.md).\n";
   }
   out += std::string(kExpectedHeader) + "\n";

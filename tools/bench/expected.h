@@ -1,4 +1,4 @@
-// The expected-results checker of neuronsim-bench: reads bench/expected_results.csv,
+// The expected-results checker of `neuron-sim bench`: reads bench/expected_results.csv,
 // compares a run's measurements with it, and rewrites it (--update). Kept apart
 // from the benchmarks so that tests/cpp/bench can test it without a simulator.
 //

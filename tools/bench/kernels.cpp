@@ -59,33 +59,20 @@ std::vector<KernelSpec> kernel_specs() {
 
 namespace {
 
-void fill_inputs(const isa::Program& program, sim::CoreState& state, uint64_t seed) {
-  InputFiller rng(seed);
-  for (const isa::TensorDecl& t : program.tensors) {
-    if (t.kind != isa::TensorKind::input) continue;
-    std::vector<float> values(t.num_elems());
-    for (float& v : values) v = rng.next();
-    std::vector<uint8_t> bytes(t.size_bytes());
-    isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size(), state.fp8);
-    state.hbm.write(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
-  }
-}
-
 KernelResult run_kernel(const Platform& p, const KernelSpec& spec) {
-  const isa::Program program = spec.build(p.generation.name);
-  sim::Simulator simulator(p.instance, p.generation);
-  sim::CoreState& state = simulator.core(0);
-  state.fail_on_nan = true;
-  sim::bind_tensors(program, state, 0);
-  fill_inputs(program, state, kSeed);
-  simulator.load(0, program);
-  const sim::RunResult r = simulator.run(run_options(sim::Mode::functional_and_timing));
+  sim::DeviceOptions options;
+  options.fail_on_nan = true;
+  sim::Device device(p.instance, p.generation, options);
+  const sim::ProgramRef program = device.load(0, spec.build(p.generation.name), spec.name);
+  const sim::Bindings io = device.allocate_io(*program);
+  fill_inputs(device, *program, io, kSeed);
+  const sim::RunResult r = *device.run({program, io, spec.name}).run;
   const sim::CoreStats& c = r.cores.at(0);
 
   KernelResult out;
   out.name = fmt::format("{}/{}", p.generation.name, spec.name);
   out.description = spec.description;
-  out.instructions = program.num_instructions();
+  out.instructions = program->program().num_instructions();
   out.total_ps = r.total_ps;
   out.total_act_cycles = static_cast<double>(r.total_ps) * p.generation.act_ghz / 1000.0;
   for (int e = 0; e < isa::kNumEngines; ++e) out.engine_busy_ps[static_cast<size_t>(e)] = c.engines[e].busy_ps;
@@ -103,6 +90,19 @@ KernelResult run_kernel(const Platform& p, const KernelSpec& spec) {
 }
 
 }  // namespace
+
+void fill_inputs(sim::Device& device, const sim::LoadedProgram& program, const sim::Bindings& io,
+                 uint64_t seed) {
+  InputFiller rng(seed);
+  for (const isa::TensorDecl& t : program.program().tensors) {
+    if (t.kind != isa::TensorKind::input) continue;
+    std::vector<float> values(t.num_elems());
+    for (float& v : values) v = rng.next();
+    std::vector<uint8_t> bytes(t.size_bytes());
+    isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size());
+    device.write_tensor(program, io, t.name, bytes);
+  }
+}
 
 std::vector<KernelResult> run_kernels(const Platform& platform, const Selection& selection) {
   std::vector<KernelResult> out;

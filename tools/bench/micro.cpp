@@ -225,12 +225,17 @@ MicroResult run_one(const Platform& p, const Spec& spec) {
   const spec::GenerationConfig& g = p.generation;
   const isa::Program program =
       isa::assemble(fmt::format(".target {}\n{}", g.name, spec.text), spec.name + ".s");
-  sim::Simulator simulator(p.instance, g);
+  sim::DeviceOptions options;
+  options.mode = sim::Mode::timing_only;
+  sim::Device device(p.instance, g, options);
+  std::vector<sim::Execution> executions;
   for (uint32_t c = 0; c < spec.cores; ++c) {
-    sim::bind_tensors(program, simulator.core(c), uint64_t{c} << 30);
-    simulator.load(c, program);
+    const sim::ProgramRef loaded = device.load(c, program, spec.name);
+    executions.push_back({loaded, device.allocate_io(*loaded), spec.name});
   }
-  const sim::RunResult r = simulator.run(run_options(sim::Mode::timing_only));
+  // Every core in one window, so that they share HBM.
+  const auto seqs = device.enqueue_group(std::move(executions), {});
+  const sim::RunResult r = *device.wait(seqs.front()).run;
 
   MicroResult out;
   out.name = fmt::format("{}/{}", g.name, spec.name);

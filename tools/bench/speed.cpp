@@ -14,6 +14,8 @@
 #include "benchmarks.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/dtype.h"
+#include "neuronsim/isa/kernel_builder.h"
+#include "neuronsim/kernels/kernels.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/simulator.h"
 
@@ -37,22 +39,90 @@ double seconds_per_call(Fn&& fn, double min_seconds) {
   return elapsed / calls;
 }
 
-void fill_inputs(const isa::Program& program, sim::CoreState& state) {
-  InputFiller rng(7);
-  for (const isa::TensorDecl& t : program.tensors) {
-    if (t.kind != isa::TensorKind::input) continue;
-    std::vector<float> values(t.num_elems());
-    for (float& v : values) v = rng.next();
-    std::vector<uint8_t> bytes(t.size_bytes());
-    isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size(), state.fp8);
-    state.hbm.write(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
-  }
-}
-
 std::string rate(double per_second) {
   if (per_second >= 1e6) return fmt::format("{:.2f} M", per_second / 1e6);
   if (per_second >= 1e3) return fmt::format("{:.1f} k", per_second / 1e3);
   return fmt::format("{:.0f} ", per_second);
+}
+
+// The median of `n` timings of `fn`, in microseconds.
+template <typename Fn>
+double median_us(int n, Fn&& fn) {
+  std::vector<double> us(static_cast<size_t>(n));
+  for (double& t : us) {
+    const auto start = Clock::now();
+    fn();
+    t = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  std::nth_element(us.begin(), us.begin() + n / 2, us.end());
+  return us[static_cast<size_t>(n / 2)];
+}
+
+// Host cost of one execution of a small kernel through sim::Device, as every entrance pays it:
+// Device::run (enqueue, simulate, complete) and Device::enqueue alone (the worker drains the
+// queue meanwhile), by mode.
+std::string per_execution(const Platform& p) {
+  const isa::Program program = kernels::elementwise(p.generation.name, kernels::ElementwiseOp::add, 128, 512);
+  std::string out = fmt::format(
+      "Host cost per execution of a {}-instruction kernel (add [128,512] fp32) through sim::Device, median\n",
+      program.num_instructions());
+  out += fmt::format("  {:<24} {:>14} {:>18}\n", "mode", "run µs", "enqueue µs");
+  for (const sim::Mode mode :
+       {sim::Mode::functional_only, sim::Mode::timing_only, sim::Mode::functional_and_timing}) {
+    sim::DeviceOptions options;
+    options.mode = mode;
+    sim::Device device(p.instance, p.generation, options);
+    const sim::ProgramRef loaded = device.load(0, program, "add");
+    const sim::Bindings io = device.allocate_io(*loaded);
+    const double run = median_us(1000, [&] { device.run({loaded, io, "add"}); });
+    const double enqueue = median_us(1000, [&] { device.enqueue({loaded, io, "add"}); });
+    device.synchronize();
+    out += fmt::format("  {:<24} {:>14.1f} {:>18.2f}\n", sim::mode_name(mode), run, enqueue);
+  }
+  return out + "\n";
+}
+
+// A kernel of about `n` instructions: row tiles of an HBM tensor loaded, squared, shifted and
+// stored, on 4 rotating SBUF tiles (the shape of the library's pipelined kernels).
+isa::Program pipelined_kernel(const std::string& target, size_t n) {
+  isa::KernelBuilder kb(target);
+  constexpr uint32_t kTilesPerTensor = 256;  // [32768, 64]: within one access pattern's reach
+  const size_t tiles = std::max<size_t>(n / 4, 1);
+  std::vector<isa::AccessPattern> sbuf;
+  for (int i = 0; i < 4; ++i) sbuf.push_back(kb.sbuf_tile(isa::DType::fp32, 128, 64));
+  isa::AccessPattern x, y;
+  for (size_t t = 0; t < tiles; ++t) {
+    const uint32_t in_tensor = static_cast<uint32_t>(t % kTilesPerTensor);
+    if (in_tensor == 0) {
+      const std::string k = std::to_string(t / kTilesPerTensor);
+      x = kb.input("x" + k, isa::DType::fp32, {int64_t{kTilesPerTensor} * 128, 64});
+      y = kb.output("y" + k, isa::DType::fp32, {int64_t{kTilesPerTensor} * 128, 64});
+    }
+    const isa::AccessPattern& tile = sbuf[t % 4];
+    kb.dma_copy(tile, isa::rows(x, in_tensor * 128, 128));
+    kb.activation(tile, tile, isa::ActFunc::square);
+    kb.tensor_scalar(isa::Engine::DVE, tile, tile, isa::AluOp::add, 1.0f);
+    kb.dma_copy(isa::rows(y, in_tensor * 128, 128), tile);
+  }
+  return kb.finish();
+}
+
+// KernelBuilder's speed at 1 k and 100 k instructions: it should be linear in the
+// instructions, so the ratio of the two rates should stay near 1.
+std::string builder_speed(const Platform& p, double min_seconds) {
+  std::string out = "KernelBuilder: instructions built per host second (emit, semaphores, finish)\n";
+  double small_rate = 0;
+  for (const size_t n : {size_t{1000}, size_t{100000}}) {
+    size_t built = 0;
+    const double s = seconds_per_call(
+        [&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
+        n > 1000 ? 0 : min_seconds);
+    const double per_s = static_cast<double>(built) / s;
+    if (n == 1000) small_rate = per_s;
+    out += fmt::format("  {:>7} instructions  {:>10}/s", built, rate(per_s));
+    out += n == 1000 ? "\n" : fmt::format("  ({:.2f} x the rate at 1 k)\n", per_s / small_rate);
+  }
+  return out + "\n";
 }
 
 constexpr int kMatmuls = 64;  // [128x128] x [128x512] per program / BLAS batch
@@ -65,19 +135,24 @@ std::string run_speed(const Platform& p, double min_seconds) {
       "Host speed (--speed; machine dependent, never gated): {} hardware threads, >= {} s per figure\n",
       std::thread::hardware_concurrency(), min_seconds);
 
+  out += per_execution(p);
+  out += builder_speed(p, min_seconds);
+
   // ---- simulated instructions per host second, by mode, on each example kernel ----
   out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr", "func+timing/s",
                      "functional/s", "timing only/s", "F+T / F");
   double total_instr = 0, total_ft = 0, total_f = 0, total_t = 0;
   for (const KernelSpec& spec : kernel_specs()) {
     const isa::Program program = spec.build(p.generation.name);
-    sim::Simulator simulator(p.instance, p.generation);
-    sim::CoreState& state = simulator.core(0);
-    sim::bind_tensors(program, state, 0);
-    fill_inputs(program, state);
-    simulator.load(0, program);
+    // One device per mode, each running the kernel through its queue as every caller does.
     const auto run = [&](sim::Mode mode) {
-      return seconds_per_call([&] { simulator.run(run_options(mode)); }, min_seconds);
+      sim::DeviceOptions options;
+      options.mode = mode;
+      sim::Device device(p.instance, p.generation, options);
+      const sim::ProgramRef loaded = device.load(0, program, spec.name);
+      const sim::Bindings io = device.allocate_io(*loaded);
+      fill_inputs(device, *loaded, io, 7);
+      return seconds_per_call([&] { device.run({loaded, io, spec.name}); }, min_seconds);
     };
     const double ft = run(sim::Mode::functional_and_timing);
     const double f = run(sim::Mode::functional_only);
@@ -124,6 +199,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
           "moving=sbuf.{}[0:128]+1024[[1,{}]]\n",
           (i % 8) * 2048, kN, d, kM, d, kN);
     const isa::Program program = isa::assemble(text, "speed_matmul.s");
+    // The engine room itself, on purpose: operands preloaded in SBUF, so the figure is the
+    // functional TensorE alone, with no DMA and no queue around it.
     sim::Simulator simulator(p.instance, p.generation);
     sim::CoreState& state = simulator.core(0);
     const size_t es = isa::dtype_size(dt);

@@ -13,3 +13,7 @@ void add_run_command(CLI::App& app);
 void add_cc_bench_command(CLI::App& app);
 
 }  // namespace neuronsim::tools
+
+namespace neuronsim::bench {
+void add_bench_command(CLI::App& app);  // tools/bench/command.cpp
+}

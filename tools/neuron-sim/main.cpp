@@ -1,4 +1,4 @@
-// neuron-sim: inspect, assemble and (in later layers) run NEFFs on the simulator.
+// neuron-sim: run, inspect, assemble and benchmark NEFFs and collectives on the simulator.
 #include <cstdio>
 #include <exception>
 
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   neuronsim::tools::add_disasm_command(app);
   neuronsim::tools::add_run_command(app);
   neuronsim::tools::add_cc_bench_command(app);
+  neuronsim::bench::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,7 +18,7 @@
 #include "neuronsim/isa/npy.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/spec/config.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/device.h"
 #include "neuronsim/traces/chrome_trace.h"
 #include "neuronsim/traces/metrics.h"
 #include "neuronsim/traces/summary.h"
@@ -114,29 +114,30 @@ std::map<std::string, fs::path> parse_input_args(const std::vector<std::string>&
   return out;
 }
 
-void write_inputs(const RunArgs& args, const isa::Program& p, sim::CoreState& st) {
-  const auto files = parse_input_args(args.inputs, p);
+void write_inputs(const RunArgs& args, sim::Device& dev, const sim::LoadedProgram& p,
+                  const sim::Bindings& io, const isa::Fp8Config& fp8) {
+  const auto files = parse_input_args(args.inputs, p.program());
   std::mt19937_64 rng(args.seed);
-  for (const isa::TensorDecl& t : p.tensors) {
+  for (const isa::TensorDecl& t : p.program().tensors) {
     if (t.kind != isa::TensorKind::input) continue;
     std::vector<uint8_t> bytes;
-    if (auto f = files.find(t.name); f != files.end()) bytes = load_input(t, f->second, st.fp8);
-    else if (args.random_inputs) bytes = random_input(t, rng, st.fp8);
+    if (auto f = files.find(t.name); f != files.end()) bytes = load_input(t, f->second, fp8);
+    else if (args.random_inputs) bytes = random_input(t, rng, fp8);
     else if (args.timing_only) continue;
     else
       throw std::runtime_error(fmt::format("input '{}' ({} {}) has no value: pass --inputs {}=FILE.npy or "
                                            "--random-inputs", t.name, isa::dtype_name(t.dtype),
                                            shape_text(t.shape), t.name));
-    st.hbm.write(st.tensors.at(t.var_id).address, bytes.data(), bytes.size());
+    dev.write_tensor(p, io, t.name, bytes);
   }
 }
 
-void write_outputs(const fs::path& dir, const isa::Program& p, sim::CoreState& st, bool raw) {
+void write_outputs(const fs::path& dir, const sim::Device& dev, const sim::LoadedProgram& p,
+                   const sim::Bindings& io, const isa::Fp8Config& fp8, bool raw) {
   fs::create_directories(dir);
-  for (const isa::TensorDecl& t : p.tensors) {
+  for (const isa::TensorDecl& t : p.program().tensors) {
     if (t.kind != isa::TensorKind::output) continue;
-    std::vector<uint8_t> bytes(t.size_bytes());
-    st.hbm.read(st.tensors.at(t.var_id).address, bytes.data(), bytes.size());
+    std::vector<uint8_t> bytes = dev.read_tensor(p, io, t.name);
     if (raw) {
       write_bytes(dir / (t.name + ".bin"), bytes);  // the tensor's own dtype, little-endian
       continue;
@@ -144,7 +145,7 @@ void write_outputs(const fs::path& dir, const isa::Program& p, sim::CoreState& s
     isa::NpyArray a{isa::npy_descr(t.dtype), t.shape, std::move(bytes)};
     if (travels_as_fp32(t.dtype)) {
       std::vector<uint8_t> f32(t.num_elems() * 4);
-      isa::convert_to_float(t.dtype, a.data.data(), reinterpret_cast<float*>(f32.data()), t.num_elems(), st.fp8);
+      isa::convert_to_float(t.dtype, a.data.data(), reinterpret_cast<float*>(f32.data()), t.num_elems(), fp8);
       a = {"<f4", t.shape, std::move(f32)};
     }
     write_bytes(dir / (t.name + ".npy"), isa::write_npy(a));
@@ -186,28 +187,30 @@ std::function<void(uint64_t, uint64_t)> progress_printer(bool quiet) {
 
 void run_command(const RunArgs& args) {
   const isa::neff::Neff neff = isa::neff::read_neff_file(args.neff);
-  const isa::Program program = isa::from_neff(neff, args.neff);
+  isa::Program program = isa::from_neff(neff, args.neff);
   const spec::InstanceConfig instance = choose_instance(args, program);
-  sim::Simulator sim(instance, spec::load_generation(instance.generation));
-  sim::CoreState& st = sim.core(args.core);
-  st.fp8 = neff.subgraphs.at(0).fp8;
-  sim::bind_tensors(program, st, 0);
-  write_inputs(args, program, st);
-  sim.load(args.core, program);
-
-  sim::RunOptions options;
+  sim::DeviceOptions options;
   options.mode = args.functional_only ? sim::Mode::functional_only
                  : args.timing_only   ? sim::Mode::timing_only
                                       : sim::Mode::functional_and_timing;
-  options.record = !args.trace.empty();
   options.progress = progress_printer(args.quiet);
-  const sim::RunResult result = sim.run(options);
+  sim::Device dev(instance, spec::load_generation(instance.generation), options);
+  const isa::Fp8Config fp8 = neff.subgraphs.at(0).fp8;
+  const sim::ProgramRef p = dev.load(args.core, std::move(program), neff.header.name, fp8);
+  const sim::Bindings io = dev.allocate_io(*p);
+  write_inputs(args, dev, *p, io, fp8);
 
-  if (!args.outputs_dir.empty() && !args.timing_only) write_outputs(args.outputs_dir, program, st, args.raw_outputs);
-  if (!args.trace.empty()) {
+  const uint64_t session = args.trace.empty() ? 0 : dev.start_trace();
+  const sim::Completion done = dev.run({p, io, neff.header.name});
+  const sim::RunResult& result = *done.run;
+
+  if (!args.outputs_dir.empty() && !args.timing_only)
+    write_outputs(args.outputs_dir, dev, *p, io, fp8, args.raw_outputs);
+  if (session) {
+    const sim::TraceSession trace = dev.stop_trace(session);
     traces::TraceOptions trace_options;
-    trace_options.programs[args.core] = &program;
-    traces::write_chrome_trace(result, trace_options, args.trace);
+    trace_options.programs[args.core] = &p->program();
+    traces::write_chrome_trace(trace.result, trace_options, args.trace);
   }
   if (!args.metrics.empty()) traces::write_metrics_json(result, {}, args.metrics);
   if (args.quiet) return;

@@ -1,4 +1,4 @@
-// The expected-results checker of neuronsim-bench (tools/bench/expected.h):
+// The expected-results checker of `neuron-sim bench` (tools/bench/expected.h):
 // parsing, relative and absolute margins, failures in both directions, missing
 // and not-gated rows, the report, and --update keeping margins.
 #include <cmath>

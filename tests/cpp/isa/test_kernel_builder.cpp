@@ -1,7 +1,11 @@
 // KernelBuilder's synchronisation: exact semaphores on a small multi-engine
-// kernel, and a race check that runs the built streams under many random
+// kernel, a race check that runs the built streams under many random
 // interleavings (engines, and DMA queues completing asynchronously) and
-// verifies that every pair of conflicting accesses happens in program order.
+// verifies that every pair of conflicting accesses happens in program order, and
+// the builder's dependencies against a plain scan of the whole history, on
+// pipelined kernels and on random tile operations with overlapping regions.
+#include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <random>
@@ -268,6 +272,335 @@ TEST(KernelBuilder, RandomInterleavingsNeverReorderConflictingAccesses) {
         }
   }
   EXPECT_GT(conflicts, 0);
+}
+
+// ---- The dependencies against a plain scan of the whole history ----------------------------
+
+}  // namespace
+
+// The rule the builder implements, as the scan it used to run: for each operand, every
+// earlier access, newest first; an overlap with another agent's access that is not read
+// after read makes that access's instruction the dependency on its agent, unless a newer
+// one of the agent already is. Quadratic in the number of instructions, so only here.
+struct KernelBuilderTestPeer {
+  using Deps = std::vector<std::vector<size_t>>;
+
+  static Deps deps(const KernelBuilder& kb) {
+    Deps out;
+    for (const auto& node : kb.nodes_) {
+      const auto first = kb.deps_.begin() + node.first_dep;
+      out.emplace_back(first, first + node.num_deps);
+    }
+    return out;
+  }
+
+  static void use_reference_rule(KernelBuilder& kb) {
+    struct Access {
+      Region region;
+      size_t node;
+      int agent;
+      bool write;
+    };
+    std::vector<std::pair<Engine, int>> agents;  // numbered in order of first use
+    std::vector<Access> history;
+    kb.deps_.clear();
+    for (size_t i = 0; i < kb.nodes_.size(); ++i) {
+      const Instruction& in = kb.nodes_[i].inst;
+      const std::pair<Engine, int> key{in.engine, in.opcode == Opcode::dma_copy ? in.ints[0] : -1};
+      const auto found = std::find(agents.begin(), agents.end(), key);
+      const int agent = static_cast<int>(found - agents.begin());
+      if (found == agents.end()) agents.push_back(key);
+      std::vector<std::optional<size_t>> latest(agents.size());
+      std::vector<Access> accesses;
+      for (const Operand& op : in.operands) {
+        if (op.ap.space == MemSpace::Pattern) continue;
+        const Region r = region_of(op.ap);
+        const bool w = op.role == Role::dst || op.role == Role::reduce_dst;
+        for (auto h = history.rbegin(); h != history.rend(); ++h) {
+          if (h->agent == agent || (latest[h->agent] && *latest[h->agent] >= h->node)) continue;
+          if ((w || h->write) && overlap(r, h->region)) latest[h->agent] = h->node;
+        }
+        accesses.push_back({r, i, agent, w});
+        // A dst whose old contents matter is also a read.
+        if (op.role == Role::dst && (in.opcode == Opcode::copy_predicated ||
+                                     (in.opcode == Opcode::matmul && in.has_flag(kAccumulate))))
+          accesses.push_back({r, i, agent, false});
+      }
+      history.insert(history.end(), accesses.begin(), accesses.end());
+      kb.nodes_[i].first_dep = static_cast<uint32_t>(kb.deps_.size());
+      for (const auto& dep : latest)
+        if (dep) kb.deps_.push_back(*dep);
+      kb.nodes_[i].num_deps = static_cast<uint32_t>(kb.deps_.size()) - kb.nodes_[i].first_dep;
+    }
+  }
+};
+
+namespace {
+
+using Peer = KernelBuilderTestPeer;
+
+// The program `kb` builds must be the one built from the same instructions with the
+// reference's dependencies, semaphore for semaphore. Returns the number of dependencies.
+size_t expect_reference_program(KernelBuilder& kb) {
+  KernelBuilder reference = kb;
+  Peer::use_reference_rule(reference);
+  const auto found = Peer::deps(kb), expected = Peer::deps(reference);
+  EXPECT_EQ(found.size(), expected.size());
+  size_t total = 0;
+  for (size_t i = 0; i < std::min(found.size(), expected.size()); ++i) {
+    total += expected[i].size();
+    if (found[i] != expected[i]) {
+      ADD_FAILURE() << "instruction " << i << ": dependencies " << testing::PrintToString(found[i])
+                    << ", the reference has " << testing::PrintToString(expected[i]);
+      break;
+    }
+  }
+  const Program built = kb.finish(), wanted = reference.finish();
+  EXPECT_TRUE(built == wanted);
+  return total;
+}
+
+TEST(KernelBuilder, ANewerWriteOfAnotherAgentDoesNotHideAnOlderRead) {
+  // ACT reads two halves of t; POOL's write covers both and waits for the second; DVE's
+  // write overlaps only the first read. DVE's dependency on ACT is still that first read,
+  // which therefore signals, although POOL's write implies it and DVE only waits for POOL.
+  KernelBuilder kb;
+  const auto t = kb.sbuf_tile(DType::fp32, 128, 64);
+  const auto u = kb.sbuf_tile(DType::fp32, 128, 64);
+  kb.activation(cols(u, 0, 16), cols(t, 0, 16), ActFunc::identity);
+  kb.activation(cols(u, 16, 16), cols(t, 16, 16), ActFunc::identity);
+  kb.memset(Engine::POOL, cols(t, 0, 32), 1.0f);
+  kb.memset(Engine::DVE, cols(t, 0, 8), 2.0f);
+  KernelBuilder copy = kb;
+  EXPECT_EQ(Peer::deps(kb), (Peer::Deps{{}, {}, {1}, {0, 2}}));
+  expect_reference_program(copy);
+  const Program p = kb.finish();
+  EXPECT_EQ(p.stream(Engine::ACT)[0].signal.op, SemOp::add);
+  EXPECT_EQ(p.stream(Engine::ACT)[1].signal.op, SemOp::add);
+  ASSERT_EQ(p.stream(Engine::DVE).size(), 1u);
+  EXPECT_EQ(p.stream(Engine::DVE)[0].wait.sem, p.stream(Engine::POOL)[0].signal.sem);
+}
+
+TEST(KernelBuilder, PipelinedKernelsMatchTheReference) {
+  {
+    // Elementwise: three slots of x/y tiles, loads on SP and ACT queues, DVE/POOL compute,
+    // stores from SP and POOL; the last tiles use fewer partitions and columns.
+    KernelBuilder kb;
+    const uint32_t n = 24, per = 256;
+    const auto x = kb.input("x", DType::fp32, {128, n * per});
+    const auto y = kb.input("y", DType::fp32, {128, n * per});
+    const auto out = kb.output("out", DType::fp32, {128, n * per});
+    std::vector<std::pair<AccessPattern, AccessPattern>> slots;
+    for (int i = 0; i < 3; ++i)
+      slots.emplace_back(kb.sbuf_tile(DType::fp32, 128, per), kb.sbuf_tile(DType::fp32, 128, per));
+    auto view = [&](const AccessPattern& t, uint32_t i) {
+      return i + 1 < n ? t : cols(rows(t, 0, 64), 0, per / 2);
+    };
+    auto hbm = [&](const AccessPattern& t, uint32_t i) {
+      return i + 1 < n ? cols(t, i * per, per) : cols(rows(t, 0, 64), i * per, per / 2);
+    };
+    auto load = [&](uint32_t i) {
+      kb.dma_copy(view(slots[i % 3].first, i), hbm(x, i), Engine::SP);
+      kb.dma_copy(view(slots[i % 3].second, i), hbm(y, i), Engine::ACT);
+    };
+    load(0);
+    load(1);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i + 2 < n) load(i + 2);
+      const Engine e = i % 2 ? Engine::POOL : Engine::DVE;
+      const auto a = view(slots[i % 3].first, i), b = view(slots[i % 3].second, i);
+      kb.tensor_tensor(e, a, a, b, AluOp::add);
+      kb.dma_copy(hbm(out, i), a, e == Engine::POOL ? Engine::POOL : Engine::SP);
+    }
+    EXPECT_GT(expect_reference_program(kb), 0u);
+  }
+  {
+    // Matmul: C blocks accumulate over K chunks in two PSUM banks; A chunks rotate over
+    // three SBUF tiles; B stays resident; ACT evacuates PSUM, SP stores. The C blocks'
+    // HBM rows interleave, so their byte ranges overlap.
+    KernelBuilder kb;
+    const uint32_t mb = 3, nb = 2, kc = 3;
+    const auto a = kb.input("a", DType::bf16, {128 * mb, 128 * kc});
+    const auto b = kb.input("b", DType::bf16, {128 * kc, 256 * nb});
+    const auto c = kb.output("c", DType::fp32, {128 * mb, 256 * nb});
+    std::vector<AccessPattern> at, bt, ps, ot;
+    for (int i = 0; i < 3; ++i) at.push_back(kb.sbuf_tile(DType::bf16, 128, 128));
+    for (uint32_t k = 0; k < kc; ++k) bt.push_back(kb.sbuf_tile(DType::bf16, 128, 256 * nb));
+    for (int i = 0; i < 2; ++i) ps.push_back(kb.psum_tile(DType::fp32, 128, 256));
+    for (int i = 0; i < 2; ++i) ot.push_back(kb.sbuf_tile(DType::fp32, 128, 256));
+    for (uint32_t k = 0; k < kc; ++k) kb.dma_copy(bt[k], rows(b, k * 128, 128), Engine::ACT);
+    uint32_t step = 0, block = 0;
+    for (uint32_t m = 0; m < mb; ++m)
+      for (uint32_t j = 0; j < nb; ++j, ++block) {
+        const auto& acc = ps[block % 2];
+        for (uint32_t k = 0; k < kc; ++k, ++step) {
+          const auto& s = at[step % 3];
+          kb.dma_copy(s, cols(rows(a, m * 128, 128), k * 128, 128), Engine::SP);
+          kb.matmul(acc, s, cols(bt[k], j * 256, 256), k > 0);
+        }
+        kb.activation(ot[block % 2], acc, ActFunc::identity);
+        kb.dma_copy(cols(rows(c, m * 128, 128), j * 256, 256), ot[block % 2], Engine::SP);
+      }
+    EXPECT_GT(expect_reference_program(kb), 0u);
+  }
+}
+
+// Random tile operations on one SBUF area, one PSUM area and three HBM tensors, at random
+// partitions (aligned as engines need them; any for DMA) and columns on a coarse grid, some
+// strided or reversed, so that regions often coincide, nest or partly overlap.
+class RandomOps {
+ public:
+  RandomOps(KernelBuilder& kb, uint32_t seed) : kb_(kb), rng_(seed) {
+    sbuf_ = kb.sbuf_tile(DType::fp32, 128, 1024);
+    psum_ = kb.psum_tile(DType::fp32, 128, 2048);  // four banks
+    x_ = kb.input("x", DType::fp32, {128, 512});
+    y_ = kb.output("y", DType::fp32, {128, 512});
+    s_ = kb.scratch("s", DType::fp32, {128, 512});
+  }
+
+  // One operation; its operands are drawn in the order written (never as arguments of one
+  // call, whose evaluation order C++ leaves open).
+  void emit_one() {
+    const uint32_t np = pick({128u, 64u, 32u, 16u}), nc = pick({16u, 64u, 256u});
+    const Engine any = pick({Engine::DVE, Engine::POOL, Engine::ACT});
+    const Engine dve_pool = pick({Engine::DVE, Engine::POOL});
+    switch (below(11)) {
+      case 0: {
+        const auto dst = chance(4) ? psum(np, nc) : sbuf(np, nc);
+        kb_.memset(any, dst, 1.0f);
+        break;
+      }
+      case 1: {
+        const auto dst = sbuf(np, nc);
+        const auto src = chance(3) ? psum(np, nc) : sbuf(np, nc);
+        kb_.tensor_copy(any, dst, src);
+        break;
+      }
+      case 2: {
+        const auto dst = sbuf(np, nc);
+        const auto in0 = chance(3) ? dst : sbuf(np, nc);
+        const auto in1 = sbuf(np, nc);
+        kb_.tensor_tensor(dve_pool, dst, in0, in1, AluOp::add);
+        break;
+      }
+      case 3: {
+        const auto dst = sbuf(np, nc);
+        const auto src = chance(2) ? psum(np, nc) : sbuf(np, nc);
+        const auto bias = sbuf(np, 1);
+        const auto sum = sbuf(np, 1);
+        const bool with_bias = chance(2), with_sum = chance(2);
+        kb_.activation(dst, src, ActFunc::exp, 1.0f, with_bias ? &bias : nullptr,
+                       with_sum ? &sum : nullptr);
+        break;
+      }
+      case 4: {
+        const auto dst = sbuf(np, nc);
+        const auto src = sbuf(np, nc);
+        const auto scalar = sbuf(np, 1);
+        const bool with_scalar = chance(2);
+        kb_.tensor_scalar(any, dst, src, AluOp::multiply, 2.0f, AluOp::bypass, 0.0f,
+                          with_scalar ? &scalar : nullptr);
+        break;
+      }
+      case 5: {
+        const auto dst = sbuf(np, nc, true);
+        const auto src = hbm(chance(2) ? x_ : s_, np, nc);
+        kb_.dma_copy(dst, src, trigger());
+        break;
+      }
+      case 6: {
+        const auto dst = hbm(chance(2) ? y_ : s_, np, nc);
+        const auto src = sbuf(np, nc, true);
+        kb_.dma_copy(dst, src, trigger());
+        break;
+      }
+      case 7: {
+        const auto dst = sbuf(np, nc, true);
+        const auto src = sbuf(np, nc, true);
+        kb_.dma_copy(dst, src, trigger());
+        break;
+      }
+      case 8:
+      case 9: {
+        const uint32_t k = pick({128u, 64u, 32u}), m = pick({128u, 64u, 32u});
+        const uint32_t n = pick({64u, 256u, 512u});
+        const auto dst = psum(m, n);
+        const auto stationary = sbuf(k, m, false, true);
+        const auto moving = sbuf(k, n, false, true);
+        kb_.matmul(dst, stationary, moving, chance(2));
+        break;
+      }
+      case 10: {
+        Instruction in;
+        in.opcode = Opcode::copy_predicated;
+        in.engine = dve_pool;
+        in.operands.push_back({Role::dst, sbuf(np, nc)});
+        in.operands.push_back({Role::src, sbuf(np, nc)});
+        in.operands.push_back({Role::predicate, sbuf(np, nc)});
+        kb_.emit(in);
+        break;
+      }
+    }
+  }
+
+ private:
+  uint32_t below(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_); }
+  bool chance(uint32_t one_in) { return below(one_in) == 0; }
+  template <class T>
+  T pick(std::initializer_list<T> values) {
+    return values.begin()[below(static_cast<uint32_t>(values.size()))];
+  }
+  Engine trigger() { return pick({Engine::SP, Engine::ACT, Engine::POOL}); }
+
+  // A start partition for `np` partitions: any for DMA, else aligned as engines need it.
+  uint16_t start(uint32_t np, bool any) {
+    if (any) return static_cast<uint16_t>(below(128 - np + 1));
+    const uint32_t align = np > 64 ? 128 : np > 32 ? 64 : 32;
+    return static_cast<uint16_t>(below((128 - np) / align + 1) * align);
+  }
+
+  // [np, nc] of the SBUF area at a random place: contiguous, every other element, or reversed.
+  AccessPattern sbuf(uint32_t np, uint32_t nc, bool any_start = false, bool at_zero = false) {
+    AccessPattern ap = rows(sbuf_, at_zero ? 0 : start(np, any_start), np);
+    const uint32_t kind = nc > 1 ? below(4) : 0;
+    const uint32_t span = kind == 1 ? 2 * nc - 1 : nc;
+    const uint32_t c0 = 16 * below((1024 - span) / 16 + 1);
+    ap = cols(ap, c0, nc);
+    if (kind == 1) ap.dims[0].stride = 2;
+    if (kind == 2) {
+      ap.dims[0].stride = -1;
+      ap.offset += uint64_t{nc - 1} * 4;
+    }
+    return ap;
+  }
+
+  // [np, nc] inside one PSUM bank (a matmul's output must not cross banks).
+  AccessPattern psum(uint32_t np, uint32_t nc) {
+    const uint32_t bank = below(4), c0 = 16 * below((512 - nc) / 16 + 1);
+    return cols(rows(psum_, start(np, false), np), bank * 512 + c0, nc);
+  }
+
+  AccessPattern hbm(const AccessPattern& t, uint32_t np, uint32_t nc) {
+    const uint32_t r0 = below(128 - np + 1), c0 = 16 * below((512 - nc) / 16 + 1);
+    return cols(rows(t, r0, np), c0, nc);
+  }
+
+  KernelBuilder& kb_;
+  std::mt19937 rng_;
+  AccessPattern sbuf_, psum_, x_, y_, s_;
+};
+
+TEST(KernelBuilder, RandomTileOperationsMatchTheReference) {
+  size_t deps = 0;
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    KernelBuilder kb;
+    RandomOps ops(kb, seed);
+    for (int i = 0; i < 300; ++i) ops.emit_one();
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    deps += expect_reference_program(kb);
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(deps, 40u * 100u);  // the sequences are full of hazards
 }
 
 }  // namespace

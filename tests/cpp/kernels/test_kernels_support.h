@@ -15,9 +15,9 @@
 
 #include "neuronsim/isa/dtype.h"
 #include "neuronsim/isa/program.h"
+#include "neuronsim/sim/device.h"
 #include "neuronsim/isa/target.h"
 #include "neuronsim/sim/functional.h"
-#include "neuronsim/sim/memory.h"
 
 namespace neuronsim::kernels::test {
 
@@ -66,28 +66,26 @@ inline std::vector<float> random_values(size_t n, uint32_t seed, float lo, float
   return v;
 }
 
-// Raw bytes in, raw bytes out: binds the program's tensors in a fresh HBM, writes
-// `inputs`, runs the program functionally and returns every output tensor.
+// Raw bytes in, raw bytes out: loads the program on a fresh device, writes `inputs`,
+// runs it functionally and returns every output tensor.
 inline std::map<std::string, std::vector<uint8_t>> run_raw(
     const isa::Program& program, const std::map<std::string, std::vector<uint8_t>>& inputs) {
-  sim::SparseMemory hbm(uint64_t{1} << 34);
-  sim::CoreState state(isa::target_by_name(program.target), hbm);
-  sim::bind_tensors(program, state, 0);
+  sim::DeviceOptions options;
+  options.mode = sim::Mode::functional_only;
+  auto device = sim::Device::open_generation(program.target, options);
+  const sim::ProgramRef loaded = device->load(0, program, "kernel");
+  const sim::Bindings io = device->allocate_io(*loaded);
   for (const auto& [name, bytes] : inputs) {
     const isa::TensorDecl* t = program.find_tensor(name);
     EXPECT_NE(t, nullptr) << "no tensor " << name;
     if (!t) continue;
     EXPECT_EQ(bytes.size(), t->size_bytes()) << name;
-    state.hbm.write(state.tensors.at(t->var_id).address, bytes.data(), bytes.size());
+    device->write_tensor(*loaded, io, name, bytes);
   }
-  sim::run_functional(program, state);
+  device->run({loaded, io, "kernel"});
   std::map<std::string, std::vector<uint8_t>> outputs;
-  for (const isa::TensorDecl& t : program.tensors) {
-    if (t.kind != isa::TensorKind::output) continue;
-    std::vector<uint8_t> bytes(t.size_bytes());
-    state.hbm.read(state.tensors.at(t.var_id).address, bytes.data(), bytes.size());
-    outputs[t.name] = std::move(bytes);
-  }
+  for (const isa::TensorDecl& t : program.tensors)
+    if (t.kind == isa::TensorKind::output) outputs[t.name] = device->read_tensor(*loaded, io, t.name);
   return outputs;
 }
 

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,18 +94,34 @@ class KernelBuilder {
     uint16_t tensor;
     uint32_t part_lo, part_hi;  // [lo, hi)
     int64_t byte_lo, byte_hi;   // [lo, hi)
-    bool overlaps(const Region& o) const;
-  };
-  struct Access {
-    Region region;
-    size_t node;
-    bool write;
   };
   struct Node {
     Instruction inst;
-    int agent;                 // index into agents_
-    std::vector<size_t> deps;  // nodes that must complete first
+    int agent;                     // index into agents_
+    uint32_t first_dep, num_deps;  // deps_[first_dep, first_dep + num_deps)
   };
+  // Finds, for a new access, the newest conflicting access of every other agent without
+  // scanning the whole history. Per buffer (all of SBUF, all of PSUM, or one HBM tensor) the
+  // bytes accessed so far are cut into disjoint segments at the ends of the accesses; each
+  // segment lists the reads and the writes that cover all of its bytes, as pieces with a
+  // partition range. A piece leaves a segment when a newer access of the same agent covers
+  // its partitions there and conflicts with all it conflicts with (a write supersedes reads
+  // and writes, a read only reads): whatever overlaps the old piece meets the newer one,
+  // which wins. Pieces of other agents stay, even under a newer write: the old instruction
+  // can still be its agent's newest conflict, and the semaphores depend on which one that is.
+  // A search visits the segments its bytes cover, each with a few pieces per agent. Regions
+  // are bounding boxes, so column tiles over the same rows of a wide HBM tensor all overlap
+  // one another: an access to one of them visits about two segments per such tile.
+  struct Piece {
+    uint32_t part_lo, part_hi;  // [lo, hi)
+    size_t node;
+    int agent;
+  };
+  struct Segment {
+    int64_t end;  // bytes [key, end)
+    std::vector<Piece> reads, writes;
+  };
+  using Segments = std::map<int64_t, Segment>;
 
   AccessPattern tile(MemSpace space, uint64_t& used, uint64_t align, uint64_t capacity, DType dtype,
                      uint16_t partitions, uint32_t free);
@@ -111,17 +129,22 @@ class KernelBuilder {
                            std::vector<uint8_t> data);
   int agent_index(const Instruction& inst);
   static bool writes(Role role);
-  static bool reads(const Instruction& inst, Role role);
   static std::optional<Region> region_of(const AccessPattern& ap);
+  static void find_conflicts(const Segments& buffer, const Region& region, bool write, int agent,
+                             std::vector<std::optional<size_t>>& latest);
+  static void record(Segments& buffer, const Region& region, const Piece& piece, bool write);
 
   const Target* target_;
   Program program_;
   std::vector<Agent> agents_;
   std::vector<Node> nodes_;
-  std::vector<Access> history_;
+  std::vector<size_t> deps_;  // per node, the nodes that must complete first, in one array
+  std::map<std::pair<MemSpace, uint16_t>, Segments> buffers_;
   uint64_t sbuf_used_ = 0;  // bytes per partition
   uint64_t psum_used_ = 0;
   int next_queue_[kNumEngines] = {};
+
+  friend struct KernelBuilderTestPeer;  // tests: compares the dependencies with a plain scan
 };
 
 }  // namespace neuronsim::isa

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -32,12 +33,18 @@ class OnChipMemory {
 };
 
 // Byte-addressed memory allocated in pages on first write; unwritten bytes read as zero.
+// Thread-safe: each call is atomic, so a host thread may map, read and write while the
+// device's worker runs a window over the same memory (accesses are whole operands or
+// tensors, so one lock per call costs nothing worth measuring).
 class SparseMemory {
  public:
   static constexpr uint64_t kPageBytes = 64 * 1024;
   explicit SparseMemory(uint64_t capacity);
   uint64_t capacity() const { return capacity_; }
-  uint64_t bytes_allocated() const { return pages_.size() * kPageBytes; }
+  uint64_t bytes_allocated() const {
+    std::lock_guard lock(mu_);
+    return pages_.size() * kPageBytes;
+  }
   // Throw std::out_of_range when [addr, addr + n) leaves the capacity.
   void read(uint64_t addr, void* dst, uint64_t n) const;
   void write(uint64_t addr, const void* src, uint64_t n);
@@ -52,7 +59,10 @@ class SparseMemory {
   void map(uint64_t addr, uint8_t* host, uint64_t size);
   // Removes the mapping that starts at `addr` (no-op when none does).
   void unmap(uint64_t addr);
-  size_t mapped_ranges() const { return mapped_.size(); }
+  size_t mapped_ranges() const {
+    std::lock_guard lock(mu_);
+    return mapped_.size();
+  }
 
  private:
   struct Mapping {
@@ -69,6 +79,7 @@ class SparseMemory {
   template <typename Mapped, typename Unmapped>
   void split(uint64_t addr, uint64_t n, Mapped mapped, Unmapped unmapped) const;
   uint64_t capacity_;
+  mutable std::mutex mu_;
   std::map<uint64_t, Mapping> mapped_;  // by start address
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
 };

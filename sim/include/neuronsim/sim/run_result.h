@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "neuronsim/isa/instruction.h"
+#include "neuronsim/isa/program.h"
 
 namespace neuronsim::sim {
 
@@ -62,11 +63,21 @@ struct CoreStats {
   uint64_t matmul_flops = 0;    // TensorE only (for MFU)
 };
 
+// One execution on the device clock (sim::Device), for the kernel rows of a trace.
+struct ExecutionRecord {
+  uint32_t core = 0;
+  uint64_t seq = 0;     // the device's sequence number of the work
+  std::string name;     // the op or model name the caller gave
+  const isa::Program* program = nullptr;  // kept alive by whoever holds the records
+  uint64_t start_ps = 0, end_ps = 0;
+};
+
 struct RunResult {
   std::string instance;         // e.g. trn2.3xlarge
   std::string generation;       // e.g. trn2
   double peak_flops_per_core = 0;  // dense BF16, for MFU
   double hbm_bytes_per_ns = 0;     // per chip, for achieved-bandwidth ratios
+  uint64_t start_ps = 0;        // where the run began on the device clock (records are relative to it)
   uint64_t total_ps = 0;        // from the start of the run to the last event
   std::vector<CoreStats> cores; // one per core that ran a program
   std::vector<uint32_t> core_ids;  // instance-wide index of each entry of `cores`
@@ -74,6 +85,7 @@ struct RunResult {
   std::vector<InstructionRecord> instructions;
   std::vector<DmaRecord> dmas;
   std::vector<FlowRecord> flows;
+  std::vector<ExecutionRecord> executions;  // filled by sim::Device
 };
 
 }  // namespace neuronsim::sim

@@ -15,16 +15,20 @@
 // collective, the communicator moves the data and gives each rank its finish
 // time, and the engine resumes then (docs/simulator.md, "Collectives").
 //
-// SystemC has one kernel per process, so runs are serialised: Simulator::run
-// takes a process-wide lock. Processes are spawned per run, so a process may
-// create Simulators for different instances one after another, and run each
-// many times (the runtime drives one from its device thread).
+// SystemC has one kernel per process, so timed runs are serialised: Simulator::run
+// takes a process-wide lock. Each core's SystemC processes (coroutines, not OS
+// processes: one per engine and one for its DMA) are spawned at its first timed run
+// and kept, asleep between runs, until the Simulator goes; a process may hold
+// Simulators for different instances and run each many times. Functional-only runs
+// never touch SystemC.
+// Simulator is the engine room: callers use sim::Device (device.h), which owns one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "neuronsim/isa/program.h"
@@ -44,6 +48,8 @@ enum class Mode {
   functional_only,        // values only: engines interleave at semaphores, no clock
   timing_only,            // time only: memory contents are not touched
 };
+// functional_and_timing, functional_only, timing_only.
+std::string_view mode_name(Mode mode);
 
 // The cores of a run that are ranks of one collective job, and the communicator
 // that runs their collective instructions. A collective on a core not listed here
@@ -61,6 +67,10 @@ struct RunOptions {
   // Called now and then with (instructions done, instructions in total).
   std::function<void(uint64_t, uint64_t)> progress;
   CollectiveBinding collectives;
+  // When each core starts, after the start of the run (instance-wide core -> ps); cores
+  // not listed start at once. sim::Device uses it to start every execution when its
+  // queue and inputs allow.
+  std::map<uint32_t, uint64_t> core_start_ps;
 };
 
 class Simulator {
@@ -99,6 +109,7 @@ class Simulator {
   std::vector<std::unique_ptr<SparseMemory>> hbm_;
   std::vector<std::unique_ptr<CoreState>> cores_;
   std::vector<const isa::Program*> programs_;
+  std::unique_ptr<Impl> impl_;  // the SystemC processes of each core, kept across runs
 };
 
 }  // namespace neuronsim::sim

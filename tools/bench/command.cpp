@@ -1,10 +1,10 @@
-// neuronsim-bench: the simulator's benchmark suite (bench/README.md).
+// `neuron-sim bench`: the simulator's benchmark suite (bench/README.md).
 //
-//   neuronsim-bench                                   print the tables
-//   neuronsim-bench --csv results.csv                 also write benchmark,metric,value rows
-//   neuronsim-bench --check bench/expected_results.csv   gate: exit 1 when a figure leaves its margin
-//   neuronsim-bench --update bench/expected_results.csv  rewrite the expected file, keeping margins
-//   neuronsim-bench --speed                           also measure the simulator's host speed
+//   neuron-sim bench                                    print the tables
+//   neuron-sim bench --csv results.csv                  also write benchmark,metric,value rows
+//   neuron-sim bench --check bench/expected_results.csv    gate: exit 1 when a figure leaves its margin
+//   neuron-sim bench --update bench/expected_results.csv   rewrite the expected file, keeping margins
+//   neuron-sim bench --speed                            also measure the simulator's host speed
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -20,6 +20,7 @@
 #include "expected.h"
 #include "neuronsim/spec/config.h"
 
+namespace neuronsim::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,38 +107,34 @@ int run(const Args& args) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "neuronsim-bench: microbenchmarks of the simulated engines, DMA and HBM against their theoretical "
-      "rates, the example kernels' simulated results, an expected-results gate, and the simulator's host speed."};
-  app.set_version_flag("--version", "neuronsim-bench " NEURONSIM_VERSION);
-  Args args;
-  app.add_option("--instance", args.instance, "instance type to simulate (its generation sets the figures)")
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Benchmarks: the simulated engines, DMA and HBM against their theoretical rates, the example "
+      "kernels' simulated results, an expected-results gate, and the simulator's host speed");
+  cmd->add_option("--instance", args->instance, "instance type to simulate (its generation sets the figures)")
       ->capture_default_str();
-  app.add_option("--csv", args.csv, "write the results as CSV rows benchmark,metric,value to FILE");
-  app.add_option("--check", args.check,
-                 "compare with an expected file (benchmark,metric,value,margin); exit 1 on any failure");
-  app.add_option("--update", args.update,
-                 "rewrite an expected file from this run, keeping existing margins (commit it with the reason)");
-  app.add_option("--default-margin", args.default_margin,
-                 "margin of rows --update adds: relative (0.01) or absolute (abs:5)")
+  cmd->add_option("--csv", args->csv, "write the results as CSV rows benchmark,metric,value to FILE");
+  cmd->add_option("--check", args->check,
+                  "compare with an expected file (benchmark,metric,value,margin); exit 1 on any failure");
+  cmd->add_option("--update", args->update,
+                  "rewrite an expected file from this run, keeping existing margins (commit it with the reason)");
+  cmd->add_option("--default-margin", args->default_margin,
+                  "margin of rows --update adds: relative (0.01) or absolute (abs:5)")
       ->capture_default_str();
-  app.add_option("--filter", args.filter, "run only the benchmarks whose name contains TEXT");
-  app.add_flag("--speed", args.speed, "also measure the simulator's host speed (machine dependent, never gated)");
-  app.add_option("--speed-seconds", args.speed_seconds, "host seconds per speed figure")
+  cmd->add_option("--filter", args->filter, "run only the benchmarks whose name contains TEXT");
+  cmd->add_flag("--speed", args->speed, "also measure the simulator's host speed (machine dependent, never gated)");
+  cmd->add_option("--speed-seconds", args->speed_seconds, "host seconds per speed figure")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_flag("-q,--quiet", args.quiet, "do not print the result tables");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "neuronsim-bench: error: {}\n", e.what());
-    return 2;
-  }
+  cmd->add_flag("-q,--quiet", args->quiet, "do not print the result tables");
+  cmd->callback([args] {
+    if (const int status = run(*args); status != 0) {
+      std::fflush(stdout);
+      throw CLI::RuntimeError(status);  // the gate failed: its report is printed
+    }
+  });
 }
+
+}  // namespace neuronsim::bench

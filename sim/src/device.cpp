@@ -1,0 +1,717 @@
+#include "neuronsim/sim/device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "hbm_allocator.h"
+#include "neuronsim/isa/validate.h"
+
+namespace neuronsim::sim {
+
+const isa::TensorDecl& LoadedProgram::tensor(std::string_view name) const {
+  if (const isa::TensorDecl* t = program_.find_tensor(name)) return *t;
+  std::vector<std::string> names;
+  for (const isa::TensorDecl& t : program_.tensors) names.push_back(t.name);
+  throw std::invalid_argument(fmt::format("program '{}' has no tensor '{}' (tensors: {})", name_,
+                                          name, fmt::join(names, ", ")));
+}
+
+LoadedProgram::~LoadedProgram() {
+  if (release_) release_();
+}
+
+namespace {
+
+// One piece of work on a core's queue.
+struct Work {
+  uint64_t seq = 0;
+  uint32_t core = 0;
+  bool is_copy = false;
+  Execution execution;
+  Copy copy;
+  std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
+  size_t group_size = 0;
+};
+
+bool is_input(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::input; }
+bool is_output(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::output; }
+
+// Appends `from` to `to`, shifted by `shift_ps`, while the event budget lasts.
+void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps, uint64_t max_events,
+                    uint64_t& dropped) {
+  auto room = [&] {
+    const uint64_t have = to.instructions.size() + to.dmas.size() + to.flows.size();
+    return max_events == 0 || have < max_events;
+  };
+  for (InstructionRecord r : from.instructions) {
+    if (!room()) {
+      ++dropped;
+      continue;
+    }
+    r.start_ps += shift_ps;
+    r.end_ps += shift_ps;
+    to.instructions.push_back(r);
+  }
+  for (DmaRecord r : from.dmas) {
+    if (!room()) {
+      ++dropped;
+      continue;
+    }
+    r.start_ps += shift_ps;
+    r.end_ps += shift_ps;
+    to.dmas.push_back(r);
+  }
+  for (FlowRecord r : from.flows) {
+    if (!room()) {
+      ++dropped;
+      continue;
+    }
+    r.from_ps += shift_ps;
+    r.to_ps += shift_ps;
+    to.flows.push_back(r);
+  }
+}
+
+// Sums the per-core totals of a window into the session's, core by core.
+void add_stats(RunResult& to, const RunResult& from, uint64_t shift_ps) {
+  for (size_t i = 0; i < from.cores.size(); ++i) {
+    const uint32_t id = from.core_ids[i];
+    auto it = std::find(to.core_ids.begin(), to.core_ids.end(), id);
+    if (it == to.core_ids.end()) {
+      to.core_ids.push_back(id);
+      to.cores.emplace_back();
+      it = to.core_ids.end() - 1;
+    }
+    CoreStats& s = to.cores[static_cast<size_t>(it - to.core_ids.begin())];
+    const CoreStats& f = from.cores[i];
+    for (size_t e = 0; e < s.engines.size(); ++e) {
+      s.engines[e].busy_ps += f.engines[e].busy_ps;
+      s.engines[e].instructions += f.engines[e].instructions;
+    }
+    s.end_ps = std::max(s.end_ps, f.end_ps + shift_ps);
+    s.dma_bytes += f.dma_bytes;
+    s.dma_busy_ps += f.dma_busy_ps;
+    s.dma_transfers += f.dma_transfers;
+    s.hbm_read_bytes += f.hbm_read_bytes;
+    s.hbm_write_bytes += f.hbm_write_bytes;
+    s.flops += f.flops;
+    s.matmul_flops += f.matmul_flops;
+  }
+  to.total_ps = std::max(to.total_ps, from.total_ps + shift_ps);
+}
+
+struct Session {
+  TraceLimits limits;
+  TraceSession data;
+  std::set<const LoadedProgram*> programs;
+  std::shared_ptr<const RunResult> last_window;
+  bool wants(const Work& w, uint64_t start, uint64_t end) const {
+    if (limits.from_ps && end <= limits.from_ps) return false;
+    if (limits.to_ps && start >= limits.to_ps) return false;
+    return programs.empty() || programs.count(w.execution.program.get());
+  }
+};
+
+}  // namespace
+
+struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
+  Impl(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions opts)
+      : sim(std::move(instance), std::move(generation)), options(std::move(opts)) {
+    for (uint32_t c = 0; c < sim.instance().chips; ++c)
+      allocators.emplace_back(sim.generation().hbm_bytes);
+    queues.resize(sim.num_cores());
+    core_free_ps.assign(sim.num_cores(), 0);
+  }
+
+  Simulator sim;
+  DeviceOptions options;
+
+  mutable std::mutex mem_mu;  // allocators
+  std::vector<HbmAllocator> allocators;
+  std::vector<std::pair<uint32_t, uint64_t>> io;  // allocate_io's allocations
+
+  // Queues and completions (mu).
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::deque<Work>> queues;
+  std::set<uint64_t> pending;               // enqueued, not yet done
+  std::map<uint64_t, Completion> finished;  // done, not yet taken
+  uint64_t next_seq = 1;
+  bool stop = false;
+  std::thread worker;
+  std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
+  uint64_t clock_ps = 0;
+  std::map<uint64_t, Session> sessions;
+  uint64_t next_session = 1;
+
+  uint32_t chip_of(uint32_t core) const {
+    if (core >= sim.num_cores())
+      throw std::out_of_range(fmt::format("{} has {} NeuronCores, no core {}", sim.instance().name,
+                                          sim.num_cores(), core));
+    return core / sim.instance().cores_per_chip;
+  }
+  void check_chip(uint32_t chip) const {
+    if (chip >= allocators.size())
+      throw std::out_of_range(
+          fmt::format("{} has {} chips, no chip {}", sim.instance().name, allocators.size(), chip));
+  }
+
+  std::optional<uint64_t> allocate(uint32_t chip, uint64_t size, uint8_t* host) {
+    check_chip(chip);
+    std::lock_guard lock(mem_mu);
+    auto addr = allocators[chip].allocate(size);
+    if (addr && host) {
+      try {
+        sim.hbm(chip).map(*addr, host, size);
+      } catch (...) {
+        allocators[chip].free(*addr);
+        throw;
+      }
+    }
+    return addr;
+  }
+
+  void free(uint32_t chip, uint64_t address) {
+    check_chip(chip);
+    std::lock_guard lock(mem_mu);
+    if (allocators[chip].free(address)) sim.hbm(chip).unmap(address);
+  }
+
+  void start_worker() {
+    if (!worker.joinable()) worker = std::thread([this] { work_loop(); });
+  }
+
+  uint64_t push(Work w) {
+    w.seq = next_seq++;
+    pending.insert(w.seq);
+    const uint32_t core = w.core;
+    queues[core].push_back(std::move(w));
+    start_worker();
+    cv.notify_all();
+    return next_seq - 1;
+  }
+
+  // ---- the worker -----------------------------------------------------------
+
+  // The HBM ranges a piece of work reads and writes (chip, address, size).
+  struct Range {
+    uint32_t chip;
+    uint64_t addr, size;
+    bool overlaps(const Range& o) const {
+      return chip == o.chip && addr < o.addr + o.size && o.addr < addr + size;
+    }
+  };
+  void ranges(const Work& w, std::vector<Range>& reads, std::vector<Range>& writes) const {
+    if (w.is_copy) {
+      reads.push_back({w.copy.src_chip, w.copy.src, w.copy.bytes});
+      writes.push_back({w.copy.dst_chip, w.copy.dst, w.copy.bytes});
+      return;
+    }
+    const uint32_t chip = w.core / sim.instance().cores_per_chip;
+    for (const isa::TensorDecl& t : w.execution.program->program().tensors)
+      if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
+        (is_output(t) ? writes : reads).push_back({chip, b->second.address, b->second.size});
+  }
+  // Whether `later` must wait for `earlier`: one writes what the other reads or writes.
+  bool conflict(const Work& earlier, const Work& later) const {
+    std::vector<Range> r1, w1, r2, w2;
+    ranges(earlier, r1, w1);
+    ranges(later, r2, w2);
+    auto any = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+      for (const Range& x : a)
+        for (const Range& y : b)
+          if (x.overlaps(y)) return true;
+      return false;
+    };
+    return any(w1, r2) || any(w1, w2) || any(r1, w2);
+  }
+  // A head may run once no earlier work on another queue touches what it touches.
+  bool runnable(const Work& head) const {
+    for (const auto& q : queues)
+      for (const Work& w : q) {
+        if (w.seq >= head.seq) break;  // queues are in sequence order
+        if (head.group && w.group == head.group) continue;  // a group runs as one
+        if (conflict(w, head)) return false;
+      }
+    return true;
+  }
+
+  // Takes what runs next (mu held), among the heads of the queues that may run: copies
+  // first; else the plain executions (one per core, together in one window); else one
+  // group whose members are all at the heads of their queues. Empty when nothing can run.
+  std::vector<Work*> take() {
+    std::vector<Work*> copies, plain;
+    std::map<const CollectiveBinding*, std::vector<Work*>> groups;
+    for (auto& q : queues) {
+      if (q.empty() || !runnable(q.front())) continue;
+      Work& w = q.front();
+      if (w.is_copy) copies.push_back(&w);
+      else if (w.group) groups[w.group.get()].push_back(&w);
+      else plain.push_back(&w);
+    }
+    if (!copies.empty()) return copies;
+    if (!plain.empty()) return plain;
+    for (auto& [binding, members] : groups)
+      if (members.size() == members.front()->group_size) return members;
+    return {};
+  }
+
+  void work_loop() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || !pending.empty(); });
+      std::vector<Work*> batch = take();
+      if (batch.empty()) {
+        if (stop && pending.empty()) return;
+        cv.wait(lock);  // a group waits for members that are not at their heads yet
+        continue;
+      }
+      std::vector<Completion> done = run_batch(batch, lock);
+      for (Work* w : batch) queues[w->core].pop_front();
+      for (Completion& c : done) {
+        pending.erase(c.seq);
+        clock_ps = std::max(clock_ps, c.end_ps);
+        finished.emplace(c.seq, std::move(c));
+      }
+      cv.notify_all();
+    }
+  }
+
+  // Runs a batch with mu released; returns the completions (mu held again).
+  std::vector<Completion> run_batch(const std::vector<Work*>& batch,
+                                    std::unique_lock<std::mutex>& lock) {
+    if (batch.front()->is_copy) {
+      std::vector<Completion> out;
+      for (Work* w : batch) {
+        const uint64_t start = std::max(core_free_ps[w->core], ready(w->copy.src_chip, w->copy.src));
+        lock.unlock();
+        Completion c = run_copy(*w, start);
+        lock.lock();
+        core_free_ps[w->core] = c.end_ps;
+        set_ready(w->copy.dst_chip, w->copy.dst, c.end_ps);
+        out.push_back(std::move(c));
+      }
+      return out;
+    }
+    // Each execution starts when its queue and its inputs allow.
+    std::vector<uint64_t> starts;
+    for (Work* w : batch) {
+      uint64_t start = core_free_ps[w->core];
+      const uint32_t chip = chip_of(w->core);
+      for (const isa::TensorDecl& t : w->execution.program->program().tensors)
+        if (is_input(t))
+          if (auto b = w->execution.tensors.find(t.var_id); b != w->execution.tensors.end())
+            start = std::max(start, ready(chip, b->second.address));
+      starts.push_back(start);
+    }
+    const bool record = std::any_of(sessions.begin(), sessions.end(), [&](const auto& s) {
+      return std::any_of(batch.begin(), batch.end(), [&](Work* w) {
+        return s.second.programs.empty() || s.second.programs.count(w->execution.program.get());
+      });
+    });
+    lock.unlock();
+    std::vector<Completion> out = simulate(batch, starts, record);
+    if (out.front().error && batch.size() > 1 && !batch.front()->group) {
+      // One window covered them all: run each alone to find which one faulted.
+      out.clear();
+      for (size_t i = 0; i < batch.size(); ++i)
+        out.push_back(simulate({batch[i]}, {starts[i]}, record).front());
+    }
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Work& w = *batch[i];
+      core_free_ps[w.core] = std::max(core_free_ps[w.core], out[i].end_ps);
+      const uint32_t chip = chip_of(w.core);
+      for (const isa::TensorDecl& t : w.execution.program->program().tensors)
+        if (is_output(t))
+          if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
+            set_ready(chip, b->second.address, out[i].end_ps);
+      if (!out[i].error) record_in_sessions(w, out[i]);
+    }
+    return out;
+  }
+
+  uint64_t ready(uint32_t chip, uint64_t addr) const {
+    std::lock_guard l(mem_mu);
+    return chip < allocators.size() ? allocators[chip].ready_ps(addr) : 0;
+  }
+  void set_ready(uint32_t chip, uint64_t addr, uint64_t ps) {
+    std::lock_guard l(mem_mu);
+    if (chip < allocators.size()) allocators[chip].set_ready_ps(addr, ps);
+  }
+
+  // One window: the executions of `batch`, each starting at its start on the device clock.
+  std::vector<Completion> simulate(const std::vector<Work*>& batch,
+                                   const std::vector<uint64_t>& starts, bool record) {
+    const uint64_t base = *std::min_element(starts.begin(), starts.end());
+    RunOptions ro;
+    ro.mode = options.mode;
+    ro.record = record;
+    ro.progress = options.progress;
+    if (batch.front()->group) ro.collectives = *batch.front()->group;
+    std::vector<Completion> out(batch.size());
+    std::vector<uint32_t> loaded;
+    std::exception_ptr error;
+    auto result = std::make_shared<RunResult>();
+    try {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const Execution& e = batch[i]->execution;
+        const LoadedProgram& p = *e.program;
+        CoreState& cs = sim.core(p.core());
+        cs.tensors = p.fixed_;
+        for (const isa::TensorDecl& t : p.program().tensors) {
+          if (t.kind != isa::TensorKind::input && t.kind != isa::TensorKind::output) continue;
+          auto b = e.tensors.find(t.var_id);
+          if (b == e.tensors.end())
+            throw std::invalid_argument(fmt::format("{}: {} '{}' of program '{}' is not bound",
+                                                    e.name.empty() ? p.name() : e.name,
+                                                    isa::tensor_kind_name(t.kind), t.name,
+                                                    p.name()));
+          cs.tensors[t.var_id] = b->second;
+        }
+        cs.fail_on_nan = options.fail_on_nan;
+        cs.fp8 = p.fp8_;
+        sim.load(p.core(), p.program());
+        loaded.push_back(p.core());
+        if (starts[i] > base) ro.core_start_ps[p.core()] = starts[i] - base;
+      }
+      *result = sim.run(ro);
+      result->start_ps = base;
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (uint32_t core : loaded) sim.unload(core);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Completion& c = out[i];
+      const Work& w = *batch[i];
+      c.seq = w.seq;
+      c.core = w.core;
+      c.name = w.execution.name;
+      c.start_ps = starts[i];
+      c.end_ps = starts[i];
+      c.error = error;
+      if (error) continue;
+      for (size_t k = 0; k < result->core_ids.size(); ++k)
+        if (result->core_ids[k] == w.core && options.mode != Mode::functional_only)
+          c.end_ps = std::max(c.end_ps, base + result->cores[k].end_ps);
+      c.run = result;
+    }
+    return out;
+  }
+
+  // A copy's time: the core's DMA engines all at their sustained rate, after the trigger
+  // latency, and never faster than HBM, which reads and writes every byte
+  // (docs/cost-model.md, "Copies between HBM places").
+  uint64_t copy_ps(uint64_t bytes) const {
+    const spec::GenerationConfig& g = sim.generation();
+    const double dma_ns = static_cast<double>(bytes) / (g.dma_engines * g.dma_engine_bytes_per_ns);
+    const double hbm_ns = 2.0 * static_cast<double>(bytes) / g.hbm_bytes_per_ns;
+    return static_cast<uint64_t>(std::llround((g.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
+  }
+
+  Completion run_copy(const Work& w, uint64_t start) {
+    Completion c;
+    c.seq = w.seq;
+    c.core = w.core;
+    c.name = w.copy.name;
+    c.start_ps = c.end_ps = start;
+    try {
+      const Copy& k = w.copy;
+      if (options.mode != Mode::timing_only && k.bytes > 0) {
+        std::vector<uint8_t> bytes(k.bytes);
+        sim.hbm(k.src_chip).read(k.src, bytes.data(), k.bytes);
+        sim.hbm(k.dst_chip).write(k.dst, bytes.data(), k.bytes);
+      }
+      if (options.mode != Mode::functional_only) c.end_ps = start + copy_ps(k.bytes);
+    } catch (...) {
+      c.error = std::current_exception();
+    }
+    return c;
+  }
+
+  void record_in_sessions(const Work& w, const Completion& c) {
+    for (auto& [id, s] : sessions) {
+      if (!s.wants(w, c.start_ps, c.end_ps)) continue;
+      TraceSession& d = s.data;
+      const RunResult& r = *c.run;
+      // A window with several executions is appended once (with its first one).
+      if (s.last_window != c.run) {
+        s.last_window = c.run;
+        if (d.result.instance.empty()) {
+          d.result.instance = r.instance;
+          d.result.generation = r.generation;
+          d.result.peak_flops_per_core = r.peak_flops_per_core;
+          d.result.hbm_bytes_per_ns = r.hbm_bytes_per_ns;
+        }
+        append_records(d.result, r, r.start_ps, s.limits.max_events, d.dropped_events);
+        add_stats(d.result, r, r.start_ps);
+      }
+      d.result.executions.push_back(
+          {w.core, w.seq, w.execution.name.empty() ? w.execution.program->name() : w.execution.name,
+           &w.execution.program->program(), c.start_ps, c.end_ps});
+      d.programs.push_back(w.execution.program);
+    }
+  }
+};
+
+// ---- Device ---------------------------------------------------------------
+
+std::unique_ptr<Device> Device::open(const std::string& instance, DeviceOptions options) {
+  spec::InstanceConfig inst = spec::load_instance(instance);
+  spec::GenerationConfig gen = spec::load_generation(inst.generation);
+  return std::make_unique<Device>(std::move(inst), std::move(gen), std::move(options));
+}
+
+std::unique_ptr<Device> Device::open_generation(const std::string& generation,
+                                                DeviceOptions options) {
+  spec::GenerationConfig gen = spec::load_generation(generation);
+  for (const std::string& name : spec::instance_names()) {
+    spec::InstanceConfig inst = spec::load_instance(name);
+    if (inst.generation == generation && inst.chips == 1)
+      return std::make_unique<Device>(std::move(inst), std::move(gen), std::move(options));
+  }
+  spec::InstanceConfig chip;
+  chip.name = generation + "-chip";
+  chip.generation = generation;
+  chip.cores_per_chip = gen.cores_per_chip;
+  chip.topology = "none";
+  chip.generation_config = gen;
+  return std::make_unique<Device>(std::move(chip), std::move(gen), std::move(options));
+}
+
+Device::Device(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions options)
+    : impl_(std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {}
+
+Device::~Device() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+const spec::InstanceConfig& Device::instance() const { return impl_->sim.instance(); }
+const spec::GenerationConfig& Device::generation() const { return impl_->sim.generation(); }
+uint32_t Device::num_cores() const { return impl_->sim.num_cores(); }
+uint32_t Device::chip_of(uint32_t core) const { return impl_->chip_of(core); }
+Mode Device::mode() const { return impl_->options.mode; }
+
+std::optional<uint64_t> Device::allocate(uint32_t chip, uint64_t size, uint8_t* host) {
+  return impl_->allocate(chip, size, host);
+}
+
+void Device::free(uint32_t chip, uint64_t address) { impl_->free(chip, address); }
+
+Device::MemoryUse Device::memory(uint32_t chip) const {
+  impl_->check_chip(chip);
+  std::lock_guard lock(impl_->mem_mu);
+  const HbmAllocator& a = impl_->allocators[chip];
+  return {a.used(), a.peak(), a.capacity()};
+}
+
+void Device::write(uint32_t chip, uint64_t address, std::span<const uint8_t> bytes) {
+  impl_->check_chip(chip);
+  impl_->sim.hbm(chip).write(address, bytes.data(), bytes.size());
+}
+
+void Device::read(uint32_t chip, uint64_t address, std::span<uint8_t> bytes) const {
+  impl_->check_chip(chip);
+  impl_->sim.hbm(chip).read(address, bytes.data(), bytes.size());
+}
+
+ProgramRef Device::load(uint32_t core, isa::Program program, std::string name, isa::Fp8Config fp8) {
+  const uint32_t chip = chip_of(core);
+  if (program.target != generation().name)
+    throw std::invalid_argument(fmt::format("program '{}' was built for {}, but {} is {}", name,
+                                            program.target, instance().name, generation().name));
+  isa::validate(program);
+  std::shared_ptr<LoadedProgram> p(new LoadedProgram);
+  p->program_ = std::move(program);
+  p->fp8_ = fp8;
+  p->core_ = core;
+  p->name_ = std::move(name);
+  std::vector<uint64_t> placed;
+  for (const isa::TensorDecl& t : p->program_.tensors) {
+    if (t.kind != isa::TensorKind::constant && t.kind != isa::TensorKind::scratch) continue;
+    const auto addr = impl_->allocate(chip, t.size_bytes(), nullptr);
+    if (!addr) {
+      for (uint64_t a : placed) impl_->free(chip, a);
+      const MemoryUse m = memory(chip);
+      throw std::runtime_error(fmt::format(
+          "program '{}': {} '{}' needs {} bytes of HBM, but chip {} has {} of {} in use", p->name_,
+          isa::tensor_kind_name(t.kind), t.name, t.size_bytes(), chip, m.used, m.capacity));
+    }
+    placed.push_back(*addr);
+    if (!t.data.empty()) write(chip, *addr, std::span(t.data).first(std::min(t.data.size(), t.size_bytes())));
+    p->fixed_[t.var_id] = TensorBinding{*addr, t.size_bytes()};
+  }
+  p->release_ = [weak = std::weak_ptr<Impl>(impl_), chip, placed] {
+    if (auto impl = weak.lock())
+      for (uint64_t a : placed) impl->free(chip, a);
+  };
+  return p;
+}
+
+ProgramRef Device::load(uint32_t core, const isa::neff::Neff& neff, std::string name) {
+  isa::Program program = isa::from_neff(neff, name);
+  const isa::Fp8Config fp8 = neff.subgraphs.empty() ? isa::Fp8Config{} : neff.subgraphs.front().fp8;
+  return load(core, std::move(program), std::move(name), fp8);
+}
+
+Bindings Device::allocate_io(const LoadedProgram& program) {
+  const uint32_t chip = chip_of(program.core());
+  Bindings out;
+  for (const isa::TensorDecl& t : program.program().tensors) {
+    if (!is_input(t) && !is_output(t)) continue;
+    const auto addr = allocate(chip, t.size_bytes());
+    if (!addr)
+      throw std::runtime_error(fmt::format("program '{}': {} '{}' of {} bytes does not fit the HBM of chip {}",
+                                           program.name(), isa::tensor_kind_name(t.kind), t.name,
+                                           t.size_bytes(), chip));
+    out[t.var_id] = TensorBinding{*addr, t.size_bytes()};
+    std::lock_guard lock(impl_->mem_mu);
+    impl_->io.emplace_back(chip, *addr);
+  }
+  return out;
+}
+
+namespace {
+const TensorBinding& bound(const LoadedProgram& program, const Bindings& bindings,
+                           const isa::TensorDecl& t) {
+  auto it = bindings.find(t.var_id);
+  if (it == bindings.end())
+    throw std::invalid_argument(
+        fmt::format("program '{}': tensor '{}' is not bound", program.name(), t.name));
+  return it->second;
+}
+}  // namespace
+
+void Device::write_tensor(const LoadedProgram& program, const Bindings& bindings,
+                          std::string_view name, std::span<const uint8_t> bytes) {
+  const isa::TensorDecl& t = program.tensor(name);
+  if (bytes.size() != t.size_bytes())
+    throw std::invalid_argument(fmt::format("program '{}': tensor '{}' holds {} bytes, not {}",
+                                            program.name(), name, t.size_bytes(), bytes.size()));
+  write(chip_of(program.core()), bound(program, bindings, t).address, bytes);
+}
+
+std::vector<uint8_t> Device::read_tensor(const LoadedProgram& program, const Bindings& bindings,
+                                         std::string_view name) const {
+  const isa::TensorDecl& t = program.tensor(name);
+  std::vector<uint8_t> out(t.size_bytes());
+  read(chip_of(program.core()), bound(program, bindings, t).address, out);
+  return out;
+}
+
+uint64_t Device::enqueue(Execution execution) {
+  if (!execution.program) throw std::invalid_argument("enqueue: an execution without a program");
+  Work w;
+  w.core = execution.program->core();
+  w.execution = std::move(execution);
+  std::lock_guard lock(impl_->mu);
+  return impl_->push(std::move(w));
+}
+
+uint64_t Device::enqueue(uint32_t core, Copy copy) {
+  chip_of(core);
+  impl_->check_chip(copy.src_chip);
+  impl_->check_chip(copy.dst_chip);
+  Work w;
+  w.core = core;
+  w.is_copy = true;
+  w.copy = std::move(copy);
+  std::lock_guard lock(impl_->mu);
+  return impl_->push(std::move(w));
+}
+
+std::vector<uint64_t> Device::enqueue_group(std::vector<Execution> executions,
+                                            CollectiveBinding collectives) {
+  auto binding = std::make_shared<const CollectiveBinding>(std::move(collectives));
+  std::set<uint32_t> cores;
+  for (const Execution& e : executions) {
+    if (!e.program) throw std::invalid_argument("enqueue_group: an execution without a program");
+    if (!cores.insert(e.program->core()).second)
+      throw std::invalid_argument(
+          fmt::format("enqueue_group: two executions on core {}", e.program->core()));
+  }
+  std::vector<uint64_t> seqs;
+  std::lock_guard lock(impl_->mu);
+  for (Execution& e : executions) {
+    Work w;
+    w.core = e.program->core();
+    w.execution = std::move(e);
+    w.group = binding;
+    w.group_size = executions.size();
+    seqs.push_back(impl_->push(std::move(w)));
+  }
+  return seqs;
+}
+
+bool Device::done(uint64_t seq) const {
+  std::lock_guard lock(impl_->mu);
+  return seq < impl_->next_seq && !impl_->pending.count(seq);
+}
+
+Completion Device::wait(uint64_t seq) {
+  std::unique_lock lock(impl_->mu);
+  if (seq == 0 || seq >= impl_->next_seq)
+    throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
+  impl_->cv.wait(lock, [&] { return !impl_->pending.count(seq); });
+  auto it = impl_->finished.find(seq);
+  if (it == impl_->finished.end())
+    throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));
+  Completion c = std::move(it->second);
+  impl_->finished.erase(it);
+  return c;
+}
+
+Completion Device::run(Execution execution) {
+  Completion c = wait(enqueue(std::move(execution)));
+  if (c.error) std::rethrow_exception(c.error);
+  return c;
+}
+
+void Device::synchronize() {
+  std::unique_lock lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->pending.empty(); });
+}
+
+uint64_t Device::now_ps() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->clock_ps;
+}
+
+uint64_t Device::start_trace(TraceLimits limits) {
+  std::lock_guard lock(impl_->mu);
+  const uint64_t id = impl_->next_session++;
+  Session& s = impl_->sessions[id];
+  s.programs.insert(limits.programs.begin(), limits.programs.end());
+  s.limits = std::move(limits);
+  return id;
+}
+
+TraceSession Device::stop_trace(uint64_t session) {
+  std::unique_lock lock(impl_->mu);
+  auto it = impl_->sessions.find(session);
+  if (it == impl_->sessions.end())
+    throw std::invalid_argument(fmt::format("stop_trace: no trace session {}", session));
+  const uint64_t last = impl_->next_seq - 1;
+  impl_->cv.wait(lock, [&] {
+    return impl_->pending.empty() || *impl_->pending.begin() > last;
+  });
+  TraceSession out = std::move(it->second.data);
+  impl_->sessions.erase(it);
+  return out;
+}
+
+}  // namespace neuronsim::sim

@@ -1,0 +1,259 @@
+// sim::Device: memory, programs by name, queues with sequence numbers, the monotonic
+// device clock, copies, trace sessions across executions, and clear errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cblas.h>
+
+#include <cstring>
+
+#include "neuronsim/isa/kernel_builder.h"
+#include "neuronsim/sim/device.h"
+
+namespace neuronsim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// y = x * x + 1 over [128, 512] fp32.
+isa::Program square_plus_one() {
+  isa::KernelBuilder kb("trn2");
+  const auto x = kb.input("x", isa::DType::fp32, {128, 512});
+  const auto y = kb.output("y", isa::DType::fp32, {128, 512});
+  const auto t0 = kb.sbuf_tile(isa::DType::fp32, 128, 512);
+  const auto t1 = kb.sbuf_tile(isa::DType::fp32, 128, 512);
+  kb.dma_copy(t0, x);
+  kb.activation(t1, t0, isa::ActFunc::square);
+  kb.tensor_scalar(isa::Engine::DVE, t1, t1, isa::AluOp::add, 1.0f);
+  kb.dma_copy(y, t1);
+  return kb.finish();
+}
+
+std::vector<uint8_t> floats(size_t n, float first, float step) {
+  std::vector<uint8_t> out(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = first + step * static_cast<float>(i % 64);
+    std::memcpy(out.data() + i * 4, &v, 4);
+  }
+  return out;
+}
+
+float at(const std::vector<uint8_t>& bytes, size_t i) {
+  float v;
+  std::memcpy(&v, bytes.data() + i * 4, 4);
+  return v;
+}
+
+constexpr size_t kElems = 128 * 512;
+
+TEST(Device, RunsAProgramByTensorNames) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  dev->write_tensor(*p, io, "x", floats(kElems, -2.0f, 0.0625f));
+  const Completion c = dev->run({p, io, "square"});
+  const auto y = dev->read_tensor(*p, io, "y");
+  for (size_t i = 0; i < kElems; i += 37) {
+    const float x = -2.0f + 0.0625f * static_cast<float>(i % 64);
+    EXPECT_FLOAT_EQ(at(y, i), x * x + 1.0f) << i;
+  }
+  EXPECT_EQ(c.start_ps, 0u);
+  EXPECT_GT(c.end_ps, 0u);
+  ASSERT_NE(c.run, nullptr);
+  EXPECT_EQ(c.run->start_ps, 0u);
+  EXPECT_EQ(dev->now_ps(), c.end_ps);
+}
+
+TEST(Device, TheClockCarriesAcrossExecutionsOfAQueue) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const Completion first = dev->run({p, io, "a"});
+  const Completion second = dev->run({p, io, "b"});
+  EXPECT_EQ(second.start_ps, first.end_ps);
+  // The same work takes the same simulated time wherever it starts.
+  EXPECT_EQ(second.end_ps - second.start_ps, first.end_ps - first.start_ps);
+  EXPECT_EQ(second.run->start_ps, first.end_ps);
+}
+
+TEST(Device, AnExecutionWaitsForItsInputsFromAnotherCore) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p0 = dev->load(0, square_plus_one(), "producer");
+  const ProgramRef p1 = dev->load(1, square_plus_one(), "consumer");
+  const Bindings io0 = dev->allocate_io(*p0);
+  Bindings io1 = dev->allocate_io(*p1);
+  io1[p1->tensor("x").var_id] = io0.at(p0->tensor("y").var_id);  // core 1 reads core 0's output
+  dev->write_tensor(*p0, io0, "x", floats(kElems, 1.0f, 0.0f));
+  const uint64_t s0 = dev->enqueue({p0, io0, "producer"});
+  const uint64_t s1 = dev->enqueue({p1, io1, "consumer"});
+  EXPECT_LT(s0, s1);
+  const Completion c0 = dev->wait(s0);
+  const Completion c1 = dev->wait(s1);
+  EXPECT_GE(c1.start_ps, c0.end_ps);
+  EXPECT_FLOAT_EQ(at(dev->read_tensor(*p1, io1, "y"), 5), 5.0f);  // (1*1+1)^2 + 1
+}
+
+TEST(Device, ExecutionsOfOneWindowContendForHbm) {
+  auto alone = Device::open("trn2.3xlarge");
+  const ProgramRef a = alone->load(0, square_plus_one(), "k");
+  const Completion one = alone->run({a, alone->allocate_io(*a), "k"});
+
+  auto dev = Device::open("trn2.3xlarge");
+  std::vector<Execution> group;
+  std::vector<ProgramRef> programs;
+  for (uint32_t core = 0; core < 8; ++core) {
+    programs.push_back(dev->load(core, square_plus_one(), "k"));
+    group.push_back({programs.back(), dev->allocate_io(*programs.back()), "k"});
+  }
+  const auto seqs = dev->enqueue_group(std::move(group), {});
+  ASSERT_EQ(seqs.size(), 8u);
+  uint64_t slowest = 0;
+  std::shared_ptr<const RunResult> window;
+  for (uint64_t s : seqs) {
+    const Completion c = dev->wait(s);
+    EXPECT_EQ(c.start_ps, 0u);
+    slowest = std::max(slowest, c.end_ps);
+    if (window) EXPECT_EQ(c.run, window) << "one window for the group";
+    window = c.run;
+  }
+  EXPECT_GE(slowest, one.end_ps);
+  EXPECT_EQ(window->cores.size(), 8u);
+}
+
+TEST(Device, PollingAndWaitingOnSequenceNumbers) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const uint64_t s = dev->enqueue({p, io, "square"});
+  dev->synchronize();
+  EXPECT_TRUE(dev->done(s));
+  EXPECT_FALSE(dev->done(s + 1));
+  EXPECT_EQ(dev->wait(s).seq, s);
+  EXPECT_THAT([&] { dev->wait(s); }, ::testing::ThrowsMessage<std::invalid_argument>(
+                                         HasSubstr("already taken")));
+  EXPECT_THAT([&] { dev->wait(s + 5); }, ::testing::ThrowsMessage<std::invalid_argument>(
+                                             HasSubstr("no work with sequence number")));
+}
+
+TEST(Device, CopiesMoveBytesInQueueOrderAndTakeTime) {
+  auto dev = Device::open("trn2.3xlarge");
+  const auto a = dev->allocate(0, 1 << 20);
+  const auto b = dev->allocate(0, 1 << 20);
+  ASSERT_TRUE(a && b);
+  std::vector<uint8_t> bytes(1 << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  dev->write(0, *a, bytes);
+  const uint64_t s1 = dev->enqueue(0, Copy{0, 0, *a, *b, bytes.size(), "copy"});
+  const uint64_t s2 = dev->enqueue(0, Copy{0, 0, *b, *a + 512, 512, "copy2"});
+  const Completion c1 = dev->wait(s1);
+  const Completion c2 = dev->wait(s2);
+  EXPECT_GT(c1.end_ps, c1.start_ps);
+  EXPECT_EQ(c2.start_ps, c1.end_ps);
+  std::vector<uint8_t> out(bytes.size());
+  dev->read(0, *b, out);
+  EXPECT_EQ(out, bytes);
+}
+
+TEST(Device, HostMappedAllocationsShareTheirBytes) {
+  auto dev = Device::open("trn2.3xlarge");
+  std::vector<uint8_t> host(4096, 0);
+  const auto addr = dev->allocate(0, host.size(), host.data());
+  ASSERT_TRUE(addr);
+  EXPECT_NE(*addr, 0u);
+  const uint8_t five[] = {5, 5, 5};
+  dev->write(0, *addr + 10, five);
+  EXPECT_EQ(host[11], 5);
+  EXPECT_EQ(dev->memory(0).used, 4096u);
+  dev->free(0, *addr);
+  EXPECT_EQ(dev->memory(0).used, 0u);
+  EXPECT_EQ(dev->memory(0).peak, 4096u);
+}
+
+TEST(Device, ATraceSessionSpansManyExecutionsOnOneTimeAxis) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const uint64_t session = dev->start_trace();
+  for (int i = 0; i < 100; ++i) dev->enqueue({p, io, "op" + std::to_string(i)});
+  const TraceSession t = dev->stop_trace(session);
+  ASSERT_EQ(t.result.executions.size(), 100u);
+  for (size_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(t.result.executions[i].name, "op" + std::to_string(i));
+    if (i) EXPECT_EQ(t.result.executions[i].start_ps, t.result.executions[i - 1].end_ps);
+  }
+  EXPECT_EQ(t.result.instructions.size(), 100 * p->program().num_instructions());
+  EXPECT_EQ(std::max(t.result.instructions.back().end_ps, t.result.dmas.back().end_ps),
+            t.result.executions.back().end_ps);
+  EXPECT_EQ(t.result.total_ps, t.result.executions.back().end_ps);
+  EXPECT_EQ(t.dropped_events, 0u);
+}
+
+TEST(Device, ATraceSessionKeepsToItsLimits) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  TraceLimits limits;
+  limits.max_events = 10;
+  const uint64_t session = dev->start_trace(limits);
+  for (int i = 0; i < 5; ++i) dev->enqueue({p, io, "op"});
+  const TraceSession t = dev->stop_trace(session);
+  EXPECT_EQ(t.result.instructions.size() + t.result.dmas.size() + t.result.flows.size(), 10u);
+  EXPECT_GT(t.dropped_events, 0u);
+  EXPECT_EQ(t.result.executions.size(), 5u);
+}
+
+TEST(Device, FunctionalOnlyComputesValuesWithoutTime) {
+  DeviceOptions o;
+  o.mode = Mode::functional_only;
+  auto dev = Device::open("trn2.3xlarge", o);
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  dev->write_tensor(*p, io, "x", floats(kElems, 3.0f, 0.0f));
+  const Completion c = dev->run({p, io, "square"});
+  EXPECT_EQ(c.end_ps, c.start_ps);
+  EXPECT_FLOAT_EQ(at(dev->read_tensor(*p, io, "y"), 0), 10.0f);
+}
+
+TEST(Device, KeepsTheHostProgramsBlasThreads) {
+  // A matmul runs on one BLAS thread for determinism, without changing the host's setting.
+  openblas_set_num_threads(2);
+  isa::KernelBuilder kb("trn2");
+  const auto a = kb.input("a", isa::DType::bf16, {128, 128});
+  const auto b = kb.input("b", isa::DType::bf16, {128, 128});
+  const auto c = kb.output("c", isa::DType::fp32, {128, 128});
+  const auto ta = kb.sbuf_tile(isa::DType::bf16, 128, 128);
+  const auto tb = kb.sbuf_tile(isa::DType::bf16, 128, 128);
+  const auto acc = kb.psum_tile(isa::DType::fp32, 128, 128);
+  const auto out = kb.sbuf_tile(isa::DType::fp32, 128, 128);
+  kb.dma_copy(ta, a);
+  kb.dma_copy(tb, b);
+  kb.matmul(acc, ta, tb);
+  kb.tensor_copy(isa::Engine::ACT, out, acc);
+  kb.dma_copy(c, out);
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, kb.finish(), "mm");
+  dev->run({p, dev->allocate_io(*p), "mm"});
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  openblas_set_num_threads(1);
+}
+
+TEST(Device, ErrorsNameWhatWasWrong) {
+  auto dev = Device::open("trn2.3xlarge");
+  EXPECT_THAT([&] { dev->load(99, square_plus_one(), "k"); },
+              ::testing::ThrowsMessage<std::out_of_range>(HasSubstr("no core 99")));
+  isa::Program trn1 = square_plus_one();
+  trn1.target = "trn1";
+  EXPECT_THAT([&] { dev->load(0, trn1, "old"); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("built for trn1")));
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  EXPECT_THAT([&] { p->tensor("z"); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("tensors: x, y")));
+  Bindings only_x = dev->allocate_io(*p);
+  only_x.erase(p->tensor("y").var_id);
+  EXPECT_THAT([&] { dev->run({p, only_x, "partial"}); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("output 'y'")));
+  EXPECT_FALSE(dev->allocate(0, uint64_t{1} << 50));
+}
+
+}  // namespace
+}  // namespace neuronsim::sim
