@@ -16,7 +16,7 @@
 #include "nrt/nrt_sys_trace.h"
 #include "runtime.h"
 
-using namespace nrtsim;
+using namespace neuronsim::rt;
 
 namespace {
 NRT_STATUS unsupported(const char* fn, const char* what = "not supported by neuronsim",
@@ -45,7 +45,7 @@ struct nrt_sys_trace_fetch_options {
 
 extern "C" {
 
-// ---- collectives (nrt_load_collectives is in api.cpp) -------------------------
+// ---- collectives (nrt_load_collectives is in models.cpp) ----------------------
 NRT_STATUS nrt_build_global_comm(int32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_global_comm_init(uint32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_create_stream(uint32_t) { return unsupported(__func__, kNoCollectives); }

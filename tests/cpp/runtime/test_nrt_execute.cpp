@@ -277,8 +277,8 @@ TEST_F(NrtExecute, ConcurrentExecutesFromManyThreads) {
 }
 
 TEST_F(NrtExecute, TwoModelsOnDifferentCoresRunTogether) {
-  // Both executions are submitted at once from two threads; the device thread batches
-  // requests that are pending together into one simulated run.
+  // Both executions are submitted at once from two threads; the device runs executions
+  // queued together on different cores in one simulated window.
   Loaded m0, m1;
   ASSERT_EQ(m0.load("add.neff", 0), NRT_SUCCESS);
   ASSERT_EQ(m1.load("matmul_bf16.neff", 1), NRT_SUCCESS);
@@ -348,24 +348,31 @@ TEST_F(NrtExecute, TimeoutOnSimulatedTime) {
 }
 
 TEST_F(NrtExecute, ProfileWritesChromeTrace) {
-  Loaded m;
-  ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+  Loaded m, other;
+  ASSERT_EQ(m.load("add.neff", 0), NRT_SUCCESS);
+  ASSERT_EQ(other.load("add.neff", 1), NRT_SUCCESS);
   const auto dir = std::filesystem::temp_directory_path() / ("nrt_profile_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const std::string path = (dir / "add.ntff").string();
   EXPECT_EQ(nrt_profile_start(m.model, nullptr), NRT_INVALID);
   ASSERT_EQ(nrt_profile_start(m.model, path.c_str()), NRT_SUCCESS);
-  ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  EXPECT_EQ(nrt_profile_start(m.model, path.c_str()), NRT_INVALID);  // already running
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
+    ASSERT_EQ(other.execute(), NRT_SUCCESS);  // not this profile's model
+  }
   ASSERT_EQ(nrt_profile_stop(path.c_str()), NRT_SUCCESS);
+  ASSERT_EQ(m.execute(), NRT_SUCCESS);                     // after the profile
   EXPECT_EQ(nrt_profile_stop(path.c_str()), NRT_INVALID);  // already stopped
-  const auto trace = read_file(path);
-  ASSERT_FALSE(trace.empty());
-  EXPECT_NE(std::string(trace.begin(), trace.end()).find("traceEvents"), std::string::npos);
+  const TraceFile trace = read_trace(path);
+  ASSERT_TRUE(trace.valid) << path;
+  EXPECT_EQ(trace.kernels.size(), 3u) << "the model's three executions between start and stop";
+  for (const KernelSlice& k : trace.kernels) EXPECT_EQ(k.core, 0u);
   EXPECT_TRUE(std::filesystem::exists(path + ".metrics.json"));
   std::filesystem::remove_all(dir);
 }
 
-TEST_F(NrtExecute, InspectEnvWritesTraces) {
+TEST_F(NrtExecute, InspectEnvWritesOneTraceForTheSession) {
   nrt_close();
   const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
@@ -375,11 +382,37 @@ TEST_F(NrtExecute, InspectEnvWritesTraces) {
     Loaded m;
     ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
     ASSERT_EQ(m.execute(), NRT_SUCCESS);
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
   }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "written when the session ends";
+  EXPECT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 2u);  // trace and metrics
-  EXPECT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
+  EXPECT_TRUE(std::filesystem::exists(dir / "neuronsim_session.metrics.json"));
+  const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
+  EXPECT_EQ(trace.kernels.size(), 2u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(NrtExecute, InspectEnvTraceIsWrittenAtClose) {
+  nrt_close();
+  const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_close_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  ScopedEnv env({{"NEURON_RT_INSPECT_ENABLE", "1"},
+                 {"NEURON_RT_INSPECT_OUTPUT_DIR", dir.c_str()},
+                 {"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC", "4"}});
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  {
+    Loaded m;
+    ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  }
+  nrt_close();
+  const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
+  ASSERT_TRUE(trace.valid);
+  EXPECT_EQ(trace.kernels.size(), 3u) << "executions are kept past the event limit";
+  EXPECT_EQ(trace.instructions, 4u) << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records";
   std::filesystem::remove_all(dir);
 }
 
