@@ -62,9 +62,6 @@ NRT_STATUS check_timeout(const Config& config, const sim::Completion& c) {
   return NRT_TIMEOUT;
 }
 
-namespace {
-
-// Binds every input and output of the model to the tensors of the sets (rt().mu held).
 // Host tensors, and device tensors of another chip or an earlier session, are mapped into the
 // model's chip for the execution.
 NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* input_set,
@@ -108,7 +105,7 @@ NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* i
     req.keep.push_back(t->storage);
     if (!is_in) req.outputs.push_back(t);
     const Storage& s = *t->storage;
-    if (s.chip == static_cast<int>(m.chip) && s.session.lock() == req.session) {
+    if (s.chip == static_cast<int>(m.chip) && s.on(req.session->device)) {
       req.execution.tensors[d.var_id] = sim::TensorBinding{s.hbm_addr + t->offset, d.size_bytes()};
       continue;
     }
@@ -124,11 +121,12 @@ NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* i
   return NRT_SUCCESS;
 }
 
-// Unmaps what `prepare` mapped for the execution.
-void unmap(ExecRequest& req) {
-  for (auto [chip, addr] : req.temp_maps) req.session->device->free(chip, addr);
-  req.temp_maps.clear();
+void unmap(sim::Device& device, std::vector<std::pair<uint32_t, uint64_t>>& temp_maps) {
+  for (auto [chip, addr] : temp_maps) device.free(chip, addr);
+  temp_maps.clear();
 }
+
+namespace {
 
 // An execution of a model without a collective job: one execution on its core's queue.
 NRT_STATUS execute_plain(ExecRequest& req) {
@@ -162,13 +160,13 @@ NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set, nr
   {
     std::lock_guard<std::mutex> lock(rt().mu);
     if (NRT_STATUS s = prepare(__func__, model, input_set, output_set, req); s != NRT_SUCCESS) {
-      if (req.session) unmap(req);
+      if (req.session) unmap(*req.session->device, req.temp_maps);
       return s;
     }
   }
   // A collective model's execution meets the other ranks of its job first.
   const NRT_STATUS status = req.model->job ? execute_collective(req) : execute_plain(req);
-  unmap(req);
+  unmap(*req.session->device, req.temp_maps);
   if (status == NRT_SUCCESS) {
     std::lock_guard<std::mutex> lock(rt().mu);
     for (const nrt_tensor* t : req.outputs)
@@ -198,17 +196,22 @@ NRT_STATUS nrt_async_drain_queued_execs(int32_t vnc) {
 
 NRT_STATUS nrt_tensor_check_output_completion(const nrt_tensor_t* tensor, int64_t timeout, uint64_t expected) {
   if (tensor == nullptr) return NRT_INVALID;
-  {
-    std::lock_guard<std::mutex> lock(rt().mu);
-    if (!live(tensor)) return NRT_INVALID;
-    if (tensor->completions >= expected) return NRT_SUCCESS;
+  std::unique_lock<std::mutex> lock(rt().mu);
+  if (!live(tensor)) return NRT_INVALID;
+  // Only async executions (nrta_execute_schedule) count completions while we wait; nrt_execute
+  // has counted its own before it returns. Negative timeouts wait for as long as one is pending.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(timeout, 0));
+  auto pending = [] { return rt().session != nullptr && rt().session->async_executions > 0; };
+  while (live(tensor) && tensor->completions < expected && pending()) {
+    if (timeout < 0)
+      rt().completions.wait(lock);
+    else if (rt().completions.wait_until(lock, deadline) == std::cv_status::timeout)
+      break;
   }
-  // Executions are synchronous, so the counter cannot move while we wait.
-  if (timeout > 0) std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(timeout, 1000000)));
-  std::lock_guard<std::mutex> lock(rt().mu);
-  if (live(tensor) && tensor->completions >= expected) return NRT_SUCCESS;
-  log(kWarn, __func__, "tensor '{}' has completed {} of {} executions; no execution is pending (executions are synchronous)",
-      tensor->name, tensor->completions, expected);
+  if (!live(tensor)) return NRT_INVALID;
+  if (tensor->completions >= expected) return NRT_SUCCESS;
+  log(kWarn, __func__, "tensor '{}' has completed {} of {} executions; {}", tensor->name, tensor->completions,
+      expected, pending() ? "the timeout passed" : "no execution is pending");
   return NRT_TIMEOUT;
 }
 

@@ -33,6 +33,7 @@ TensorSet* as_set(const void* s) {
 const char* name_or(const char* n) { return n != nullptr ? n : "(unnamed)"; }
 
 Session::~Session() {
+  finish_async(*this);
   device.reset();  // waits for the work in its queues
 }
 
@@ -71,7 +72,7 @@ NRT_STATUS nrt_init(nrt_framework_type_t framework, const char* fw_version, cons
     sim::DeviceOptions options;
     options.mode = c.mode;
     options.fail_on_nan = c.fail_on_nan;
-    s->device = std::make_unique<sim::Device>(c.instance, c.generation, std::move(options));
+    s->device = std::make_shared<sim::Device>(c.instance, c.generation, std::move(options));
   } catch (const std::exception& e) {
     log(kError, __func__, "cannot create the simulated instance {}: {}", c.instance_name, e.what());
     return NRT_FAILURE;

@@ -94,10 +94,12 @@ struct TraceFile {
 
 // ---- one nrt_init .. nrt_close -------------------------------------------
 struct CollectiveJob;
+struct AsyncQueues;  // async.cpp
 
 struct Session {
   Config config;
-  std::unique_ptr<sim::Device> device;
+  // Shared with the storage of device tensors, which frees its HBM while the device lives.
+  std::shared_ptr<sim::Device> device;
   // Trace sessions on the device (Runtime::mu): NEURONSIM_TRACE, inspect, and the per-model
   // profiles by file name.
   std::optional<TraceFile> env_trace, inspect;
@@ -106,8 +108,16 @@ struct Session {
     sim::ProgramRef program;  // keeps the session's program filter meaningful
   };
   std::map<std::string, Profile> profiles;
-  ~Session();  // waits for the work in the device's queues
+  // The explicit async API's requests (nrta_*), from the first one on (Runtime::mu).
+  std::shared_ptr<AsyncQueues> async;
+  // Async executions not completed yet, which may still count completions of their outputs
+  // (Runtime::mu; see nrt_tensor_check_output_completion).
+  size_t async_executions = 0;
+  ~Session();  // completes the async requests and waits for the work in the device's queues
 };
+// Completes every async request of the session and stops its thread (async.cpp). Call
+// without Runtime::mu.
+void finish_async(Session& s);
 
 // Host bytes backing one or more tensors (slices share it). A device tensor's bytes are also
 // its chip's HBM at hbm_addr (sim::Device::allocate with host bytes).
@@ -117,7 +127,11 @@ struct Storage {
   bool owned = true;
   int chip = -1;  // >= 0: mapped into that chip's HBM at hbm_addr
   uint64_t hbm_addr = 0;
-  std::weak_ptr<Session> session;
+  std::weak_ptr<sim::Device> device;  // of the session it was allocated in
+  // Whether it is in the HBM of `d` (the device of the current session).
+  bool on(const std::shared_ptr<sim::Device>& d) const {
+    return chip >= 0 && !device.owner_before(d) && !d.owner_before(device);
+  }
   ~Storage();
 };
 
@@ -173,6 +187,12 @@ double collective_timeout_s(const Config& c);
 std::optional<NRT_STATUS> comm_error_status(const std::exception& e);
 
 // ---- execution outcomes (execute.cpp) ---------------------------------------
+// Binds every input and output of the model to the tensors of the sets (rt().mu held): fills
+// req's session, model, execution, keep, temp_maps and outputs. On failure the caller unmaps
+// what was mapped (unmap).
+NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* input_set,
+                   nrt_tensor_set_t* output_set, ExecRequest& req);
+void unmap(sim::Device& device, std::vector<std::pair<uint32_t, uint64_t>>& temp_maps);
 // The status and message of an execution's fault: sim::ExecError by kind, cc::CommError by
 // fault, anything else NRT_FAILURE.
 std::pair<NRT_STATUS, std::string> fault_of(const std::exception_ptr& error);
@@ -203,6 +223,8 @@ struct Runtime {
   // The collective job of nrt_load_collectives (one per process, like libnrt's global
   // communicator).
   std::shared_ptr<CollectiveJob> job;
+  // Notified (with mu) when async executions count completions of their output tensors.
+  std::condition_variable completions;
 };
 
 Runtime& rt();
@@ -215,6 +237,9 @@ bool live(const nrt_model* m);   // rt().mu held
 TensorSet* as_set(const void* s);  // rt().mu held; null when not a live set
 const char* name_or(const char* n);
 
+// Checks [offset, offset + size) against the tensor; logs and returns NRT_INVALID when outside
+// or when the tensor has no storage.
+NRT_STATUS check_range(const char* fn, const nrt_tensor* t, uint64_t offset, uint64_t size);
 // Maps host bytes into a chip's HBM; nullopt (logged) when they do not fit.
 std::optional<uint64_t> map_host(const char* fn, sim::Device& device, uint32_t chip,
                                  uint8_t* host, uint64_t size, const char* what);

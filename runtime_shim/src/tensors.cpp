@@ -9,7 +9,7 @@ namespace neuronsim::rt {
 
 Storage::~Storage() {
   if (chip >= 0)
-    if (auto s = session.lock()) s->device->free(static_cast<uint32_t>(chip), hbm_addr);
+    if (auto d = device.lock()) d->free(static_cast<uint32_t>(chip), hbm_addr);
   if (owned) std::free(data);
 }
 
@@ -23,9 +23,6 @@ std::optional<uint64_t> map_host(const char* fn, sim::Device& device, uint32_t c
   return std::nullopt;
 }
 
-namespace {
-
-// Checks [offset, offset + size) against the tensor; logs and returns NRT_INVALID when outside.
 NRT_STATUS check_range(const char* fn, const nrt_tensor* t, uint64_t offset, uint64_t size) {
   if (!t->storage) {
     log(kError, fn, "tensor '{}' has no storage (allocate_empty without attach_buffer)", t->name);
@@ -38,6 +35,8 @@ NRT_STATUS check_range(const char* fn, const nrt_tensor* t, uint64_t offset, uin
   }
   return NRT_SUCCESS;
 }
+
+namespace {
 
 // Creates a tensor with fresh zeroed storage, mapped into the chip's HBM when `chip` >= 0
 // (rt().mu held; the device's allocator lock is the only other one taken).
@@ -66,7 +65,7 @@ NRT_STATUS make_tensor(const char* fn, nrt_tensor_placement_t placement, int vnc
     if (!addr) return no_room();
     storage->chip = chip;
     storage->hbm_addr = *addr;
-    storage->session = session;
+    storage->device = session->device;
   }
   auto* t = new nrt_tensor;
   t->name = name_or(name);
