@@ -16,7 +16,7 @@
 #include "nrt/nrt_sys_trace.h"
 #include "runtime.h"
 
-using namespace nrtsim;
+using namespace neuronsim::rt;
 
 namespace {
 NRT_STATUS unsupported(const char* fn, const char* what = "not supported by neuronsim",
@@ -27,7 +27,9 @@ NRT_STATUS unsupported(const char* fn, const char* what = "not supported by neur
 constexpr const char* kNoCollectives =
     "host-driven collectives are not supported by neuronsim; collectives run inside NEFFs loaded with "
     "nrt_load_collectives";
-constexpr const char* kNoAsync = "the explicit async API (nrta_*) is not supported by neuronsim; use nrt_execute";
+constexpr const char* kNoAsync =
+    "collectives of the explicit async API (nrta_cc_*) are not supported by neuronsim; collectives run inside "
+    "NEFFs loaded with nrt_load_collectives";
 constexpr const char* kNoSendRecv = "async send/recv is not supported by neuronsim";
 constexpr const char* kNoSysTrace =
     "system traces are not modelled by neuronsim; use nrt_profile_start or NEURON_RT_INSPECT_ENABLE for Chrome traces";
@@ -45,7 +47,7 @@ struct nrt_sys_trace_fetch_options {
 
 extern "C" {
 
-// ---- collectives (nrt_load_collectives is in api.cpp) -------------------------
+// ---- collectives (nrt_load_collectives is in models.cpp) ----------------------
 NRT_STATUS nrt_build_global_comm(int32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_global_comm_init(uint32_t, uint32_t, uint32_t) { return unsupported(__func__, kNoCollectives); }
 NRT_STATUS nrt_cc_create_stream(uint32_t) { return unsupported(__func__, kNoCollectives); }
@@ -200,30 +202,12 @@ NRT_STATUS nrt_debug_client_read_one_event(int, ndebug_stream_event_header_t*, v
   return unsupported(__func__, "debug streams are not supported by neuronsim");
 }
 
-// ---- explicit async (NRT_3.0.0) -----------------------------------------------------
-NRT_STATUS nrta_tensor_write(nrt_tensor_t*, const void*, uint64_t, uint64_t, int, int, NRT_STATUS*, nrta_seq_t*) {
-  return unsupported(__func__, kNoAsync);
-}
-NRT_STATUS nrta_tensor_read(void*, nrt_tensor_t*, uint64_t, uint64_t, int, int, NRT_STATUS*, nrta_seq_t*) {
-  return unsupported(__func__, kNoAsync);
-}
-NRT_STATUS nrta_tensor_copy(nrt_tensor_t*, uint64_t, nrt_tensor_t*, uint64_t, uint64_t, int, int, NRT_STATUS*,
-                            nrta_seq_t*) {
-  return unsupported(__func__, kNoAsync);
-}
-NRT_STATUS nrta_execute_schedule(nrt_model_t*, const nrt_tensor_set_t*, nrt_tensor_set_t*, int, NRT_STATUS*,
-                                 nrta_seq_t*) {
-  return unsupported(__func__, kNoAsync);
-}
+// ---- explicit async collectives (NRT_3.0.0; the rest of nrta_* is in async.cpp) ----------
 NRT_STATUS nrta_cc_prepare(nrt_cc_comm_t*, nrt_tensor_list_t*, nrt_tensor_list_t*, nrt_dtype_t, nrt_op_type_t,
                            nrt_cc_op_type_t, nrt_cc_context_t**) {
   return unsupported(__func__, kNoAsync);
 }
 NRT_STATUS nrta_cc_schedule(nrt_cc_context_t**, int, NRT_STATUS*, nrta_seq_t*) { return unsupported(__func__, kNoAsync); }
-NRT_STATUS nrta_is_completed(nrta_seq_t, bool*) { return unsupported(__func__, kNoAsync); }
-NRT_STATUS nrta_get_sequence(uint32_t, nrta_xu_t, int, nrta_seq_t*) { return unsupported(__func__, kNoAsync); }
-NRT_STATUS nrta_event_register_xu_completion(int, nrta_xu_t, int, int) { return unsupported(__func__, kNoAsync); }
-NRT_STATUS nrta_event_register_seq_id_completion(nrta_seq_t, int) { return unsupported(__func__, kNoAsync); }
 
 // ---- async send/recv -------------------------------------------------------------------
 NRT_STATUS nrt_async_sendrecv_get_max_num_communicators_per_lnc(int*) { return unsupported(__func__, kNoSendRecv); }

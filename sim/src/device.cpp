@@ -322,9 +322,13 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     std::vector<Completion> out = simulate(batch, starts, record);
     if (out.front().error && batch.size() > 1 && !batch.front()->group) {
       // One window covered them all: run each alone to find which one faulted.
+      const std::exception_ptr fault = out.front().error;
       out.clear();
-      for (size_t i = 0; i < batch.size(); ++i)
+      for (size_t i = 0; i < batch.size(); ++i) {
         out.push_back(simulate({batch[i]}, {starts[i]}, record).front());
+        out.back().batch_fault = fault;
+        out.back().batch_size = static_cast<uint32_t>(batch.size());
+      }
     }
     lock.lock();
     for (size_t i = 0; i < batch.size(); ++i) {

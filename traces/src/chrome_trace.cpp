@@ -33,9 +33,12 @@ using Sink = std::function<void(json&&)>;
 // file: engines 1-5, the other tracks 100 up.
 constexpr int kTidsPerCore = 100000;
 constexpr int kFirstExtraLocalTid = 100;
-// thread_sort_index bases: engines, then DMA queues, then DMA engines; + lane.
-constexpr int kEngineSortBase = 0, kQueueSortBase = 100000, kDmaEngineSortBase = 200000,
-              kLaneStride = 100;
+// thread_sort_index bases: kernels, engines, then DMA queues, then DMA engines; + lane.
+constexpr int kLaneStride = 100;
+constexpr int kKernelSortBase = -kLaneStride, kEngineSortBase = 0, kQueueSortBase = 100000,
+              kDmaEngineSortBase = 200000;
+// Local tid of a core's kernels row (the engines have 1-5).
+constexpr int kKernelLocalTid = 0;
 
 int pid_of(uint32_t core) {
   return static_cast<int>(core) + 1;
@@ -50,6 +53,52 @@ uint64_t stream_key(uint32_t core, isa::Engine engine, uint32_t index) {
 uint64_t engine_key(uint32_t core, isa::Engine engine) {
   return (static_cast<uint64_t>(core) << 8) | static_cast<uint64_t>(engine);
 }
+
+// A record of one execution: its stream key and the execution that covers it (kNoExecution
+// for runs without executions). A trace session holds many executions of one program on one
+// core, whose records share stream keys.
+constexpr uint32_t kNoExecution = UINT32_MAX;
+struct RecordKey {
+  uint32_t execution;
+  uint64_t stream;
+  bool operator==(const RecordKey&) const = default;
+};
+struct RecordKeyHash {
+  size_t operator()(const RecordKey& k) const {
+    return std::hash<uint64_t>{}(k.stream ^ (uint64_t{k.execution} * 0x9e3779b97f4a7c15ull));
+  }
+};
+template <class V>
+using RecordMap = std::unordered_map<RecordKey, V, RecordKeyHash>;
+
+// The executions of each core in time order (RunResult::executions), to find the one that
+// covers a record: the latest that starts at or before it. The executions of one core follow
+// each other on the device clock.
+class ExecutionIndex {
+ public:
+  explicit ExecutionIndex(const std::vector<sim::ExecutionRecord>& executions) : executions_(executions) {
+    for (size_t i = 0; i < executions.size(); ++i)
+      by_core_[executions[i].core].push_back(static_cast<uint32_t>(i));
+    for (auto& [core, list] : by_core_)
+      std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
+        return std::tie(executions[a].start_ps, executions[a].end_ps) <
+               std::tie(executions[b].start_ps, executions[b].end_ps);
+      });
+  }
+  uint32_t find(uint32_t core, uint64_t ps) const {
+    const auto it = by_core_.find(core);
+    if (it == by_core_.end()) return kNoExecution;
+    const auto& list = it->second;
+    auto pos = std::upper_bound(list.begin(), list.end(), ps,
+                                [&](uint64_t t, uint32_t e) { return t < executions_[e].start_ps; });
+    return pos == list.begin() ? list.front() : *std::prev(pos);
+  }
+  const std::map<uint32_t, std::vector<uint32_t>>& by_core() const { return by_core_; }
+
+ private:
+  const std::vector<sim::ExecutionRecord>& executions_;
+  std::map<uint32_t, std::vector<uint32_t>> by_core_;
+};
 
 // Splits intervals into lanes so that no two in one lane overlap ([start, end),
 // touching is fine). `order` is the group's record indices; returns lane per
@@ -246,6 +295,7 @@ class Tracks {
 // One dma_copy as its queue sees it: from its first transfer's start to its last one's end.
 struct DmaCopy {
   uint32_t core = 0;
+  uint32_t execution = kNoExecution;
   isa::Engine trigger = isa::Engine::SP;
   uint32_t index = 0, queue = 0;
   uint64_t start_ps = UINT64_MAX, end_ps = 0;
@@ -387,26 +437,39 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
   for (const auto& rec : insts) cores.emplace(rec.core, SIZE_MAX);
   for (const auto& rec : dmas) cores.emplace(rec.core, SIZE_MAX);
 
-  // Instruction records by (core, engine, index).
-  std::unordered_map<uint64_t, size_t> inst_at;
+  // The execution that covers each record (sim::Device trace sessions).
+  const ExecutionIndex executions(r.executions);
+  auto execution_at = [&](uint32_t core, uint64_t ps) {
+    return r.executions.empty() ? kNoExecution : executions.find(core, ps);
+  };
+  std::vector<uint32_t> inst_exec(insts.size()), dma_exec(dmas.size());
+  for (size_t i = 0; i < insts.size(); ++i) inst_exec[i] = execution_at(insts[i].core, insts[i].start_ps);
+  for (size_t i = 0; i < dmas.size(); ++i) dma_exec[i] = execution_at(dmas[i].core, dmas[i].start_ps);
+
+  // Instruction records by (execution, core, engine, index).
+  RecordMap<size_t> inst_at;
   inst_at.reserve(insts.size());
   for (size_t i = 0; i < insts.size(); ++i)
-    inst_at.emplace(stream_key(insts[i].core, insts[i].engine, insts[i].index), i);
-  auto find_inst = [&](uint32_t core, isa::Engine e,
+    inst_at.emplace(RecordKey{inst_exec[i], stream_key(insts[i].core, insts[i].engine, insts[i].index)}, i);
+  auto find_inst = [&](uint32_t execution, uint32_t core, isa::Engine e,
                        uint32_t index) -> const sim::InstructionRecord* {
-    const auto it = inst_at.find(stream_key(core, e, index));
+    const auto it = inst_at.find(RecordKey{execution, stream_key(core, e, index)});
     return it == inst_at.end() ? nullptr : &insts[it->second];
   };
 
   // DMA transfers grouped by their dma_copy, in order of first appearance.
   std::vector<DmaCopy> copies;
-  std::unordered_map<uint64_t, size_t> copy_at;
-  for (const sim::DmaRecord& d : dmas) {
-    const auto [it, inserted] =
-        copy_at.emplace(stream_key(d.core, d.trigger, d.index), copies.size());
+  RecordMap<size_t> copy_at;
+  auto copy_key = [&](size_t i) {
+    return RecordKey{dma_exec[i], stream_key(dmas[i].core, dmas[i].trigger, dmas[i].index)};
+  };
+  for (size_t i = 0; i < dmas.size(); ++i) {
+    const sim::DmaRecord& d = dmas[i];
+    const auto [it, inserted] = copy_at.emplace(copy_key(i), copies.size());
     if (inserted) {
       DmaCopy c;
       c.core = d.core;
+      c.execution = dma_exec[i];
       c.trigger = d.trigger;
       c.index = d.index;
       c.queue = d.queue;
@@ -430,7 +493,14 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
   // a lane for any interval that overlaps another of its group, which a correct
   // run never produces for engines and DMA engines).
   Tracks tracks;
-  std::vector<int> inst_tid(insts.size()), copy_tid(copies.size()), dma_tid(dmas.size());
+  std::vector<int> exec_tid(r.executions.size()), inst_tid(insts.size()), copy_tid(copies.size()),
+      dma_tid(dmas.size());
+  for (const auto& [core, members] : executions.by_core()) {
+    cores.emplace(core, SIZE_MAX);
+    tracks.place(r.executions, std::vector<size_t>(members.begin(), members.end()), core,
+                 std::string(kernel_track_name()), kKernelSortBase, tid_of(core, kKernelLocalTid),
+                 exec_tid);
+  }
   // (core, row order) -> records
   std::map<std::pair<uint32_t, int>, std::vector<size_t>> by_engine;
   for (size_t i = 0; i < insts.size(); ++i)
@@ -480,7 +550,10 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
   }
 
   const OpNameIndex op_names(options.op_names);
-  auto program_of = [&](uint32_t core) -> const isa::Program* {
+  // The program of the execution that covers a record, else TraceOptions::programs.
+  auto program_of = [&](uint32_t execution, uint32_t core) -> const isa::Program* {
+    if (execution != kNoExecution && r.executions[execution].program != nullptr)
+      return r.executions[execution].program;
     const auto it = options.programs.find(core);
     return it == options.programs.end() ? nullptr : it->second;
   };
@@ -498,6 +571,14 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
              .take());
   };
 
+  // Kernel slices: one per execution.
+  for (size_t i = 0; i < r.executions.size(); ++i) {
+    const sim::ExecutionRecord& e = r.executions[i];
+    Obj args;
+    args.add("seq", e.seq).add("instructions", e.program != nullptr ? e.program->num_instructions() : 0);
+    slice(e.name, "Execution", e.start_ps, e.end_ps, e.core, exec_tid[i], args);
+  }
+
   // Instruction slices.
   for (size_t i = 0; i < insts.size(); ++i) {
     const sim::InstructionRecord& rec = insts[i];
@@ -509,7 +590,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     if (rec.inst != nullptr) {
       name = opcode_slice_name(rec.inst->opcode);
       args.add("opcode", isa::opcode_info(rec.inst->opcode).name)
-          .add("instruction", isa::format_instruction(*rec.inst, program_of(rec.core)));
+          .add("instruction", isa::format_instruction(*rec.inst, program_of(inst_exec[i], rec.core)));
     }
     if (const OpName* op = op_names.find(rec.core, rec.engine, rec.index)) args.add("op", op->name);
     slice(name, "Instruction", rec.start_ps, rec.end_ps, rec.core, inst_tid[i], args);
@@ -519,7 +600,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
   std::vector<std::string> copy_name(copies.size());
   for (size_t i = 0; i < copies.size(); ++i) {
     const DmaCopy& c = copies[i];
-    const sim::InstructionRecord* trigger = find_inst(c.core, c.trigger, c.index);
+    const sim::InstructionRecord* trigger = find_inst(c.execution, c.core, c.trigger, c.index);
     copy_name[i] = dma_slice_name(trigger != nullptr ? trigger->inst : nullptr);
     Obj args;
     args.add("bytes", c.bytes)
@@ -547,7 +628,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
         .add("throughput_GBps",
              detail::gb_per_s(d.bytes, d.end_ps > d.start_ps ? d.end_ps - d.start_ps : 0));
     if (const OpName* op = op_names.find(d.core, d.trigger, d.index)) args.add("op", op->name);
-    slice(copy_name[copy_at.at(stream_key(d.core, d.trigger, d.index))], "DmaPacket", d.start_ps,
+    slice(copy_name[copy_at.at(copy_key(i))], "DmaPacket", d.start_ps,
           d.end_ps, d.core, dma_tid[i], args);
   }
 
@@ -575,17 +656,19 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
                .take());
     };
     for (const sim::FlowRecord& f : r.flows) {
-      const sim::InstructionRecord* to = find_inst(f.core, f.to_engine, f.to_index);
+      // A semaphore hand-off stays inside one execution: the one of the released wait.
+      const uint32_t execution = execution_at(f.core, f.to_ps);
+      const sim::InstructionRecord* to = find_inst(execution, f.core, f.to_engine, f.to_index);
       int from_tid = 0;
       uint64_t from_mid = 0;
       if (f.from_dma) {
-        const auto it = copy_at.find(stream_key(f.core, f.from_engine, f.from_index));
+        const auto it = copy_at.find(RecordKey{execution, stream_key(f.core, f.from_engine, f.from_index)});
         if (it != copy_at.end()) {
           from_tid = copy_tid[it->second];
           from_mid = mid(copies[it->second].start_ps, copies[it->second].end_ps);
         }
       } else if (const sim::InstructionRecord* from =
-                     find_inst(f.core, f.from_engine, f.from_index)) {
+                     find_inst(execution, f.core, f.from_engine, f.from_index)) {
         from_tid = inst_tid[static_cast<size_t>(from - insts.data())];
         from_mid = mid(from->start_ps, from->end_ps);
       }
@@ -618,6 +701,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
                 {"total_ps", r.total_ps},
                 {"total_time_ns", detail::ps_to_ns(r.total_ps)},
                 {"cores", cores.size()},
+                {"executions", r.executions.size()},
                 {"instructions", insts.size()},
                 {"dma_transfers", dmas.size()},
                 {"flows", flows},

@@ -8,12 +8,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
@@ -138,6 +143,42 @@ inline std::vector<uint8_t> assemble(const std::string& name, const std::string&
   if (std::system(cmd.c_str()) == 0) bytes = read_file(neff);
   std::filesystem::remove_all(dir);
   return bytes;
+}
+
+// What the tests read back from a Chrome trace the runtime wrote.
+struct KernelSlice {
+  uint32_t core = 0;
+  std::string name;
+  uint64_t start_ps = 0, end_ps = 0;
+};
+struct TraceFile {
+  bool valid = false;                // a JSON trace with traceEvents
+  std::vector<KernelSlice> kernels;  // the slices of the "kernels" rows, by start time
+  size_t instructions = 0;           // instruction slices
+};
+
+inline TraceFile read_trace(const std::filesystem::path& path) {
+  TraceFile out;
+  std::ifstream f(path);
+  if (!f) return out;
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.contains("traceEvents")) return out;
+  out.valid = true;
+  std::set<std::pair<int, int>> kernel_rows;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "kernels")
+      kernel_rows.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+  auto ps = [](const nlohmann::json& us) { return static_cast<uint64_t>(std::llround(us.get<double>() * 1e6)); };
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "Instruction") ++out.instructions;
+    if (!kernel_rows.count({e["pid"].get<int>(), e["tid"].get<int>()})) continue;
+    const uint64_t start = ps(e["ts"]);
+    out.kernels.push_back({static_cast<uint32_t>(e["pid"].get<int>() - 1), e["name"], start, start + ps(e["dur"])});
+  }
+  std::stable_sort(out.kernels.begin(), out.kernels.end(),
+                   [](const KernelSlice& a, const KernelSlice& b) { return a.start_ps < b.start_ps; });
+  return out;
 }
 
 inline std::vector<float> iota(size_t n, float scale, float start = 0) {

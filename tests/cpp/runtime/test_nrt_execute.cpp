@@ -277,8 +277,8 @@ TEST_F(NrtExecute, ConcurrentExecutesFromManyThreads) {
 }
 
 TEST_F(NrtExecute, TwoModelsOnDifferentCoresRunTogether) {
-  // Both executions are submitted at once from two threads; the device thread batches
-  // requests that are pending together into one simulated run.
+  // Both executions are submitted at once from two threads; the device runs executions
+  // queued together on different cores in one simulated window.
   Loaded m0, m1;
   ASSERT_EQ(m0.load("add.neff", 0), NRT_SUCCESS);
   ASSERT_EQ(m1.load("matmul_bf16.neff", 1), NRT_SUCCESS);
@@ -348,24 +348,31 @@ TEST_F(NrtExecute, TimeoutOnSimulatedTime) {
 }
 
 TEST_F(NrtExecute, ProfileWritesChromeTrace) {
-  Loaded m;
-  ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+  Loaded m, other;
+  ASSERT_EQ(m.load("add.neff", 0), NRT_SUCCESS);
+  ASSERT_EQ(other.load("add.neff", 1), NRT_SUCCESS);
   const auto dir = std::filesystem::temp_directory_path() / ("nrt_profile_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const std::string path = (dir / "add.ntff").string();
   EXPECT_EQ(nrt_profile_start(m.model, nullptr), NRT_INVALID);
   ASSERT_EQ(nrt_profile_start(m.model, path.c_str()), NRT_SUCCESS);
-  ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  EXPECT_EQ(nrt_profile_start(m.model, path.c_str()), NRT_INVALID);  // already running
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
+    ASSERT_EQ(other.execute(), NRT_SUCCESS);  // not this profile's model
+  }
   ASSERT_EQ(nrt_profile_stop(path.c_str()), NRT_SUCCESS);
+  ASSERT_EQ(m.execute(), NRT_SUCCESS);                     // after the profile
   EXPECT_EQ(nrt_profile_stop(path.c_str()), NRT_INVALID);  // already stopped
-  const auto trace = read_file(path);
-  ASSERT_FALSE(trace.empty());
-  EXPECT_NE(std::string(trace.begin(), trace.end()).find("traceEvents"), std::string::npos);
+  const TraceFile trace = read_trace(path);
+  ASSERT_TRUE(trace.valid) << path;
+  EXPECT_EQ(trace.kernels.size(), 3u) << "the model's three executions between start and stop";
+  for (const KernelSlice& k : trace.kernels) EXPECT_EQ(k.core, 0u);
   EXPECT_TRUE(std::filesystem::exists(path + ".metrics.json"));
   std::filesystem::remove_all(dir);
 }
 
-TEST_F(NrtExecute, InspectEnvWritesTraces) {
+TEST_F(NrtExecute, InspectEnvWritesOneTraceForTheSession) {
   nrt_close();
   const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
@@ -375,11 +382,37 @@ TEST_F(NrtExecute, InspectEnvWritesTraces) {
     Loaded m;
     ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
     ASSERT_EQ(m.execute(), NRT_SUCCESS);
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
   }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "written when the session ends";
+  EXPECT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 2u);  // trace and metrics
-  EXPECT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
+  EXPECT_TRUE(std::filesystem::exists(dir / "neuronsim_session.metrics.json"));
+  const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
+  EXPECT_EQ(trace.kernels.size(), 2u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(NrtExecute, InspectEnvTraceIsWrittenAtClose) {
+  nrt_close();
+  const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_close_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  ScopedEnv env({{"NEURON_RT_INSPECT_ENABLE", "1"},
+                 {"NEURON_RT_INSPECT_OUTPUT_DIR", dir.c_str()},
+                 {"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC", "4"}});
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  {
+    Loaded m;
+    ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  }
+  nrt_close();
+  const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
+  ASSERT_TRUE(trace.valid);
+  EXPECT_EQ(trace.kernels.size(), 3u) << "executions are kept past the event limit";
+  EXPECT_EQ(trace.instructions, 4u) << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records";
   std::filesystem::remove_all(dir);
 }
 
@@ -431,6 +464,58 @@ TEST_F(NrtExecute, TensorTrafficDuringExecutions) {
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(m0.read<float>("out"), expected_sum(a, b));
   EXPECT_EQ(m1.read<float>("out"), expected_sum(a, b));
+}
+
+// An indirect dma_copy whose row index comes from the input `idx`: rows 0-7 of `x` exist.
+constexpr const char* kGather = R"(.target trn2
+.tensor x float32 [8,4] input
+.tensor idx int32 [4,1] input
+.tensor y float32 [4,4] output
+sp dma_copy dst=sbuf.i32[0:4]+0[[1,1]] src=hbm.i32(idx)+0[[1,4],[1,1]] queue=0 signal=S[0]+=1
+sp dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]] queue=1 wait=S[0]>=1 signal=S[1]+=1
+sp dma_copy dst=hbm.fp32(y)+0[[4,4],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] queue=2 wait=S[1]>=1
+)";
+
+TEST_F(NrtExecute, AnOutOfBoundsAccessIsExecOob) {
+  const auto neff = assemble("gather", kGather);
+  if (neff.empty()) GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
+  nrt_model_t* model = nullptr;
+  ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, &model), NRT_SUCCESS);
+  std::map<std::string, nrt_tensor_t*> t;
+  nrt_tensor_set_t *in = nullptr, *out = nullptr;
+  nrt_allocate_tensor_set(&in);
+  nrt_allocate_tensor_set(&out);
+  for (auto [name, bytes] : {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
+    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]), NRT_SUCCESS);
+    nrt_add_tensor_to_tensor_set(std::string(name) == "y" ? out : in, name, t[name]);
+  }
+  std::vector<float> x(32);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  ASSERT_EQ(nrt_tensor_write(t["x"], x.data(), 0, x.size() * 4), NRT_SUCCESS);
+  const std::vector<int32_t> good = {7, 0, 3, 3}, bad = {1, 9, 0, 0};
+  ASSERT_EQ(nrt_tensor_write(t["idx"], good.data(), 0, 16), NRT_SUCCESS);
+  ASSERT_EQ(nrt_execute(model, in, out), NRT_SUCCESS);
+  std::vector<float> y(16);
+  ASSERT_EQ(nrt_tensor_read(t["y"], y.data(), 0, 64), NRT_SUCCESS);
+  EXPECT_EQ(y[0], 28.0f);  // row 7
+  EXPECT_EQ(y[8], 12.0f);  // row 3
+  ASSERT_EQ(nrt_tensor_write(t["idx"], bad.data(), 0, 16), NRT_SUCCESS);
+  setenv("NEURON_RT_LOG_LEVEL", "ERROR", 1);
+  nrt_close();
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  setenv("NEURON_RT_LOG_LEVEL", "QUIET", 1);
+  ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, &model), NRT_SUCCESS);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(nrt_execute(model, in, out), NRT_EXEC_OOB);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("execution failed (status 1006)"), std::string::npos) << err;
+  EXPECT_NE(err.find("index 1 = 9"), std::string::npos) << err;
+  ASSERT_EQ(nrt_tensor_write(t["idx"], good.data(), 0, 16), NRT_SUCCESS);
+  EXPECT_EQ(nrt_execute(model, in, out), NRT_SUCCESS);  // the core is usable after the fault
+  nrt_unload(model);
+  for (auto& [name, tensor] : t) nrt_tensor_free(&tensor);
+  nrt_destroy_tensor_set(&in);
+  nrt_destroy_tensor_set(&out);
 }
 
 TEST_F(NrtExecute, UnloadBeforeFreeingTensors) {

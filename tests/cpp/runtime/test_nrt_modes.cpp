@@ -38,16 +38,48 @@ TEST_F(NrtModes, TimingOnlyLeavesMemoryAlone) {
   EXPECT_EQ(m.read<float>("out"), std::vector<float>(kN, 0.0f));
 }
 
-TEST_F(NrtModes, NeuronsimTraceWritesEachExecution) {
+TEST_F(NrtModes, NeuronsimTraceWritesOneFileForTheSession) {
   const auto path = std::filesystem::temp_directory_path() / ("nrt_trace_" + std::to_string(getpid()) + ".json");
   std::filesystem::remove(path);
   ScopedEnv env({{"NEURONSIM_TRACE", path.c_str()}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
-  Loaded m;
-  ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
-  ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  {
+    Loaded m;
+    ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path)) << "written at nrt_close";
+  nrt_close();
   const auto bytes = read_file(path);
   EXPECT_NE(std::string(bytes.begin(), bytes.end()).find("traceEvents"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST_F(NrtModes, AHundredExecutionsMakeOneTraceWithAHundredKernelsOnOneTimeAxis) {
+  const auto path = std::filesystem::temp_directory_path() / ("nrt_trace100_" + std::to_string(getpid()) + ".json");
+  std::filesystem::remove(path);
+  ScopedEnv env({{"NEURONSIM_TRACE", path.c_str()}});
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  {
+    Loaded m;
+    ASSERT_EQ(m.load("add.neff", 2), NRT_SUCCESS);
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  }
+  nrt_close();
+  const TraceFile trace = read_trace(path);
+  ASSERT_TRUE(trace.valid) << path;
+  ASSERT_EQ(trace.kernels.size(), 100u);
+  for (size_t i = 0; i < trace.kernels.size(); ++i) {
+    const KernelSlice& k = trace.kernels[i];
+    EXPECT_EQ(k.name, "add.neff");
+    EXPECT_EQ(k.core, 2u);
+    EXPECT_GT(k.end_ps, k.start_ps);
+    if (i > 0) {
+      EXPECT_GE(k.start_ps, trace.kernels[i - 1].end_ps) << "kernel " << i << " goes back in time";
+    }
+  }
+  EXPECT_EQ(trace.instructions % 100, 0u);
+  EXPECT_GT(trace.instructions, 0u);
   std::filesystem::remove(path);
 }
 
@@ -60,17 +92,45 @@ TEST_F(NrtModes, InspectWithOptions) {
   ASSERT_EQ(nrt_inspect_config_set_defaults(cfg), NRT_SUCCESS);
   ASSERT_EQ(nrt_inspect_config_set_output_dir(cfg, dir.c_str()), NRT_SUCCESS);
   EXPECT_EQ(nrt_inspect_config_set_output_dir(cfg, nullptr), NRT_INVALID);
-  ASSERT_EQ(nrt_inspect_begin_with_options(cfg), NRT_SUCCESS);
   Loaded m;
   ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+  // The defaults have enable_inspect off: nothing is traced.
+  ASSERT_EQ(nrt_inspect_begin_with_options(cfg), NRT_SUCCESS);
+  ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  ASSERT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  ASSERT_EQ(nrt_inspect_config_set_enable_inspect(cfg, true), NRT_SUCCESS);
+  ASSERT_EQ(nrt_inspect_config_set_sys_trace_max_events_per_nc(cfg, 1000), NRT_SUCCESS);
+  ASSERT_EQ(nrt_inspect_begin_with_options(cfg), NRT_SUCCESS);
   ASSERT_EQ(m.execute(), NRT_SUCCESS);
   ASSERT_EQ(nrt_inspect_stop(), NRT_SUCCESS);
   ASSERT_EQ(m.execute(), NRT_SUCCESS);  // not traced any more
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 2u);
+  EXPECT_EQ(read_trace(dir / "neuronsim_session.trace.json").kernels.size(), 1u);
   EXPECT_EQ(nrt_inspect_config_free(cfg), NRT_SUCCESS);
   std::filesystem::remove_all(dir);
+}
+
+TEST_F(NrtModes, InspectSettingsThatDoNotMapAreRefused) {
+  setenv("NEURON_RT_LOG_LEVEL", "ERROR", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  setenv("NEURON_RT_LOG_LEVEL", "QUIET", 1);
+  nrt_inspect_config_t* cfg = nullptr;
+  ASSERT_EQ(nrt_inspect_config_allocate(&cfg), NRT_SUCCESS);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(nrt_inspect_config_set_session_id(cfg, 7), NRT_FAILURE);
+  EXPECT_EQ(nrt_inspect_config_set_enable_inspect_on_fail(cfg, true), NRT_FAILURE);
+  EXPECT_EQ(nrt_inspect_config_set_capture_enabled_for_nc(cfg, 0, false), NRT_FAILURE);
+  EXPECT_EQ(nrt_inspect_config_set_activity(cfg, "all", false), NRT_FAILURE);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("session ids are not supported by neuronsim"), std::string::npos) << err;
+  EXPECT_NE(err.find("profiles of failed executions are not supported by neuronsim"), std::string::npos) << err;
+  EXPECT_EQ(nrt_inspect_config_set_enable_inspect_on_fail(cfg, false), NRT_SUCCESS);  // what neuronsim does
+  EXPECT_EQ(nrt_inspect_config_set_sys_trace_max_events_per_nc(cfg, 0), NRT_INVALID);
+  EXPECT_EQ(nrt_inspect_config_set_session_id(nullptr, 1), NRT_INVALID);
+  EXPECT_EQ(nrt_inspect_config_free(cfg), NRT_SUCCESS);
 }
 
 // add.s with DVE waiting on a semaphore nobody signals.

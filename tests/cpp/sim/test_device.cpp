@@ -10,6 +10,8 @@
 #include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/sim/device.h"
 
+#include "neuronsim/isa/assembler.h"  // out_of_bounds()
+
 namespace neuronsim::sim {
 namespace {
 
@@ -253,6 +255,47 @@ TEST(Device, ErrorsNameWhatWasWrong) {
   EXPECT_THAT([&] { dev->run({p, only_x, "partial"}); },
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("output 'y'")));
   EXPECT_FALSE(dev->allocate(0, uint64_t{1} << 50));
+}
+
+// A dma_copy whose index picks row 9 of an 8-row tensor: it faults wherever it runs.
+isa::Program out_of_bounds() {
+  return isa::assemble(
+      ".target trn2\n"
+      ".tensor x float32 [8,4] input\n"
+      "pool memset dst=sbuf.i32[0:4]+0[[1,1]] value=9\n"
+      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] "
+      "index=sbuf.i32[0:4]+0[[1,1]]\n");
+}
+
+TEST(Device, AFaultInASharedWindowIsAttributedByRunningEachAlone) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef bad = dev->load(0, out_of_bounds(), "bad");
+  const ProgramRef good = dev->load(1, square_plus_one(), "good");
+  const ProgramRef slow = dev->load(2, square_plus_one(), "slow");
+  const Bindings io_bad = dev->allocate_io(*bad), io_good = dev->allocate_io(*good),
+                 io_slow = dev->allocate_io(*slow);
+  bool shared = false;
+  for (int attempt = 0; attempt < 20 && !shared; ++attempt) {
+    dev->enqueue({slow, io_slow, "slow"});  // keeps the worker busy while the next two queue up
+    const uint64_t sb = dev->enqueue({bad, io_bad, "bad"});
+    const uint64_t sg = dev->enqueue({good, io_good, "good"});
+    const Completion cb = dev->wait(sb), cg = dev->wait(sg);
+    ASSERT_TRUE(cb.error);
+    EXPECT_FALSE(cg.error) << "only the faulting execution fails";
+    try {
+      std::rethrow_exception(cb.error);
+    } catch (const ExecError& e) {
+      EXPECT_EQ(e.kind(), ExecError::Kind::out_of_bounds);
+    }
+    if (!cg.batch_fault) continue;  // they did not share a window this time
+    shared = true;
+    EXPECT_GE(cg.batch_size, 2u);
+    EXPECT_EQ(cb.batch_fault, cg.batch_fault) << "one fault for the window";
+    ASSERT_NE(cg.run, nullptr);
+    EXPECT_EQ(cg.run->cores.size(), 1u) << "the good one ran again alone";
+  }
+  EXPECT_TRUE(shared);
+  dev->synchronize();
 }
 
 }  // namespace

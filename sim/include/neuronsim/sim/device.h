@@ -96,6 +96,11 @@ struct Completion {
   // beside it (null for copies). Its records are relative to run->start_ps.
   std::shared_ptr<const RunResult> run;
   std::exception_ptr error;  // the fault, when it failed
+  // Set when the execution first ran in a window with `batch_size` executions that faulted,
+  // and so ran again alone to find which one faulted: that window's fault (`error` and
+  // `run` are from the run alone).
+  std::exception_ptr batch_fault;
+  uint32_t batch_size = 0;
 };
 
 // What a trace session keeps. Zero means no limit.

@@ -1,8 +1,10 @@
 // Chrome trace-event JSON of a recorded run, for ui.perfetto.dev and
-// chrome://tracing: one process per NeuronCore; one thread per engine, per DMA
-// queue (a slice per dma_copy) and per DMA engine (a slice per transfer);
-// semaphore flow arrows; HBM-bandwidth and DMA counters. No two slices of one
-// thread overlap. docs/traces.md explains every track, name and argument.
+// chrome://tracing: one process per NeuronCore; a "kernels" thread with a slice
+// per execution when the run has executions (a sim::Device trace session); one
+// thread per engine, per DMA queue (a slice per dma_copy) and per DMA engine (a
+// slice per transfer); semaphore flow arrows; HBM-bandwidth and DMA counters. No
+// two slices of one thread overlap. docs/traces.md explains every track, name and
+// argument.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,8 @@ struct TraceOptions {
   // Shown as args.op on the slices they cover.
   std::vector<OpName> op_names;
   // The program each core ran (by core id), so that instruction text names HBM
-  // tensors ("hbm.fp32(a)") instead of variable ids. Optional.
+  // tensors ("hbm.fp32(a)") instead of variable ids. Optional; where the run has
+  // executions, the program of the execution that covers a record wins.
   std::map<uint32_t, const isa::Program*> programs;
   // HBM-bandwidth counter: 0 = exact step function (a point wherever the rate
   // changes, at transfer starts and ends); otherwise the average over buckets

@@ -19,6 +19,9 @@ std::string_view engine_track_name(isa::Engine e);
 // (tensor_engine_active_time_percent): "tensor", "vector", "scalar", "gpsimd", "sync".
 std::string_view engine_metric_name(isa::Engine e);
 
+// The row of a core's executions (one slice per execution, named after it): "kernels".
+std::string_view kernel_track_name();
+
 // Row order of the engines in a core: Tensor, Vector, Scalar, GpSimd, Sync (0..4).
 int engine_track_order(isa::Engine e);
 
