@@ -414,7 +414,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
 
   // A copy's time: the core's DMA engines all at their sustained rate, after the trigger
   // latency, and never faster than HBM, which reads and writes every byte
-  // (docs/cost-model.md, "Copies between HBM places").
+  // (docs/cost-model.md §4.3, "Copies between HBM places").
   uint64_t copy_ps(uint64_t bytes) const {
     const spec::GenerationConfig& g = sim.generation();
     const double dma_ns = static_cast<double>(bytes) / (g.dma_engines * g.dma_engine_bytes_per_ns);
