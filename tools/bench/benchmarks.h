@@ -4,7 +4,9 @@
 // and the simulator's host speed (--speed; machine dependent, never gated).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -86,6 +88,22 @@ class InputFiller {
  private:
   uint64_t state_;
 };
+
+// The median of `n` timings of `fn`, in microseconds.
+template <typename Fn>
+double median_us(int n, Fn&& fn) {
+  std::vector<double> us(static_cast<size_t>(n));
+  for (double& t : us) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::nth_element(us.begin(), us.begin() + n / 2, us.end());
+  return us[static_cast<size_t>(n / 2)];
+}
+
+// Host µs per nrt_execute and nrta_execute_schedule through libnrt.so.1 (speed_nrt.cpp).
+std::string nrt_speed(const Platform& platform);
 
 // Writes InputFiller(seed) values into every input of a loaded program.
 void fill_inputs(sim::Device& device, const sim::LoadedProgram& program, const sim::Bindings& io,

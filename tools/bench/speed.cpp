@@ -45,19 +45,6 @@ std::string rate(double per_second) {
   return fmt::format("{:.0f} ", per_second);
 }
 
-// The median of `n` timings of `fn`, in microseconds.
-template <typename Fn>
-double median_us(int n, Fn&& fn) {
-  std::vector<double> us(static_cast<size_t>(n));
-  for (double& t : us) {
-    const auto start = Clock::now();
-    fn();
-    t = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  }
-  std::nth_element(us.begin(), us.begin() + n / 2, us.end());
-  return us[static_cast<size_t>(n / 2)];
-}
-
 // Host cost of one execution of a small kernel through sim::Device, as every entrance pays it:
 // Device::run (enqueue, simulate, complete) and Device::enqueue alone (the worker drains the
 // queue meanwhile), by mode.
@@ -136,6 +123,7 @@ std::string run_speed(const Platform& p, double min_seconds) {
       std::thread::hardware_concurrency(), min_seconds);
 
   out += per_execution(p);
+  out += nrt_speed(p);
   out += builder_speed(p, min_seconds);
 
   // ---- simulated instructions per host second, by mode, on each example kernel ----
