@@ -31,6 +31,20 @@ LoadedProgram::~LoadedProgram() {
 
 namespace {
 
+// A place in device memory that work reads or writes. Host-mapped bytes are named by their
+// host address (the runtime maps one host buffer at a new HBM address per request, and those
+// are the same bytes); other HBM by chip and address.
+struct Range {
+  static constexpr uint64_t kHost = ~uint64_t{0};
+  uint64_t space = 0;  // chip, or kHost
+  uint64_t addr = 0, size = 0;
+  uint32_t chip = 0;        // where it is bound (for the allocator's times)
+  uint64_t hbm_addr = 0;
+  bool overlaps(const Range& o) const {
+    return space == o.space && addr < o.addr + o.size && o.addr < addr + size;
+  }
+};
+
 // One piece of work on a core's queue.
 struct Work {
   uint64_t seq = 0;
@@ -40,7 +54,22 @@ struct Work {
   Copy copy;
   std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
   size_t group_size = 0;
+  std::vector<Range> reads, writes;  // computed once, when queued
+  uint64_t after_ps = 0;  // starts no earlier (earlier conflicting work, what the host saw)
 };
+
+bool any_overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
+  for (const Range& x : a)
+    for (const Range& y : b)
+      if (x.overlaps(y)) return true;
+  return false;
+}
+
+// Whether `later` must come after `earlier`: one writes what the other reads or writes.
+bool conflict(const Work& earlier, const Work& later) {
+  return any_overlap(earlier.writes, later.reads) || any_overlap(earlier.writes, later.writes) ||
+         any_overlap(earlier.reads, later.writes);
+}
 
 bool is_input(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::input; }
 bool is_output(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::output; }
@@ -114,10 +143,11 @@ struct Session {
   TraceSession data;
   std::set<const LoadedProgram*> programs;
   std::shared_ptr<const RunResult> last_window;
+  bool records(const LoadedProgram* p) const { return programs.empty() || programs.count(p); }
   bool wants(const Work& w, uint64_t start, uint64_t end) const {
     if (limits.from_ps && end <= limits.from_ps) return false;
     if (limits.to_ps && start >= limits.to_ps) return false;
-    return programs.empty() || programs.count(w.execution.program.get());
+    return records(w.execution.program.get());
   }
 };
 
@@ -128,6 +158,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       : sim(std::move(instance), std::move(generation)), options(std::move(opts)) {
     for (uint32_t c = 0; c < sim.instance().chips; ++c)
       allocators.emplace_back(sim.generation().hbm_bytes);
+    for (uint32_t c = 0; c < sim.instance().chips; ++c) sim.hbm(c);  // before other threads
     queues.resize(sim.num_cores());
     core_free_ps.assign(sim.num_cores(), 0);
   }
@@ -137,7 +168,6 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
 
   mutable std::mutex mem_mu;  // allocators
   std::vector<HbmAllocator> allocators;
-  std::vector<std::pair<uint32_t, uint64_t>> io;  // allocate_io's allocations
 
   // Queues and completions (mu).
   mutable std::mutex mu;
@@ -150,6 +180,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   std::thread worker;
   std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
   uint64_t clock_ps = 0;
+  uint64_t host_floor_ps = 0;  // the latest end the host has waited for: later work starts after
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
 
@@ -186,54 +217,37 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     if (allocators[chip].free(address)) sim.hbm(chip).unmap(address);
   }
 
-  void start_worker() {
-    if (!worker.joinable()) worker = std::thread([this] { work_loop(); });
-  }
 
   uint64_t push(Work w) {
+    place(w);
+    w.after_ps = host_floor_ps;
     w.seq = next_seq++;
     pending.insert(w.seq);
     const uint32_t core = w.core;
     queues[core].push_back(std::move(w));
-    start_worker();
     cv.notify_all();
     return next_seq - 1;
   }
 
   // ---- the worker -----------------------------------------------------------
 
-  // The HBM ranges a piece of work reads and writes (chip, address, size).
-  struct Range {
-    uint32_t chip;
-    uint64_t addr, size;
-    bool overlaps(const Range& o) const {
-      return chip == o.chip && addr < o.addr + o.size && o.addr < addr + size;
-    }
-  };
-  void ranges(const Work& w, std::vector<Range>& reads, std::vector<Range>& writes) const {
+  Range range(uint32_t chip, uint64_t addr, uint64_t size) {
+    if (const uint8_t* host = sim.hbm(chip).host_at(addr))
+      return {Range::kHost, reinterpret_cast<uintptr_t>(host), size, chip, addr};
+    return {chip, addr, size, chip, addr};
+  }
+  void place(Work& w) {
     if (w.is_copy) {
-      reads.push_back({w.copy.src_chip, w.copy.src, w.copy.bytes});
-      writes.push_back({w.copy.dst_chip, w.copy.dst, w.copy.bytes});
+      w.reads.push_back(range(w.copy.src_chip, w.copy.src, w.copy.bytes));
+      w.writes.push_back(range(w.copy.dst_chip, w.copy.dst, w.copy.bytes));
       return;
     }
     const uint32_t chip = w.core / sim.instance().cores_per_chip;
     for (const isa::TensorDecl& t : w.execution.program->program().tensors)
       if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
-        (is_output(t) ? writes : reads).push_back({chip, b->second.address, b->second.size});
+        (is_output(t) ? w.writes : w.reads).push_back(range(chip, b->second.address, b->second.size));
   }
-  // Whether `later` must wait for `earlier`: one writes what the other reads or writes.
-  bool conflict(const Work& earlier, const Work& later) const {
-    std::vector<Range> r1, w1, r2, w2;
-    ranges(earlier, r1, w1);
-    ranges(later, r2, w2);
-    auto any = [](const std::vector<Range>& a, const std::vector<Range>& b) {
-      for (const Range& x : a)
-        for (const Range& y : b)
-          if (x.overlaps(y)) return true;
-      return false;
-    };
-    return any(w1, r2) || any(w1, w2) || any(r1, w2);
-  }
+
   // A head may run once no earlier work on another queue touches what it touches.
   bool runnable(const Work& head) const {
     for (const auto& q : queues)
@@ -275,7 +289,22 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         cv.wait(lock);  // a group waits for members that are not at their heads yet
         continue;
       }
-      std::vector<Completion> done = run_batch(batch, lock);
+      std::vector<Completion> done;
+      try {
+        done = run_batch(batch, lock);
+      } catch (...) {  // anything the windows did not catch fails the batch, never the worker
+        if (!lock.owns_lock()) lock.lock();
+        done.clear();
+        for (Work* w : batch) {
+          Completion c;
+          c.seq = w->seq;
+          c.core = w->core;
+          c.error = std::current_exception();
+          c.start_ps = c.end_ps = core_free_ps[w->core];
+          done.push_back(std::move(c));
+        }
+      }
+      for (size_t i = 0; i < batch.size(); ++i) finish(*batch[i], done[i]);
       for (Work* w : batch) queues[w->core].pop_front();
       for (Completion& c : done) {
         pending.erase(c.seq);
@@ -286,37 +315,48 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     }
   }
 
+  // When work may start: after its queue, what it must follow (after_ps), the last writes of
+  // what it reads, and the last reads and writes of what it writes (mu held).
+  uint64_t start_of(const Work& w) const {
+    uint64_t start = std::max(core_free_ps[w.core], w.after_ps);
+    std::lock_guard l(mem_mu);
+    for (const Range& r : w.reads) start = std::max(start, allocators[r.chip].readable_ps(r.hbm_addr));
+    for (const Range& r : w.writes) start = std::max(start, allocators[r.chip].writable_ps(r.hbm_addr));
+    return start;
+  }
+
+  // Work that is done moves its core's queue and the times of what it touched on, and queued
+  // work that conflicts with it starts no earlier than its end (mu held).
+  void finish(const Work& w, Completion& c) {
+    if (!w.is_copy) c.program = w.execution.program;
+    core_free_ps[w.core] = std::max(core_free_ps[w.core], c.end_ps);
+    {
+      std::lock_guard l(mem_mu);
+      for (const Range& r : w.reads) allocators[r.chip].touched(r.hbm_addr, false, c.end_ps);
+      for (const Range& r : w.writes) allocators[r.chip].touched(r.hbm_addr, true, c.end_ps);
+    }
+    for (auto& q : queues)
+      for (Work& later : q)
+        if (later.seq > w.seq && conflict(w, later))
+          later.after_ps = std::max(later.after_ps, c.end_ps);
+    if (!w.is_copy && !c.error) record_in_sessions(w, c);
+  }
+
   // Runs a batch with mu released; returns the completions (mu held again).
   std::vector<Completion> run_batch(const std::vector<Work*>& batch,
                                     std::unique_lock<std::mutex>& lock) {
+    std::vector<uint64_t> starts;
+    for (Work* w : batch) starts.push_back(start_of(*w));
     if (batch.front()->is_copy) {
+      lock.unlock();
       std::vector<Completion> out;
-      for (Work* w : batch) {
-        const uint64_t start = std::max(core_free_ps[w->core], ready(w->copy.src_chip, w->copy.src));
-        lock.unlock();
-        Completion c = run_copy(*w, start);
-        lock.lock();
-        core_free_ps[w->core] = c.end_ps;
-        set_ready(w->copy.dst_chip, w->copy.dst, c.end_ps);
-        out.push_back(std::move(c));
-      }
+      for (size_t i = 0; i < batch.size(); ++i) out.push_back(run_copy(*batch[i], starts[i]));
+      lock.lock();
       return out;
     }
-    // Each execution starts when its queue and its inputs allow.
-    std::vector<uint64_t> starts;
-    for (Work* w : batch) {
-      uint64_t start = core_free_ps[w->core];
-      const uint32_t chip = chip_of(w->core);
-      for (const isa::TensorDecl& t : w->execution.program->program().tensors)
-        if (is_input(t))
-          if (auto b = w->execution.tensors.find(t.var_id); b != w->execution.tensors.end())
-            start = std::max(start, ready(chip, b->second.address));
-      starts.push_back(start);
-    }
     const bool record = std::any_of(sessions.begin(), sessions.end(), [&](const auto& s) {
-      return std::any_of(batch.begin(), batch.end(), [&](Work* w) {
-        return s.second.programs.empty() || s.second.programs.count(w->execution.program.get());
-      });
+      return std::any_of(batch.begin(), batch.end(),
+                         [&](Work* w) { return s.second.records(w->execution.program.get()); });
     });
     lock.unlock();
     std::vector<Completion> out = simulate(batch, starts, record);
@@ -331,26 +371,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       }
     }
     lock.lock();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Work& w = *batch[i];
-      core_free_ps[w.core] = std::max(core_free_ps[w.core], out[i].end_ps);
-      const uint32_t chip = chip_of(w.core);
-      for (const isa::TensorDecl& t : w.execution.program->program().tensors)
-        if (is_output(t))
-          if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
-            set_ready(chip, b->second.address, out[i].end_ps);
-      if (!out[i].error) record_in_sessions(w, out[i]);
-    }
     return out;
-  }
-
-  uint64_t ready(uint32_t chip, uint64_t addr) const {
-    std::lock_guard l(mem_mu);
-    return chip < allocators.size() ? allocators[chip].ready_ps(addr) : 0;
-  }
-  void set_ready(uint32_t chip, uint64_t addr, uint64_t ps) {
-    std::lock_guard l(mem_mu);
-    if (chip < allocators.size()) allocators[chip].set_ready_ps(addr, ps);
   }
 
   // One window: the executions of `batch`, each starting at its start on the device clock.
@@ -462,7 +483,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       d.result.executions.push_back(
           {w.core, w.seq, w.execution.name.empty() ? w.execution.program->name() : w.execution.name,
            &w.execution.program->program(), c.start_ps, c.end_ps});
-      d.programs.push_back(w.execution.program);
+      if (std::find(d.programs.begin(), d.programs.end(), w.execution.program) == d.programs.end())
+        d.programs.push_back(w.execution.program);
     }
   }
 };
@@ -493,7 +515,9 @@ std::unique_ptr<Device> Device::open_generation(const std::string& generation,
 }
 
 Device::Device(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions options)
-    : impl_(std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {}
+    : impl_(std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {
+  impl_->worker = std::thread([impl = impl_.get()] { impl->work_loop(); });
+}
 
 Device::~Device() {
   {
@@ -583,8 +607,6 @@ Bindings Device::allocate_io(const LoadedProgram& program) {
                                            program.name(), isa::tensor_kind_name(t.kind), t.name,
                                            t.size_bytes(), chip));
     out[t.var_id] = TensorBinding{*addr, t.size_bytes()};
-    std::lock_guard lock(impl_->mem_mu);
-    impl_->io.emplace_back(chip, *addr);
   }
   return out;
 }
@@ -676,6 +698,8 @@ Completion Device::wait(uint64_t seq) {
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));
   Completion c = std::move(it->second);
   impl_->finished.erase(it);
+  // The host has seen this finish: what it queues from now on starts no earlier.
+  impl_->host_floor_ps = std::max(impl_->host_floor_ps, c.end_ps);
   return c;
 }
 
@@ -688,6 +712,7 @@ Completion Device::run(Execution execution) {
 void Device::synchronize() {
   std::unique_lock lock(impl_->mu);
   impl_->cv.wait(lock, [&] { return impl_->pending.empty(); });
+  impl_->host_floor_ps = std::max(impl_->host_floor_ps, impl_->clock_ps);
 }
 
 uint64_t Device::now_ps() const {

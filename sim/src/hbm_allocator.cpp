@@ -17,7 +17,7 @@ std::optional<uint64_t> HbmAllocator::allocate(uint64_t size) {
     const uint64_t addr = it->first, left = it->second - need;
     free_.erase(it);
     if (left > 0) free_[addr + need] = left;
-    taken_[addr] = {need, 0};
+    taken_[addr] = {need, 0, 0};
     used_ += need;
     peak_ = std::max(peak_, used_);
     return addr;
@@ -55,13 +55,21 @@ const HbmAllocator::Taken* HbmAllocator::containing(uint64_t addr) const {
   return addr < it->first + it->second.size ? &it->second : nullptr;
 }
 
-uint64_t HbmAllocator::ready_ps(uint64_t addr) const {
+uint64_t HbmAllocator::readable_ps(uint64_t addr) const {
   const Taken* t = containing(addr);
-  return t ? t->ready_ps : 0;
+  return t ? t->write_ps : 0;
 }
 
-void HbmAllocator::set_ready_ps(uint64_t addr, uint64_t ps) {
-  if (const Taken* t = containing(addr)) const_cast<Taken*>(t)->ready_ps = ps;
+uint64_t HbmAllocator::writable_ps(uint64_t addr) const {
+  const Taken* t = containing(addr);
+  return t ? std::max(t->read_ps, t->write_ps) : 0;
+}
+
+void HbmAllocator::touched(uint64_t addr, bool write, uint64_t ps) {
+  if (Taken* t = const_cast<Taken*>(containing(addr))) {
+    uint64_t& when = write ? t->write_ps : t->read_ps;
+    when = std::max(when, ps);
+  }
 }
 
 }  // namespace neuronsim::sim

@@ -1,6 +1,7 @@
-// First-fit allocator over one chip's HBM address space, with the time each
-// allocation's bytes are ready on the device clock (when the work that last
-// wrote them finished), so that an execution starts no earlier than its inputs.
+// First-fit allocator over one chip's HBM address space, with the device times at which
+// each allocation was last read and last written (when that work finished), so that work
+// starts no earlier than the bytes it reads are written (RAW), and writes no earlier than
+// earlier work has finished reading or writing them (WAR, WAW).
 #pragma once
 
 #include <cstdint>
@@ -20,14 +21,16 @@ class HbmAllocator {
   uint64_t peak() const { return peak_; }
   uint64_t capacity() const { return capacity_; }
 
-  // The device time the bytes at `addr` (inside an allocation) were last written; 0 outside.
-  uint64_t ready_ps(uint64_t addr) const;
-  void set_ready_ps(uint64_t addr, uint64_t ps);
+  // When work may read / may write the allocation holding `addr` (0 outside any).
+  uint64_t readable_ps(uint64_t addr) const;
+  uint64_t writable_ps(uint64_t addr) const;
+  // Work that finished at `ps` read or wrote the allocation holding `addr` (times only grow).
+  void touched(uint64_t addr, bool write, uint64_t ps);
 
  private:
   struct Taken {
     uint64_t size = 0;
-    uint64_t ready_ps = 0;
+    uint64_t read_ps = 0, write_ps = 0;
   };
   const Taken* containing(uint64_t addr) const;
   uint64_t capacity_;

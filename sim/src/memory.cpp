@@ -65,6 +65,14 @@ void SparseMemory::unmap(uint64_t addr) {
   mapped_.erase(addr);
 }
 
+const uint8_t* SparseMemory::host_at(uint64_t addr) const {
+  std::lock_guard lock(mu_);
+  auto it = mapped_.upper_bound(addr);
+  if (it == mapped_.begin()) return nullptr;
+  --it;
+  return addr < it->first + it->second.size ? it->second.host + (addr - it->first) : nullptr;
+}
+
 void SparseMemory::read(uint64_t addr, void* dst, uint64_t n) const {
   std::lock_guard lock(mu_);
   check(addr, n);

@@ -1,6 +1,7 @@
 #include "neuronsim/sim/simulator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -324,13 +325,18 @@ struct Simulator::Impl {
     std::array<sc_core::sc_event*, kProcesses> next{};  // the process to wake after this one
   };
   std::vector<std::unique_ptr<CoreSlot>> slots;  // by core; null until its first timed run
+  // Names the processes apart from those of other Simulators alive in the process.
+  const uint64_t id = [] {
+    static std::atomic<uint64_t> next{0};
+    return next++;
+  }();
 
   // The slot of `core`, its processes spawned (asleep) on first use (kernel lock held).
   CoreSlot& slot(uint32_t core) {
     if (slots.size() <= core) slots.resize(core + 1);
     if (slots[core]) return *slots[core];
-    slots[core] = std::make_unique<CoreSlot>();
-    CoreSlot* s = slots[core].get();
+    auto slot = std::make_unique<CoreSlot>();
+    CoreSlot* s = slot.get();
     for (int e = 0; e < kProcesses; ++e) {
       sc_core::sc_spawn_options asleep;
       asleep.dont_initialize();
@@ -345,11 +351,12 @@ struct Simulator::Impl {
               sc_core::wait(s->go[e]);
             }
           },
-          fmt::format("core{}_{}", core,
+          fmt::format("sim{}_core{}_{}", id, core,
                       e < isa::kNumEngines ? isa::engine_name(static_cast<Engine>(e)) : "dma")
               .c_str(),
           &asleep);
     }
+    slots[core] = std::move(slot);  // only once all of them exist
     return *s;
   }
 
@@ -558,7 +565,16 @@ RunResult Simulator::run(const RunOptions& options) {
   });
   if (!finished || error) {
     // Wake every process still waiting so it returns before its state goes away.
-    std::string report = error ? "" : Impl::deadlock_report(runs);
+    // Nothing may throw before they have returned (a process left waiting on this run's events
+    // would break every later run), so the report is built without letting an error out.
+    std::string report;
+    if (!error) {
+      try {
+        report = Impl::deadlock_report(runs);
+      } catch (...) {
+        report = "deadlock: every engine that has work left waits (no report could be built)";
+      }
+    }
     abort = true;
     for (auto& r : runs) {
       r->sem_changed.notify(sc_core::SC_ZERO_TIME);

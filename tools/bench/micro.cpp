@@ -235,7 +235,9 @@ MicroResult run_one(const Platform& p, const Spec& spec) {
   }
   // Every core in one window, so that they share HBM.
   const auto seqs = device.enqueue_group(std::move(executions), {});
-  const sim::RunResult r = *device.wait(seqs.front()).run;
+  const sim::Completion done = device.wait(seqs.front());
+  if (done.error) std::rethrow_exception(done.error);
+  const sim::RunResult r = *done.run;
 
   MicroResult out;
   out.name = fmt::format("{}/{}", g.name, spec.name);

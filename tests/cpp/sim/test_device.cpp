@@ -95,6 +95,49 @@ TEST(Device, AnExecutionWaitsForItsInputsFromAnotherCore) {
   EXPECT_FLOAT_EQ(at(dev->read_tensor(*p1, io1, "y"), 5), 5.0f);  // (1*1+1)^2 + 1
 }
 
+TEST(Device, AWriterWaitsForAnEarlierReaderOnAnotherCore) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef reader = dev->load(0, square_plus_one(), "reader");
+  const ProgramRef writer = dev->load(1, square_plus_one(), "writer");
+  const Bindings r = dev->allocate_io(*reader);
+  Bindings w = dev->allocate_io(*writer);
+  w[writer->tensor("y").var_id] = r.at(reader->tensor("x").var_id);  // overwrites what core 0 reads
+  const uint64_t s0 = dev->enqueue({reader, r, "reader"});
+  const uint64_t s1 = dev->enqueue({writer, w, "writer"});
+  const Completion c0 = dev->wait(s0);
+  EXPECT_GE(dev->wait(s1).start_ps, c0.end_ps);
+}
+
+TEST(Device, WorkQueuedAfterTheHostWaitedStartsAfterWhatItSaw) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p0 = dev->load(0, square_plus_one(), "first");
+  const ProgramRef p1 = dev->load(1, square_plus_one(), "second");
+  const Completion first = dev->run({p0, dev->allocate_io(*p0), "first"});
+  const Completion second = dev->run({p1, dev->allocate_io(*p1), "second"});
+  EXPECT_GE(second.start_ps, first.end_ps);
+}
+
+TEST(Device, HostBytesMappedTwiceAreOneBufferToTheQueues) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p0 = dev->load(0, square_plus_one(), "producer");
+  const ProgramRef p1 = dev->load(1, square_plus_one(), "consumer");
+  Bindings io0 = dev->allocate_io(*p0);
+  Bindings io1 = dev->allocate_io(*p1);
+  // The same host bytes at two HBM addresses, as the runtime maps a host tensor per request.
+  std::vector<uint8_t> shared(kElems * 4);
+  const auto y_at = dev->allocate(0, shared.size(), shared.data());
+  const auto x_at = dev->allocate(0, shared.size(), shared.data());
+  ASSERT_TRUE(y_at && x_at);
+  io0[p0->tensor("y").var_id] = TensorBinding{*y_at, shared.size()};
+  io1[p1->tensor("x").var_id] = TensorBinding{*x_at, shared.size()};
+  dev->write_tensor(*p0, io0, "x", floats(kElems, 1.0f, 0.0f));
+  const uint64_t s0 = dev->enqueue({p0, io0, "producer"});
+  const uint64_t s1 = dev->enqueue({p1, io1, "consumer"});
+  const Completion c0 = dev->wait(s0);
+  EXPECT_GE(dev->wait(s1).start_ps, c0.end_ps);
+  EXPECT_FLOAT_EQ(at(dev->read_tensor(*p1, io1, "y"), 3), 5.0f);
+}
+
 TEST(Device, ExecutionsOfOneWindowContendForHbm) {
   auto alone = Device::open("trn2.3xlarge");
   const ProgramRef a = alone->load(0, square_plus_one(), "k");

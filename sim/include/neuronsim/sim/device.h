@@ -95,6 +95,7 @@ struct Completion {
   // The simulated window the execution ran in, shared with the executions that ran
   // beside it (null for copies). Its records are relative to run->start_ps.
   std::shared_ptr<const RunResult> run;
+  ProgramRef program;        // keeps the records' instructions alive (null for copies)
   std::exception_ptr error;  // the fault, when it failed
   // Set when the execution first ran in a window with `batch_size` executions that faulted,
   // and so ran again alone to find which one faulted: that window's fault (`error` and
@@ -173,8 +174,11 @@ class Device {
 
   // ---- queues -------------------------------------------------------------
   // Each returns the work's sequence number (increasing, device-wide). The work
-  // runs after what is ahead of it on its core's queue, and not before its
-  // inputs were written by earlier work on any queue.
+  // runs after what is ahead of it on its core's queue and after earlier work on
+  // any queue that touches what it touches (one writes what the other reads or
+  // writes; host-mapped bytes are compared by host address). On the device clock
+  // it starts no earlier than that work's end, than the last reads and writes of
+  // the allocations it touches, and than any completion the host waited for.
   uint64_t enqueue(Execution execution);
   uint64_t enqueue(uint32_t core, Copy copy);
   // Executions that run together, alone in one window, with a collective binding

@@ -59,6 +59,8 @@ class SparseMemory {
   void map(uint64_t addr, uint8_t* host, uint64_t size);
   // Removes the mapping that starts at `addr` (no-op when none does).
   void unmap(uint64_t addr);
+  // The host byte behind `addr` when it is in a mapped range, else null.
+  const uint8_t* host_at(uint64_t addr) const;
   size_t mapped_ranges() const {
     std::lock_guard lock(mu_);
     return mapped_.size();
