@@ -9,7 +9,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config git
   libsystemc-dev libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libarchive-dev libssl-dev libopenblas-dev libgtest-dev libgmock-dev
-  python3-venv python3-dev valgrind
+  python3-venv python3-dev valgrind clang-format
 )
 
 missing=()

@@ -11,57 +11,81 @@ namespace neuronsim::cc {
 
 std::string_view op_name(Op op) {
   switch (op) {
-    case Op::all_reduce: return "all_reduce";
-    case Op::all_gather: return "all_gather";
-    case Op::reduce_scatter: return "reduce_scatter";
-    case Op::all_to_all: return "all_to_all";
-    case Op::broadcast: return "broadcast";
-    case Op::reduce: return "reduce";
-    case Op::permute: return "permute";
-    case Op::barrier: return "barrier";
-    case Op::all_to_all_v: return "all_to_all_v";
+    case Op::all_reduce:
+      return "all_reduce";
+    case Op::all_gather:
+      return "all_gather";
+    case Op::reduce_scatter:
+      return "reduce_scatter";
+    case Op::all_to_all:
+      return "all_to_all";
+    case Op::broadcast:
+      return "broadcast";
+    case Op::reduce:
+      return "reduce";
+    case Op::permute:
+      return "permute";
+    case Op::barrier:
+      return "barrier";
+    case Op::all_to_all_v:
+      return "all_to_all_v";
   }
   return "?";
 }
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::avg: return "avg";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::avg:
+      return "avg";
   }
   return "?";
 }
 
 std::string_view algorithm_name(Algorithm a) {
   switch (a) {
-    case Algorithm::auto_select: return "auto";
-    case Algorithm::ring: return "ring";
-    case Algorithm::mesh: return "mesh";
-    case Algorithm::rdh: return "rdh";
-    case Algorithm::hier2d: return "hier2d";
+    case Algorithm::auto_select:
+      return "auto";
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::mesh:
+      return "mesh";
+    case Algorithm::rdh:
+      return "rdh";
+    case Algorithm::hier2d:
+      return "hier2d";
   }
   return "?";
 }
 
 namespace {
 constexpr int kHierRow = 4;  // ranks per row of the hier2d grid
-bool pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+bool pow2(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 int log2i(int n) {
   int l = 0;
   while ((1 << l) < n) ++l;
   return l;
 }
-int mod(int a, int n) { return ((a % n) + n) % n; }
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 }  // namespace
 
 namespace {
 // all_to_all_v: elements from s to d, and the element offsets of the blocks.
 uint64_t vcount(const CollectiveSpec& s, int R, int from, int to) {
   if (s.counts.size() != static_cast<size_t>(R) * static_cast<size_t>(R))
-    throw std::invalid_argument(fmt::format("all_to_all_v needs {}x{} counts, got {}", R, R, s.counts.size()));
+    throw std::invalid_argument(
+        fmt::format("all_to_all_v needs {}x{} counts, got {}", R, R, s.counts.size()));
   return s.counts[static_cast<size_t>(from) * static_cast<size_t>(R) + static_cast<size_t>(to)];
 }
 uint64_t vsend_off(const CollectiveSpec& s, int R, int r, int d) {  // in rank r's input
@@ -79,28 +103,38 @@ uint64_t vrecv_off(const CollectiveSpec& s, int R, int r, int src) {  // in rank
 uint64_t CollectiveSpec::input_bytes(int ranks, int rank) const {
   const uint64_t b = count * isa::dtype_size(dtype);
   switch (op) {
-    case Op::all_to_all_v: return vsend_off(*this, ranks, rank, ranks);
+    case Op::all_to_all_v:
+      return vsend_off(*this, ranks, rank, ranks);
     case Op::reduce_scatter:
-    case Op::all_to_all: return b * static_cast<uint64_t>(ranks);
-    case Op::broadcast: return rank == root ? b : 0;
-    case Op::barrier: return 0;
-    default: return b;
+    case Op::all_to_all:
+      return b * static_cast<uint64_t>(ranks);
+    case Op::broadcast:
+      return rank == root ? b : 0;
+    case Op::barrier:
+      return 0;
+    default:
+      return b;
   }
 }
 
 uint64_t CollectiveSpec::output_bytes(int ranks, int rank) const {
   const uint64_t b = count * isa::dtype_size(dtype);
   switch (op) {
-    case Op::all_to_all_v: return vrecv_off(*this, ranks, rank, ranks);
+    case Op::all_to_all_v:
+      return vrecv_off(*this, ranks, rank, ranks);
     case Op::all_gather:
-    case Op::all_to_all: return b * static_cast<uint64_t>(ranks);
-    case Op::reduce: return rank == root ? b : 0;
+    case Op::all_to_all:
+      return b * static_cast<uint64_t>(ranks);
+    case Op::reduce:
+      return rank == root ? b : 0;
     case Op::permute:
       for (int s = 0; s < static_cast<int>(peers.size()); ++s)
         if (peers[static_cast<size_t>(s)] == rank) return b;
       return 0;
-    case Op::barrier: return 0;
-    default: return b;
+    case Op::barrier:
+      return 0;
+    default:
+      return b;
   }
 }
 
@@ -125,17 +159,22 @@ CollectiveSpec send_recv_spec(int ranks, int src, int dst, isa::DType dtype, uin
 bool algorithm_supported(Op op, Algorithm a, int ranks) {
   if (ranks < 1) return false;
   if (a == Algorithm::auto_select) return true;
-  if (a == Algorithm::hier2d) return op == Op::all_reduce && ranks % kHierRow == 0 && ranks >= 2 * kHierRow;
+  if (a == Algorithm::hier2d)
+    return op == Op::all_reduce && ranks % kHierRow == 0 && ranks >= 2 * kHierRow;
   switch (op) {
     case Op::all_reduce:
     case Op::all_gather:
-    case Op::reduce_scatter: return a != Algorithm::rdh || pow2(ranks);
+    case Op::reduce_scatter:
+      return a != Algorithm::rdh || pow2(ranks);
     case Op::broadcast:
-    case Op::reduce: return true;
+    case Op::reduce:
+      return true;
     case Op::all_to_all:
     case Op::all_to_all_v:
-    case Op::permute: return a == Algorithm::mesh;
-    case Op::barrier: return a != Algorithm::ring && a != Algorithm::hier2d;
+    case Op::permute:
+      return a == Algorithm::mesh;
+    case Op::barrier:
+      return a != Algorithm::ring && a != Algorithm::hier2d;
   }
   return false;
 }
@@ -144,13 +183,17 @@ Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Threshol
   switch (spec.op) {
     case Op::all_to_all:
     case Op::all_to_all_v:
-    case Op::permute: return Algorithm::mesh;
-    case Op::barrier: return Algorithm::rdh;
-    default: break;
+    case Op::permute:
+      return Algorithm::mesh;
+    case Op::barrier:
+      return Algorithm::rdh;
+    default:
+      break;
   }
   const uint64_t bytes = spec.message_bytes(ranks);
   if (bytes < t.mesh_below_bytes) return Algorithm::mesh;
-  if (bytes < t.rdh_below_bytes && algorithm_supported(spec.op, Algorithm::rdh, ranks)) return Algorithm::rdh;
+  if (bytes < t.rdh_below_bytes && algorithm_supported(spec.op, Algorithm::rdh, ranks))
+    return Algorithm::rdh;
   return Algorithm::ring;
 }
 
@@ -161,7 +204,9 @@ namespace {
 struct Chunks {
   uint64_t count, es;
   int parts;
-  uint64_t off(int i) const { return count * static_cast<uint64_t>(i) / static_cast<uint64_t>(parts) * es; }
+  uint64_t off(int i) const {
+    return count * static_cast<uint64_t>(i) / static_cast<uint64_t>(parts) * es;
+  }
   uint64_t bytes(int lo, int hi) const { return off(hi) - off(lo); }  // chunks [lo, hi)
 };
 
@@ -241,10 +286,12 @@ void rdh_all_gather(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag0) {
   }
 }
 
-// A ring over the ranks `g` (this rank is g[me]) on pieces piece(i) = {offset, bytes}, i < g.size().
+// A ring over the ranks `g` (this rank is g[me]) on pieces piece(i) = {offset, bytes}, i <
+// g.size().
 using Piece = std::pair<uint64_t, uint64_t>;
 template <typename F>
-void group_ring_reduce_scatter(RankPlan& p, const std::vector<int>& g, int me, F piece, uint64_t tag0) {
+void group_ring_reduce_scatter(RankPlan& p, const std::vector<int>& g, int me, F piece,
+                               uint64_t tag0) {
   const int n = static_cast<int>(g.size());
   for (int s = 0; s < n - 1; ++s) {
     Step st;
@@ -280,7 +327,8 @@ void hier2d_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es) {
   const Chunks parts{count, es, W};
   auto part = [&](int c) { return Piece{parts.off(c), parts.bytes(c, c + 1)}; };
   // Sub-parts of part `col`: elements of that part split H ways.
-  const uint64_t first = count * static_cast<uint64_t>(col) / W, last = count * static_cast<uint64_t>(col + 1) / W;
+  const uint64_t first = count * static_cast<uint64_t>(col) / W,
+                 last = count * static_cast<uint64_t>(col + 1) / W;
   const Chunks sub{last - first, es, H};
   auto subpart = [&](int h) { return Piece{first * es + sub.off(h), sub.bytes(h, h + 1)}; };
   // The row reduce-scatter leaves part `col` at this rank (the ring ends with chunk `me`).
@@ -295,16 +343,18 @@ void hier2d_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es) {
 RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
   if (R < 1 || r < 0 || r >= R) throw std::invalid_argument(fmt::format("rank {} of {}", r, R));
   if (a == Algorithm::auto_select)
-    throw std::invalid_argument("make_plan needs a concrete algorithm (choose_algorithm picks one)");
+    throw std::invalid_argument(
+        "make_plan needs a concrete algorithm (choose_algorithm picks one)");
   if (!algorithm_supported(spec.op, a, R))
-    throw std::invalid_argument(fmt::format("{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
-                                            a == Algorithm::rdh ? " (rdh needs a power-of-two rank count)" : ""));
+    throw std::invalid_argument(
+        fmt::format("{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
+                    a == Algorithm::rdh ? " (rdh needs a power-of-two rank count)" : ""));
   if ((spec.op == Op::broadcast || spec.op == Op::reduce) && (spec.root < 0 || spec.root >= R))
     throw std::invalid_argument(fmt::format("root {} of {} ranks", spec.root, R));
   const uint64_t es = isa::dtype_size(spec.dtype);
   RankPlan p;
   const Chunks per_rank{spec.count * static_cast<uint64_t>(R), es, R};  // R blocks of count
-  const Chunks split{spec.count, es, R};                                  // count split R ways
+  const Chunks split{spec.count, es, R};                                // count split R ways
   const uint64_t B = spec.count * es;
   switch (spec.op) {
     case Op::all_reduce:
@@ -322,14 +372,20 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
       }
       break;
     case Op::all_gather:
-      if (a == Algorithm::ring) ring_all_gather(p, R, r, per_rank, 0);
-      else if (a == Algorithm::mesh) mesh_all_gather(p, R, r, per_rank, 0);
-      else rdh_all_gather(p, R, r, per_rank, 0);
+      if (a == Algorithm::ring)
+        ring_all_gather(p, R, r, per_rank, 0);
+      else if (a == Algorithm::mesh)
+        mesh_all_gather(p, R, r, per_rank, 0);
+      else
+        rdh_all_gather(p, R, r, per_rank, 0);
       break;
     case Op::reduce_scatter:
-      if (a == Algorithm::ring) ring_reduce_scatter(p, R, r, per_rank, 0);
-      else if (a == Algorithm::mesh) mesh_reduce_scatter(p, R, r, per_rank, 0);
-      else rdh_reduce_scatter(p, R, r, per_rank, 0);
+      if (a == Algorithm::ring)
+        ring_reduce_scatter(p, R, r, per_rank, 0);
+      else if (a == Algorithm::mesh)
+        mesh_reduce_scatter(p, R, r, per_rank, 0);
+      else
+        rdh_reduce_scatter(p, R, r, per_rank, 0);
       break;
     case Op::all_to_all: {
       Step st;
@@ -368,19 +424,24 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
         for (int i = 0; i <= P; ++i) {
           Step st;
           if (v < R - 1 && i >= 1 && R > 1)
-            st.sends.push_back({real(v + 1), 0, split.off(i - 1), split.bytes(i - 1, i), static_cast<uint64_t>(i - 1), false});
+            st.sends.push_back({real(v + 1), 0, split.off(i - 1), split.bytes(i - 1, i),
+                                static_cast<uint64_t>(i - 1), false});
           if (v > 0 && i < P)
-            st.recvs.push_back({real(v - 1), 0, split.off(i), split.bytes(i, i + 1), static_cast<uint64_t>(i), false});
+            st.recvs.push_back({real(v - 1), 0, split.off(i), split.bytes(i, i + 1),
+                                static_cast<uint64_t>(i), false});
           if (v == 0 && i < P && R > 1)  // the root sends piece i at step i
-            st.sends.assign(1, {real(1), 0, split.off(i), split.bytes(i, i + 1), static_cast<uint64_t>(i), false});
+            st.sends.assign(1, {real(1), 0, split.off(i), split.bytes(i, i + 1),
+                                static_cast<uint64_t>(i), false});
           if (v == 0 && i == P) st.sends.clear();
           p.steps.push_back(std::move(st));
         }
       } else {  // binomial tree
         for (int k = 0, d = 1; d < R; ++k, d <<= 1) {
           Step st;
-          if (v < d && v + d < R) st.sends.push_back({real(v + d), 0, 0, B, static_cast<uint64_t>(k), false});
-          else if (v >= d && v < 2 * d) st.recvs.push_back({real(v - d), 0, 0, B, static_cast<uint64_t>(k), false});
+          if (v < d && v + d < R)
+            st.sends.push_back({real(v + d), 0, 0, B, static_cast<uint64_t>(k), false});
+          else if (v >= d && v < 2 * d)
+            st.recvs.push_back({real(v - d), 0, 0, B, static_cast<uint64_t>(k), false});
           p.steps.push_back(std::move(st));
         }
       }
@@ -404,16 +465,21 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
         Step st;
         if (r == spec.root) {
           for (int j = 0; j < R; ++j)
-            if (j != r) st.recvs.push_back({j, 0, split.off(j), split.bytes(j, j + 1), static_cast<uint64_t>(R), false});
+            if (j != r)
+              st.recvs.push_back(
+                  {j, 0, split.off(j), split.bytes(j, j + 1), static_cast<uint64_t>(R), false});
         } else {
-          st.sends.push_back({spec.root, 0, split.off(r), split.bytes(r, r + 1), static_cast<uint64_t>(R), false});
+          st.sends.push_back(
+              {spec.root, 0, split.off(r), split.bytes(r, r + 1), static_cast<uint64_t>(R), false});
         }
         p.steps.push_back(std::move(st));
       } else {  // binomial tree towards the root
         for (int k = 0, d = 1; d < R; ++k, d <<= 1) {
           Step st;
-          if (v % (2 * d) == d) st.sends.push_back({real(v - d), 0, 0, B, static_cast<uint64_t>(k), false});
-          else if (v % (2 * d) == 0 && v + d < R) st.recvs.push_back({real(v + d), 0, 0, B, static_cast<uint64_t>(k), true});
+          if (v % (2 * d) == d)
+            st.sends.push_back({real(v - d), 0, 0, B, static_cast<uint64_t>(k), false});
+          else if (v % (2 * d) == 0 && v + d < R)
+            st.recvs.push_back({real(v + d), 0, 0, B, static_cast<uint64_t>(k), true});
           p.steps.push_back(std::move(st));
         }
       }
@@ -421,19 +487,23 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
     }
     case Op::permute: {
       if (spec.peers.size() != static_cast<size_t>(R))
-        throw std::invalid_argument(fmt::format("permute needs {} peers, got {}", R, spec.peers.size()));
+        throw std::invalid_argument(
+            fmt::format("permute needs {} peers, got {}", R, spec.peers.size()));
       Step st;
       int senders = 0;
       for (int s = 0; s < R; ++s) {
         int d = spec.peers[static_cast<size_t>(s)];
-        if (d < -1 || d >= R) throw std::invalid_argument(fmt::format("permute: rank {} sends to {}", s, d));
+        if (d < -1 || d >= R)
+          throw std::invalid_argument(fmt::format("permute: rank {} sends to {}", s, d));
         if (d == r) {
           ++senders;
           st.recvs.push_back({s, 1, 0, B, 0, false});
         }
       }
-      if (senders > 1) throw std::invalid_argument(fmt::format("permute: {} ranks send to rank {}", senders, r));
-      if (int d = spec.peers[static_cast<size_t>(r)]; d >= 0) st.sends.push_back({d, 0, 0, B, 0, false});
+      if (senders > 1)
+        throw std::invalid_argument(fmt::format("permute: {} ranks send to rank {}", senders, r));
+      if (int d = spec.peers[static_cast<size_t>(r)]; d >= 0)
+        st.sends.push_back({d, 0, 0, B, 0, false});
       p.steps.push_back(std::move(st));
       break;
     }
@@ -466,26 +536,36 @@ void reduce_into(isa::DType t, ReduceOp op, uint8_t* dst, const uint8_t* src, ui
     float a = isa::load_as_float(t, dst + i * es), b = isa::load_as_float(t, src + i * es), v = 0;
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::avg: v = a + b; break;
-      case ReduceOp::prod: v = a * b; break;
-      case ReduceOp::max: v = std::max(a, b); break;
-      case ReduceOp::min: v = std::min(a, b); break;
+      case ReduceOp::avg:
+        v = a + b;
+        break;
+      case ReduceOp::prod:
+        v = a * b;
+        break;
+      case ReduceOp::max:
+        v = std::max(a, b);
+        break;
+      case ReduceOp::min:
+        v = std::min(a, b);
+        break;
     }
     isa::store_from_float(t, v, dst + i * es);
   }
 }
 
-RankBuffers prepare_buffers(const CollectiveSpec& spec, int R, int r, const std::vector<uint8_t>& input) {
+RankBuffers prepare_buffers(const CollectiveSpec& spec, int R, int r,
+                            const std::vector<uint8_t>& input) {
   const uint64_t B = spec.count * isa::dtype_size(spec.dtype);
   const uint64_t want = spec.input_bytes(R, r);
   if (!(spec.op == Op::broadcast && r != spec.root && input.empty()) && input.size() != want)
-    throw std::invalid_argument(fmt::format("{}: rank {} input has {} bytes, expected {}", op_name(spec.op), r,
-                                            input.size(), want));
+    throw std::invalid_argument(fmt::format("{}: rank {} input has {} bytes, expected {}",
+                                            op_name(spec.op), r, input.size(), want));
   RankBuffers b;
   switch (spec.op) {
     case Op::all_gather:
       b.work.assign(B * static_cast<uint64_t>(R), 0);
-      std::copy(input.begin(), input.end(), b.work.begin() + static_cast<std::ptrdiff_t>(B * static_cast<uint64_t>(r)));
+      std::copy(input.begin(), input.end(),
+                b.work.begin() + static_cast<std::ptrdiff_t>(B * static_cast<uint64_t>(r)));
       break;
     case Op::all_to_all:
       b.work = input;
@@ -508,8 +588,11 @@ RankBuffers prepare_buffers(const CollectiveSpec& spec, int R, int r, const std:
       b.work = input;
       b.out.assign(spec.output_bytes(R, r), 0);
       break;
-    case Op::barrier: break;
-    default: b.work = input; break;
+    case Op::barrier:
+      break;
+    default:
+      b.work = input;
+      break;
   }
   return b;
 }
@@ -520,11 +603,14 @@ std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int R, int r, Ra
   auto average = [&](std::vector<uint8_t>& v) {
     if (spec.reduce != ReduceOp::avg) return;
     for (uint64_t i = 0; i < v.size() / es; ++i)
-      isa::store_from_float(spec.dtype, isa::load_as_float(spec.dtype, v.data() + i * es) / static_cast<float>(R),
-                            v.data() + i * es);
+      isa::store_from_float(
+          spec.dtype, isa::load_as_float(spec.dtype, v.data() + i * es) / static_cast<float>(R),
+          v.data() + i * es);
   };
   switch (spec.op) {
-    case Op::all_reduce: average(b.work); return std::move(b.work);
+    case Op::all_reduce:
+      average(b.work);
+      return std::move(b.work);
     case Op::reduce_scatter: {
       auto first = b.work.begin() + static_cast<std::ptrdiff_t>(B * static_cast<uint64_t>(r));
       std::vector<uint8_t> out(first, first + static_cast<std::ptrdiff_t>(B));
@@ -537,9 +623,12 @@ std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int R, int r, Ra
       return std::move(b.work);
     case Op::all_to_all:
     case Op::all_to_all_v:
-    case Op::permute: return std::move(b.out);
-    case Op::barrier: return {};
-    default: return std::move(b.work);
+    case Op::permute:
+      return std::move(b.out);
+    case Op::barrier:
+      return {};
+    default:
+      return std::move(b.work);
   }
 }
 
@@ -568,7 +657,8 @@ struct Execution : std::enable_shared_from_this<Execution> {
     auto& rb = (*buffers)[i];
     auto& v = x.buf == 0 ? rb.work : rb.out;
     if (x.offset + x.bytes > v.size())
-      throw std::logic_error(fmt::format("transfer [{}, +{}) outside a buffer of {} bytes", x.offset, x.bytes, v.size()));
+      throw std::logic_error(fmt::format("transfer [{}, +{}) outside a buffer of {} bytes",
+                                         x.offset, x.bytes, v.size()));
     return v.data() + x.offset;
   }
 
@@ -617,7 +707,8 @@ struct Execution : std::enable_shared_from_this<Execution> {
       const size_t es = isa::dtype_size(spec.dtype);
       for (size_t k = 0; k < s.recvs.size(); ++k)
         if (s.recvs[k].reduce)
-          reduce_into(spec.dtype, spec.reduce, addr(i, s.recvs[k]), st.temps[k].data(), s.recvs[k].bytes / es);
+          reduce_into(spec.dtype, spec.reduce, addr(i, s.recvs[k]), st.temps[k].data(),
+                      s.recvs[k].bytes / es);
     }
     st.temps.clear();
     ++st.step;
@@ -632,7 +723,8 @@ std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::
                            const std::vector<Picos>* starts) {
   if (plans.size() != local.size() || (buffers && buffers->size() != local.size()) ||
       (starts && starts->size() != local.size()))
-    throw std::invalid_argument("execute: one plan (and one set of buffers, one start) per local rank");
+    throw std::invalid_argument(
+        "execute: one plan (and one set of buffers, one start) per local rank");
   auto ex = std::make_shared<Execution>(net, spec, local, plans, buffers);
   for (size_t i = 0; i < local.size(); ++i) {
     if (starts && (*starts)[i] > 0)
@@ -643,8 +735,8 @@ std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::
   net.run();
   for (size_t i = 0; i < local.size(); ++i)
     if (ex->states[i].step != plans[i].steps.size())
-      throw std::runtime_error(fmt::format("rank {} stopped at step {} of {}", local[i], ex->states[i].step,
-                                           plans[i].steps.size()));
+      throw std::runtime_error(fmt::format("rank {} stopped at step {} of {}", local[i],
+                                           ex->states[i].step, plans[i].steps.size()));
   std::vector<Picos> done;
   for (const auto& st : ex->states) done.push_back(st.done_at);
   return done;

@@ -18,8 +18,9 @@ struct Timed {
 
 // Runs every rank on a fresh fabric, rank r starting at arrivals[r]; with `inputs` the data
 // moves too.
-Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec, const std::vector<Picos>& arrivals,
-                    const RunOptions& options, const std::vector<std::vector<uint8_t>>* inputs) {
+Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec,
+                    const std::vector<Picos>& arrivals, const RunOptions& options,
+                    const std::vector<std::vector<uint8_t>>* inputs) {
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
                       ? Fabric::make(inst, R, options.placement)
@@ -33,7 +34,8 @@ Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec
   CollectiveResult res = run_collective(fabric, spec, inputs, options, &starts);
   t.algorithm = res.algorithm;
   t.outputs = std::move(res.outputs);
-  for (size_t r = 0; r < arrivals.size(); ++r) t.finish.push_back(std::max(res.rank_done_ps[r] + t.base, arrivals[r]));
+  for (size_t r = 0; r < arrivals.size(); ++r)
+    t.finish.push_back(std::max(res.rank_done_ps[r] + t.base, arrivals[r]));
   return t;
 }
 
@@ -50,30 +52,39 @@ CollectiveOutcome outcome_of(Timed t) {
 }  // namespace
 
 CollectiveOutcome simulate_timing(const spec::InstanceConfig& inst, const CollectiveSpec& spec,
-                                  const std::vector<Picos>& arrivals_ps, const RunOptions& options) {
+                                  const std::vector<Picos>& arrivals_ps,
+                                  const RunOptions& options) {
   if (arrivals_ps.empty()) throw std::invalid_argument("simulate_timing: no ranks");
   return outcome_of(run_on_fabric(inst, spec, arrivals_ps, options, nullptr));
 }
 
-FabricCommunicator::FabricCommunicator(spec::InstanceConfig inst, int world_size, RunOptions options)
-    : inst_(std::move(inst)), options_(options), ranks_(static_cast<size_t>(std::max(world_size, 0))) {
-  if (world_size < 1) throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
+FabricCommunicator::FabricCommunicator(spec::InstanceConfig inst, int world_size,
+                                       RunOptions options)
+    : inst_(std::move(inst)),
+      options_(options),
+      ranks_(static_cast<size_t>(std::max(world_size, 0))) {
+  if (world_size < 1)
+    throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
   std::iota(ranks_.begin(), ranks_.end(), 0);
   if (options_.cores.empty())
     Fabric::make(inst_, world_size, options_.placement);  // fails now, not at the first collective
   else if (options_.cores.size() != ranks_.size())
-    throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", options_.cores.size(), world_size));
+    throw std::invalid_argument(
+        fmt::format("{} cores placed for {} ranks", options_.cores.size(), world_size));
 }
 
-CollectiveOutcome FabricCommunicator::run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) {
+CollectiveOutcome FabricCommunicator::run(const CollectiveSpec& spec, std::vector<RankCall> calls,
+                                          bool with_data) {
   const int R = world_size();
   if (calls.size() != ranks_.size())
-    throw std::invalid_argument(fmt::format("{} collective calls for a world of {} ranks", calls.size(), R));
+    throw std::invalid_argument(
+        fmt::format("{} collective calls for a world of {} ranks", calls.size(), R));
   std::vector<Picos> arrivals;
   std::vector<std::vector<uint8_t>> inputs;
   for (int r = 0; r < R; ++r) {
     RankCall& c = calls[static_cast<size_t>(r)];
-    if (c.rank != r) throw std::invalid_argument(fmt::format("collective call {} is for rank {}", r, c.rank));
+    if (c.rank != r)
+      throw std::invalid_argument(fmt::format("collective call {} is for rank {}", r, c.rank));
     arrivals.push_back(c.arrival_ps);
     inputs.push_back(std::move(c.input));
   }

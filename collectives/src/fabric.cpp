@@ -25,7 +25,9 @@ namespace neuronsim::cc {
 namespace {
 constexpr uint64_t kGbps = 1000ull * 1000 * 1000 / 8;  // bytes per second of 10^9 bit/s
 
-Picos ns_to_ps(double ns) { return static_cast<Picos>(std::llround(ns * static_cast<double>(kPicosPerNs))); }
+Picos ns_to_ps(double ns) {
+  return static_cast<Picos>(std::llround(ns * static_cast<double>(kPicosPerNs)));
+}
 
 // Signed steps round a ring of n positions: the short way, the half-way tie positive.
 int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
@@ -35,7 +37,7 @@ int ring_steps(uint32_t from, uint32_t to, uint32_t n) {
 }  // namespace
 
 FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
-                                         const spec::GenerationConfig& gen) {
+                                        const spec::GenerationConfig& gen) {
   FabricParams p;
   p.link_latency_ps = ns_to_ps(gen.neuronlink_latency_ns);
   p.intra_chip_latency_ps = ns_to_ps(gen.intra_chip_latency_ns);
@@ -63,13 +65,15 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst) {
 
 const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst) {
   if (inst.generation_config.name.empty() || inst.generation_config.name != inst.generation)
-    throw std::invalid_argument(fmt::format(
-        "instance '{}' carries no figures of its generation '{}' (load it with spec::load_instance)", inst.name,
-        inst.generation));
+    throw std::invalid_argument(
+        fmt::format("instance '{}' carries no figures of its generation '{}' (load it with "
+                    "spec::load_instance)",
+                    inst.name, inst.generation));
   return inst.generation_config;
 }
 
-std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks, Placement placement) {
+std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks,
+                                  Placement placement) {
   if (ranks <= 0) throw std::invalid_argument("need at least one rank");
   const uint32_t chips = inst.chips_per_instance();
   std::vector<CoreId> cores;
@@ -95,32 +99,37 @@ Fabric::Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreI
   const uint32_t per_entry = inst_.instances;
   instances_ = (used + per_entry - 1) / per_entry * per_entry;  // whole entries (UltraServers)
   if (instances_ > per_entry && params_.efa_bytes_per_s == 0)
-    throw std::invalid_argument(fmt::format(
-        "{} ranks need {} instances of {} ({} cores, {} chips each), but {} has no EFA figure to join "
-        "instances (docs/collectives.md, Fabric model)",
-        cores_.size(), used, inst_.name, inst_.cores_per_instance(), inst_.chips_per_instance(), inst_.name));
+    throw std::invalid_argument(
+        fmt::format("{} ranks need {} instances of {} ({} cores, {} chips each), but {} has no EFA "
+                    "figure to join "
+                    "instances (docs/collectives.md, Fabric model)",
+                    cores_.size(), used, inst_.name, inst_.cores_per_instance(),
+                    inst_.chips_per_instance(), inst_.name));
   add_links();
 }
 
 void Fabric::check_cores() const {
   if (cores_.empty()) throw std::invalid_argument("need at least one rank");
   if (inst_.instances == 0 || inst_.chips % inst_.instances != 0)
-    throw std::invalid_argument(fmt::format("{}: {} chips do not split into {} instances", inst_.name, inst_.chips,
-                                            inst_.instances));
+    throw std::invalid_argument(fmt::format("{}: {} chips do not split into {} instances",
+                                            inst_.name, inst_.chips, inst_.instances));
   // Guards against an absurd instance index (every instance gets links): a job of R ranks uses
   // at most R instances, rounded up to whole entries.
   const uint64_t max_instances = cores_.size() * inst_.instances;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> seen;
   for (size_t i = 0; i < cores_.size(); ++i) {
     const auto& c = cores_[i];
-    if (c.chip >= inst_.chips_per_instance() || c.core >= inst_.cores_per_chip || c.instance >= max_instances)
-      throw std::invalid_argument(fmt::format(
-          "rank {} placed on instance {} chip {} core {}, outside {} ({} chips x {} cores per instance)", i,
-          c.instance, c.chip, c.core, inst_.name, inst_.chips_per_instance(), inst_.cores_per_chip));
+    if (c.chip >= inst_.chips_per_instance() || c.core >= inst_.cores_per_chip ||
+        c.instance >= max_instances)
+      throw std::invalid_argument(
+          fmt::format("rank {} placed on instance {} chip {} core {}, outside {} ({} chips x {} "
+                      "cores per instance)",
+                      i, c.instance, c.chip, c.core, inst_.name, inst_.chips_per_instance(),
+                      inst_.cores_per_chip));
     auto [it, fresh] = seen.emplace(std::make_tuple(c.instance, c.chip, c.core), i);
     if (!fresh)
-      throw std::invalid_argument(fmt::format("ranks {} and {} share instance {} chip {} core {}", it->second, i,
-                                              c.instance, c.chip, c.core));
+      throw std::invalid_argument(fmt::format("ranks {} and {} share instance {} chip {} core {}",
+                                              it->second, i, c.instance, c.chip, c.core));
   }
 }
 
@@ -148,27 +157,32 @@ void Fabric::add_links() {
   static const char* kDirs[] = {"+x", "-x", "+y", "-y"};
   static const char* kRingDirs[] = {"+", "-"};
   static const char* kZDirs[] = {"+z", "-z"};
-  auto prefix = [this](uint32_t g) { return instances_ > 1 ? fmt::format("inst{}.", g) : std::string(); };
+  auto prefix = [this](uint32_t g) {
+    return instances_ > 1 ? fmt::format("inst{}.", g) : std::string();
+  };
   for (uint32_t g = 0; g < instances_; ++g)
     for (uint32_t chip = 0; chip < chips; ++chip)
       for (int d = 0; d < links_per_chip_; ++d) {
         bool zd = d >= plane_links_;
-        const char* dir = zd ? kZDirs[d - plane_links_] : plane_links_ == 4 ? kDirs[d] : kRingDirs[d];
+        const char* dir = zd                  ? kZDirs[d - plane_links_]
+                          : plane_links_ == 4 ? kDirs[d]
+                                              : kRingDirs[d];
         links_.push_back({fmt::format("{}chip{}{}", prefix(g), chip, dir),
                           zd ? params_.z_link_bytes_per_s : params_.link_bytes_per_s,
                           zd ? params_.z_link_latency_ps : params_.link_latency_ps, 0, 0, 0});
       }
   for (uint32_t g = 0; g < instances_; ++g)
     for (uint32_t chip = 0; chip < chips; ++chip)
-      links_.push_back({fmt::format("{}chip{}.hbm", prefix(g), chip), params_.intra_chip_bytes_per_s,
-                        params_.intra_chip_latency_ps, 0, 0, 0});
+      links_.push_back({fmt::format("{}chip{}.hbm", prefix(g), chip),
+                        params_.intra_chip_bytes_per_s, params_.intra_chip_latency_ps, 0, 0, 0});
   if (instances_ <= inst_.instances) return;  // one entry: no EFA
   // The whole EFA latency sits on the egress; the ingress only serializes (and contends).
   for (uint32_t g = 0; g < instances_; ++g)
     for (uint32_t chip = 0; chip < chips; ++chip) {
       links_.push_back({fmt::format("inst{}.chip{}.efa.out", g, chip), params_.efa_bytes_per_s,
                         params_.efa_latency_ps, 0, 0, 0});
-      links_.push_back({fmt::format("inst{}.chip{}.efa.in", g, chip), params_.efa_bytes_per_s, 0, 0, 0, 0});
+      links_.push_back(
+          {fmt::format("inst{}.chip{}.efa.in", g, chip), params_.efa_bytes_per_s, 0, 0, 0, 0});
     }
 }
 
@@ -195,7 +209,8 @@ std::vector<int> Fabric::route(int src, int dst) const {
   if (src == dst) return path;
   if (a.instance == b.instance && a.chip == b.chip) return {hbm_link(a)};
   const uint32_t m = inst_.instances;  // instances joined by NeuronLink
-  // Different entries: straight from the source chip's EFA share to the destination chip's (no torus hops).
+  // Different entries: straight from the source chip's EFA share to the destination chip's (no
+  // torus hops).
   if (a.instance / m != b.instance / m) return {efa_link(a, false), efa_link(b, true)};
   // Dimension order: X (within the row) then Y on the torus (or the ring), then Z across instances;
   // each dimension the short way round, the half-way tie positive.
@@ -208,8 +223,10 @@ std::vector<int> Fabric::route(int src, int dst) const {
   };
   const uint32_t n = inst_.chips_per_instance();
   if (plane_links_ == 4) {
-    walk(ring_steps(c % 4, b.chip % 4, 4), 0, [&](bool pos) { c = (c / 4) * 4 + (c % 4 + (pos ? 1 : 3)) % 4; });
-    walk(ring_steps(c / 4, b.chip / 4, 4), 2, [&](bool pos) { c = ((c / 4 + (pos ? 1 : 3)) % 4) * 4 + c % 4; });
+    walk(ring_steps(c % 4, b.chip % 4, 4), 0,
+         [&](bool pos) { c = (c / 4) * 4 + (c % 4 + (pos ? 1 : 3)) % 4; });
+    walk(ring_steps(c / 4, b.chip / 4, 4), 2,
+         [&](bool pos) { c = ((c / 4 + (pos ? 1 : 3)) % 4) * 4 + c % 4; });
   } else if (plane_links_ == 2) {
     walk(ring_steps(c, b.chip, n), 0, [&](bool pos) { c = (c + (pos ? 1 : n - 1)) % n; });
   }
@@ -227,7 +244,8 @@ Picos Fabric::serialize_ps(uint64_t bytes, uint64_t bytes_per_s) {
   return static_cast<Picos>((num + bytes_per_s - 1) / bytes_per_s);
 }
 
-void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done) {
+void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+                  Callback on_done) {
   if (src < 0 || dst < 0 || src >= num_ranks() || dst >= num_ranks())
     throw std::out_of_range(fmt::format("send {} -> {}: no such rank", src, dst));
   Message msg;
@@ -257,15 +275,17 @@ void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t t
   }
   Picos arrival = prev_end + prev_lat;
   Key key{dst, src, tag};
-  events_.push({arrival, seq_++, [this, key, m = std::move(msg), cb = std::move(on_done)]() mutable {
-                  deliver(key, std::move(m));
-                  if (cb) cb();
-                }});
+  events_.push(
+      {arrival, seq_++, [this, key, m = std::move(msg), cb = std::move(on_done)]() mutable {
+         deliver(key, std::move(m));
+         if (cb) cb();
+       }});
 }
 
 void Fabric::complete(Message& msg, PostedRecv& r) {
   if (msg.bytes != r.bytes)
-    throw std::runtime_error(fmt::format("message of {} bytes matched a receive of {} bytes", msg.bytes, r.bytes));
+    throw std::runtime_error(
+        fmt::format("message of {} bytes matched a receive of {} bytes", msg.bytes, r.bytes));
   if (r.buffer && msg.has_data && msg.bytes) std::memcpy(r.buffer, msg.data.data(), msg.bytes);
 }
 
@@ -299,7 +319,9 @@ void Fabric::recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag, 
   posted_[key].push_back(std::move(r));
 }
 
-void Fabric::schedule(Picos delay, Callback fn) { events_.push({now_ + delay, seq_++, std::move(fn)}); }
+void Fabric::schedule(Picos delay, Callback fn) {
+  events_.push({now_ + delay, seq_++, std::move(fn)});
+}
 
 Picos Fabric::run() {
   while (!events_.empty()) {
@@ -309,8 +331,9 @@ Picos Fabric::run() {
     if (ev.fn) ev.fn();
   }
   if (!posted_.empty() || !unexpected_.empty())
-    throw std::runtime_error(fmt::format("fabric idle with {} unmatched receives and {} unmatched messages",
-                                         posted_.size(), unexpected_.size()));
+    throw std::runtime_error(
+        fmt::format("fabric idle with {} unmatched receives and {} unmatched messages",
+                    posted_.size(), unexpected_.size()));
   return now_;
 }
 

@@ -7,8 +7,8 @@
 namespace neuronsim::cc {
 
 CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options,
-                                const std::vector<Picos>* starts) {
+                                const std::vector<std::vector<uint8_t>>* inputs,
+                                const RunOptions& options, const std::vector<Picos>* starts) {
   const int R = fabric.num_ranks();
   if (inputs && inputs->size() != static_cast<size_t>(R))
     throw std::invalid_argument(fmt::format("{} inputs for {} ranks", inputs->size(), R));
@@ -29,18 +29,21 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   res.duration_ps = fabric.now() - start;
   res.messages = fabric.messages_sent() - sent;
   if (inputs)
-    for (int r = 0; r < R; ++r) res.outputs.push_back(extract_output(spec, R, r, buffers[static_cast<size_t>(r)]));
+    for (int r = 0; r < R; ++r)
+      res.outputs.push_back(extract_output(spec, R, r, buffers[static_cast<size_t>(r)]));
   return res;
 }
 
-CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>& inputs, const RunOptions& options) {
+CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks,
+                                const CollectiveSpec& spec,
+                                const std::vector<std::vector<uint8_t>>& inputs,
+                                const RunOptions& options) {
   Fabric fabric = Fabric::make(inst, ranks, options.placement);
   return run_collective(fabric, spec, &inputs, options);
 }
 
-CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
-                                 const RunOptions& options) {
+CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks,
+                                 const CollectiveSpec& spec, const RunOptions& options) {
   Fabric fabric = Fabric::make(inst, ranks, options.placement);
   return run_collective(fabric, spec, nullptr, options);
 }
@@ -53,18 +56,22 @@ Thresholds thresholds_for(const spec::InstanceConfig& inst) {
 Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
                             const RunOptions& options) {
   if (options.algorithm != Algorithm::auto_select) return options.algorithm;
-  return choose_algorithm(spec, ranks, options.thresholds ? *options.thresholds : thresholds_for(inst));
+  return choose_algorithm(spec, ranks,
+                          options.thresholds ? *options.thresholds : thresholds_for(inst));
 }
 
 double bus_bandwidth_factor(Op op, int ranks) {
   const double r = ranks;
   switch (op) {
-    case Op::all_reduce: return 2.0 * (r - 1) / r;
+    case Op::all_reduce:
+      return 2.0 * (r - 1) / r;
     case Op::all_gather:
     case Op::reduce_scatter:
     case Op::all_to_all:
-    case Op::all_to_all_v: return (r - 1) / r;
-    default: return 1.0;
+    case Op::all_to_all_v:
+      return (r - 1) / r;
+    default:
+      return 1.0;
   }
 }
 

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <nlohmann/json.hpp>
 
 #include "tcp_link.h"
 
@@ -38,7 +38,8 @@ std::string hex(const uint8_t* p, size_t n) {
 
 std::string random_nonce() {
   uint8_t b[kNonceBytes];
-  if (RAND_bytes(b, sizeof b) != 1) throw CommError(CommFault::config, "no random bytes for a challenge (OpenSSL RAND_bytes)");
+  if (RAND_bytes(b, sizeof b) != 1)
+    throw CommError(CommFault::config, "no random bytes for a challenge (OpenSSL RAND_bytes)");
   return hex(b, sizeof b);
 }
 
@@ -46,8 +47,8 @@ std::string random_nonce() {
 std::string mac(const std::string& token, const std::string& message) {
   uint8_t out[EVP_MAX_MD_SIZE];
   unsigned len = 0;
-  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), reinterpret_cast<const uint8_t*>(message.data()),
-       message.size(), out, &len);
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const uint8_t*>(message.data()), message.size(), out, &len);
   return hex(out, len);
 }
 
@@ -61,7 +62,8 @@ std::string sign(const std::string& token, const std::string& nonce, const json&
   return json{{"body", text}, {"mac", mac(token, nonce + text)}}.dump();
 }
 // The body of a signed payload, or nullopt when it is malformed or the MAC is wrong.
-std::optional<json> verify(const std::string& token, const std::string& nonce, const std::string& payload) {
+std::optional<json> verify(const std::string& token, const std::string& nonce,
+                           const std::string& payload) {
   try {
     const json j = json::parse(payload);
     const std::string text = j.at("body").get<std::string>();
@@ -75,26 +77,29 @@ std::optional<json> verify(const std::string& token, const std::string& nonce, c
 std::pair<std::string, uint16_t> split_address(const std::string& address, const char* what) {
   const auto colon = address.rfind(':');
   std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
   char* end = nullptr;
   const unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
   if (host.empty() || port_text.empty() || *end != '\0' || port == 0 || port > 65535)
-    throw CommError(CommFault::config, fmt::format("{}='{}' is not host:port (e.g. 127.0.0.1:62182)", what, address));
+    throw CommError(CommFault::config,
+                    fmt::format("{}='{}' is not host:port (e.g. 127.0.0.1:62182)", what, address));
   return {host, static_cast<uint16_t>(port)};
 }
 
 // Everything the ranks of a job must agree on, as text (compared at the rendezvous).
 std::string job_description(const TcpOptions& o) {
   const Thresholds t = o.run.thresholds ? *o.run.thresholds : thresholds_for(o.instance);
-  return fmt::format("instance={} algorithm={} mesh_below={} rdh_below={} placement={}", o.instance.name,
-                     algorithm_name(o.run.algorithm), t.mesh_below_bytes, t.rdh_below_bytes,
+  return fmt::format("instance={} algorithm={} mesh_below={} rdh_below={} placement={}",
+                     o.instance.name, algorithm_name(o.run.algorithm), t.mesh_below_bytes,
+                     t.rdh_below_bytes,
                      o.run.placement == Placement::packed ? "packed" : "one_per_chip");
 }
 
 std::string describe(const CollectiveSpec& s, bool with_data) {
-  std::string d = fmt::format("{}({}, {}, {}){}", op_name(s.op), reduce_op_name(s.reduce), isa::dtype_name(s.dtype),
-                              s.count, with_data ? "" : " timing");
+  std::string d = fmt::format("{}({}, {}, {}){}", op_name(s.op), reduce_op_name(s.reduce),
+                              isa::dtype_name(s.dtype), s.count, with_data ? "" : " timing");
   return d.substr(0, kDescBytes);
 }
 
@@ -129,7 +134,8 @@ struct Hello {
 };
 
 json to_json(const Hello& h) {
-  json j{{"rank", h.rank}, {"world", h.world}, {"job", h.job}, {"port", h.port}, {"nonce", h.nonce}};
+  json j{
+      {"rank", h.rank}, {"world", h.world}, {"job", h.job}, {"port", h.port}, {"nonce", h.nonce}};
   j["core"] = h.core ? json::array({h.core->chip, h.core->core}) : json(nullptr);
   return j;
 }
@@ -141,7 +147,8 @@ Hello hello_from(const json& j) {
   h.job = j.at("job").get<std::string>();
   h.port = j.at("port").get<uint16_t>();
   h.nonce = j.at("nonce").get<std::string>();
-  if (!j.at("core").is_null()) h.core = CoreId{j["core"].at(0).get<uint32_t>(), j["core"].at(1).get<uint32_t>()};
+  if (!j.at("core").is_null())
+    h.core = CoreId{j["core"].at(0).get<uint32_t>(), j["core"].at(1).get<uint32_t>()};
   return h;
 }
 
@@ -150,9 +157,10 @@ Hello hello_from(const json& j) {
 void read_tcp_environment(TcpOptions& options) {
   const char* root = std::getenv("NEURON_RT_ROOT_COMM_ID");
   if (root == nullptr || *root == '\0')
-    throw CommError(CommFault::config,
-                    "NEURON_RT_ROOT_COMM_ID is not set: collectives across processes need rank 0's address "
-                    "(host:port) in every rank's environment");
+    throw CommError(
+        CommFault::config,
+        "NEURON_RT_ROOT_COMM_ID is not set: collectives across processes need rank 0's address "
+        "(host:port) in every rank's environment");
   split_address(root, "NEURON_RT_ROOT_COMM_ID");
   options.root = root;
   const char* token = std::getenv("NEURONSIM_JOB_TOKEN");
@@ -162,9 +170,10 @@ void read_tcp_environment(TcpOptions& options) {
   else if (run_id != nullptr && *run_id != '\0' && std::string(run_id) != "none")
     options.token = run_id;
   else
-    throw CommError(CommFault::config,
-                    "NEURONSIM_JOB_TOKEN is not set: give every rank of the job the same secret, so that no "
-                    "stranger can join it (torchrun's TORCHELASTIC_RUN_ID is used when set)");
+    throw CommError(
+        CommFault::config,
+        "NEURONSIM_JOB_TOKEN is not set: give every rank of the job the same secret, so that no "
+        "stranger can join it (torchrun's TORCHELASTIC_RUN_ID is used when set)");
 }
 
 struct TcpCommunicator::Impl final : Network {
@@ -207,7 +216,9 @@ struct TcpCommunicator::Impl final : Network {
 
   int me() const { return opt.rank; }
   std::chrono::milliseconds timeout() const { return opt.timeout; }
-  std::string seconds() const { return fmt::format("{:g} s", static_cast<double>(opt.timeout.count()) / 1000.0); }
+  std::string seconds() const {
+    return fmt::format("{:g} s", static_cast<double>(opt.timeout.count()) / 1000.0);
+  }
   void warn(const std::string& m) const {
     if (opt.warn)
       opt.warn(m);
@@ -253,10 +264,13 @@ struct TcpCommunicator::Impl final : Network {
     strangers.insert(link);
     const std::string nonce = random_nonce();
     link->write(Kind::challenge, nonce);
-    link->read(kMaxControlBytes, [this, link, nonce, admit, admitted](const error_code& ec, Frame f) {
+    link->read(kMaxControlBytes, [this, link, nonce, admit, admitted](const error_code& ec,
+                                                                      Frame f) {
       if (!strangers.count(link)) return;  // dealt with already (the job is over)
-      if (ec == asio::error::invalid_argument) return stranger(link, "it sent bytes that are not a neuronsim hello");
-      if (ec) return stranger(link, fmt::format("it went away before saying hello ({})", ec.message()));
+      if (ec == asio::error::invalid_argument)
+        return stranger(link, "it sent bytes that are not a neuronsim hello");
+      if (ec)
+        return stranger(link, fmt::format("it went away before saying hello ({})", ec.message()));
       if (f.header.kind != Kind::hello) return stranger(link, "it did not say hello");
       const auto body = verify(opt.token, nonce, f.text());
       if (!body) return refuse(link, "it does not know the job token (NEURONSIM_JOB_TOKEN)");
@@ -267,10 +281,13 @@ struct TcpCommunicator::Impl final : Network {
         return stranger(link, "its hello is malformed");
       }
       if (h.world != opt.world_size)
-        return turn_away(link, h, fmt::format("world size {} does not match the job's {}", h.world, opt.world_size));
+        return turn_away(
+            link, h,
+            fmt::format("world size {} does not match the job's {}", h.world, opt.world_size));
       if (h.job != job_description(opt))
         return turn_away(link, h,
-                         fmt::format("job settings differ: it has '{}', rank {} has '{}'", h.job, me(), job_description(opt)));
+                         fmt::format("job settings differ: it has '{}', rank {} has '{}'", h.job,
+                                     me(), job_description(opt)));
       if (const std::string why = admit(h); !why.empty()) return turn_away(link, h, why);
       strangers.erase(link);
       admitted(link, h);
@@ -294,8 +311,9 @@ struct TcpCommunicator::Impl final : Network {
     if (!ec) acceptor->bind(ep, ec);
     if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
-      throw CommError(CommFault::config, fmt::format("rank {} cannot listen at {}:{}: {}", me(), ep.address().to_string(),
-                                                     ep.port(), ec.message()));
+      throw CommError(CommFault::config,
+                      fmt::format("rank {} cannot listen at {}:{}: {}", me(),
+                                  ep.address().to_string(), ep.port(), ec.message()));
   }
 
   void close_acceptor() {
@@ -317,7 +335,8 @@ struct TcpCommunicator::Impl final : Network {
   }
 
   // Connects to `host:port`, retrying until the deadline (the peer may not listen yet).
-  std::shared_ptr<Link> dial(const std::string& host, uint16_t port, Clock::time_point deadline, const std::string& who) {
+  std::shared_ptr<Link> dial(const std::string& host, uint16_t port, Clock::time_point deadline,
+                             const std::string& who) {
     tcp::resolver resolver(io);
     error_code last;
     while (Clock::now() < deadline) {
@@ -331,20 +350,26 @@ struct TcpCommunicator::Impl final : Network {
           done = true;
         });
         wait([&] { return done; }, deadline, CommFault::timeout,
-             [&] { return fmt::format("rank {} could not reach {} at {}:{} within {}", me(), who, host, port, seconds()); });
+             [&] {
+               return fmt::format("rank {} could not reach {} at {}:{} within {}", me(), who, host,
+                                  port, seconds());
+             });
         if (!ec) return std::make_shared<Link>(std::move(s));
       }
       last = ec;
       asio::steady_timer pause(io, std::chrono::milliseconds(50));
       bool slept = false;
       pause.async_wait([&](const error_code&) { slept = true; });
-      wait([&] { return slept; }, deadline + std::chrono::milliseconds(100), CommFault::timeout, [] { return ""; });
+      wait([&] { return slept; }, deadline + std::chrono::milliseconds(100), CommFault::timeout,
+           [] { return ""; });
     }
-    throw CommError(CommFault::timeout, fmt::format("rank {} could not reach {} at {}:{} within {} (last error: {})", me(),
-                                                    who, host, port, seconds(), last ? last.message() : "none"));
+    throw CommError(CommFault::timeout,
+                    fmt::format("rank {} could not reach {} at {}:{} within {} (last error: {})",
+                                me(), who, host, port, seconds(), last ? last.message() : "none"));
   }
 
-  Frame read_frame(const std::shared_ptr<Link>& link, Clock::time_point deadline, const std::string& who) {
+  Frame read_frame(const std::shared_ptr<Link>& link, Clock::time_point deadline,
+                   const std::string& who) {
     std::optional<Frame> got;
     error_code err;
     link->read(kMaxControlBytes, [&](const error_code& ec, Frame f) {
@@ -352,38 +377,51 @@ struct TcpCommunicator::Impl final : Network {
       got = std::move(f);
     });
     wait([&] { return got.has_value(); }, deadline, CommFault::timeout,
-         [&] { return fmt::format("rank {}: no answer from {} at {} within {}", me(), who, link->where(), seconds()); });
+         [&] {
+           return fmt::format("rank {}: no answer from {} at {} within {}", me(), who,
+                              link->where(), seconds());
+         });
     if (err == asio::error::invalid_argument)
-      throw CommError(CommFault::protocol, fmt::format("rank {}: {} at {} is not a neuronsim rank (bad frame)", me(), who, link->where()));
+      throw CommError(CommFault::protocol,
+                      fmt::format("rank {}: {} at {} is not a neuronsim rank (bad frame)", me(),
+                                  who, link->where()));
     if (err)
       throw CommError(CommFault::peer_lost,
-                      fmt::format("rank {}: {} at {} closed the connection ({})", me(), who, link->where(), err.message()));
+                      fmt::format("rank {}: {} at {} closed the connection ({})", me(), who,
+                                  link->where(), err.message()));
     return std::move(*got);
   }
 
   // The connecting side: answers the challenge, then reads the verdict. Returns the body of a
   // welcome or table frame (checked against our own nonce: the peer knows the token too).
-  json introduce(const std::shared_ptr<Link>& link, Clock::time_point deadline, const std::string& who) {
+  json introduce(const std::shared_ptr<Link>& link, Clock::time_point deadline,
+                 const std::string& who) {
     const Frame challenge = read_frame(link, deadline, who);
     if (challenge.header.kind != Kind::challenge)
-      throw CommError(CommFault::protocol, fmt::format("rank {}: {} did not send a challenge", me(), who));
+      throw CommError(CommFault::protocol,
+                      fmt::format("rank {}: {} did not send a challenge", me(), who));
     const Hello h = my_hello();
     link->write(Kind::hello, sign(opt.token, challenge.text(), to_json(h)));
     const Frame answer = read_frame(link, deadline, who);
     switch (answer.header.kind) {
       case Kind::reject:
-        throw CommError(CommFault::rejected, fmt::format("rank {} was turned away by {}: {}", me(), who, answer.text()));
+        throw CommError(CommFault::rejected,
+                        fmt::format("rank {} was turned away by {}: {}", me(), who, answer.text()));
       case Kind::abort:
-        throw CommError(CommFault::timeout, fmt::format("rank {}: {} gave up on the job: {}", me(), who, answer.text()));
+        throw CommError(CommFault::timeout, fmt::format("rank {}: {} gave up on the job: {}", me(),
+                                                        who, answer.text()));
       case Kind::welcome:
       case Kind::table: {
         auto body = verify(opt.token, h.nonce, answer.text());
         if (!body)
-          throw CommError(CommFault::protocol, fmt::format("rank {}: {} at {} does not know the job token", me(), who, link->where()));
+          throw CommError(CommFault::protocol,
+                          fmt::format("rank {}: {} at {} does not know the job token", me(), who,
+                                      link->where()));
         return *body;
       }
       default:
-        throw CommError(CommFault::protocol, fmt::format("rank {}: unexpected answer from {}", me(), who));
+        throw CommError(CommFault::protocol,
+                        fmt::format("rank {}: unexpected answer from {}", me(), who));
     }
   }
 
@@ -395,13 +433,14 @@ struct TcpCommunicator::Impl final : Network {
 
   std::string admit_at_root(const Hello& h) const {
     if (h.rank <= 0 || h.rank >= opt.world_size)
-      return fmt::format("rank {} is not a rank of a {}-rank job (ranks 1..{} join rank 0)", h.rank, opt.world_size,
-                         opt.world_size - 1);
+      return fmt::format("rank {} is not a rank of a {}-rank job (ranks 1..{} join rank 0)", h.rank,
+                         opt.world_size, opt.world_size - 1);
     if (hellos[static_cast<size_t>(h.rank)])
-      return fmt::format("rank {} has already joined the job (from {})", h.rank, hosts[static_cast<size_t>(h.rank)]);
+      return fmt::format("rank {} has already joined the job (from {})", h.rank,
+                         hosts[static_cast<size_t>(h.rank)]);
     if (h.core.has_value() != opt.core.has_value())
-      return fmt::format("rank {} {} its core and rank 0 {}", h.rank, h.core ? "announced" : "did not announce",
-                         opt.core ? "did" : "did not");
+      return fmt::format("rank {} {} its core and rank 0 {}", h.rank,
+                         h.core ? "announced" : "did not announce", opt.core ? "did" : "did not");
     return "";
   }
 
@@ -411,7 +450,9 @@ struct TcpCommunicator::Impl final : Network {
     error_code ec;
     auto eps = resolver.resolve(host, std::to_string(port), ec);
     if (ec || eps.empty())
-      throw CommError(CommFault::config, fmt::format("cannot resolve NEURON_RT_ROOT_COMM_ID host '{}': {}", host, ec.message()));
+      throw CommError(
+          CommFault::config,
+          fmt::format("cannot resolve NEURON_RT_ROOT_COMM_ID host '{}': {}", host, ec.message()));
     open_acceptor(eps.begin()->endpoint());
 
     hellos.assign(links.size(), std::nullopt);
@@ -427,13 +468,14 @@ struct TcpCommunicator::Impl final : Network {
                   ++joined;
                 });
     try {
-      wait([&] { return joined == opt.world_size; }, deadline, CommFault::timeout, [&] {
-        std::vector<int> missing;
-        for (int r = 0; r < opt.world_size; ++r)
-          if (!hellos[static_cast<size_t>(r)]) missing.push_back(r);
-        return fmt::format("rank 0 waited {} at {} and rank(s) {} never joined the job", seconds(), opt.root,
-                           rank_list(missing));
-      });
+      wait([&] { return joined == opt.world_size; }, deadline, CommFault::timeout,
+           [&] {
+             std::vector<int> missing;
+             for (int r = 0; r < opt.world_size; ++r)
+               if (!hellos[static_cast<size_t>(r)]) missing.push_back(r);
+             return fmt::format("rank 0 waited {} at {} and rank(s) {} never joined the job",
+                                seconds(), opt.root, rank_list(missing));
+           });
     } catch (const CommError& e) {
       abort_all(e.what());
       throw;
@@ -452,8 +494,10 @@ struct TcpCommunicator::Impl final : Network {
 
   std::string admit_at_peer(const Hello& h) const {
     if (h.rank <= me() || h.rank >= opt.world_size)
-      return fmt::format("rank {} should not connect to rank {} (only ranks above it do)", h.rank, me());
-    if (links[static_cast<size_t>(h.rank)]) return fmt::format("rank {} is already connected", h.rank);
+      return fmt::format("rank {} should not connect to rank {} (only ranks above it do)", h.rank,
+                         me());
+    if (links[static_cast<size_t>(h.rank)])
+      return fmt::format("rank {} is already connected", h.rank);
     return "";
   }
 
@@ -477,16 +521,19 @@ struct TcpCommunicator::Impl final : Network {
     for (int j = 1; j < me(); ++j) {
       const json& e = table.at(static_cast<size_t>(j));
       const std::string who = fmt::format("rank {}", j);
-      auto link = dial(e.at("host").get<std::string>(), e.at("port").get<uint16_t>(), deadline, who);
+      auto link =
+          dial(e.at("host").get<std::string>(), e.at("port").get<uint16_t>(), deadline, who);
       introduce(link, deadline, who);
       links[static_cast<size_t>(j)] = link;
     }
-    wait([&] { return awaited == 0; }, deadline, CommFault::timeout, [&] {
-      std::vector<int> missing;
-      for (int r = me() + 1; r < opt.world_size; ++r)
-        if (!links[static_cast<size_t>(r)]) missing.push_back(r);
-      return fmt::format("rank {}: rank(s) {} did not connect within {}", me(), rank_list(missing), seconds());
-    });
+    wait([&] { return awaited == 0; }, deadline, CommFault::timeout,
+         [&] {
+           std::vector<int> missing;
+           for (int r = me() + 1; r < opt.world_size; ++r)
+             if (!links[static_cast<size_t>(r)]) missing.push_back(r);
+           return fmt::format("rank {}: rank(s) {} did not connect within {}", me(),
+                              rank_list(missing), seconds());
+         });
   }
 
   // When the ranks announced their cores, those are the placement of the fabric model.
@@ -524,13 +571,21 @@ struct TcpCommunicator::Impl final : Network {
         return;
       }
       switch (f.header.kind) {
-        case Kind::data: deliver(peer, std::move(f)); break;
-        case Kind::bye: left[p] = true; break;
+        case Kind::data:
+          deliver(peer, std::move(f));
+          break;
+        case Kind::bye:
+          left[p] = true;
+          break;
         case Kind::abort:
-          if (!failure) failure = CommError(CommFault::peer_lost, fmt::format("rank {} aborted the job: {}", peer, f.text()));
+          if (!failure)
+            failure = CommError(CommFault::peer_lost,
+                                fmt::format("rank {} aborted the job: {}", peer, f.text()));
           break;
         default:
-          if (!failure) failure = CommError(CommFault::protocol, fmt::format("rank {} sent an unexpected frame", peer));
+          if (!failure)
+            failure = CommError(CommFault::protocol,
+                                fmt::format("rank {} sent an unexpected frame", peer));
       }
       listen(peer);
     });
@@ -555,8 +610,9 @@ struct TcpCommunicator::Impl final : Network {
 
   void complete(Msg& m, Posted& r, int src) {
     if (m.bytes != r.bytes)
-      throw CommError(CommFault::protocol, fmt::format("rank {}: rank {} sent {} bytes where {} were expected ({})", me(),
-                                                       src, m.bytes, r.bytes, phase));
+      throw CommError(CommFault::protocol,
+                      fmt::format("rank {}: rank {} sent {} bytes where {} were expected ({})",
+                                  me(), src, m.bytes, r.bytes, phase));
     if (r.buffer && m.has_data && m.bytes > 0) std::memcpy(r.buffer, m.data.data(), m.bytes);
     --outstanding;
     if (r.on_done && !failure) r.on_done();
@@ -564,11 +620,15 @@ struct TcpCommunicator::Impl final : Network {
 
   int num_ranks() const override { return opt.world_size; }
   Picos now() const override {
-    return static_cast<Picos>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()) * kPicosPerNs;
+    return static_cast<Picos>(
+               std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()) *
+           kPicosPerNs;
   }
 
-  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done) override {
-    if (src != me()) throw std::logic_error(fmt::format("rank {} cannot send for rank {}", me(), src));
+  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+            Callback on_done) override {
+    if (src != me())
+      throw std::logic_error(fmt::format("rank {} cannot send for rank {}", me(), src));
     Header h;
     h.kind = Kind::data;
     h.epoch = epoch;
@@ -576,7 +636,8 @@ struct TcpCommunicator::Impl final : Network {
     h.bytes = bytes;
     if (!data) h.flags = kSizeOnly;
     std::vector<uint8_t> payload;
-    if (data) payload.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+    if (data)
+      payload.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
     ++outstanding;
     if (dst == me()) {
       Frame f{h, std::move(payload)};
@@ -594,16 +655,19 @@ struct TcpCommunicator::Impl final : Network {
       progress();
       if (ec) {
         if (!failure)
-          failure = CommError(CommFault::peer_lost, fmt::format("rank {}: sending to rank {} failed: {} ({})", me(), dst,
-                                                                ec.message(), phase));
+          failure = CommError(CommFault::peer_lost,
+                              fmt::format("rank {}: sending to rank {} failed: {} ({})", me(), dst,
+                                          ec.message(), phase));
         return;
       }
       if (on_done && !failure) on_done();
     });
   }
 
-  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag, Callback on_done) override {
-    if (dst != me()) throw std::logic_error(fmt::format("rank {} cannot receive for rank {}", me(), dst));
+  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag,
+            Callback on_done) override {
+    if (dst != me())
+      throw std::logic_error(fmt::format("rank {} cannot receive for rank {}", me(), dst));
     const Key key{epoch, src, tag};
     Posted r{buffer, bytes, std::move(on_done)};
     ++outstanding;
@@ -642,13 +706,15 @@ struct TcpCommunicator::Impl final : Network {
     for (int r : waiting_for()) {
       const size_t p = static_cast<size_t>(r);
       if (closed[p].empty()) continue;
-      throw CommError(CommFault::peer_lost,
-                      left[p] ? fmt::format("rank {}: rank {} left the job while rank {} waits for its data in {} "
-                                            "(the ranks ran different numbers of collectives)",
-                                            me(), r, me(), phase)
-                              : fmt::format("rank {}: lost rank {} ({}) while waiting for its data in {}: "
-                                            "did the process die?",
-                                            me(), r, closed[p], phase));
+      throw CommError(
+          CommFault::peer_lost,
+          left[p]
+              ? fmt::format("rank {}: rank {} left the job while rank {} waits for its data in {} "
+                            "(the ranks ran different numbers of collectives)",
+                            me(), r, me(), phase)
+              : fmt::format("rank {}: lost rank {} ({}) while waiting for its data in {}: "
+                            "did the process die?",
+                            me(), r, closed[p], phase));
     }
   }
 
@@ -659,8 +725,9 @@ struct TcpCommunicator::Impl final : Network {
       check_peers();
       const auto deadline = last_progress + timeout();
       if (Clock::now() >= deadline)
-        throw CommError(CommFault::timeout, fmt::format("rank {}: nothing from rank(s) {} for {} in {}", me(),
-                                                        rank_list(waiting_for()), seconds(), phase));
+        throw CommError(CommFault::timeout,
+                        fmt::format("rank {}: nothing from rank(s) {} for {} in {}", me(),
+                                    rank_list(waiting_for()), seconds(), phase));
       if (io.stopped()) io.restart();
       // Wake up now and then to notice closed links while nothing arrives.
       io.run_one_until(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
@@ -706,8 +773,8 @@ struct TcpCommunicator::Impl final : Network {
       if (theirs != d) {
         const char* text = reinterpret_cast<const char*>(p + 16);
         throw CommError(CommFault::protocol,
-                        fmt::format("collective #{}: rank {} runs {} but rank {} runs {}", n, me(), desc, r,
-                                    std::string(text, strnlen(text, kDescBytes))));
+                        fmt::format("collective #{}: rank {} runs {} but rank {} runs {}", n, me(),
+                                    desc, r, std::string(text, strnlen(text, kDescBytes))));
       }
     }
     // 2. The data, for real.
@@ -756,26 +823,37 @@ struct TcpCommunicator::Impl final : Network {
 
 std::unique_ptr<TcpCommunicator> TcpCommunicator::connect(TcpOptions options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
-    throw CommError(CommFault::config, fmt::format("rank {} is not a rank of a {}-rank job", options.rank, options.world_size));
+    throw CommError(CommFault::config, fmt::format("rank {} is not a rank of a {}-rank job",
+                                                   options.rank, options.world_size));
   if (options.token.empty())
-    throw CommError(CommFault::config, "no job token: every rank needs the same NEURONSIM_JOB_TOKEN");
+    throw CommError(CommFault::config,
+                    "no job token: every rank needs the same NEURONSIM_JOB_TOKEN");
   split_address(options.root, "NEURON_RT_ROOT_COMM_ID");
   auto impl = std::make_unique<Impl>(std::move(options));
   if (impl->opt.world_size > 1) impl->join();
-  if (impl->opt.run.cores.empty()) Fabric::make(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement);
+  if (impl->opt.run.cores.empty())
+    Fabric::make(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement);
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(std::move(impl)));
 }
 
 TcpCommunicator::TcpCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-TcpCommunicator::~TcpCommunicator() { impl_->say_goodbye(); }
+TcpCommunicator::~TcpCommunicator() {
+  impl_->say_goodbye();
+}
 
-int TcpCommunicator::world_size() const { return impl_->opt.world_size; }
-const std::vector<int>& TcpCommunicator::local_ranks() const { return impl_->local; }
+int TcpCommunicator::world_size() const {
+  return impl_->opt.world_size;
+}
+const std::vector<int>& TcpCommunicator::local_ranks() const {
+  return impl_->local;
+}
 
-CollectiveOutcome TcpCommunicator::run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) {
+CollectiveOutcome TcpCommunicator::run(const CollectiveSpec& spec, std::vector<RankCall> calls,
+                                       bool with_data) {
   if (calls.size() != 1 || calls[0].rank != impl_->me())
-    throw std::invalid_argument(fmt::format("rank {}'s process runs only its own rank's part of a collective", impl_->me()));
+    throw std::invalid_argument(fmt::format(
+        "rank {}'s process runs only its own rank's part of a collective", impl_->me()));
   if (impl_->failure) throw *impl_->failure;
   try {
     return impl_->collective(spec, calls[0], with_data);

@@ -7,7 +7,8 @@ namespace {
 
 template <typename T>
 void put(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
 }
 template <typename T>
 T get(const uint8_t* p) {
@@ -97,7 +98,8 @@ void Link::write_next() {
 void Link::read(uint64_t max_payload, ReadDone done) {
   auto self = shared_from_this();
   asio::async_read(
-      socket_, asio::buffer(header_buf_), [self, max_payload, done](const boost::system::error_code& ec, size_t) {
+      socket_, asio::buffer(header_buf_),
+      [self, max_payload, done](const boost::system::error_code& ec, size_t) {
         if (ec) return done(ec, {});
         Frame f;
         f.header = decode(self->header_buf_);
@@ -109,7 +111,9 @@ void Link::read(uint64_t max_payload, ReadDone done) {
         f.payload.resize(h.payload_bytes());
         auto frame = std::make_shared<Frame>(std::move(f));
         asio::async_read(self->socket_, asio::buffer(frame->payload),
-                         [frame, done](const boost::system::error_code& ec2, size_t) { done(ec2, std::move(*frame)); });
+                         [frame, done](const boost::system::error_code& ec2, size_t) {
+                           done(ec2, std::move(*frame));
+                         });
       });
 }
 
@@ -125,10 +129,11 @@ void Link::say_and_close(Kind kind, const std::string& text) {
 
 void Link::drain() {
   auto self = shared_from_this();
-  socket_.async_read_some(asio::buffer(drain_buf_), [self](const boost::system::error_code& ec, size_t) {
-    if (ec) return self->close();
-    self->drain();
-  });
+  socket_.async_read_some(asio::buffer(drain_buf_),
+                          [self](const boost::system::error_code& ec, size_t) {
+                            if (ec) return self->close();
+                            self->drain();
+                          });
 }
 
 void Link::close() {

@@ -16,14 +16,19 @@ namespace {
 
 // Short dtype spellings used in operands; parse_dtype accepts these and the long names.
 constexpr std::array<std::string_view, kNumDTypes> kShortDType = {
-    "fp32", "bf16", "fp16", "tf32", "fp8e4", "fp8e5", "i8", "u8", "i16", "u16", "i32", "u32", "bool"};
+    "fp32", "bf16", "fp16", "tf32", "fp8e4", "fp8e5", "i8",
+    "u8",   "i16",  "u16",  "i32",  "u32",   "bool"};
 
-std::string_view short_dtype(DType t) { return kShortDType[static_cast<size_t>(t)]; }
+std::string_view short_dtype(DType t) {
+  return kShortDType[static_cast<size_t>(t)];
+}
 
 // ---------------------------------------------------------------------------------------------
 // Formatting
 
-std::string format_float(float v) { return fmt::format("{}", v); }
+std::string format_float(float v) {
+  return fmt::format("{}", v);
+}
 
 std::string format_tensor_ref(uint16_t id, const Program* program) {
   if (program)
@@ -40,42 +45,61 @@ std::string format_dims(const AccessPattern& ap, bool rows_first) {
 
 std::string format_param(const Instruction& in, const ParamInfo& p) {
   switch (p.field) {
-    case ParamField::func: return std::string(act_func_name(in.func));
-    case ParamField::alu0: return std::string(alu_op_name(in.alu0));
-    case ParamField::alu1: return std::string(alu_op_name(in.alu1));
-    case ParamField::axes: return fmt::format("{:#x}", in.axes);
-    case ParamField::imm0: return format_float(in.imm0);
-    case ParamField::imm1: return format_float(in.imm1);
-    case ParamField::flag: return in.has_flag(static_cast<Flag>(p.flag)) ? "true" : "false";
+    case ParamField::func:
+      return std::string(act_func_name(in.func));
+    case ParamField::alu0:
+      return std::string(alu_op_name(in.alu0));
+    case ParamField::alu1:
+      return std::string(alu_op_name(in.alu1));
+    case ParamField::axes:
+      return fmt::format("{:#x}", in.axes);
+    case ParamField::imm0:
+      return format_float(in.imm0);
+    case ParamField::imm1:
+      return format_float(in.imm1);
+    case ParamField::flag:
+      return in.has_flag(static_cast<Flag>(p.flag)) ? "true" : "false";
     case ParamField::mask: {
       size_t n = in.mask.size();
       while (n > 0 && in.mask[n - 1] == 0) --n;
-      return fmt::format("[{}]", fmt::join(in.mask.begin(), in.mask.begin() + static_cast<long>(n), ","));
+      return fmt::format("[{}]",
+                         fmt::join(in.mask.begin(), in.mask.begin() + static_cast<long>(n), ","));
     }
-    default: return fmt::format("{}", in.ints[static_cast<size_t>(p.field) - static_cast<size_t>(ParamField::int0)]);
+    default:
+      return fmt::format(
+          "{}", in.ints[static_cast<size_t>(p.field) - static_cast<size_t>(ParamField::int0)]);
   }
 }
 
 bool param_is_default(const Instruction& in, const ParamInfo& p) {
   const Instruction d;
   switch (p.field) {
-    case ParamField::func: return in.func == d.func;
-    case ParamField::alu0: return in.alu0 == d.alu0;
-    case ParamField::alu1: return in.alu1 == d.alu1;
-    case ParamField::axes: return in.axes == 0;
-    case ParamField::imm0: return std::bit_cast<uint32_t>(in.imm0) == std::bit_cast<uint32_t>(p.default_value);
-    case ParamField::imm1: return std::bit_cast<uint32_t>(in.imm1) == std::bit_cast<uint32_t>(p.default_value);
-    case ParamField::flag: return !in.has_flag(static_cast<Flag>(p.flag));
-    case ParamField::mask: return in.mask == d.mask;
-    default: return in.ints[static_cast<size_t>(p.field) - static_cast<size_t>(ParamField::int0)] == 0;
+    case ParamField::func:
+      return in.func == d.func;
+    case ParamField::alu0:
+      return in.alu0 == d.alu0;
+    case ParamField::alu1:
+      return in.alu1 == d.alu1;
+    case ParamField::axes:
+      return in.axes == 0;
+    case ParamField::imm0:
+      return std::bit_cast<uint32_t>(in.imm0) == std::bit_cast<uint32_t>(p.default_value);
+    case ParamField::imm1:
+      return std::bit_cast<uint32_t>(in.imm1) == std::bit_cast<uint32_t>(p.default_value);
+    case ParamField::flag:
+      return !in.has_flag(static_cast<Flag>(p.flag));
+    case ParamField::mask:
+      return in.mask == d.mask;
+    default:
+      return in.ints[static_cast<size_t>(p.field) - static_cast<size_t>(ParamField::int0)] == 0;
   }
 }
 
 std::string format_sync(const Instruction& in) {
   std::string out;
   if (in.wait.cond != WaitCond::none)
-    out += fmt::format(" wait=S[{}]{}{}", in.wait.sem, in.wait.cond == WaitCond::ge ? ">=" : "==",
-                       in.wait.value);
+    out += fmt::format(" wait=S[{}]{}{}", in.wait.sem,
+                       in.wait.cond == WaitCond::ge ? ">=" : "==", in.wait.value);
   if (in.signal.op != SemOp::none)
     out += fmt::format(" signal=S[{}]{}{}", in.signal.sem, in.signal.op == SemOp::add ? "+=" : "=",
                        in.signal.value);
@@ -136,8 +160,8 @@ class Cursor {
   std::string ident() {
     skip_ws();
     const size_t start = pos_;
-    while (pos_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' || text_[pos_] == '.'))
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '_' || text_[pos_] == '.'))
       ++pos_;
     if (start == pos_) fail(fmt::format("expected a name{}", found()));
     return std::string(text_.substr(start, pos_ - start));
@@ -197,8 +221,7 @@ T checked(Cursor& c, int64_t v, const char* what) {
                         ? v >= 0
                         : v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
                               v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-  if (!fits)
-    c.fail(fmt::format("{} {} is out of range", what, v));
+  if (!fits) c.fail(fmt::format("{} {} is out of range", what, v));
   return static_cast<T>(v);
 }
 
@@ -244,7 +267,8 @@ class Parser {
     if (c.accept('.')) return directive(c);
     const std::string engine_name_str = c.ident();
     const auto engine = parse_engine(engine_name_str);
-    if (!engine) c.fail(fmt::format("unknown engine '{}' (pe, act, dve, pool, sp)", engine_name_str));
+    if (!engine)
+      c.fail(fmt::format("unknown engine '{}' (pe, act, dve, pool, sp)", engine_name_str));
     const std::string op_name = c.ident();
     const auto opcode = parse_opcode(op_name);
     if (!opcode) c.fail(fmt::format("unknown opcode '{}'", op_name));
@@ -259,7 +283,8 @@ class Parser {
     while (!c.at_end()) {
       const std::string key = c.ident();
       c.expect('=');
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) c.fail(fmt::format("'{}' given twice", key));
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        c.fail(fmt::format("'{}' given twice", key));
       seen.push_back(key);
       argument(c, in, key);
     }
@@ -275,7 +300,8 @@ class Parser {
     const std::string name = c.ident();
     if (name == "target") {
       const std::string t = c.ident();
-      if (!find_target_name(t)) c.fail(fmt::format("unknown target '{}' ({})", t, fmt::join(target_names(), ", ")));
+      if (!find_target_name(t))
+        c.fail(fmt::format("unknown target '{}' ({})", t, fmt::join(target_names(), ", ")));
       if (program_.num_instructions() > 0) c.fail(".target must come before the first instruction");
       program_.target = std::string(*find_target_name(t));
     } else if (name == "tensor") {
@@ -305,19 +331,22 @@ class Parser {
         t.kind = static_cast<TensorKind>(k);
         known = true;
       }
-    if (!known) c.fail(fmt::format("unknown tensor kind '{}' (input, output, constant, scratch)", kind));
+    if (!known)
+      c.fail(fmt::format("unknown tensor kind '{}' (input, output, constant, scratch)", kind));
     uint16_t next_id = 1;
-    for (const TensorDecl& other : program_.tensors) next_id = std::max<uint16_t>(next_id, static_cast<uint16_t>(other.var_id + 1));
+    for (const TensorDecl& other : program_.tensors)
+      next_id = std::max<uint16_t>(next_id, static_cast<uint16_t>(other.var_id + 1));
     t.var_id = next_id;
     if (c.accept("id=")) t.var_id = checked<uint16_t>(c, c.integer(), "tensor id");
-    if (t.var_id == 0 || program_.find_tensor(t.var_id)) c.fail(fmt::format("tensor id {} is taken", t.var_id));
+    if (t.var_id == 0 || program_.find_tensor(t.var_id))
+      c.fail(fmt::format("tensor id {} is taken", t.var_id));
     if (c.accept("data=")) t.data = parse_hex(c, c.word());
     if ((t.kind == TensorKind::constant) != !t.data.empty() && t.size_bytes() > 0)
       c.fail(t.kind == TensorKind::constant ? "a constant needs data=<hex bytes>"
                                             : "only constants carry data");
     if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
-      c.fail(fmt::format("constant '{}' has {} bytes of data, its shape needs {}", t.name, t.data.size(),
-                         t.size_bytes()));
+      c.fail(fmt::format("constant '{}' has {} bytes of data, its shape needs {}", t.name,
+                         t.data.size(), t.size_bytes()));
     try {
       validate(t);
     } catch (const IsaError& e) {
@@ -342,10 +371,12 @@ class Parser {
     const OpcodeInfo& info = opcode_info(in.opcode);
     // `scale` and `initial` name both an operand and an immediate: a memory
     // operand starts with its space, anything else is the immediate.
-    const std::string_view rest = c.rest().substr(c.rest().find_first_not_of(" \t") == std::string_view::npos
-                                                      ? 0 : c.rest().find_first_not_of(" \t"));
-    const bool looks_like_operand =
-        rest.starts_with("sbuf") || rest.starts_with("psum") || rest.starts_with("hbm") || rest.starts_with("pattern");
+    const std::string_view rest =
+        c.rest().substr(c.rest().find_first_not_of(" \t") == std::string_view::npos
+                            ? 0
+                            : c.rest().find_first_not_of(" \t"));
+    const bool looks_like_operand = rest.starts_with("sbuf") || rest.starts_with("psum") ||
+                                    rest.starts_with("hbm") || rest.starts_with("pattern");
     const bool is_param = std::any_of(info.params.begin(), info.params.end(),
                                       [&](const ParamInfo& p) { return p.name == key; });
     for (const RoleInfo& r : info.roles)
@@ -367,9 +398,12 @@ class Parser {
     c.expect('[');
     in.wait.sem = checked<uint16_t>(c, c.integer(), "semaphore");
     c.expect(']');
-    if (c.accept(">=")) in.wait.cond = WaitCond::ge;
-    else if (c.accept("==")) in.wait.cond = WaitCond::eq;
-    else c.fail("expected >= or == in wait=S[n]>=v");
+    if (c.accept(">="))
+      in.wait.cond = WaitCond::ge;
+    else if (c.accept("=="))
+      in.wait.cond = WaitCond::eq;
+    else
+      c.fail("expected >= or == in wait=S[n]>=v");
     in.wait.value = checked<uint32_t>(c, c.integer(), "semaphore value");
   }
 
@@ -378,30 +412,46 @@ class Parser {
     c.expect('[');
     in.signal.sem = checked<uint16_t>(c, c.integer(), "semaphore");
     c.expect(']');
-    if (c.accept("+=")) in.signal.op = SemOp::add;
-    else if (c.accept('=')) in.signal.op = SemOp::set;
-    else c.fail("expected += or = in signal=S[n]+=v");
+    if (c.accept("+="))
+      in.signal.op = SemOp::add;
+    else if (c.accept('='))
+      in.signal.op = SemOp::set;
+    else
+      c.fail("expected += or = in signal=S[n]+=v");
     in.signal.value = checked<uint32_t>(c, c.integer(), "semaphore value");
   }
 
   void param(Cursor& c, Instruction& in, const ParamInfo& p) {
     const size_t start = c.pos();
     const std::string v = c.word();
-    auto bad = [&](std::string_view what) -> void { c.fail(fmt::format("{}={}: {}", p.name, v, what)); };
+    auto bad = [&](std::string_view what) -> void {
+      c.fail(fmt::format("{}={}: {}", p.name, v, what));
+    };
     switch (p.field) {
       case ParamField::func:
-        if (auto f = parse_act_func(v)) in.func = *f; else bad("unknown activation function");
+        if (auto f = parse_act_func(v))
+          in.func = *f;
+        else
+          bad("unknown activation function");
         break;
       case ParamField::alu0:
       case ParamField::alu1:
-        if (auto op = parse_alu_op(v)) (p.field == ParamField::alu0 ? in.alu0 : in.alu1) = *op;
-        else bad("unknown ALU operation");
+        if (auto op = parse_alu_op(v))
+          (p.field == ParamField::alu0 ? in.alu0 : in.alu1) = *op;
+        else
+          bad("unknown ALU operation");
         break;
-      case ParamField::imm0: in.imm0 = parse_float(c, v); break;
-      case ParamField::imm1: in.imm1 = parse_float(c, v); break;
+      case ParamField::imm0:
+        in.imm0 = parse_float(c, v);
+        break;
+      case ParamField::imm1:
+        in.imm1 = parse_float(c, v);
+        break;
       case ParamField::flag:
-        if (v == "true" || v == "1") in.flags = static_cast<uint16_t>(in.flags | p.flag);
-        else if (v != "false" && v != "0") bad("expected true or false");
+        if (v == "true" || v == "1")
+          in.flags = static_cast<uint16_t>(in.flags | p.flag);
+        else if (v != "false" && v != "0")
+          bad("expected true or false");
         break;
       case ParamField::axes:
       case ParamField::mask:
@@ -412,7 +462,8 @@ class Parser {
           if (p.field == ParamField::mask) {
             const auto list = parse_int_list(sub);
             if (list.size() > in.mask.size()) bad("at most 32 entries");
-            for (size_t i = 0; i < list.size(); ++i) in.mask[i] = checked<uint8_t>(sub, list[i], "mask entry");
+            for (size_t i = 0; i < list.size(); ++i)
+              in.mask[i] = checked<uint8_t>(sub, list[i], "mask entry");
           } else if (p.field == ParamField::axes) {
             in.axes = checked<uint8_t>(sub, sub.integer(), "axes");
           } else {
@@ -441,7 +492,8 @@ class Parser {
       free_dims(c, ap, parse_pairs(c));
       return ap;
     }
-    if (dot == std::string::npos) c.fail(fmt::format("operand '{}' lacks .dtype (e.g. sbuf.fp32)", head));
+    if (dot == std::string::npos)
+      c.fail(fmt::format("operand '{}' lacks .dtype (e.g. sbuf.fp32)", head));
     const auto dtype = parse_dtype(head.substr(dot + 1));
     if (!dtype) c.fail(fmt::format("unknown dtype '{}'", head.substr(dot + 1)));
     ap.dtype = *dtype;
@@ -461,7 +513,8 @@ class Parser {
       c.expect(')');
       if (c.accept('+')) ap.offset = checked<uint64_t>(c, c.integer(), "offset");
       auto pairs = parse_pairs(c);
-      if (pairs.size() < 2) c.fail("an HBM pattern needs [row stride, rows] and at least one free dim");
+      if (pairs.size() < 2)
+        c.fail("an HBM pattern needs [row stride, rows] and at least one free dim");
       ap.partition_stride = pairs[0].first;
       ap.num_partitions = checked<uint16_t>(c, pairs[0].second, "row count");
       pairs.erase(pairs.begin());
@@ -497,12 +550,14 @@ class Parser {
     return out;
   }
 
-  void free_dims(Cursor& c, AccessPattern& ap, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  void free_dims(Cursor& c, AccessPattern& ap,
+                 const std::vector<std::pair<int64_t, int64_t>>& pairs) {
     if (pairs.empty() || pairs.size() > kMaxDims)
       c.fail(fmt::format("{} free dims (1 to {} allowed)", pairs.size(), kMaxDims));
     ap.num_dims = static_cast<uint8_t>(pairs.size());
     for (size_t i = 0; i < pairs.size(); ++i)
-      ap.dims[i] = {checked<int32_t>(c, pairs[i].first, "stride"), checked<uint32_t>(c, pairs[i].second, "size")};
+      ap.dims[i] = {checked<int32_t>(c, pairs[i].first, "stride"),
+                    checked<uint32_t>(c, pairs[i].second, "size")};
   }
 
   std::string_view text_;
@@ -514,10 +569,11 @@ class Parser {
 
 std::string format_access_pattern(const AccessPattern& ap, const Program* program) {
   switch (ap.space) {
-    case MemSpace::Pattern: return "pattern" + format_dims(ap, false);
+    case MemSpace::Pattern:
+      return "pattern" + format_dims(ap, false);
     case MemSpace::HBM:
-      return fmt::format("hbm.{}({})+{}{}", short_dtype(ap.dtype), format_tensor_ref(ap.tensor, program),
-                         ap.offset, format_dims(ap, true));
+      return fmt::format("hbm.{}({})+{}{}", short_dtype(ap.dtype),
+                         format_tensor_ref(ap.tensor, program), ap.offset, format_dims(ap, true));
     default:
       return fmt::format("{}.{}[{}:{}]+{}{}", mem_space_name(ap.space), short_dtype(ap.dtype),
                          ap.start_partition, ap.num_partitions, ap.offset, format_dims(ap, false));
@@ -537,20 +593,23 @@ std::string format_instruction(const Instruction& in, const Program* program) {
 std::string disassemble(const Program& program) {
   std::string out = fmt::format(".target {}\n", program.target);
   for (const TensorDecl& t : program.tensors) {
-    out += fmt::format(".tensor {} {} [{}] {} id={}", t.name, dtype_name(t.dtype), fmt::join(t.shape, ","),
-                       tensor_kind_name(t.kind), t.var_id);
+    out += fmt::format(".tensor {} {} [{}] {} id={}", t.name, dtype_name(t.dtype),
+                       fmt::join(t.shape, ","), tensor_kind_name(t.kind), t.var_id);
     if (!t.data.empty()) out += " data=" + hex_bytes(t.data);
     out += '\n';
   }
   for (int e = 0; e < kNumEngines; ++e) {
     const auto& stream = program.streams[e];
     if (stream.empty()) continue;
-    out += fmt::format("\n# {} stream: {} instructions\n", engine_neff_name(static_cast<Engine>(e)), stream.size());
+    out += fmt::format("\n# {} stream: {} instructions\n", engine_neff_name(static_cast<Engine>(e)),
+                       stream.size());
     for (const Instruction& in : stream) out += format_instruction(in, &program) + '\n';
   }
   return out;
 }
 
-Program assemble(std::string_view text, const std::string& file) { return Parser(text, file).run(); }
+Program assemble(std::string_view text, const std::string& file) {
+  return Parser(text, file).run();
+}
 
 }  // namespace neuronsim::isa

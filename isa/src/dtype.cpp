@@ -24,9 +24,15 @@ constexpr uint32_t kF32QuietBit = 0x00400000u;
 constexpr int kF32MantBits = 23;
 constexpr int kF32Bias = 127;
 
-uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
-float float_of(uint32_t bits) { return std::bit_cast<float>(bits); }
-bool is_nan_bits(uint32_t bits) { return (bits & kAbsMask) > kF32ExpMask; }
+uint32_t bits_of(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+float float_of(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+bool is_nan_bits(uint32_t bits) {
+  return (bits & kAbsMask) > kF32ExpMask;
+}
 
 // Divides x by 2^s, rounding to nearest with ties to even.
 uint64_t shift_right_rne(uint64_t x, int s) {
@@ -66,7 +72,7 @@ constexpr MiniFloat kFp16{5, 10, 15, 30};
 // magnitude code; a result above fmt.max_code() means the rounded value overflowed.
 uint32_t round_magnitude(const MiniFloat& fmt, uint32_t a) {
   const int ef = static_cast<int>(a >> kF32MantBits);
-  const int emin = 1 - fmt.bias;                // unbiased exponent of fmt's smallest normal
+  const int emin = 1 - fmt.bias;              // unbiased exponent of fmt's smallest normal
   const int drop = kF32MantBits - fmt.mbits;  // FP32 mantissa bits fmt does not keep
   if (ef != 0 && ef - kF32Bias >= emin) {
     // Normal in fmt: rebias in place. Exponent and mantissa are contiguous, so a rounding carry
@@ -169,13 +175,13 @@ constexpr std::array<std::string_view, kNumDTypes> kNames = {
     "uint8",   "int16",    "uint16",  "int32",    "uint32",      "bool"};
 
 constexpr std::pair<std::string_view, DType> kAliases[] = {
-    {"fp32", DType::fp32},          {"f32", DType::fp32},          {"bf16", DType::bf16},
-    {"fp16", DType::fp16},          {"f16", DType::fp16},          {"half", DType::fp16},
-    {"tf32", DType::tf32},          {"fp8_e4m3", DType::fp8_e4m3}, {"fp8e4", DType::fp8_e4m3},
-    {"f8e4m3", DType::fp8_e4m3},    {"fp8_e5m2", DType::fp8_e5m2}, {"fp8e5", DType::fp8_e5m2},
-    {"f8e5m2", DType::fp8_e5m2},    {"i8", DType::int8},           {"u8", DType::uint8},
-    {"i16", DType::int16},          {"u16", DType::uint16},        {"i32", DType::int32},
-    {"u32", DType::uint32},         {"bool_", DType::boolean},     {"boolean", DType::boolean},
+    {"fp32", DType::fp32},       {"f32", DType::fp32},          {"bf16", DType::bf16},
+    {"fp16", DType::fp16},       {"f16", DType::fp16},          {"half", DType::fp16},
+    {"tf32", DType::tf32},       {"fp8_e4m3", DType::fp8_e4m3}, {"fp8e4", DType::fp8_e4m3},
+    {"f8e4m3", DType::fp8_e4m3}, {"fp8_e5m2", DType::fp8_e5m2}, {"fp8e5", DType::fp8_e5m2},
+    {"f8e5m2", DType::fp8_e5m2}, {"i8", DType::int8},           {"u8", DType::uint8},
+    {"i16", DType::int16},       {"u16", DType::uint16},        {"i32", DType::int32},
+    {"u32", DType::uint32},      {"bool_", DType::boolean},     {"boolean", DType::boolean},
 };
 
 }  // namespace
@@ -217,7 +223,9 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-bool is_float(DType t) { return t <= DType::fp8_e5m2; }
+bool is_float(DType t) {
+  return t <= DType::fp8_e5m2;
+}
 
 bool is_signed_int(DType t) {
   return t == DType::int8 || t == DType::int16 || t == DType::int32;
@@ -265,7 +273,9 @@ uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
-float bf16_to_float(uint16_t bits) { return float_of(static_cast<uint32_t>(bits) << 16); }
+float bf16_to_float(uint16_t bits) {
+  return float_of(static_cast<uint32_t>(bits) << 16);
+}
 
 uint16_t float_to_fp16(float f) {
   const uint32_t bits = bits_of(f);
@@ -276,7 +286,9 @@ uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(encode(kFp16, bits, /*saturate=*/false));
 }
 
-float fp16_to_float(uint16_t bits) { return decode(kFp16, bits); }
+float fp16_to_float(uint16_t bits) {
+  return decode(kFp16, bits);
+}
 
 uint32_t float_to_tf32(float f) {
   const uint32_t bits = bits_of(f);

@@ -19,7 +19,8 @@ using Slot = std::array<uint8_t, kSlotBytes>;
 
 template <typename T>
 void put(Slot& s, size_t at, T v) {
-  static_assert(std::endian::native == std::endian::little, "encoding assumes a little-endian host");
+  static_assert(std::endian::native == std::endian::little,
+                "encoding assumes a little-endian host");
   std::memcpy(s.data() + at, &v, sizeof(T));
 }
 
@@ -76,12 +77,15 @@ Slot operand_slot(const Operand& op) {
   return s;
 }
 
-bool uses_mask(const Instruction& in) { return in.opcode == Opcode::partition_shuffle; }
+bool uses_mask(const Instruction& in) {
+  return in.opcode == Opcode::partition_shuffle;
+}
 
 // Reads one instruction starting at `at`; `fail` throws with the offset of the bad slot.
 class Decoder {
  public:
-  Decoder(std::span<const uint8_t> bytes, const std::string& where) : bytes_(bytes), where_(where) {}
+  Decoder(std::span<const uint8_t> bytes, const std::string& where)
+      : bytes_(bytes), where_(where) {}
 
   std::vector<Instruction> run() {
     if (bytes_.size() % kSlotBytes != 0)
@@ -116,7 +120,8 @@ class Decoder {
     in.engine = enum_field<Engine>(at, s[1], kNumEngines, "engine");
     const size_t extra = s[3];
     if (start + (extra + 1) * kSlotBytes > bytes_.size())
-      fail(at, fmt::format("instruction claims {} operand slots past the end of the stream", extra));
+      fail(at,
+           fmt::format("instruction claims {} operand slots past the end of the stream", extra));
     in.wait.cond = enum_field<WaitCond>(at, s[4], 3, "semaphore wait condition");
     in.signal.op = enum_field<SemOp>(at, s[5], 3, "semaphore update");
     in.wait.sem = get<uint16_t>(s, 6);
@@ -137,7 +142,8 @@ class Decoder {
       if (seen_mask_) fail(at, "the mask slot must be the last slot of its instruction");
       trailing_slot(at, in);
     }
-    if (uses_mask(in) && !seen_mask_) fail(start, fmt::format("{} has no mask slot", opcode_info(in.opcode).name));
+    if (uses_mask(in) && !seen_mask_)
+      fail(start, fmt::format("{} has no mask slot", opcode_info(in.opcode).name));
     check_roles(start, in);
     check_unused_params(start, in);
     return in;
@@ -172,7 +178,8 @@ class Decoder {
       ap.dims[i].stride = get<int32_t>(s, 32 + 8 * i);
       ap.dims[i].size = get<uint32_t>(s, 36 + 8 * i);
     }
-    if (!all_zero(s, 32 + 8 * ap.num_dims, kSlotBytes)) fail(at, "bytes of unused dims are not zero");
+    if (!all_zero(s, 32 + 8 * ap.num_dims, kSlotBytes))
+      fail(at, "bytes of unused dims are not zero");
     if (in.operand(op.role)) fail(at, fmt::format("operand {} given twice", role_name(op.role)));
     in.operands.push_back(op);
   }
@@ -183,8 +190,7 @@ class Decoder {
     for (const Operand& op : in.operands) {
       bool known = std::any_of(info.roles.begin(), info.roles.end(),
                                [&](const RoleInfo& r) { return r.role == op.role; });
-      if (!known)
-        fail(at, fmt::format("{} has no operand '{}'", info.name, role_name(op.role)));
+      if (!known) fail(at, fmt::format("{} has no operand '{}'", info.name, role_name(op.role)));
     }
     for (const RoleInfo& r : info.roles)
       if (r.required && !in.operand(r.role))
@@ -203,7 +209,8 @@ class Decoder {
     }
     auto check = [&](ParamField f, bool is_default, const char* what) {
       if (!used[static_cast<size_t>(f)] && !is_default)
-        fail(at, fmt::format("{} does not use {}, but it is set", opcode_info(in.opcode).name, what));
+        fail(at,
+             fmt::format("{} does not use {}, but it is set", opcode_info(in.opcode).name, what));
     };
     check(ParamField::func, in.func == defaults.func, "an activation function");
     check(ParamField::alu0, in.alu0 == defaults.alu0, "op0");
@@ -212,7 +219,8 @@ class Decoder {
     check(ParamField::imm0, std::bit_cast<uint32_t>(in.imm0) == 0, "imm0");
     check(ParamField::imm1, std::bit_cast<uint32_t>(in.imm1) == 0, "imm1");
     for (size_t i = 0; i < in.ints.size(); ++i)
-      check(static_cast<ParamField>(static_cast<size_t>(ParamField::int0) + i), in.ints[i] == 0, "an integer field");
+      check(static_cast<ParamField>(static_cast<size_t>(ParamField::int0) + i), in.ints[i] == 0,
+            "an integer field");
     if ((in.flags & ~allowed_flags) != 0)
       fail(at, fmt::format("{} has unknown flag bits {:#x}", opcode_info(in.opcode).name,
                            in.flags & ~allowed_flags));
@@ -227,7 +235,8 @@ class Decoder {
 
 void encode(const Instruction& inst, std::vector<uint8_t>& out) {
   const size_t extra = inst.operands.size() + (uses_mask(inst) ? 1 : 0);
-  if (extra > 255) throw IsaError(fmt::format("{}: too many operands", opcode_info(inst.opcode).name));
+  if (extra > 255)
+    throw IsaError(fmt::format("{}: too many operands", opcode_info(inst.opcode).name));
   auto append = [&](const Slot& s) { out.insert(out.end(), s.begin(), s.end()); };
   append(header_slot(inst, extra));
   for (const Operand& op : inst.operands) append(operand_slot(op));

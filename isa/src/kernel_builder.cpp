@@ -38,7 +38,8 @@ Instruction make(Opcode op, Engine engine, std::vector<Operand> operands) {
 
 AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count) {
   if (first + count > ap.num_partitions)
-    throw IsaError(fmt::format("rows {}..{} exceed the pattern's {} rows", first, first + count, ap.num_partitions));
+    throw IsaError(fmt::format("rows {}..{} exceed the pattern's {} rows", first, first + count,
+                               ap.num_partitions));
   AccessPattern out = ap;
   out.num_partitions = static_cast<uint16_t>(count);
   if (ap.space == MemSpace::HBM)
@@ -51,7 +52,8 @@ AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count) {
 AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count) {
   const Dim inner = ap.dims[ap.num_dims - 1];
   if (first + count > inner.size)
-    throw IsaError(fmt::format("columns {}..{} exceed the pattern's {} columns", first, first + count, inner.size));
+    throw IsaError(fmt::format("columns {}..{} exceed the pattern's {} columns", first,
+                               first + count, inner.size));
   AccessPattern out = ap;
   out.dims[ap.num_dims - 1].size = count;
   out.offset += static_cast<uint64_t>(int64_t{inner.stride} * first) * dtype_size(ap.dtype);
@@ -62,11 +64,15 @@ KernelBuilder::KernelBuilder(std::string_view target) : target_(&target_by_name(
   program_.target = std::string(target_->name);
 }
 
-AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                                        TensorKind kind, std::vector<uint8_t> data) {
+AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype,
+                                        std::vector<int64_t> shape, TensorKind kind,
+                                        std::vector<uint8_t> data) {
   if (shape.empty()) shape = {1};
-  if (program_.find_tensor(name)) throw IsaError(fmt::format("tensor '{}' is declared twice", name));
-  TensorDecl t{name, dtype, shape, kind, static_cast<uint16_t>(program_.tensors.size() + 1), std::move(data)};
+  if (program_.find_tensor(name))
+    throw IsaError(fmt::format("tensor '{}' is declared twice", name));
+  TensorDecl t{
+      name,           dtype, shape, kind, static_cast<uint16_t>(program_.tensors.size() + 1),
+      std::move(data)};
   int64_t inner = 1;
   for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
   if (shape[0] > 0xffff || inner > 0xffffffffLL)
@@ -82,17 +88,20 @@ AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype, st
   return ap;
 }
 
-AccessPattern KernelBuilder::input(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+AccessPattern KernelBuilder::input(const std::string& name, DType dtype,
+                                   std::vector<int64_t> shape) {
   return hbm_tensor(name, dtype, std::move(shape), TensorKind::input, {});
 }
-AccessPattern KernelBuilder::output(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+AccessPattern KernelBuilder::output(const std::string& name, DType dtype,
+                                    std::vector<int64_t> shape) {
   return hbm_tensor(name, dtype, std::move(shape), TensorKind::output, {});
 }
-AccessPattern KernelBuilder::scratch(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+AccessPattern KernelBuilder::scratch(const std::string& name, DType dtype,
+                                     std::vector<int64_t> shape) {
   return hbm_tensor(name, dtype, std::move(shape), TensorKind::scratch, {});
 }
-AccessPattern KernelBuilder::constant(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                                      std::vector<uint8_t> data) {
+AccessPattern KernelBuilder::constant(const std::string& name, DType dtype,
+                                      std::vector<int64_t> shape, std::vector<uint8_t> data) {
   return hbm_tensor(name, dtype, std::move(shape), TensorKind::constant, std::move(data));
 }
 
@@ -103,9 +112,10 @@ AccessPattern KernelBuilder::tile(MemSpace space, uint64_t& used, uint64_t align
   const uint64_t bytes = uint64_t{free} * dtype_size(dtype);
   const uint64_t offset = (used + align - 1) / align * align;
   if (partitions == 0 || partitions > target_->num_partitions || offset + bytes > capacity)
-    throw IsaError(fmt::format("{} exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, {} has {}",
-                               space == MemSpace::SBUF ? "SBUF" : "PSUM", partitions, free, dtype_name(dtype),
-                               bytes, offset, target_->name, capacity));
+    throw IsaError(fmt::format(
+        "{} exhausted: a [{}, {}] {} tile needs {} bytes per partition at {}, {} has {}",
+        space == MemSpace::SBUF ? "SBUF" : "PSUM", partitions, free, dtype_name(dtype), bytes,
+        offset, target_->name, capacity));
   used = offset + bytes;
   AccessPattern ap;
   ap.space = space;
@@ -117,13 +127,14 @@ AccessPattern KernelBuilder::tile(MemSpace space, uint64_t& used, uint64_t align
 }
 
 AccessPattern KernelBuilder::sbuf_tile(DType dtype, uint16_t partitions, uint32_t free) {
-  return tile(MemSpace::SBUF, sbuf_used_, 64, target_->sbuf_partition_bytes, dtype, partitions, free);
+  return tile(MemSpace::SBUF, sbuf_used_, 64, target_->sbuf_partition_bytes, dtype, partitions,
+              free);
 }
 
 // PSUM tiles start on a bank boundary, so a tile that fits in a bank stays in one.
 AccessPattern KernelBuilder::psum_tile(DType dtype, uint16_t partitions, uint32_t free) {
-  return tile(MemSpace::PSUM, psum_used_, target_->psum_bank_bytes, target_->psum_partition_bytes, dtype,
-              partitions, free);
+  return tile(MemSpace::PSUM, psum_used_, target_->psum_bank_bytes, target_->psum_partition_bytes,
+              dtype, partitions, free);
 }
 
 std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPattern& ap) {
@@ -134,14 +145,21 @@ std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPatter
   if (ap.space == MemSpace::HBM) {
     // HBM rows are strided elements of one tensor: one byte range covers them all.
     const int64_t rows = ap.partition_stride * (ap.num_partitions - 1);
-    return Region{ap.space, ap.tensor, 0, 1, base + (std::min<int64_t>(0, rows) + lo) * size,
+    return Region{ap.space,
+                  ap.tensor,
+                  0,
+                  1,
+                  base + (std::min<int64_t>(0, rows) + lo) * size,
                   base + (std::max<int64_t>(0, rows) + hi + 1) * size};
   }
-  return Region{ap.space, 0, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
-                base + lo * size, base + (hi + 1) * size};
+  return Region{ap.space,           0,
+                ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+                base + lo * size,   base + (hi + 1) * size};
 }
 
-bool KernelBuilder::writes(Role role) { return role == Role::dst || role == Role::reduce_dst; }
+bool KernelBuilder::writes(Role role) {
+  return role == Role::dst || role == Role::reduce_dst;
+}
 
 // Raises latest[a] to the newest access of each other agent a that overlaps `region` and
 // conflicts with it: RAW, WAR or WAW; only read after read is free.
@@ -203,9 +221,11 @@ int KernelBuilder::agent_index(const Instruction& in) {
 
 void KernelBuilder::emit(Instruction in) {
   if (in.wait.cond != WaitCond::none || in.signal.op != SemOp::none)
-    throw IsaError(fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
-                               opcode_info(in.opcode).name));
-  const std::string where = fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
+    throw IsaError(
+        fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
+                    opcode_info(in.opcode).name));
+  const std::string where =
+      fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
   validate(in, program_, where);
   const int agent = agent_index(in);
   const size_t id = nodes_.size();
@@ -269,7 +289,8 @@ Program KernelBuilder::finish() {
   // Each stream waits only for what it does not already know to be complete.
   // Knowledge is a vector clock over agents: what a stream has waited for, and
   // what the producers it waited for knew in turn (one row of node_knows each).
-  std::vector<std::vector<uint32_t>> stream_knows(kNumEngines, std::vector<uint32_t>(num_agents, 0));
+  std::vector<std::vector<uint32_t>> stream_knows(kNumEngines,
+                                                  std::vector<uint32_t>(num_agents, 0));
   std::vector<uint32_t> node_knows(size_t{num_producers} * num_agents);
   auto knows_of = [&](size_t node) {
     return node_knows.data() + size_t{producer[node]} * num_agents;
@@ -319,7 +340,9 @@ Program KernelBuilder::finish() {
   return out;
 }
 
-neff::Neff KernelBuilder::finish_neff(const std::string& name) { return to_neff(finish(), name); }
+neff::Neff KernelBuilder::finish_neff(const std::string& name) {
+  return to_neff(finish(), name);
+}
 
 void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger) {
   Instruction in = make(Opcode::dma_copy, trigger, {{Role::dst, dst}, {Role::src, src}});
@@ -330,8 +353,8 @@ void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src,
   emit(std::move(in));
 }
 
-void KernelBuilder::matmul(const AccessPattern& dst, const AccessPattern& stationary, const AccessPattern& moving,
-                           bool accumulate) {
+void KernelBuilder::matmul(const AccessPattern& dst, const AccessPattern& stationary,
+                           const AccessPattern& moving, bool accumulate) {
   Instruction in = make(Opcode::matmul, Engine::PE,
                         {{Role::dst, dst}, {Role::stationary, stationary}, {Role::moving, moving}});
   if (accumulate) in.flags = kAccumulate;
@@ -342,8 +365,9 @@ void KernelBuilder::transpose(Engine engine, const AccessPattern& dst, const Acc
   emit(make(Opcode::transpose, engine, {{Role::dst, dst}, {Role::src, src}}));
 }
 
-void KernelBuilder::activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func, float scale,
-                               const AccessPattern* bias, const AccessPattern* reduce_dst, AluOp reduce) {
+void KernelBuilder::activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func,
+                               float scale, const AccessPattern* bias,
+                               const AccessPattern* reduce_dst, AluOp reduce) {
   Instruction in = make(Opcode::activation, Engine::ACT, {{Role::dst, dst}, {Role::src, src}});
   in.func = func;
   in.imm0 = scale;
@@ -357,14 +381,15 @@ void KernelBuilder::activation(const AccessPattern& dst, const AccessPattern& sr
 
 void KernelBuilder::tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& in0,
                                   const AccessPattern& in1, AluOp op) {
-  Instruction in = make(Opcode::tensor_tensor, engine, {{Role::dst, dst}, {Role::in0, in0}, {Role::in1, in1}});
+  Instruction in =
+      make(Opcode::tensor_tensor, engine, {{Role::dst, dst}, {Role::in0, in0}, {Role::in1, in1}});
   in.alu0 = op;
   emit(std::move(in));
 }
 
-void KernelBuilder::tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op0,
-                                  float imm0, AluOp op1, float imm1, const AccessPattern* operand0,
-                                  const AccessPattern* operand1) {
+void KernelBuilder::tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src,
+                                  AluOp op0, float imm0, AluOp op1, float imm1,
+                                  const AccessPattern* operand0, const AccessPattern* operand1) {
   Instruction in = make(Opcode::tensor_scalar, engine, {{Role::dst, dst}, {Role::src, src}});
   in.alu0 = op0;
   in.alu1 = op1;
@@ -375,8 +400,8 @@ void KernelBuilder::tensor_scalar(Engine engine, const AccessPattern& dst, const
   emit(std::move(in));
 }
 
-void KernelBuilder::tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op,
-                                  uint8_t axes, bool negate) {
+void KernelBuilder::tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src,
+                                  AluOp op, uint8_t axes, bool negate) {
   Instruction in = make(Opcode::tensor_reduce, engine, {{Role::dst, dst}, {Role::src, src}});
   in.alu0 = op;
   in.axes = axes;

@@ -5,8 +5,8 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <openssl/evp.h>
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <bit>
@@ -72,7 +72,8 @@ void store_le(uint8_t* p, uint64_t v, int bytes) {
 std::array<uint8_t, 16> md5(std::span<const uint8_t> data) {
   std::array<uint8_t, 16> digest{};
   unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_md5(), nullptr) != 1 || len != digest.size())
+  if (EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_md5(), nullptr) != 1 ||
+      len != digest.size())
     throw NeffError("MD5 of the NEFF payload failed (OpenSSL)");
   return digest;
 }
@@ -100,8 +101,8 @@ std::string load_cstr(const uint8_t* p, size_t n) {
 // Fixed-size string fields keep a terminating NUL, as C readers of the struct expect.
 void store_cstr(uint8_t* p, size_t n, const std::string& s, const char* field) {
   if (s.size() >= n) {
-    throw NeffError(fmt::format("header: {} is {} bytes; the field holds at most {}", field,
-                                s.size(), n - 1));
+    throw NeffError(
+        fmt::format("header: {} is {} bytes; the field holds at most {}", field, s.size(), n - 1));
   }
   std::memcpy(p, s.data(), s.size());
 }
@@ -226,8 +227,8 @@ std::string normalize_path(std::string path) {
   return path;
 }
 
-std::vector<uint8_t> read_entry_data(archive* a, const std::string& source,
-                                     const std::string& path, uint64_t& total) {
+std::vector<uint8_t> read_entry_data(archive* a, const std::string& source, const std::string& path,
+                                     uint64_t& total) {
   std::vector<uint8_t> data;
   std::array<uint8_t, 65536> chunk{};
   for (;;) {
@@ -513,8 +514,8 @@ class Reader {
 
 void check_container(std::span<const uint8_t> bytes, const Header& h, const std::string& source) {
   if (h.header_size != kHeaderSize) {
-    throw NeffError(fmt::format("{}: header: header_size {}, expected {}", source, h.header_size,
-                                kHeaderSize));
+    throw NeffError(
+        fmt::format("{}: header: header_size {}, expected {}", source, h.header_size, kHeaderSize));
   }
   const size_t after = bytes.size() - kHeaderSize;
   if (h.data_size != after) {
@@ -533,9 +534,10 @@ void check_hash(std::span<const uint8_t> payload, const Header& h, const std::st
   if (h.pkg_version != 2) return;
   const auto actual = payload_hash(payload);
   if (actual != h.hash) {
-    throw NeffError(fmt::format("{}: header: hash mismatch: expected {} (header), actual {} "
-                                "(MD5 of the payload)",
-                                source, hash_text(h.hash), hash_text(actual)));
+    throw NeffError(
+        fmt::format("{}: header: hash mismatch: expected {} (header), actual {} "
+                    "(MD5 of the payload)",
+                    source, hash_text(h.hash), hash_text(actual)));
   }
 }
 
@@ -713,8 +715,11 @@ json graph_json(const Neff& n) {
   json row_ptr = json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    nodes.push_back({{"op", "null"}, {"name", t.name}, {"inputs", json::array()},
-                     {"output_names", json::array({t.name})}, {"is_param", "0"}});
+    nodes.push_back({{"op", "null"},
+                     {"name", t.name},
+                     {"inputs", json::array()},
+                     {"output_names", json::array({t.name})},
+                     {"is_param", "0"}});
     op_inputs.push_back(json::array({i, 0, 0}));
     arg_nodes.push_back(i);
     row_ptr.push_back(i);
@@ -752,8 +757,7 @@ json graph_json(const Neff& n) {
             {"dltype", json::array({"list_str", dtypes})}}},
           {"node_row_ptr", row_ptr},
           {"metadata",
-           {{"signatures",
-             {{"default", {{"inputs", signature}, {"outputs", json::object()}}}}}}}};
+           {{"signatures", {{"default", {{"inputs", signature}, {"outputs", json::object()}}}}}}}};
 }
 
 std::vector<uint8_t> json_bytes(const json& j, const std::string& path, int indent) {
@@ -876,7 +880,9 @@ struct FileClose {
 };
 using File = std::unique_ptr<std::FILE, FileClose>;
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -959,8 +965,12 @@ std::vector<Tensor> tensors_of_kind(const Neff& n, std::string_view kind) {
 }
 }  // namespace
 
-std::vector<Tensor> Neff::inputs() const { return tensors_of_kind(*this, "input"); }
-std::vector<Tensor> Neff::outputs() const { return tensors_of_kind(*this, "output"); }
+std::vector<Tensor> Neff::inputs() const {
+  return tensors_of_kind(*this, "input");
+}
+std::vector<Tensor> Neff::outputs() const {
+  return tensors_of_kind(*this, "output");
+}
 
 bool Neff::executable_by_neuronsim() const {
   return isa_version.has_value() && *isa_version == kIsaVersion;

@@ -20,10 +20,10 @@ struct DescrEntry {
 };
 // Types NumPy lacks are stored as same-width unsigned integers.
 constexpr DescrEntry kDescrs[] = {
-    {DType::fp32, "<f4"},     {DType::fp16, "<f2"},     {DType::int8, "|i1"},
-    {DType::uint8, "|u1"},    {DType::int16, "<i2"},    {DType::uint16, "<u2"},
-    {DType::int32, "<i4"},    {DType::uint32, "<u4"},   {DType::boolean, "|b1"},
-    {DType::bf16, "<u2"},     {DType::tf32, "<u4"},     {DType::fp8_e4m3, "|u1"},
+    {DType::fp32, "<f4"},     {DType::fp16, "<f2"},   {DType::int8, "|i1"},
+    {DType::uint8, "|u1"},    {DType::int16, "<i2"},  {DType::uint16, "<u2"},
+    {DType::int32, "<i4"},    {DType::uint32, "<u4"}, {DType::boolean, "|b1"},
+    {DType::bf16, "<u2"},     {DType::tf32, "<u4"},   {DType::fp8_e4m3, "|u1"},
     {DType::fp8_e5m2, "|u1"},
 };
 
@@ -69,7 +69,8 @@ NpyArray parse_npy(std::span<const uint8_t> bytes, const std::string& source) {
     start = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) bad(source, "truncated header");
-    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
+    header_len =
+        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
     start = 12;
   } else {
     bad(source, fmt::format("unsupported format version {}", major));
@@ -89,7 +90,8 @@ NpyArray parse_npy(std::span<const uint8_t> bytes, const std::string& source) {
   if (!std::regex_search(header, m, shape_re)) bad(source, "header has no 'shape'");
   const std::string dims = m[1];
   static const std::regex int_re(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), int_re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), int_re);
+       it != std::sregex_iterator(); ++it)
     a.shape.push_back(std::stoll(it->str()));
   const size_t item = descr_item_size(a.descr);
   if (item == 0 || a.descr[0] == '>') bad(source, fmt::format("unsupported dtype '{}'", a.descr));

@@ -17,7 +17,9 @@ constexpr std::array<std::string_view, 4> kKindNames = {"input", "output", "cons
 // def.json variable types for each TensorKind.
 constexpr std::array<std::string_view, 4> kVarTypes = {"input", "output", "file", "virtual"};
 
-std::string constant_file(const std::string& tensor) { return fmt::format("value_{}.npy", tensor); }
+std::string constant_file(const std::string& tensor) {
+  return fmt::format("value_{}.npy", tensor);
+}
 
 neff::Subgraph make_subgraph(const Program& p) {
   neff::Subgraph sg;
@@ -42,10 +44,12 @@ neff::Subgraph make_subgraph(const Program& p) {
     neff::EngineStream s{name, "sg00/" + name + ".json", "sg00/" + name + ".bin",
                          encode_stream(p.streams[e]), nlohmann::json::object()};
     sg.engines.push_back(std::move(s));
-    const bool triggers_dma = std::any_of(p.streams[e].begin(), p.streams[e].end(),
-                                          [](const Instruction& in) { return in.opcode == Opcode::dma_copy; });
+    const bool triggers_dma =
+        std::any_of(p.streams[e].begin(), p.streams[e].end(),
+                    [](const Instruction& in) { return in.opcode == Opcode::dma_copy; });
     if (triggers_dma)
-      sg.dma_queues.push_back({fmt::format("q{}Data", name), "data", std::string(engine_name(engine)), 16, {}});
+      sg.dma_queues.push_back(
+          {fmt::format("q{}Data", name), "data", std::string(engine_name(engine)), 16, {}});
   }
   return sg;
 }
@@ -53,11 +57,13 @@ neff::Subgraph make_subgraph(const Program& p) {
 TensorKind kind_of_variable(const neff::Variable& v, const std::string& source) {
   for (size_t k = 0; k < kVarTypes.size(); ++k)
     if (v.type == kVarTypes[k]) return static_cast<TensorKind>(k);
-  throw NeffError(fmt::format("{}: variable '{}' has type '{}', which neuronsim programs do not use",
-                              source, v.name, v.type));
+  throw NeffError(
+      fmt::format("{}: variable '{}' has type '{}', which neuronsim programs do not use", source,
+                  v.name, v.type));
 }
 
-TensorDecl tensor_from_neff(const neff::Subgraph& sg, const neff::Variable& v, const std::string& source) {
+TensorDecl tensor_from_neff(const neff::Subgraph& sg, const neff::Variable& v,
+                            const std::string& source) {
   TensorDecl t;
   t.name = v.name;
   t.kind = kind_of_variable(v, source);
@@ -77,14 +83,17 @@ TensorDecl tensor_from_neff(const neff::Subgraph& sg, const neff::Variable& v, c
     t.data = parse_npy(f->second, fmt::format("{} {}/{}", source, sg.name, v.file_name)).data;
   }
   if (t.size_bytes() != v.size)
-    throw NeffError(fmt::format("{}: {}/def.json: variable '{}' is {} bytes, its tensor map says {}",
-                                source, sg.name, v.name, v.size, t.size_bytes()));
+    throw NeffError(
+        fmt::format("{}: {}/def.json: variable '{}' is {} bytes, its tensor map says {}", source,
+                    sg.name, v.name, v.size, t.size_bytes()));
   return t;
 }
 
 }  // namespace
 
-std::string_view tensor_kind_name(TensorKind k) { return kKindNames[static_cast<size_t>(k)]; }
+std::string_view tensor_kind_name(TensorKind k) {
+  return kKindNames[static_cast<size_t>(k)];
+}
 
 uint64_t TensorDecl::num_elems() const {
   uint64_t n = 1;
@@ -134,7 +143,8 @@ Program from_neff(const neff::Neff& neff, const std::string& source, size_t subg
   const neff::Subgraph& sg = neff.subgraphs[subgraph];
   Program p;
   const auto target = find_target_name(neff.target);
-  if (!target) throw NeffError(fmt::format("{}: kelf-0.json: unknown target '{}'", source, neff.target));
+  if (!target)
+    throw NeffError(fmt::format("{}: kelf-0.json: unknown target '{}'", source, neff.target));
   p.target = std::string(*target);
   for (const neff::Variable& v : sg.variables)
     if (v.type != "state-buffer") p.tensors.push_back(tensor_from_neff(sg, v, source));
@@ -143,14 +153,15 @@ Program from_neff(const neff::Neff& neff, const std::string& source, size_t subg
             [](const TensorDecl& a, const TensorDecl& b) { return a.var_id < b.var_id; });
   for (const neff::EngineStream& s : sg.engines) {
     const auto engine = parse_engine(s.name);
-    if (!engine) throw NeffError(fmt::format("{}: {}: unknown engine '{}'", source, sg.name, s.name));
+    if (!engine)
+      throw NeffError(fmt::format("{}: {}: unknown engine '{}'", source, sg.name, s.name));
     const std::string where = fmt::format("{} {}", source, s.bin_member);
     auto& stream = p.stream(*engine);
     stream = decode_stream(s.code, where);
     for (size_t i = 0; i < stream.size(); ++i)
       if (stream[i].engine != *engine)
-        throw IsaError(fmt::format("{}: instruction {} is for engine {}, found in the {} stream", where,
-                                   i, engine_name(stream[i].engine), engine_name(*engine)));
+        throw IsaError(fmt::format("{}: instruction {} is for engine {}, found in the {} stream",
+                                   where, i, engine_name(stream[i].engine), engine_name(*engine)));
   }
   try {
     validate(p);

@@ -26,7 +26,8 @@ constexpr std::array<Target, 3> kTargets = {{
 }};
 
 // Other names of a target: inf2 carries the same NeuronCore-v2 as trn1 (§1).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kAliases = {{{"inf2", "trn1"}}};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kAliases = {
+    {{"inf2", "trn1"}}};
 
 // Targets added at run time (add_target). A deque keeps every element (and the strings its
 // string_views point into) in place as it grows.
@@ -95,14 +96,17 @@ const Target& add_target(const Target& target) {
     Target same = target;
     same.name = known->name;
     same.neff_target = known->neff_target;
-    if (known->name == target.name && known->neff_target == target.neff_target && same == *known) return *known;
-    throw IsaError(fmt::format("target '{}' is already known with other figures (as '{}', NEFF target '{}')",
-                               target.name, known->name, known->neff_target));
+    if (known->name == target.name && known->neff_target == target.neff_target && same == *known)
+      return *known;
+    throw IsaError(
+        fmt::format("target '{}' is already known with other figures (as '{}', NEFF target '{}')",
+                    target.name, known->name, known->neff_target));
   }
   if (const Target* other = find_locked(target.neff_target))
-    throw IsaError(fmt::format("target '{}': NEFF target '{}' already names target '{}'", target.name,
-                               target.neff_target, other->name));
-  Added& a = registry().added.emplace_back(Added{std::string(target.name), std::string(target.neff_target), target});
+    throw IsaError(fmt::format("target '{}': NEFF target '{}' already names target '{}'",
+                               target.name, target.neff_target, other->name));
+  Added& a = registry().added.emplace_back(
+      Added{std::string(target.name), std::string(target.neff_target), target});
   a.target.name = a.name;
   a.target.neff_target = a.neff_target;
   return a.target;

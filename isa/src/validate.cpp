@@ -31,11 +31,17 @@ bool is_reduce_op(AluOp op) {
   return op == AluOp::add || op == AluOp::multiply || op == AluOp::max || op == AluOp::min;
 }
 
-bool is_compare_op(AluOp op) { return op >= AluOp::is_equal && op <= AluOp::is_le; }
+bool is_compare_op(AluOp op) {
+  return op >= AluOp::is_equal && op <= AluOp::is_le;
+}
 
-bool is_collective(Opcode op) { return op >= Opcode::all_reduce; }
+bool is_collective(Opcode op) {
+  return op >= Opcode::all_reduce;
+}
 
-bool is_int(DType t) { return !is_float(t) && t != DType::boolean; }
+bool is_int(DType t) {
+  return !is_float(t) && t != DType::boolean;
+}
 
 class Checker {
  public:
@@ -66,7 +72,8 @@ class Checker {
   void engine_and_sync() const {
     if (std::find(info_.engines.begin(), info_.engines.end(), in_.engine) == info_.engines.end()) {
       std::string allowed;
-      for (Engine e : info_.engines) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", engine_name(e));
+      for (Engine e : info_.engines)
+        allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", engine_name(e));
       fail(fmt::format("cannot run on engine {} (runs on: {})", engine_name(in_.engine), allowed));
     }
     for (const Operand& op : in_.operands) {
@@ -92,8 +99,8 @@ class Checker {
       fail("scale is given as an operand and as an immediate");
     if (in_.opcode == Opcode::tensor_tensor_scan && opt(Role::initial) && in_.imm0 != 0.0f)
       fail("initial is given as an operand and as an immediate");
-    if (in_.opcode == Opcode::tensor_scalar && ((opt(Role::operand0) && in_.imm0 != 0.0f) ||
-                                                 (opt(Role::operand1) && in_.imm1 != 0.0f)))
+    if (in_.opcode == Opcode::tensor_scalar &&
+        ((opt(Role::operand0) && in_.imm0 != 0.0f) || (opt(Role::operand1) && in_.imm1 != 0.0f)))
       fail("a scalar is given as an operand and as an immediate");
     if (in_.opcode == Opcode::sem_wait && in_.wait.cond == WaitCond::none)
       fail("sem_wait needs a wait condition");
@@ -112,7 +119,8 @@ class Checker {
     const bool on_chip = ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM;
     if (on_chip && (ap.tensor != 0 || ap.partition_stride != 0))
       fail(op.role, "an on-chip operand has no tensor id or row stride");
-    if (ap.space == MemSpace::HBM && ap.start_partition != 0) fail(op.role, "an HBM operand has no start partition");
+    if (ap.space == MemSpace::HBM && ap.start_partition != 0)
+      fail(op.role, "an HBM operand has no start partition");
     if (ap.space == MemSpace::Pattern &&
         (ap.dtype != DType::int32 || ap.offset != 0 || ap.tensor != 0 || ap.start_partition != 0 ||
          ap.num_partitions != 1 || ap.partition_stride != 0))
@@ -128,14 +136,19 @@ class Checker {
       if (d.size == 0) fail(op.role, "a free dim has size 0");
     if (ap.num_partitions == 0) fail(op.role, "zero partitions");
     switch (ap.space) {
-      case MemSpace::SBUF: on_chip(op, t_.sbuf_partition_bytes, t_.sbuf_free_max); break;
-      case MemSpace::PSUM: on_chip(op, t_.psum_partition_bytes, t_.psum_free_max); break;
+      case MemSpace::SBUF:
+        on_chip(op, t_.sbuf_partition_bytes, t_.sbuf_free_max);
+        break;
+      case MemSpace::PSUM:
+        on_chip(op, t_.psum_partition_bytes, t_.psum_free_max);
+        break;
       case MemSpace::HBM:
         if (in_.opcode != Opcode::dma_copy && !is_collective(in_.opcode))
           fail(op.role, "engines reach HBM only through dma_copy and collectives");
         if (ap.tensor == 0) fail(op.role, "HBM operand names no tensor");
         break;
-      case MemSpace::Pattern: break;
+      case MemSpace::Pattern:
+        break;
     }
   }
 
@@ -151,8 +164,9 @@ class Checker {
     const int64_t first = static_cast<int64_t>(ap.offset) + e.lo * size;
     const int64_t last = static_cast<int64_t>(ap.offset) + (e.hi + 1) * size;
     if (first < 0 || last > partition_bytes)
-      fail(op.role, fmt::format("bytes {}..{} of each partition are outside {} ({} bytes per partition)",
-                                first, last, mem_space_name(ap.space), partition_bytes));
+      fail(op.role,
+           fmt::format("bytes {}..{} of each partition are outside {} ({} bytes per partition)",
+                       first, last, mem_space_name(ap.space), partition_bytes));
     const bool compute = in_.engine != Engine::PE && in_.opcode != Opcode::dma_copy;
     if (compute && ap.free_elems() > free_max)
       fail(op.role, fmt::format("{} free elements per partition from {} (at most {})",
@@ -175,8 +189,8 @@ class Checker {
     const AccessPattern& x = get(a);
     const AccessPattern& y = get(b);
     if (x.num_partitions != y.num_partitions || x.free_elems() != y.free_elems())
-      fail(b, fmt::format("shape [{}, {}] differs from {} [{}, {}]", y.num_partitions, y.free_elems(),
-                          role_name(a), x.num_partitions, x.free_elems()));
+      fail(b, fmt::format("shape [{}, {}] differs from {} [{}, {}]", y.num_partitions,
+                          y.free_elems(), role_name(a), x.num_partitions, x.free_elems()));
   }
 
   void per_partition_scalar(Role r, Role like) const {
@@ -189,18 +203,24 @@ class Checker {
 
   void space_is(Role r, MemSpace s) const {
     if (get(r).space != s)
-      fail(r, fmt::format("must be in {}, not {}", mem_space_name(s), mem_space_name(get(r).space)));
+      fail(r,
+           fmt::format("must be in {}, not {}", mem_space_name(s), mem_space_name(get(r).space)));
   }
 
   void reduce_op(AluOp op, const char* param) const {
     if (!is_reduce_op(op))
-      fail(fmt::format("{}={} is not a reduction (add, multiply, max, min)", param, alu_op_name(op)));
+      fail(fmt::format("{}={} is not a reduction (add, multiply, max, min)", param,
+                       alu_op_name(op)));
   }
 
   void shapes() const {
     switch (in_.opcode) {
-      case Opcode::matmul: matmul(); break;
-      case Opcode::transpose: transpose(); break;
+      case Opcode::matmul:
+        matmul();
+        break;
+      case Opcode::transpose:
+        transpose();
+        break;
       case Opcode::activation:
         same_shape(Role::dst, Role::src);
         per_partition_scalar(Role::bias, Role::src);
@@ -208,7 +228,8 @@ class Checker {
         per_partition_scalar(Role::reduce_dst, Role::src);
         if (!opt(Role::reduce_dst) && in_.alu0 != AluOp::bypass)
           fail(fmt::format("reduce={} needs a reduce_dst operand", alu_op_name(in_.alu0)));
-        if (opt(Role::reduce_dst) && !(in_.alu0 == AluOp::add || in_.alu0 == AluOp::max || in_.alu0 == AluOp::min))
+        if (opt(Role::reduce_dst) &&
+            !(in_.alu0 == AluOp::add || in_.alu0 == AluOp::max || in_.alu0 == AluOp::min))
           fail(fmt::format("reduce={} (add, max or min)", alu_op_name(in_.alu0)));
         break;
       case Opcode::tensor_tensor:
@@ -220,8 +241,12 @@ class Checker {
         per_partition_scalar(Role::operand0, Role::src);
         per_partition_scalar(Role::operand1, Role::src);
         break;
-      case Opcode::tensor_reduce: tensor_reduce(); break;
-      case Opcode::tensor_copy: same_shape(Role::dst, Role::src); break;
+      case Opcode::tensor_reduce:
+        tensor_reduce();
+        break;
+      case Opcode::tensor_copy:
+        same_shape(Role::dst, Role::src);
+        break;
       case Opcode::select:
         same_shape(Role::dst, Role::predicate);
         same_shape(Role::dst, Role::on_true);
@@ -231,31 +256,46 @@ class Checker {
         same_shape(Role::dst, Role::src);
         same_shape(Role::dst, Role::predicate);
         break;
-      case Opcode::bn_stats: bn(6, t_.bn_stats_fmax); break;
-      case Opcode::bn_aggr: bn(2, 0); break;
+      case Opcode::bn_stats:
+        bn(6, t_.bn_stats_fmax);
+        break;
+      case Opcode::bn_aggr:
+        bn(2, 0);
+        break;
       case Opcode::tensor_tensor_scan:
         same_shape(Role::dst, Role::in0);
         same_shape(Role::dst, Role::in1);
         per_partition_scalar(Role::initial, Role::in0);
         break;
       case Opcode::iota:
-      case Opcode::affine_select: patterned(); break;
+      case Opcode::affine_select:
+        patterned();
+        break;
       case Opcode::partition_reduce:
         reduce_op(in_.alu0, "op");
         if (get(Role::dst).num_partitions != 1) fail(Role::dst, "must have one partition");
         if (get(Role::dst).free_elems() != get(Role::src).free_elems())
           fail(Role::dst, "free size differs from src");
         break;
-      case Opcode::partition_shuffle: shuffle(); break;
-      case Opcode::local_gather: local_gather(); break;
-      case Opcode::dma_copy: dma(); break;
+      case Opcode::partition_shuffle:
+        shuffle();
+        break;
+      case Opcode::local_gather:
+        local_gather();
+        break;
+      case Opcode::dma_copy:
+        dma();
+        break;
       case Opcode::all_reduce:
         reduce_op(in_.alu0, "op");
         if (get(Role::dst).total_elems() != get(Role::src).total_elems())
           fail(Role::dst, "element count differs from src");
         break;
-      case Opcode::reduce_scatter: reduce_op(in_.alu0, "op"); break;
-      default: break;
+      case Opcode::reduce_scatter:
+        reduce_op(in_.alu0, "op");
+        break;
+      default:
+        break;
     }
   }
 
@@ -274,11 +314,11 @@ class Checker {
     const int tile = t_.core_version >= 3 ? 32 : 64;
     for (int i : {0, 1})
       if (in_.ints[i] < 0 || in_.ints[i] % tile != 0 || in_.ints[i] >= 128)
-        fail(fmt::format("tile position {}={} must be a multiple of {} below 128 on {}", i ? "col" : "row",
-                         in_.ints[i], tile, t_.name));
+        fail(fmt::format("tile position {}={} must be a multiple of {} below 128 on {}",
+                         i ? "col" : "row", in_.ints[i], tile, t_.name));
     if (in_.ints[0] + st.num_partitions > 128)
-      fail(fmt::format("row={} leaves {} PE rows, contraction needs {}", in_.ints[0], 128 - in_.ints[0],
-                       st.num_partitions));
+      fail(fmt::format("row={} leaves {} PE rows, contraction needs {}", in_.ints[0],
+                       128 - in_.ints[0], st.num_partitions));
     if (in_.has_flag(kTransposeMode)) {
       if (in_.has_flag(kAccumulate)) fail("transpose mode cannot accumulate");
       psum_bank_rule(dst);
@@ -288,15 +328,18 @@ class Checker {
       return;
     }
     if (st.free_elems() > t_.pe_stationary_fmax)
-      fail(Role::stationary, fmt::format("free size {} exceeds {}", st.free_elems(), t_.pe_stationary_fmax));
+      fail(Role::stationary,
+           fmt::format("free size {} exceeds {}", st.free_elems(), t_.pe_stationary_fmax));
     if (mv.free_elems() > t_.pe_moving_fmax)
-      fail(Role::moving, fmt::format("free size {} exceeds {}", mv.free_elems(), t_.pe_moving_fmax));
+      fail(Role::moving,
+           fmt::format("free size {} exceeds {}", mv.free_elems(), t_.pe_moving_fmax));
     if (in_.ints[1] + st.free_elems() > 128)
-      fail(fmt::format("col={} leaves {} PE columns, stationary needs {}", in_.ints[1], 128 - in_.ints[1],
-                       st.free_elems()));
+      fail(fmt::format("col={} leaves {} PE columns, stationary needs {}", in_.ints[1],
+                       128 - in_.ints[1], st.free_elems()));
     if (dst.num_partitions != st.free_elems() || dst.free_elems() != mv.free_elems())
-      fail(Role::dst, fmt::format("shape [{}, {}] is not [stationary free {}, moving free {}]",
-                                  dst.num_partitions, dst.free_elems(), st.free_elems(), mv.free_elems()));
+      fail(Role::dst,
+           fmt::format("shape [{}, {}] is not [stationary free {}, moving free {}]",
+                       dst.num_partitions, dst.free_elems(), st.free_elems(), mv.free_elems()));
     if (dst.dtype != DType::fp32 && !(t_.core_version >= 4 && dst.dtype == DType::bf16))
       fail(Role::dst, fmt::format("PSUM accumulates in float32, not {}", dtype_name(dst.dtype)));
     psum_bank_rule(dst);
@@ -318,8 +361,9 @@ class Checker {
     const AccessPattern& src = get(Role::src);
     const AccessPattern& dst = get(Role::dst);
     if (dst.num_partitions != src.free_elems() || dst.free_elems() != src.num_partitions)
-      fail(Role::dst, fmt::format("shape [{}, {}] is not the transpose of src [{}, {}]", dst.num_partitions,
-                                  dst.free_elems(), src.num_partitions, src.free_elems()));
+      fail(Role::dst,
+           fmt::format("shape [{}, {}] is not the transpose of src [{}, {}]", dst.num_partitions,
+                       dst.free_elems(), src.num_partitions, src.free_elems()));
     if (dst.dtype != src.dtype) fail(Role::dst, "a transpose keeps the dtype");
     if (in_.engine == Engine::DVE && (src.num_partitions > 32 || src.free_elems() > 32))
       fail(Role::src, "DVE transposes blocks of at most 32x32");
@@ -335,7 +379,8 @@ class Checker {
     const AccessPattern& src = get(Role::src);
     const uint8_t all = static_cast<uint8_t>((1u << src.num_dims) - 1);
     if (in_.axes == 0 || (in_.axes & ~all) != 0)
-      fail(fmt::format("axes={:#x} must select some of src's {} free dims", in_.axes, src.num_dims));
+      fail(
+          fmt::format("axes={:#x} must select some of src's {} free dims", in_.axes, src.num_dims));
     uint64_t kept = 1;
     for (int i = 0; i < src.num_dims; ++i)
       if (!(in_.axes & (1u << i))) kept *= src.dims[i].size;
@@ -348,12 +393,14 @@ class Checker {
   void bn(uint64_t dst_free, uint32_t src_max) const {
     const AccessPattern& src = get(Role::src);
     const AccessPattern& dst = get(Role::dst);
-    if (dst.num_partitions != src.num_partitions) fail(Role::dst, "partition count differs from src");
+    if (dst.num_partitions != src.num_partitions)
+      fail(Role::dst, "partition count differs from src");
     if (dst.free_elems() != dst_free)
-      fail(Role::dst, fmt::format("must hold {} values per partition, has {}", dst_free, dst.free_elems()));
+      fail(Role::dst,
+           fmt::format("must hold {} values per partition, has {}", dst_free, dst.free_elems()));
     if (src_max && src.free_elems() > src_max)
-      fail(Role::src, fmt::format("bn_stats reads at most {} elements per partition, got {}", src_max,
-                                  src.free_elems()));
+      fail(Role::src, fmt::format("bn_stats reads at most {} elements per partition, got {}",
+                                  src_max, src.free_elems()));
     if (!src_max && src.free_elems() % 6 != 0)
       fail(Role::src, "must hold whole bn_stats records (a multiple of 6 values)");
     if (!is_float(dst.dtype)) fail(Role::dst, "statistics need a float dtype");
@@ -366,7 +413,8 @@ class Checker {
                                       get(Role::pattern).free_elems(), dst.free_elems()));
     if (in_.opcode == Opcode::affine_select) {
       same_shape(Role::dst, Role::on_true);
-      if (!is_compare_op(in_.alu0)) fail(fmt::format("cmp={} is not a comparison", alu_op_name(in_.alu0)));
+      if (!is_compare_op(in_.alu0))
+        fail(fmt::format("cmp={} is not a comparison", alu_op_name(in_.alu0)));
     }
   }
 
@@ -384,14 +432,16 @@ class Checker {
 
   void local_gather() const {
     const AccessPattern& idx = get(Role::index);
-    if (!is_int(idx.dtype)) fail(Role::index, fmt::format("must be an integer dtype, not {}", dtype_name(idx.dtype)));
+    if (!is_int(idx.dtype))
+      fail(Role::index, fmt::format("must be an integer dtype, not {}", dtype_name(idx.dtype)));
     if (in_.ints[0] <= 0 || in_.ints[1] <= 0)
       fail("elems_per_index and num_indices must be positive");
     if (get(Role::src).num_partitions != get(Role::dst).num_partitions ||
         idx.num_partitions != get(Role::dst).num_partitions)
       fail(Role::src, "dst, src and index must cover the same partitions");
     if (idx.free_elems() < static_cast<uint64_t>(in_.ints[1]))
-      fail(Role::index, fmt::format("holds {} indices, num_indices is {}", idx.free_elems(), in_.ints[1]));
+      fail(Role::index,
+           fmt::format("holds {} indices, num_indices is {}", idx.free_elems(), in_.ints[1]));
     if (get(Role::dst).free_elems() != static_cast<uint64_t>(in_.ints[0]) * in_.ints[1])
       fail(Role::dst, "free size must be elems_per_index * num_indices");
   }
@@ -403,12 +453,14 @@ class Checker {
     if (const AccessPattern* idx = opt(Role::index)) {
       if (!is_int(idx->dtype)) fail(Role::index, "must be an integer dtype");
       if (dst.total_elems() != idx->total_elems() * src.free_elems())
-        fail(Role::dst, fmt::format("holds {} elements; {} indices x {} per row = {}", dst.total_elems(),
-                                    idx->total_elems(), src.free_elems(), idx->total_elems() * src.free_elems()));
+        fail(Role::dst, fmt::format("holds {} elements; {} indices x {} per row = {}",
+                                    dst.total_elems(), idx->total_elems(), src.free_elems(),
+                                    idx->total_elems() * src.free_elems()));
       return;
     }
     if (dst.total_elems() != src.total_elems())
-      fail(Role::dst, fmt::format("holds {} elements, src {}", dst.total_elems(), src.total_elems()));
+      fail(Role::dst,
+           fmt::format("holds {} elements, src {}", dst.total_elems(), src.total_elems()));
   }
 
   const Instruction& in_;
@@ -463,8 +515,8 @@ void validate(const TensorDecl& t) {
     bytes *= static_cast<uint64_t>(d);
   }
   if (t.kind == TensorKind::constant && t.data.size() != t.size_bytes())
-    throw IsaError(fmt::format("constant '{}' holds {} bytes, its shape needs {}", t.name, t.data.size(),
-                               t.size_bytes()));
+    throw IsaError(fmt::format("constant '{}' holds {} bytes, its shape needs {}", t.name,
+                               t.data.size(), t.size_bytes()));
 }
 
 void validate(const Program& program) {
@@ -482,7 +534,8 @@ void validate(const Program& program) {
     for (size_t i = 0; i < stream.size(); ++i) {
       const std::string where = fmt::format("{}[{}]", engine_name(static_cast<Engine>(e)), i);
       if (stream[i].engine != static_cast<Engine>(e))
-        throw IsaError(fmt::format("{}: instruction says engine {}", where, engine_name(stream[i].engine)));
+        throw IsaError(
+            fmt::format("{}: instruction says engine {}", where, engine_name(stream[i].engine)));
       validate(stream[i], target, where);
       check_hbm(program, stream[i], where);
     }

@@ -12,11 +12,13 @@ void fail(std::string_view kernel, const std::string& message) {
   throw std::invalid_argument(fmt::format("{}: {}", kernel, message));
 }
 
-void check_dims(std::string_view kernel, std::initializer_list<std::pair<const char*, int64_t>> dims) {
+void check_dims(std::string_view kernel,
+                std::initializer_list<std::pair<const char*, int64_t>> dims) {
   for (const auto& [name, value] : dims) {
     require(value >= 1, kernel, fmt::format("{} must be at least 1, not {}", name, value));
     // A tensor's first dim becomes the row count of one HBM access pattern (u16).
-    require(value <= 0xffff, kernel, fmt::format("{} = {} exceeds the supported 65535", name, value));
+    require(value <= 0xffff, kernel,
+            fmt::format("{} = {} exceeds the supported 65535", name, value));
   }
 }
 
@@ -53,7 +55,8 @@ uint32_t buffer_count(const KernelBuilder& kb, std::string_view kernel, uint64_t
                            fixed_bytes + 2 * slot_bytes, kb.target().name, capacity));
 }
 
-AccessPattern sbuf(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts, uint32_t free) {
+AccessPattern sbuf(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts,
+                   uint32_t free) {
   try {
     return kb.sbuf_tile(dtype, u16(parts), free);
   } catch (const isa::IsaError& e) {
@@ -61,7 +64,8 @@ AccessPattern sbuf(KernelBuilder& kb, std::string_view kernel, DType dtype, uint
   }
 }
 
-AccessPattern psum(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts, uint32_t free) {
+AccessPattern psum(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts,
+                   uint32_t free) {
   try {
     return kb.psum_tile(dtype, u16(parts), free);
   } catch (const isa::IsaError& e) {

@@ -27,12 +27,19 @@ inline void require(bool ok, std::string_view kernel, const std::string& message
 
 // Every dim >= 1 and small enough for one HBM access pattern (rows <= 65535,
 // the builder's limit on a tensor's first dim; elements per tensor < 2^32).
-void check_dims(std::string_view kernel, std::initializer_list<std::pair<const char*, int64_t>> dims);
+void check_dims(std::string_view kernel,
+                std::initializer_list<std::pair<const char*, int64_t>> dims);
 void check_float(std::string_view kernel, const char* what, DType dtype);
 
-inline uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
-inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-inline uint16_t u16(uint64_t v) { return static_cast<uint16_t>(v); }
+inline uint32_t ceil_div(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+inline uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+inline uint16_t u16(uint64_t v) {
+  return static_cast<uint16_t>(v);
+}
 
 // Size of tile `index` of `tile` elements along a dim of `total` elements.
 inline uint32_t tile_len(uint64_t total, uint32_t tile, uint32_t index) {
@@ -65,13 +72,16 @@ uint32_t buffer_count(const KernelBuilder& kb, std::string_view kernel, uint64_t
 
 // sbuf_tile/psum_tile, with the builder's "exhausted" error reported as an
 // unsupported shape of `kernel`.
-AccessPattern sbuf(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts, uint32_t free);
-AccessPattern psum(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts, uint32_t free);
+AccessPattern sbuf(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts,
+                   uint32_t free);
+AccessPattern psum(KernelBuilder& kb, std::string_view kernel, DType dtype, uint32_t parts,
+                   uint32_t free);
 
 // ACT: dst = func(src * scale[p] + bias[p]) with a per-partition scale operand
 // (the builder's shorthand only takes an immediate scale).
 void activation_scaled(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern& src,
-                       isa::ActFunc func, const AccessPattern& scale, const AccessPattern* bias = nullptr);
+                       isa::ActFunc func, const AccessPattern& scale,
+                       const AccessPattern* bias = nullptr);
 
 // Software pipeline over `n` steps: load(i) is emitted `lookahead` steps before
 // compute(i), so the DMA queues start on tile i+lookahead while the engines work

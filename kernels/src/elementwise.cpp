@@ -55,7 +55,8 @@ std::vector<FlatTile> flat_tiles(uint64_t total) {
 
 }  // namespace
 
-isa::Program elementwise(std::string_view target, ElementwiseOp op, int64_t rows, int64_t cols, DType dtype) {
+isa::Program elementwise(std::string_view target, ElementwiseOp op, int64_t rows, int64_t cols,
+                         DType dtype) {
   check_dims(kName, {{"rows", rows}, {"cols", cols}});
   require(op == ElementwiseOp::add || op == ElementwiseOp::multiply, kName, "unknown operation");
   const isa::AluOp alu = op == ElementwiseOp::add ? isa::AluOp::add : isa::AluOp::multiply;
@@ -64,7 +65,8 @@ isa::Program elementwise(std::string_view target, ElementwiseOp op, int64_t rows
   const AccessPattern x = kb.input("x", dtype, {rows, cols});
   const AccessPattern y = kb.input("y", dtype, {rows, cols});
   const AccessPattern out = kb.output("out", dtype, {rows, cols});
-  const std::vector<FlatTile> tiles = flat_tiles(static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols));
+  const std::vector<FlatTile> tiles =
+      flat_tiles(static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols));
 
   // Per buffer: an x tile (also the result, computed in place) and a y tile.
   const uint32_t per = tiles.front().per_part;
@@ -74,7 +76,8 @@ isa::Program elementwise(std::string_view target, ElementwiseOp op, int64_t rows
   };
   std::vector<Slot> slots;
   for (uint32_t i = 0; i < nbuf; ++i)
-    slots.push_back({sbuf(kb, kName, dtype, kPartitions, per), sbuf(kb, kName, dtype, kPartitions, per)});
+    slots.push_back(
+        {sbuf(kb, kName, dtype, kPartitions, per), sbuf(kb, kName, dtype, kPartitions, per)});
 
   auto view = [&](const AccessPattern& t, const FlatTile& ft) {
     return isa::cols(isa::rows(t, 0, ft.parts), 0, ft.per_part);

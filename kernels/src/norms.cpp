@@ -36,8 +36,11 @@ struct NormSetup {
   uint32_t C;
   uint32_t bcast_parts;  // partitions that hold gamma/beta: min(rows, 128)
 
-  NormSetup(std::string_view kernel, std::string_view target, int64_t rows, int64_t cols, float eps, DType dtype)
-      : kb(target), tiles{static_cast<uint64_t>(rows)}, C(u32(cols)),
+  NormSetup(std::string_view kernel, std::string_view target, int64_t rows, int64_t cols, float eps,
+            DType dtype)
+      : kb(target),
+        tiles{static_cast<uint64_t>(rows)},
+        C(u32(cols)),
         bcast_parts(static_cast<uint32_t>(std::min<int64_t>(rows, kPartitions))) {
     check_dims(kernel, {{"rows", rows}, {"cols", cols}});
     check_float(kernel, "dtype", dtype);
@@ -75,13 +78,16 @@ isa::Program rmsnorm(std::string_view target, int64_t rows, int64_t cols, float 
   };
   const uint64_t slot_bytes =
       tile_bytes(dtype, n.C) + tile_bytes(DType::fp32, n.C) + 2 * tile_bytes(DType::fp32, 1);
-  const uint32_t nbuf = buffer_count(kb, kName, tile_bytes(DType::fp32, n.C), slot_bytes, "a row tile");
+  const uint32_t nbuf =
+      buffer_count(kb, kName, tile_bytes(DType::fp32, n.C), slot_bytes, "a row tile");
   const AccessPattern gamma = n.broadcast_input(kName, "gamma", dtype);
   n.out = kb.output("out", dtype, {rows, cols});
   std::vector<Slot> slots;
   for (uint32_t i = 0; i < nbuf; ++i)
-    slots.push_back({sbuf(kb, kName, dtype, kPartitions, n.C), sbuf(kb, kName, DType::fp32, kPartitions, n.C),
-                     sbuf(kb, kName, DType::fp32, kPartitions, 1), sbuf(kb, kName, DType::fp32, kPartitions, 1)});
+    slots.push_back({sbuf(kb, kName, dtype, kPartitions, n.C),
+                     sbuf(kb, kName, DType::fp32, kPartitions, n.C),
+                     sbuf(kb, kName, DType::fp32, kPartitions, 1),
+                     sbuf(kb, kName, DType::fp32, kPartitions, 1)});
   // square(x * s) with s = 1/sqrt(C) sums to mean(x^2): no separate division.
   const float inv_sqrt_c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n.C)));
 
@@ -96,30 +102,36 @@ isa::Program rmsnorm(std::string_view target, int64_t rows, int64_t cols, float 
     kb.tensor_tensor(Engine::POOL, x, w, isa::rows(gamma, 0, p), AluOp::multiply);
     n.store(s.x, i);
   };
-  pipeline(n.tiles.count(), nbuf - 1, [&](uint32_t i) { n.load(slots[i % nbuf].x, i); }, compute);
+  pipeline(
+      n.tiles.count(), nbuf - 1, [&](uint32_t i) { n.load(slots[i % nbuf].x, i); }, compute);
   return kb.finish();
 }
 
-isa::Program layernorm(std::string_view target, int64_t rows, int64_t cols, float eps, DType dtype) {
+isa::Program layernorm(std::string_view target, int64_t rows, int64_t cols, float eps,
+                       DType dtype) {
   constexpr std::string_view kName = "layernorm";
   NormSetup n(kName, target, rows, cols, eps, dtype);
   KernelBuilder& kb = n.kb;
   const uint32_t fmax = kb.target().bn_stats_fmax;
   const uint32_t chunks = ceil_div(n.C, fmax);
   struct Slot {
-    AccessPattern x, w, stats, mv, sc;  // x is also the result; mv = (mean, var); sc = (rstd, -mean*rstd)
+    AccessPattern x, w, stats, mv,
+        sc;  // x is also the result; mv = (mean, var); sc = (rstd, -mean*rstd)
   };
   const uint64_t slot_bytes = tile_bytes(dtype, n.C) + tile_bytes(DType::fp32, n.C) +
                               tile_bytes(DType::fp32, 6 * chunks) + 2 * tile_bytes(DType::fp32, 2);
-  const uint32_t nbuf = buffer_count(kb, kName, 2 * tile_bytes(DType::fp32, n.C), slot_bytes, "a row tile");
+  const uint32_t nbuf =
+      buffer_count(kb, kName, 2 * tile_bytes(DType::fp32, n.C), slot_bytes, "a row tile");
   const AccessPattern gamma = n.broadcast_input(kName, "gamma", dtype);
   const AccessPattern beta = n.broadcast_input(kName, "beta", dtype);
   n.out = kb.output("out", dtype, {rows, cols});
   std::vector<Slot> slots;
   for (uint32_t i = 0; i < nbuf; ++i)
-    slots.push_back({sbuf(kb, kName, dtype, kPartitions, n.C), sbuf(kb, kName, DType::fp32, kPartitions, n.C),
+    slots.push_back({sbuf(kb, kName, dtype, kPartitions, n.C),
+                     sbuf(kb, kName, DType::fp32, kPartitions, n.C),
                      sbuf(kb, kName, DType::fp32, kPartitions, 6 * chunks),
-                     sbuf(kb, kName, DType::fp32, kPartitions, 2), sbuf(kb, kName, DType::fp32, kPartitions, 2)});
+                     sbuf(kb, kName, DType::fp32, kPartitions, 2),
+                     sbuf(kb, kName, DType::fp32, kPartitions, 2)});
 
   // DVE: statistics and the per-row scale and bias of tile i.
   auto statistics = [&](uint32_t i) {
@@ -142,14 +154,16 @@ isa::Program layernorm(std::string_view target, int64_t rows, int64_t cols, floa
     if (i + 1 < n.tiles.count()) statistics(i + 1);
     const uint32_t p = n.tiles.parts(i);
     const Slot& s = slots[i % nbuf];
-    const AccessPattern x = isa::rows(s.x, 0, p), w = isa::rows(s.w, 0, p), sc = isa::rows(s.sc, 0, p);
+    const AccessPattern x = isa::rows(s.x, 0, p), w = isa::rows(s.w, 0, p),
+                        sc = isa::rows(s.sc, 0, p);
     const AccessPattern rstd = isa::cols(sc, 0, 1), nmr = isa::cols(sc, 1, 1);
     activation_scaled(kb, w, x, ActFunc::identity, rstd, &nmr);
     kb.tensor_tensor(Engine::DVE, w, w, isa::rows(gamma, 0, p), AluOp::multiply);
     kb.tensor_tensor(Engine::POOL, x, w, isa::rows(beta, 0, p), AluOp::add);
     n.store(s.x, i);
   };
-  pipeline(n.tiles.count(), nbuf - 1, [&](uint32_t i) { n.load(slots[i % nbuf].x, i); }, compute);
+  pipeline(
+      n.tiles.count(), nbuf - 1, [&](uint32_t i) { n.load(slots[i % nbuf].x, i); }, compute);
   return kb.finish();
 }
 

@@ -42,13 +42,15 @@ isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType 
   const uint32_t C = u32(cols);
   const RowTiles tiles{static_cast<uint64_t>(rows)};
 
-  const uint64_t slot_bytes = tile_bytes(dtype, C) + tile_bytes(DType::fp32, C) + 3 * tile_bytes(DType::fp32, 1);
+  const uint64_t slot_bytes =
+      tile_bytes(dtype, C) + tile_bytes(DType::fp32, C) + 3 * tile_bytes(DType::fp32, 1);
   const uint32_t nbuf = buffer_count(kb, kName, 0, slot_bytes, "a row tile");
   std::vector<Slot> slots;
   for (uint32_t i = 0; i < nbuf; ++i)
-    slots.push_back({sbuf(kb, kName, dtype, kPartitions, C), sbuf(kb, kName, DType::fp32, kPartitions, C),
-                     sbuf(kb, kName, DType::fp32, kPartitions, 1), sbuf(kb, kName, DType::fp32, kPartitions, 1),
-                     sbuf(kb, kName, DType::fp32, kPartitions, 1)});
+    slots.push_back(
+        {sbuf(kb, kName, dtype, kPartitions, C), sbuf(kb, kName, DType::fp32, kPartitions, C),
+         sbuf(kb, kName, DType::fp32, kPartitions, 1), sbuf(kb, kName, DType::fp32, kPartitions, 1),
+         sbuf(kb, kName, DType::fp32, kPartitions, 1)});
 
   auto load = [&](uint32_t i) {
     const uint32_t p = tiles.parts(i);
@@ -57,7 +59,8 @@ isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType 
   auto row_max = [&](uint32_t i) {
     const uint32_t p = tiles.parts(i);
     const Slot& s = slots[i % nbuf];
-    kb.tensor_reduce(Engine::DVE, isa::rows(s.nmax, 0, p), isa::rows(s.x, 0, p), AluOp::max, /*axes=*/0x1,
+    kb.tensor_reduce(Engine::DVE, isa::rows(s.nmax, 0, p), isa::rows(s.x, 0, p), AluOp::max,
+                     /*axes=*/0x1,
                      /*negate=*/true);
   };
   auto compute = [&](uint32_t i) {

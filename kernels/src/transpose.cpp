@@ -41,7 +41,8 @@ isa::Program transpose(std::string_view target, int64_t rows, int64_t cols, DTyp
 
   // Two sets of G input tiles (load of the next step overlaps this one).
   std::vector<AccessPattern> in_tiles;
-  for (uint32_t i = 0; i < 2 * group; ++i) in_tiles.push_back(sbuf(kb, kName, dtype, kPartitions, kColChunk));
+  for (uint32_t i = 0; i < 2 * group; ++i)
+    in_tiles.push_back(sbuf(kb, kName, dtype, kPartitions, kColChunk));
   std::vector<AccessPattern> banks, out_tiles;
   for (uint32_t i = 0; i < kOutBufs; ++i) {
     banks.push_back(psum(kb, kName, dtype, kPartitions, group * kPartitions));
@@ -49,7 +50,9 @@ isa::Program transpose(std::string_view target, int64_t rows, int64_t cols, DTyp
   }
 
   // Step s = (row group rg, column chunk cc); its row tiles are rg*G .. rg*G + G-1.
-  auto tiles_in_group = [&](uint32_t rg) { return std::min(group, row_tiles.count() - rg * group); };
+  auto tiles_in_group = [&](uint32_t rg) {
+    return std::min(group, row_tiles.count() - rg * group);
+  };
   auto load = [&](uint32_t s) {
     const uint32_t rg = s / col_chunks, cc = s % col_chunks;
     const uint32_t width = tile_len(C, kColChunk, cc);
@@ -67,15 +70,19 @@ isa::Program transpose(std::string_view target, int64_t rows, int64_t cols, DTyp
     const uint32_t group_rows = std::min<uint32_t>(R - row0, group * kPartitions);
     for (uint32_t cb = 0; cb < ceil_div(width, kPartitions); ++cb, ++block_count) {
       const uint32_t pc = tile_len(width, kPartitions, cb);  // x columns = out rows of this block
-      const AccessPattern bank = isa::cols(isa::rows(banks[block_count % kOutBufs], 0, pc), 0, group_rows);
+      const AccessPattern bank =
+          isa::cols(isa::rows(banks[block_count % kOutBufs], 0, pc), 0, group_rows);
       for (uint32_t j = 0; j < tiles_in_group(rg); ++j) {
         const uint32_t p = row_tiles.parts(rg * group + j);
-        const AccessPattern src = isa::cols(isa::rows(in_tiles[(s % 2) * group + j], 0, p), cb * kPartitions, pc);
+        const AccessPattern src =
+            isa::cols(isa::rows(in_tiles[(s % 2) * group + j], 0, p), cb * kPartitions, pc);
         kb.transpose(Engine::PE, isa::cols(bank, j * kPartitions, p), src);
       }
-      const AccessPattern result = isa::cols(isa::rows(out_tiles[block_count % kOutBufs], 0, pc), 0, group_rows);
+      const AccessPattern result =
+          isa::cols(isa::rows(out_tiles[block_count % kOutBufs], 0, pc), 0, group_rows);
       kb.tensor_copy(block_count % 2 ? Engine::DVE : Engine::ACT, result, bank);
-      kb.dma_copy(hbm_block(out, cc * kColChunk + cb * kPartitions, pc, row0, group_rows), result, Engine::POOL);
+      kb.dma_copy(hbm_block(out, cc * kColChunk + cb * kPartitions, pc, row0, group_rows), result,
+                  Engine::POOL);
     }
   };
   pipeline(row_groups * col_chunks, 1, load, compute);

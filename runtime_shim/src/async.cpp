@@ -32,7 +32,9 @@ struct QueueKey {
   auto operator<=>(const QueueKey&) const = default;
 };
 
-nrta_seq_t seq_id(int xu, uint64_t num) { return (static_cast<nrta_seq_t>(xu) << 48) | num; }
+nrta_seq_t seq_id(int xu, uint64_t num) {
+  return (static_cast<nrta_seq_t>(xu) << 48) | num;
+}
 
 void signal(int fd) {
   const uint64_t one = 1;
@@ -98,7 +100,7 @@ void AsyncQueues::complete_in_order() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     cv.wait(lock, [&] { return stop || !pending.empty(); });
-    if (pending.empty()) return;  // stopping, and every request is complete
+    if (pending.empty()) return;    // stopping, and every request is complete
     AsyncOp& op = pending.front();  // only this thread pops; pushes keep references valid
     lock.unlock();
     const NRT_STATUS status = complete(op, session->device->wait(op.num));
@@ -137,7 +139,9 @@ AsyncQueues& async_of(Session& s) {
   return *s.async;
 }
 
-bool valid_fd(int fd) { return fd >= 0 && fcntl(fd, F_GETFD) != -1; }
+bool valid_fd(int fd) {
+  return fd >= 0 && fcntl(fd, F_GETFD) != -1;
+}
 
 // Checks a (logical core, XU, queue) of the visible cores (rt().mu held); logs when invalid.
 NRT_STATUS check_queue(const char* fn, int64_t lnc, int xu, int queue) {
@@ -151,8 +155,9 @@ NRT_STATUS check_queue(const char* fn, int64_t lnc, int xu, int queue) {
     return NRT_INVALID;
   }
   if (queue < 0 || queue >= kQueues[xu]) {
-    log(kError, fn, "queue {} does not exist: the {} XU of a core has queue{} 0{}", queue, kXuNames[xu],
-        kQueues[xu] > 1 ? "s" : "", kQueues[xu] > 1 ? fmt::format("-{}", kQueues[xu] - 1) : "");
+    log(kError, fn, "queue {} does not exist: the {} XU of a core has queue{} 0{}", queue,
+        kXuNames[xu], kQueues[xu] > 1 ? "s" : "",
+        kQueues[xu] > 1 ? fmt::format("-{}", kQueues[xu] - 1) : "");
     return NRT_INVALID;
   }
   return NRT_SUCCESS;
@@ -182,12 +187,14 @@ NRT_STATUS schedule(const char* fn, Session& s, AsyncOp op, Enqueue&& enqueue, n
 // Where [offset, offset + size) of a tensor is in HBM for a request on `chip` (rt().mu held):
 // a device tensor of this session where it is, anything else mapped there for the request.
 std::optional<std::pair<uint32_t, uint64_t>> place(const char* fn, Session& s, const nrt_tensor* t,
-                                                   uint64_t offset, uint64_t size, uint32_t chip, AsyncOp& op) {
+                                                   uint64_t offset, uint64_t size, uint32_t chip,
+                                                   AsyncOp& op) {
   const Storage& st = *t->storage;
   op.keep.push_back(t->storage);
   if (st.on(s.device))
     return std::pair{static_cast<uint32_t>(st.chip), st.hbm_addr + t->offset + offset};
-  const auto addr = map_host(fn, *s.device, chip, st.data + t->offset + offset, size, t->name.c_str());
+  const auto addr =
+      map_host(fn, *s.device, chip, st.data + t->offset + offset, size, t->name.c_str());
   if (!addr) return std::nullopt;
   op.temp_maps.emplace_back(chip, *addr);
   return std::pair{chip, *addr};
@@ -198,13 +205,14 @@ enum class TensorOp { write, read, copy };
 // A tensor write, read or copy: a copy between two HBM places on the core's queue. `host` is the
 // host buffer of a write (the source) or a read (the destination).
 NRT_STATUS tensor_op(const char* fn, TensorOp kind, const nrt_tensor* src, uint64_t src_offset,
-                     const nrt_tensor* dst, uint64_t dst_offset, void* host, uint64_t size, int lnc, int queue,
-                     NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
+                     const nrt_tensor* dst, uint64_t dst_offset, void* host, uint64_t size, int lnc,
+                     int queue, NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   const bool reads_tensor = kind != TensorOp::write, writes_tensor = kind != TensorOp::read;
   if ((reads_tensor && !live(src)) || (writes_tensor && !live(dst))) {
-    log(kError, fn, "{} is NULL or not a live tensor", kind == TensorOp::copy ? "src or dst" : "tensor");
+    log(kError, fn, "{} is NULL or not a live tensor",
+        kind == TensorOp::copy ? "src or dst" : "tensor");
     return NRT_INVALID;
   }
   if (kind != TensorOp::copy && host == nullptr) {
@@ -238,14 +246,17 @@ NRT_STATUS tensor_op(const char* fn, TensorOp kind, const nrt_tensor* src, uint6
     return std::pair{chip, *addr};
   };
   const auto from = reads_tensor ? place(fn, s, src, src_offset, size, chip, op) : host_place();
-  const auto to = !from ? std::nullopt : writes_tensor ? place(fn, s, dst, dst_offset, size, chip, op) : host_place();
+  const auto to = !from           ? std::nullopt
+                  : writes_tensor ? place(fn, s, dst, dst_offset, size, chip, op)
+                                  : host_place();
   if (!from || !to) {
     log(kError, fn, "no device memory left to map {} bytes for the request", size);
     unmap(*s.device, op.temp_maps);
     return NRT_RESOURCE;
   }
   const sim::Copy copy{from->first, to->first, from->second, to->second, size, fn};
-  return schedule(fn, s, std::move(op), [&](sim::Device& d) { return d.enqueue(core, copy); }, req_sequence);
+  return schedule(
+      fn, s, std::move(op), [&](sim::Device& d) { return d.enqueue(core, copy); }, req_sequence);
 }
 
 }  // namespace
@@ -255,27 +266,31 @@ using namespace neuronsim::rt;
 
 extern "C" {
 
-NRT_STATUS nrta_tensor_write(nrt_tensor_t* tensor, const void* buf, uint64_t offset, uint64_t size, int lnc_idx,
-                             int queue, NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
+NRT_STATUS nrta_tensor_write(nrt_tensor_t* tensor, const void* buf, uint64_t offset, uint64_t size,
+                             int lnc_idx, int queue, NRT_STATUS* exec_ret,
+                             nrta_seq_t* req_sequence) {
   // The device only reads the host buffer of a write.
-  return tensor_op(__func__, TensorOp::write, nullptr, 0, tensor, offset, const_cast<void*>(buf), size, lnc_idx,
-                   queue, exec_ret, req_sequence);
+  return tensor_op(__func__, TensorOp::write, nullptr, 0, tensor, offset, const_cast<void*>(buf),
+                   size, lnc_idx, queue, exec_ret, req_sequence);
 }
 
-NRT_STATUS nrta_tensor_read(void* buf, nrt_tensor_t* tensor, uint64_t offset, uint64_t size, int lnc_idx, int queue,
-                            NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
-  return tensor_op(__func__, TensorOp::read, tensor, offset, nullptr, 0, buf, size, lnc_idx, queue, exec_ret,
-                   req_sequence);
-}
-
-NRT_STATUS nrta_tensor_copy(nrt_tensor_t* src, uint64_t src_offset, nrt_tensor_t* dst, uint64_t dst_offset,
-                            uint64_t size, int lnc_idx, int queue, NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
-  return tensor_op(__func__, TensorOp::copy, src, src_offset, dst, dst_offset, nullptr, size, lnc_idx, queue,
+NRT_STATUS nrta_tensor_read(void* buf, nrt_tensor_t* tensor, uint64_t offset, uint64_t size,
+                            int lnc_idx, int queue, NRT_STATUS* exec_ret,
+                            nrta_seq_t* req_sequence) {
+  return tensor_op(__func__, TensorOp::read, tensor, offset, nullptr, 0, buf, size, lnc_idx, queue,
                    exec_ret, req_sequence);
 }
 
-NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* input, nrt_tensor_set_t* output,
-                                 int queue, NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
+NRT_STATUS nrta_tensor_copy(nrt_tensor_t* src, uint64_t src_offset, nrt_tensor_t* dst,
+                            uint64_t dst_offset, uint64_t size, int lnc_idx, int queue,
+                            NRT_STATUS* exec_ret, nrta_seq_t* req_sequence) {
+  return tensor_op(__func__, TensorOp::copy, src, src_offset, dst, dst_offset, nullptr, size,
+                   lnc_idx, queue, exec_ret, req_sequence);
+}
+
+NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* input,
+                                 nrt_tensor_set_t* output, int queue, NRT_STATUS* exec_ret,
+                                 nrta_seq_t* req_sequence) {
   NRT_GATE();
   ExecRequest req;
   std::lock_guard<std::mutex> lock(rt().mu);
@@ -285,7 +300,8 @@ NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* inp
   }
   if (live(model) && model->data->job) {
     log(kError, __func__,
-        "'{}' is a rank of a collective job (nrt_load_collectives); neuronsim runs collective models with "
+        "'{}' is a rank of a collective job (nrt_load_collectives); neuronsim runs collective "
+        "models with "
         "nrt_execute only",
         model->data->name);
     return NRT_INVALID;
@@ -310,8 +326,8 @@ NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* inp
   op.temp_maps = std::move(req.temp_maps);
   op.outputs = std::move(req.outputs);
   return schedule(
-      __func__, s, std::move(op), [&](sim::Device& d) { return d.enqueue(std::move(req.execution)); },
-      req_sequence);
+      __func__, s, std::move(op),
+      [&](sim::Device& d) { return d.enqueue(std::move(req.execution)); }, req_sequence);
 }
 
 NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool* is_completed) {
@@ -343,12 +359,14 @@ NRT_STATUS nrta_get_sequence(uint32_t lnc_idx, nrta_xu_t xu_type, int queue, nrt
   *seq = seq_id(xu_type, 0);  // nothing has finished there yet
   if (const auto& a = rt().session->async) {
     std::lock_guard<std::mutex> async_lock(a->mu);
-    if (auto it = a->last_done.find({lnc_idx, xu_type, queue}); it != a->last_done.end()) *seq = it->second;
+    if (auto it = a->last_done.find({lnc_idx, xu_type, queue}); it != a->last_done.end())
+      *seq = it->second;
   }
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrta_event_register_xu_completion(int lnc_idx, nrta_xu_t xu_type, int queue, int eventfd) {
+NRT_STATUS nrta_event_register_xu_completion(int lnc_idx, nrta_xu_t xu_type, int queue,
+                                             int eventfd) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   if (NRT_STATUS r = check_queue(__func__, lnc_idx, xu_type, queue)) return r;

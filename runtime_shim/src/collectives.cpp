@@ -89,7 +89,9 @@ std::vector<uint64_t> queue_round(const Round& round, const CollectiveJob& job,
   try {
     sim::CollectiveBinding binding;
     for (const ExecRequest* m : round)
-      if (auto [it, fresh] = binding.ranks.emplace(m->model->core, static_cast<int>(m->model->rank)); !fresh)
+      if (auto [it, fresh] =
+              binding.ranks.emplace(m->model->core, static_cast<int>(m->model->rank));
+          !fresh)
         throw std::invalid_argument(
             fmt::format("ranks {} and {} of the collective job are both on core {}; each "
                         "rank needs a core of its own",
@@ -100,9 +102,10 @@ std::vector<uint64_t> queue_round(const Round& round, const CollectiveJob& job,
       // The fabric places rank r where rank r's model runs, so link times follow the cores.
       cc::RunOptions placement;
       for (const ExecRequest* m : round)
-        placement.cores.push_back({m->model->chip, m->model->core % s.config.instance.cores_per_chip});
-      fabric = std::make_unique<cc::FabricCommunicator>(s.config.instance, static_cast<int>(job.world),
-                                                        placement);
+        placement.cores.push_back(
+            {m->model->chip, m->model->core % s.config.instance.cores_per_chip});
+      fabric = std::make_unique<cc::FabricCommunicator>(s.config.instance,
+                                                        static_cast<int>(job.world), placement);
       binding.communicator = fabric.get();
     }
     std::vector<sim::Execution> group;

@@ -41,7 +41,8 @@ std::optional<std::string> parse_core_list(const std::string& text, std::vector<
   size_t pos = 0;
   while (pos <= s.size()) {
     const size_t comma = s.find(',', pos);
-    const std::string item = trim(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    const std::string item =
+        trim(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
     const size_t dash = item.find('-');
     uint64_t a = 0, b = 0;
     if (dash == std::string::npos) {
@@ -75,8 +76,9 @@ std::optional<std::string> read_config(Config& c) {
   if (auto level = parse_log_level(std::getenv("NEURON_RT_LOG_LEVEL")))
     set_log_level(*level);
   else
-    return fmt::format("NEURON_RT_LOG_LEVEL='{}' is not one of ERROR, WARN, INFO, DEBUG, TRACE, QUIET",
-                       std::getenv("NEURON_RT_LOG_LEVEL"));
+    return fmt::format(
+        "NEURON_RT_LOG_LEVEL='{}' is not one of ERROR, WARN, INFO, DEBUG, TRACE, QUIET",
+        std::getenv("NEURON_RT_LOG_LEVEL"));
 
   c.instance_name = env_or("NEURONSIM_INSTANCE", "trn2.3xlarge");
   try {
@@ -89,24 +91,30 @@ std::optional<std::string> read_config(Config& c) {
   uint64_t lnc = 1;
   if (const char* v = std::getenv("NEURON_RT_VIRTUAL_CORE_SIZE"); v != nullptr && *v != '\0') {
     if (!parse_uint(trim(v), lnc) || lnc == 0 || c.instance.cores_per_chip % lnc != 0)
-      return fmt::format("NEURON_RT_VIRTUAL_CORE_SIZE='{}' must be a positive divisor of the {} cores per chip of {}",
-                         v, c.instance.cores_per_chip, c.instance.name);
+      return fmt::format(
+          "NEURON_RT_VIRTUAL_CORE_SIZE='{}' must be a positive divisor of the {} cores per chip of "
+          "{}",
+          v, c.instance.cores_per_chip, c.instance.name);
   }
   c.lnc = static_cast<uint32_t>(lnc);
   const uint32_t total = c.instance.total_cores() / c.lnc;
 
   c.visible.clear();
   if (const char* v = std::getenv("NEURON_RT_VISIBLE_CORES"); v != nullptr && *v != '\0') {
-    if (auto err = parse_core_list(v, c.visible)) return fmt::format("NEURON_RT_VISIBLE_CORES='{}': {}", v, *err);
+    if (auto err = parse_core_list(v, c.visible))
+      return fmt::format("NEURON_RT_VISIBLE_CORES='{}': {}", v, *err);
     if (c.visible.back() >= total)
-      return fmt::format("NEURON_RT_VISIBLE_CORES='{}': core {} does not exist; {} has {} logical cores (0-{})", v,
-                         c.visible.back(), c.instance.name, total, total - 1);
+      return fmt::format(
+          "NEURON_RT_VISIBLE_CORES='{}': core {} does not exist; {} has {} logical cores (0-{})", v,
+          c.visible.back(), c.instance.name, total, total - 1);
   } else if (const char* n = std::getenv("NEURON_RT_NUM_CORES"); n != nullptr && *n != '\0') {
     uint64_t count = 0;
-    if (!parse_uint(trim(n), count)) return fmt::format("NEURON_RT_NUM_CORES='{}' is not a number", n);
+    if (!parse_uint(trim(n), count))
+      return fmt::format("NEURON_RT_NUM_CORES='{}' is not a number", n);
     if (count > total)
-      return fmt::format("NEURON_RT_NUM_CORES={} asks for more cores than the {} logical cores of {}", count, total,
-                         c.instance.name);
+      return fmt::format(
+          "NEURON_RT_NUM_CORES={} asks for more cores than the {} logical cores of {}", count,
+          total, c.instance.name);
     if (count == 0) count = total;
     for (uint32_t i = 0; i < count; ++i) c.visible.push_back(i);
   } else {
@@ -123,9 +131,11 @@ std::optional<std::string> read_config(Config& c) {
   if (const char* v = std::getenv("NEURON_RT_ROOT_COMM_ID"); v != nullptr && *v != '\0')
     c.root_comm_id = v;
   auto nan = parse_bool(std::getenv("NEURON_FAIL_ON_NAN"));
-  if (!nan) return fmt::format("NEURON_FAIL_ON_NAN='{}' is not 0 or 1", std::getenv("NEURON_FAIL_ON_NAN"));
+  if (!nan)
+    return fmt::format("NEURON_FAIL_ON_NAN='{}' is not 0 or 1", std::getenv("NEURON_FAIL_ON_NAN"));
   c.fail_on_nan = *nan;
-  if (const char* v = std::getenv("NEURON_RT_NUMERICAL_ERRORS_VERBOSITY"); v != nullptr && upper(v) == "CRITICAL")
+  if (const char* v = std::getenv("NEURON_RT_NUMERICAL_ERRORS_VERBOSITY");
+      v != nullptr && upper(v) == "CRITICAL")
     c.fail_on_nan = true;
 
   const std::string mode = upper(env_or("NEURONSIM_MODE", "FUNCTIONAL-AND-TIMING").c_str());
@@ -136,18 +146,22 @@ std::optional<std::string> read_config(Config& c) {
   else if (mode == "FUNCTIONAL-ONLY")
     c.mode = sim::Mode::functional_only;
   else
-    return fmt::format("NEURONSIM_MODE='{}' is not functional-and-timing, functional-only or timing-only",
-                       std::getenv("NEURONSIM_MODE"));
+    return fmt::format(
+        "NEURONSIM_MODE='{}' is not functional-and-timing, functional-only or timing-only",
+        std::getenv("NEURONSIM_MODE"));
 
   c.trace_path = env_or("NEURONSIM_TRACE", "");
   auto inspect = parse_bool(std::getenv("NEURON_RT_INSPECT_ENABLE"));
   if (!inspect)
-    return fmt::format("NEURON_RT_INSPECT_ENABLE='{}' is not 0 or 1", std::getenv("NEURON_RT_INSPECT_ENABLE"));
+    return fmt::format("NEURON_RT_INSPECT_ENABLE='{}' is not 0 or 1",
+                       std::getenv("NEURON_RT_INSPECT_ENABLE"));
   c.inspect = *inspect;
   c.inspect_dir = env_or("NEURON_RT_INSPECT_OUTPUT_DIR", "./output");
-  if (const char* v = std::getenv("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"); v != nullptr && *v != '\0') {
+  if (const char* v = std::getenv("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC");
+      v != nullptr && *v != '\0') {
     if (!parse_uint(trim(v), c.inspect_max_events) || c.inspect_max_events == 0)
-      return fmt::format("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC='{}' is not a positive number", v);
+      return fmt::format(
+          "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC='{}' is not a positive number", v);
   }
   return std::nullopt;
 }

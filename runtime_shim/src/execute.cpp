@@ -15,10 +15,14 @@ std::pair<NRT_STATUS, std::string> fault_of(const std::exception_ptr& error) {
     std::rethrow_exception(error);
   } catch (const sim::ExecError& e) {
     switch (e.kind()) {
-      case sim::ExecError::Kind::out_of_bounds: return {NRT_EXEC_OOB, e.what()};
-      case sim::ExecError::Kind::nan: return {NRT_EXEC_COMPLETED_WITH_NUM_ERR, e.what()};
-      case sim::ExecError::Kind::deadlock: return {NRT_TIMEOUT, e.what()};
-      case sim::ExecError::Kind::unsupported: return {NRT_EXEC_COMPLETED_WITH_ERR, e.what()};
+      case sim::ExecError::Kind::out_of_bounds:
+        return {NRT_EXEC_OOB, e.what()};
+      case sim::ExecError::Kind::nan:
+        return {NRT_EXEC_COMPLETED_WITH_NUM_ERR, e.what()};
+      case sim::ExecError::Kind::deadlock:
+        return {NRT_TIMEOUT, e.what()};
+      case sim::ExecError::Kind::unsupported:
+        return {NRT_EXEC_COMPLETED_WITH_ERR, e.what()};
     }
     return {NRT_FAILURE, e.what()};
   } catch (const std::exception& e) {
@@ -41,8 +45,9 @@ void note_window(const sim::Completion& c) {
     std::lock_guard<std::mutex> lock(last->mu);
     if (c.batch_fault == last->fault) return;
     last->fault = c.batch_fault;
-    log(kWarn, "nrt_execute", "a batch of {} executions faulted ({}); running each alone to attribute it",
-        c.batch_size, fault_of(c.batch_fault).second);
+    log(kWarn, "nrt_execute",
+        "a batch of {} executions faulted ({}); running each alone to attribute it", c.batch_size,
+        fault_of(c.batch_fault).second);
   } else if (c.run && c.run->cores.size() > 1 && log_level() >= kDebug) {
     std::lock_guard<std::mutex> lock(last->mu);
     if (last->window.lock() == c.run) return;
@@ -57,8 +62,8 @@ NRT_STATUS check_timeout(const Config& config, const sim::Completion& c) {
   const double seconds = static_cast<double>(c.end_ps - c.start_ps) * 1e-12;
   if (seconds <= config.exec_timeout_s) return NRT_SUCCESS;
   log(kError, "nrt_execute",
-      "execution on core {} took {} s of simulated time, more than NEURON_RT_EXEC_TIMEOUT={} s", c.core, seconds,
-      config.exec_timeout_s);
+      "execution on core {} took {} s of simulated time, more than NEURON_RT_EXEC_TIMEOUT={} s",
+      c.core, seconds, config.exec_timeout_s);
   return NRT_TIMEOUT;
 }
 
@@ -88,8 +93,8 @@ NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* i
     const TensorSet* set = is_in ? in : out;
     auto it = set->tensors.find(d.name);
     if (it == set->tensors.end()) {
-      log(kError, fn, "{} tensor '{}' of the model is missing from the {} set", is_in ? "input" : "output", d.name,
-          is_in ? "input" : "output");
+      log(kError, fn, "{} tensor '{}' of the model is missing from the {} set",
+          is_in ? "input" : "output", d.name, is_in ? "input" : "output");
       return NRT_INVALID;
     }
     const nrt_tensor* t = it->second;
@@ -98,8 +103,8 @@ NRT_STATUS prepare(const char* fn, nrt_model_t* model, const nrt_tensor_set_t* i
       return NRT_INVALID;
     }
     if (t->size != d.size_bytes()) {
-      log(kError, fn, "{} tensor '{}' has {} bytes, the model expects {}", is_in ? "input" : "output", d.name,
-          t->size, d.size_bytes());
+      log(kError, fn, "{} tensor '{}' has {} bytes, the model expects {}",
+          is_in ? "input" : "output", d.name, t->size, d.size_bytes());
       return NRT_INVALID;
     }
     req.keep.push_back(t->storage);
@@ -135,13 +140,15 @@ NRT_STATUS execute_plain(ExecRequest& req) {
   try {
     c = device.wait(device.enqueue(std::move(req.execution)));
   } catch (const std::exception& e) {
-    log(kError, "nrt_execute", "execution failed (status {}): {}", static_cast<int>(NRT_FAILURE), e.what());
+    log(kError, "nrt_execute", "execution failed (status {}): {}", static_cast<int>(NRT_FAILURE),
+        e.what());
     return NRT_FAILURE;
   }
   note_window(c);
   if (c.error) {
     const auto [status, message] = fault_of(c.error);
-    log(kError, "nrt_execute", "execution failed (status {}): {}", static_cast<int>(status), message);
+    log(kError, "nrt_execute", "execution failed (status {}): {}", static_cast<int>(status),
+        message);
     return status;
   }
   return check_timeout(req.session->config, c);
@@ -154,7 +161,8 @@ using namespace neuronsim::rt;
 
 extern "C" {
 
-NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set, nrt_tensor_set_t* output_set) {
+NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set,
+                       nrt_tensor_set_t* output_set) {
   NRT_GATE();
   ExecRequest req;
   {
@@ -175,8 +183,8 @@ NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set, nr
   return status;
 }
 
-NRT_STATUS nrt_execute_repeat(nrt_model_t* model, const nrt_tensor_set_t* input_set, nrt_tensor_set_t* output_set,
-                              int repeat_count) {
+NRT_STATUS nrt_execute_repeat(nrt_model_t* model, const nrt_tensor_set_t* input_set,
+                              nrt_tensor_set_t* output_set, int repeat_count) {
   NRT_GATE();
   if (repeat_count < 1) {
     log(kError, __func__, "repeat_count {} must be at least 1", repeat_count);
@@ -190,17 +198,20 @@ NRT_STATUS nrt_execute_repeat(nrt_model_t* model, const nrt_tensor_set_t* input_
 NRT_STATUS nrt_async_drain_queued_execs(int32_t vnc) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
-  if (vnc < 0 || static_cast<size_t>(vnc) >= rt().session->config.visible.size()) return NRT_INVALID;
+  if (vnc < 0 || static_cast<size_t>(vnc) >= rt().session->config.visible.size())
+    return NRT_INVALID;
   return NRT_SUCCESS;  // executions are synchronous: nothing is ever queued when this runs
 }
 
-NRT_STATUS nrt_tensor_check_output_completion(const nrt_tensor_t* tensor, int64_t timeout, uint64_t expected) {
+NRT_STATUS nrt_tensor_check_output_completion(const nrt_tensor_t* tensor, int64_t timeout,
+                                              uint64_t expected) {
   if (tensor == nullptr) return NRT_INVALID;
   std::unique_lock<std::mutex> lock(rt().mu);
   if (!live(tensor)) return NRT_INVALID;
   // Only async executions (nrta_execute_schedule) count completions while we wait; nrt_execute
   // has counted its own before it returns. Negative timeouts wait for as long as one is pending.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(timeout, 0));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(timeout, 0));
   auto pending = [] { return rt().session != nullptr && rt().session->async_executions > 0; };
   while (live(tensor) && tensor->completions < expected && pending()) {
     if (timeout < 0)
@@ -210,8 +221,8 @@ NRT_STATUS nrt_tensor_check_output_completion(const nrt_tensor_t* tensor, int64_
   }
   if (!live(tensor)) return NRT_INVALID;
   if (tensor->completions >= expected) return NRT_SUCCESS;
-  log(kWarn, __func__, "tensor '{}' has completed {} of {} executions; {}", tensor->name, tensor->completions,
-      expected, pending() ? "the timeout passed" : "no execution is pending");
+  log(kWarn, __func__, "tensor '{}' has completed {} of {} executions; {}", tensor->name,
+      tensor->completions, expected, pending() ? "the timeout passed" : "no execution is pending");
   return NRT_TIMEOUT;
 }
 

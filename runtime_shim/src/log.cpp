@@ -44,7 +44,9 @@ int log_level() {
   return l;
 }
 
-void set_log_level(int level) { g_level.store(level, std::memory_order_relaxed); }
+void set_log_level(int level) {
+  g_level.store(level, std::memory_order_relaxed);
+}
 
 void log_line(int level, const char* function, const std::string& message) {
   static const char* const kNames[] = {"", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
@@ -53,14 +55,18 @@ void log_line(int level, const char* function, const std::string& message) {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   const long usec = static_cast<long>(
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000);
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000);
   std::tm tm{};
   localtime_r(&t, &tm);
   const std::string line =
-      fmt::format("{:04d}-{}-{:02d} {:02d}:{:02d}:{:02d}.{:06d} {}:{} {:<6} NRT:{:<20} {}\n", tm.tm_year + 1900,
-                  kMonths[tm.tm_mon], tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, usec, getpid(),
-                  static_cast<long>(syscall(SYS_gettid)), kNames[level < 1 ? 1 : level > 5 ? 5 : level], function,
-                  message);
+      fmt::format("{:04d}-{}-{:02d} {:02d}:{:02d}:{:02d}.{:06d} {}:{} {:<6} NRT:{:<20} {}\n",
+                  tm.tm_year + 1900, kMonths[tm.tm_mon], tm.tm_mday, tm.tm_hour, tm.tm_min,
+                  tm.tm_sec, usec, getpid(), static_cast<long>(syscall(SYS_gettid)),
+                  kNames[level < 1   ? 1
+                         : level > 5 ? 5
+                                     : level],
+                  function, message);
   std::lock_guard<std::mutex> lock(g_log_mu);
   std::fputs(line.c_str(), stderr);
 }

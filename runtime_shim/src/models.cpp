@@ -15,19 +15,32 @@ namespace {
 nrt_dtype_t hw_dtype(std::optional<isa::DType> d) {
   if (!d) return NRT_DTYPE_UNKNOWN;
   switch (*d) {
-    case isa::DType::fp32: return NRT_DTYPE_FLOAT32;
-    case isa::DType::bf16: return NRT_DTYPE_BFLOAT16;
-    case isa::DType::fp16: return NRT_DTYPE_FLOAT16;
-    case isa::DType::tf32: return NRT_DTYPE_FP32R;
-    case isa::DType::fp8_e4m3: return NRT_DTYPE_FP8_E4;
-    case isa::DType::fp8_e5m2: return NRT_DTYPE_FP8_E5;
-    case isa::DType::int8: return NRT_DTYPE_INT8;
-    case isa::DType::uint8: return NRT_DTYPE_UINT8;
-    case isa::DType::int16: return NRT_DTYPE_INT16;
-    case isa::DType::uint16: return NRT_DTYPE_UINT16;
-    case isa::DType::int32: return NRT_DTYPE_INT32;
-    case isa::DType::uint32: return NRT_DTYPE_UINT32;
-    case isa::DType::boolean: return NRT_DTYPE_UINT8;
+    case isa::DType::fp32:
+      return NRT_DTYPE_FLOAT32;
+    case isa::DType::bf16:
+      return NRT_DTYPE_BFLOAT16;
+    case isa::DType::fp16:
+      return NRT_DTYPE_FLOAT16;
+    case isa::DType::tf32:
+      return NRT_DTYPE_FP32R;
+    case isa::DType::fp8_e4m3:
+      return NRT_DTYPE_FP8_E4;
+    case isa::DType::fp8_e5m2:
+      return NRT_DTYPE_FP8_E5;
+    case isa::DType::int8:
+      return NRT_DTYPE_INT8;
+    case isa::DType::uint8:
+      return NRT_DTYPE_UINT8;
+    case isa::DType::int16:
+      return NRT_DTYPE_INT16;
+    case isa::DType::uint16:
+      return NRT_DTYPE_UINT16;
+    case isa::DType::int32:
+      return NRT_DTYPE_INT32;
+    case isa::DType::uint32:
+      return NRT_DTYPE_UINT32;
+    case isa::DType::boolean:
+      return NRT_DTYPE_UINT8;
   }
   return NRT_DTYPE_UNKNOWN;
 }
@@ -202,7 +215,8 @@ using namespace neuronsim::rt;
 
 extern "C" {
 
-NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t vnc_count, nrt_model_t** model) {
+NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t vnc_count,
+                    nrt_model_t** model) {
   NRT_GATE();
   return load_model(__func__, neff_bytes, size, vnc, vnc_count, model);
 }
@@ -223,8 +237,8 @@ NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc
     nrt_unload(m);
     return s;
   }
-  log(kInfo, __func__, "NEFF '{}' is rank {} of a {}-rank collective job{}",
-      m->data->name, g_device_id, g_device_count,
+  log(kInfo, __func__, "NEFF '{}' is rank {} of a {}-rank collective job{}", m->data->name,
+      g_device_id, g_device_count,
       m->data->job->across_processes() ? " across processes" : " in this process");
   *model = m;
   return NRT_SUCCESS;
@@ -252,9 +266,15 @@ static NRT_STATUS model_count(const char* fn, const nrt_model_t* model, uint32_t
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrt_get_model_nc_count(const nrt_model_t* model, uint32_t* n) { return model_count(__func__, model, n); }
-NRT_STATUS nrt_get_model_vnc_count(const nrt_model_t* model, uint32_t* n) { return model_count(__func__, model, n); }
-NRT_STATUS nrt_get_model_instance_count(nrt_model_t* model, uint32_t* n) { return model_count(__func__, model, n); }
+NRT_STATUS nrt_get_model_nc_count(const nrt_model_t* model, uint32_t* n) {
+  return model_count(__func__, model, n);
+}
+NRT_STATUS nrt_get_model_vnc_count(const nrt_model_t* model, uint32_t* n) {
+  return model_count(__func__, model, n);
+}
+NRT_STATUS nrt_get_model_instance_count(nrt_model_t* model, uint32_t* n) {
+  return model_count(__func__, model, n);
+}
 
 NRT_STATUS nrt_get_model_info(const nrt_model_t* model, nrt_model_info_t* info, size_t info_size_in,
                               size_t* info_size_out) {
@@ -290,7 +310,8 @@ NRT_STATUS nrt_get_model_tensor_info(nrt_model_t* model, nrt_tensor_info_array_t
     e.dtype = hw_dtype(all[i].dtype);
     e.ndim = static_cast<uint32_t>(all[i].shape.size());
     e.shape = static_cast<uint32_t*>(std::calloc(std::max<size_t>(e.ndim, 1), sizeof(uint32_t)));
-    for (uint32_t d = 0; d < e.ndim && e.shape != nullptr; ++d) e.shape[d] = static_cast<uint32_t>(all[i].shape[d]);
+    for (uint32_t d = 0; d < e.ndim && e.shape != nullptr; ++d)
+      e.shape[d] = static_cast<uint32_t>(all[i].shape[d]);
   }
   *tensor_info = arr;
   return NRT_SUCCESS;
@@ -298,7 +319,8 @@ NRT_STATUS nrt_get_model_tensor_info(nrt_model_t* model, nrt_tensor_info_array_t
 
 NRT_STATUS nrt_free_model_tensor_info(nrt_tensor_info_array_t* tensor_info) {
   if (tensor_info == nullptr) return NRT_SUCCESS;
-  for (uint64_t i = 0; i < tensor_info->tensor_count; ++i) std::free(tensor_info->tensor_array[i].shape);
+  for (uint64_t i = 0; i < tensor_info->tensor_count; ++i)
+    std::free(tensor_info->tensor_array[i].shape);
   std::free(tensor_info);
   return NRT_SUCCESS;
 }

@@ -31,8 +31,8 @@ TraceFile start_inspect(Session& s, const std::string& dir, uint64_t max_events)
   sim::TraceLimits limits;
   limits.max_events = max_events;
   const std::filesystem::path d(dir);
-  return start_trace(s, std::move(limits), (d / kInspectTrace).string(), (d / kInspectMetrics).string(),
-                     "inspect");
+  return start_trace(s, std::move(limits), (d / kInspectTrace).string(),
+                     (d / kInspectMetrics).string(), "inspect");
 }
 
 }  // namespace
@@ -61,10 +61,12 @@ void finish_trace(const char* fn, sim::Device& device, const TraceFile& f) {
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
     traces::write_chrome_trace(t.result, {}, p);
     if (!f.metrics.empty()) traces::write_metrics_json(t.result, {}, f.metrics);
-    log(kInfo, fn, "wrote the {} trace of {} executions to {}", f.what, t.result.executions.size(), f.path);
+    log(kInfo, fn, "wrote the {} trace of {} executions to {}", f.what, t.result.executions.size(),
+        f.path);
     if (t.dropped_events > 0)
-      log(kWarn, fn, "the {} trace {} left out {} instruction, DMA and semaphore events (its event limit)", f.what,
-          f.path, t.dropped_events);
+      log(kWarn, fn,
+          "the {} trace {} left out {} instruction, DMA and semaphore events (its event limit)",
+          f.what, f.path, t.dropped_events);
   } catch (const std::exception& e) {
     log(kWarn, fn, "could not write the trace {}: {}", f.path, e.what());
   }
@@ -97,7 +99,8 @@ NRT_STATUS restart_inspect(const char* fn, const std::optional<nrt_inspect_confi
     s->inspect.reset();
     if (next) {
       s->inspect = start_inspect(*s, next->output_dir, next->max_events);
-      log(kInfo, fn, "tracing every execution to {} (Chrome trace) and {} (metrics), at most {} events",
+      log(kInfo, fn,
+          "tracing every execution to {} (Chrome trace) and {} (metrics), at most {} events",
           s->inspect->path, s->inspect->metrics, next->max_events);
     }
   }
@@ -121,15 +124,17 @@ NRT_STATUS nrt_profile_start(nrt_model_t* model, const char* filename) {
   }
   Session& s = *rt().session;
   if (s.profiles.count(filename) != 0) {
-    log(kError, __func__, "a profile to {} is already running; stop it with nrt_profile_stop first", filename);
+    log(kError, __func__, "a profile to {} is already running; stop it with nrt_profile_stop first",
+        filename);
     return NRT_INVALID;
   }
   sim::TraceLimits limits;
   limits.programs = {model->data->program.get()};
-  s.profiles[filename] = {start_trace(s, std::move(limits), filename, std::string(filename) + ".metrics.json",
-                                      "profile"),
+  s.profiles[filename] = {start_trace(s, std::move(limits), filename,
+                                      std::string(filename) + ".metrics.json", "profile"),
                           model->data->program};
-  log(kInfo, __func__, "profiling executions of '{}' to {} (Chrome trace JSON, plus {}.metrics.json)",
+  log(kInfo, __func__,
+      "profiling executions of '{}' to {} (Chrome trace JSON, plus {}.metrics.json)",
       model->data->name, filename, filename);
   return NRT_SUCCESS;
 }
@@ -169,7 +174,9 @@ NRT_STATUS nrt_inspect_begin(void) {
   return restart_inspect(__func__, options);
 }
 
-NRT_STATUS nrt_inspect_stop(void) { return restart_inspect(__func__, std::nullopt); }
+NRT_STATUS nrt_inspect_stop(void) {
+  return restart_inspect(__func__, std::nullopt);
+}
 
 NRT_STATUS nrt_inspect_begin_with_options(nrt_inspect_config_t* options) {
   const nrt_inspect_config o = options != nullptr ? *options : nrt_inspect_config{};
@@ -201,19 +208,22 @@ NRT_STATUS nrt_inspect_config_free(nrt_inspect_config_t* options) {
 NRT_STATUS nrt_inspect_config_set_session_id(nrt_inspect_config_t* options, int session_id) {
   if (options == nullptr) return NRT_INVALID;
   log(kError, __func__,
-      "session ids are not supported by neuronsim (session {} asked): each inspect session writes {} in its "
+      "session ids are not supported by neuronsim (session {} asked): each inspect session writes "
+      "{} in its "
       "output directory",
       session_id, kInspectTrace);
   return NRT_FAILURE;
 }
 
-NRT_STATUS nrt_inspect_config_set_output_dir(nrt_inspect_config_t* options, const char* output_dir) {
+NRT_STATUS nrt_inspect_config_set_output_dir(nrt_inspect_config_t* options,
+                                             const char* output_dir) {
   if (options == nullptr || output_dir == nullptr || *output_dir == '\0') return NRT_INVALID;
   options->output_dir = output_dir;
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrt_inspect_config_set_sys_trace_max_events_per_nc(nrt_inspect_config_t* options, uint64_t n) {
+NRT_STATUS nrt_inspect_config_set_sys_trace_max_events_per_nc(nrt_inspect_config_t* options,
+                                                              uint64_t n) {
   if (options == nullptr || n == 0) return NRT_INVALID;
   options->max_events = n;
   return NRT_SUCCESS;
@@ -225,11 +235,13 @@ NRT_STATUS nrt_inspect_config_set_enable_inspect(nrt_inspect_config_t* options, 
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrt_inspect_config_set_enable_inspect_on_fail(nrt_inspect_config_t* options, bool enable) {
+NRT_STATUS nrt_inspect_config_set_enable_inspect_on_fail(nrt_inspect_config_t* options,
+                                                         bool enable) {
   if (options == nullptr) return NRT_INVALID;
   if (!enable) return NRT_SUCCESS;  // what neuronsim does: failed executions are not traced
-  log(kError, __func__, "profiles of failed executions are not supported by neuronsim (only successful executions "
-                        "are traced)");
+  log(kError, __func__,
+      "profiles of failed executions are not supported by neuronsim (only successful executions "
+      "are traced)");
   return NRT_FAILURE;
 }
 

@@ -26,8 +26,8 @@
 #include <fmt/format.h>
 
 #include "neuronsim/isa/neff.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/device.h"
+#include "neuronsim/spec/config.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrt_profile.h"
@@ -87,9 +87,9 @@ uint32_t total_logical_cores_from_env(uint32_t* visible);
 // ---- traces (profile.cpp) --------------------------------------------------
 // A device trace session and where it goes when it ends.
 struct TraceFile {
-  uint64_t session = 0;  // sim::Device::start_trace
-  std::string path;      // the Chrome trace
-  std::string metrics;   // its metrics, or empty for none
+  uint64_t session = 0;   // sim::Device::start_trace
+  std::string path;       // the Chrome trace
+  std::string metrics;    // its metrics, or empty for none
   const char* what = "";  // "NEURONSIM_TRACE", "inspect", "profile": for log lines
 };
 
@@ -153,8 +153,8 @@ struct ExecRequest {
   std::shared_ptr<ModelData> model;
   std::shared_ptr<Session> session;
   sim::Execution execution;
-  std::vector<std::shared_ptr<Storage>> keep;             // bound storage, alive until done
-  std::vector<std::pair<uint32_t, uint64_t>> temp_maps;   // (chip, address) mapped for this run
+  std::vector<std::shared_ptr<Storage>> keep;            // bound storage, alive until done
+  std::vector<std::pair<uint32_t, uint64_t>> temp_maps;  // (chip, address) mapped for this run
   std::vector<const nrt_tensor*> outputs;
   NRT_STATUS status = NRT_SUCCESS;
   // In-process collective rounds (guarded by the job's mutex).
@@ -233,8 +233,8 @@ Runtime& rt();
 // state's status, logged.
 NRT_STATUS gate(const char* function);
 
-bool live(const nrt_tensor* t);  // rt().mu held
-bool live(const nrt_model* m);   // rt().mu held
+bool live(const nrt_tensor* t);    // rt().mu held
+bool live(const nrt_model* m);     // rt().mu held
 TensorSet* as_set(const void* s);  // rt().mu held; null when not a live set
 const char* name_or(const char* n);
 
@@ -242,8 +242,8 @@ const char* name_or(const char* n);
 // or when the tensor has no storage.
 NRT_STATUS check_range(const char* fn, const nrt_tensor* t, uint64_t offset, uint64_t size);
 // Maps host bytes into a chip's HBM; nullopt (logged) when they do not fit.
-std::optional<uint64_t> map_host(const char* fn, sim::Device& device, uint32_t chip,
-                                 uint8_t* host, uint64_t size, const char* what);
+std::optional<uint64_t> map_host(const char* fn, sim::Device& device, uint32_t chip, uint8_t* host,
+                                 uint64_t size, const char* what);
 
 // ---- traces (profile.cpp) ----------------------------------------------------
 // Starts the sessions the environment asks for (NEURONSIM_TRACE, NEURON_RT_INSPECT_ENABLE).

@@ -29,7 +29,8 @@ void nrt_destroy_tensor_set(nrt_tensor_set_t** tensor_set) {
   *tensor_set = nullptr;
 }
 
-NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t* tensor_set, const char* name, nrt_tensor_t* tensor) {
+NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t* tensor_set, const char* name,
+                                        nrt_tensor_t* tensor) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   TensorSet* s = as_set(tensor_set);
@@ -41,7 +42,8 @@ NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t* tensor_set, const char
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrt_get_tensor_from_tensor_set(nrt_tensor_set_t* tensor_set, const char* name, nrt_tensor_t** tensor) {
+NRT_STATUS nrt_get_tensor_from_tensor_set(nrt_tensor_set_t* tensor_set, const char* name,
+                                          nrt_tensor_t** tensor) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   TensorSet* s = as_set(tensor_set);

@@ -29,8 +29,8 @@ NRT_STATUS check_range(const char* fn, const nrt_tensor* t, uint64_t offset, uin
     return NRT_INVALID;
   }
   if (offset > t->size || size > t->size - offset) {
-    log(kError, fn, "access of {} bytes at offset {} is outside tensor '{}' of {} bytes", size, offset, t->name,
-        t->size);
+    log(kError, fn, "access of {} bytes at offset {} is outside tensor '{}' of {} bytes", size,
+        offset, t->name, t->size);
     return NRT_INVALID;
   }
   return NRT_SUCCESS;
@@ -40,13 +40,13 @@ namespace {
 
 // Creates a tensor with fresh zeroed storage, mapped into the chip's HBM when `chip` >= 0
 // (rt().mu held; the device's allocator lock is the only other one taken).
-NRT_STATUS make_tensor(const char* fn, nrt_tensor_placement_t placement, int vnc, int chip, size_t size,
-                       const char* name, nrt_tensor_t** out) {
+NRT_STATUS make_tensor(const char* fn, nrt_tensor_placement_t placement, int vnc, int chip,
+                       size_t size, const char* name, nrt_tensor_t** out) {
   const std::shared_ptr<Session>& session = rt().session;
   sim::Device& device = *session->device;
   auto no_room = [&] {
-    log(kError, fn, "out of device memory: tensor '{}' of {} bytes does not fit the HBM of chip {}", name_or(name),
-        size, chip);
+    log(kError, fn, "out of device memory: tensor '{}' of {} bytes does not fit the HBM of chip {}",
+        name_or(name), size, chip);
     return NRT_RESOURCE;
   };
   if (chip >= 0) {  // before any host allocation
@@ -61,7 +61,8 @@ NRT_STATUS make_tensor(const char* fn, nrt_tensor_placement_t placement, int vnc
   }
   storage->size = size;
   if (chip >= 0) {
-    const auto addr = map_host(fn, device, static_cast<uint32_t>(chip), storage->data, size, name_or(name));
+    const auto addr =
+        map_host(fn, device, static_cast<uint32_t>(chip), storage->data, size, name_or(name));
     if (!addr) return no_room();
     storage->chip = chip;
     storage->hbm_addr = *addr;
@@ -85,8 +86,8 @@ using namespace neuronsim::rt;
 
 extern "C" {
 
-NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t placement, int vnc, size_t size, const char* name,
-                               nrt_tensor_t** tensor) {
+NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t placement, int vnc, size_t size,
+                               const char* name, nrt_tensor_t** tensor) {
   NRT_GATE();
   if (tensor == nullptr) {
     log(kError, __func__, "tensor is NULL");
@@ -101,17 +102,19 @@ NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t placement, int vnc, size_t
   switch (placement) {
     case NRT_TENSOR_PLACEMENT_DEVICE:
       if (vnc < 0 || static_cast<size_t>(vnc) >= c.visible.size()) {
-        log(kError, __func__, "tensor '{}': core {} is not one of the {} visible cores", name_or(name), vnc,
-            c.visible.size());
+        log(kError, __func__, "tensor '{}': core {} is not one of the {} visible cores",
+            name_or(name), vnc, c.visible.size());
         return NRT_INVALID;
       }
-      return make_tensor(__func__, placement, vnc, static_cast<int>(c.chip_of(static_cast<uint32_t>(vnc))), size,
-                         name, tensor);
+      return make_tensor(__func__, placement, vnc,
+                         static_cast<int>(c.chip_of(static_cast<uint32_t>(vnc))), size, name,
+                         tensor);
     case NRT_TENSOR_PLACEMENT_HOST:
     case NRT_TENSOR_PLACEMENT_VIRTUAL:
       return make_tensor(__func__, placement, vnc, -1, size, name, tensor);
   }
-  log(kError, __func__, "tensor '{}': unknown placement {}", name_or(name), static_cast<int>(placement));
+  log(kError, __func__, "tensor '{}': unknown placement {}", name_or(name),
+      static_cast<int>(placement));
   return NRT_INVALID;
 }
 
@@ -151,7 +154,8 @@ NRT_STATUS nrt_tensor_write(nrt_tensor_t* tensor, const void* buf, size_t offset
   return NRT_SUCCESS;
 }
 
-static NRT_STATUS batch(const char* fn, const nrt_tensor_batch_t* batches, uint64_t num_batches, bool write) {
+static NRT_STATUS batch(const char* fn, const nrt_tensor_batch_t* batches, uint64_t num_batches,
+                        bool write) {
   NRT_STATUS g = gate(fn);
   if (g != NRT_SUCCESS) return g;
   if (batches == nullptr && num_batches > 0) return NRT_INVALID;
@@ -191,8 +195,8 @@ NRT_STATUS nrt_tensor_write_batch(const nrt_tensor_batch_t* batches, uint64_t nu
 }
 #endif
 
-NRT_STATUS nrt_tensor_copy(const nrt_tensor_t* src, size_t src_offset, nrt_tensor_t* dst, size_t dst_offset,
-                           size_t size) {
+NRT_STATUS nrt_tensor_copy(const nrt_tensor_t* src, size_t src_offset, nrt_tensor_t* dst,
+                           size_t dst_offset, size_t size) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   if (!live(src) || !live(dst)) {
@@ -201,9 +205,10 @@ NRT_STATUS nrt_tensor_copy(const nrt_tensor_t* src, size_t src_offset, nrt_tenso
   }
   if (NRT_STATUS s = check_range(__func__, src, src_offset, size)) return s;
   if (NRT_STATUS s = check_range(__func__, dst, dst_offset, size)) return s;
-  if (src->storage->chip >= 0 && dst->storage->chip >= 0 && src->storage->chip != dst->storage->chip) {
-    log(kError, __func__, "device tensors '{}' (chip {}) and '{}' (chip {}) are in different HBMs", src->name,
-        src->storage->chip, dst->name, dst->storage->chip);
+  if (src->storage->chip >= 0 && dst->storage->chip >= 0 &&
+      src->storage->chip != dst->storage->chip) {
+    log(kError, __func__, "device tensors '{}' (chip {}) and '{}' (chip {}) are in different HBMs",
+        src->name, src->storage->chip, dst->name, dst->storage->chip);
     return NRT_INVALID;
   }
   std::memmove(dst->bytes() + dst_offset, src->bytes() + src_offset, size);
@@ -258,8 +263,8 @@ NRT_STATUS nrt_tensor_attach_buffer(nrt_tensor_t* tensor, void* buffer, size_t s
   return NRT_SUCCESS;
 }
 
-NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t* source, size_t offset, size_t size, const char* name,
-                                     nrt_tensor_t** slice) {
+NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t* source, size_t offset, size_t size,
+                                     const char* name, nrt_tensor_t** slice) {
   NRT_GATE();
   std::lock_guard<std::mutex> lock(rt().mu);
   if (!live(source) || slice == nullptr || size == 0) {

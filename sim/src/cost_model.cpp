@@ -22,8 +22,8 @@ using isa::Opcode;
 using isa::Role;
 
 // Control instructions: assumptions, not published figures (docs/cost-model.md).
-constexpr uint64_t kSemCycles = 1;           // sem_wait / sem_signal / sem_set on any engine
-constexpr uint64_t kDmaTriggerCycles = 64;   // a dma_copy occupies its triggering engine this long
+constexpr uint64_t kSemCycles = 1;          // sem_wait / sem_signal / sem_set on any engine
+constexpr uint64_t kDmaTriggerCycles = 64;  // a dma_copy occupies its triggering engine this long
 
 [[noreturn]] void bad(const Instruction& inst, const std::string& what) {
   throw std::invalid_argument(std::string(isa::opcode_info(inst.opcode).name) + " on " +
@@ -36,28 +36,47 @@ const AccessPattern& need(const Instruction& inst, Role r) {
   return *ap;
 }
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-uint64_t ceil_to_u64(double x) { return x <= 0 ? 0 : static_cast<uint64_t>(std::ceil(x - 1e-9)); }
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+uint64_t ceil_to_u64(double x) {
+  return x <= 0 ? 0 : static_cast<uint64_t>(std::ceil(x - 1e-9));
+}
 
-bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::fp16; }
-bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
-bool unit_inner(const AccessPattern& ap) { return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1; }
+bool is_16bit_float(DType t) {
+  return t == DType::bf16 || t == DType::fp16;
+}
+bool is_fp8(DType t) {
+  return t == DType::fp8_e4m3 || t == DType::fp8_e5m2;
+}
+bool unit_inner(const AccessPattern& ap) {
+  return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1;
+}
 
 double engine_ghz(Engine e, const spec::GenerationConfig& g) {
   switch (e) {
-    case Engine::PE: return g.pe_ghz;
-    case Engine::ACT: return g.act_ghz;
-    case Engine::DVE: return g.dve_ghz;
-    case Engine::POOL: return g.pool_ghz;
-    case Engine::SP: return g.sp_ghz;
+    case Engine::PE:
+      return g.pe_ghz;
+    case Engine::ACT:
+      return g.act_ghz;
+    case Engine::DVE:
+      return g.dve_ghz;
+    case Engine::POOL:
+      return g.pool_ghz;
+    case Engine::SP:
+      return g.sp_ghz;
   }
   return g.sp_ghz;
 }
 
 bool is_collective(Opcode op) {
   switch (op) {
-    case Opcode::all_reduce: case Opcode::all_gather: case Opcode::reduce_scatter:
-    case Opcode::all_to_all: case Opcode::send: case Opcode::recv:
+    case Opcode::all_reduce:
+    case Opcode::all_gather:
+    case Opcode::reduce_scatter:
+    case Opcode::all_to_all:
+    case Opcode::send:
+    case Opcode::recv:
       return true;
     default:
       return false;
@@ -74,11 +93,13 @@ uint64_t pe_transpose_cycles(uint64_t p, uint64_t f, const spec::GenerationConfi
 // The MultiplyMoving part: max(min(64, M), N), N / fp8 rate for FP8 x FP8, x4 with an FP32 input.
 uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   const AccessPattern& mov = need(inst, Role::moving);
-  if (inst.has_flag(isa::kTransposeMode)) return pe_transpose_cycles(mov.num_partitions, mov.free_elems(), g);
+  if (inst.has_flag(isa::kTransposeMode))
+    return pe_transpose_cycles(mov.num_partitions, mov.free_elems(), g);
   const AccessPattern& stat = need(inst, Role::stationary);
   const uint64_t m = stat.free_elems();
   uint64_t n = mov.free_elems();
-  if (is_fp8(stat.dtype) && is_fp8(mov.dtype)) n = ceil_to_u64(static_cast<double>(n) / g.pe_fp8_rate);
+  if (is_fp8(stat.dtype) && is_fp8(mov.dtype))
+    n = ceil_to_u64(static_cast<double>(n) / g.pe_fp8_rate);
   uint64_t c = std::max<uint64_t>(std::min<uint64_t>(g.pe_min_interval, m), n);
   if (stat.dtype == DType::fp32 || mov.dtype == DType::fp32) c *= g.pe_fp32_factor;
   return c;
@@ -100,8 +121,10 @@ uint64_t pe_own_cycles(const Instruction& inst, const spec::GenerationConfig& g)
 // Nothing to load when the previous PE instruction was a matmul on the same
 // stationary; nothing to hide behind when there is no previous PE instruction
 // or this one waited on a semaphore (the engine sat idle before it).
-uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::GenerationConfig& g, const IssueContext& ctx) {
-  if (inst.has_flag(isa::kTransposeMode)) return 0;  // the published transpose cost covers its identity
+uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::GenerationConfig& g,
+                                    const IssueContext& ctx) {
+  if (inst.has_flag(isa::kTransposeMode))
+    return 0;  // the published transpose cost covers its identity
   const AccessPattern& stat = need(inst, Role::stationary);
   const Instruction* prev = ctx.previous;
   if (prev && prev->engine == Engine::PE && prev->opcode == Opcode::matmul &&
@@ -111,8 +134,9 @@ uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::Generat
   }
   uint64_t load = ceil_div(stat.free_elems(), std::max<uint32_t>(1, g.pe_weight_load_speedup));
   if (stat.dtype == DType::fp32) load *= g.pe_fp32_factor;
-  const uint64_t hidden =
-      (prev && prev->engine == Engine::PE && !ctx.waited_on_semaphore) ? pe_own_cycles(*prev, g) : 0;
+  const uint64_t hidden = (prev && prev->engine == Engine::PE && !ctx.waited_on_semaphore)
+                              ? pe_own_cycles(*prev, g)
+                              : 0;
   return load > hidden ? load - hidden : 0;
 }
 
@@ -124,7 +148,8 @@ uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::Generat
 // one side in PSUM. 1 on other engines and on NC-v2 (dve_elems_per_cycle_16bit = 1).
 uint64_t dve_copy_mode(const Instruction& inst, const AccessPattern& src, const AccessPattern& dst,
                        const spec::GenerationConfig& g) {
-  if (inst.engine != Engine::DVE || !is_16bit_float(src.dtype) || !is_16bit_float(dst.dtype)) return 1;
+  if (inst.engine != Engine::DVE || !is_16bit_float(src.dtype) || !is_16bit_float(dst.dtype))
+    return 1;
   const uint64_t mode4 = std::max<uint32_t>(1, g.dve_elems_per_cycle_16bit);
   const uint64_t mode2 = std::max<uint64_t>(1, mode4 / 2);
   const bool both_sbuf = src.space == MemSpace::SBUF && dst.space == MemSpace::SBUF;
@@ -144,7 +169,8 @@ uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g)
     case Opcode::transpose:  // DVE 32x32 blocks
       return clamp(need(inst, Role::src).free_elems());
     case Opcode::activation:  // + ActReadAccumulator with a reduction
-      return clamp(need(inst, Role::src).free_elems()) + (inst.operand(Role::reduce_dst) ? min_ii : 0);
+      return clamp(need(inst, Role::src).free_elems()) +
+             (inst.operand(Role::reduce_dst) ? min_ii : 0);
     case Opcode::tensor_tensor: {
       const AccessPattern& a = need(inst, Role::in0);
       const AccessPattern& b = need(inst, Role::in1);
@@ -152,11 +178,12 @@ uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g)
       const uint64_t n = a.free_elems();
       const bool psum_and_sbuf = (a.space == MemSpace::PSUM && b.space == MemSpace::SBUF) ||
                                  (a.space == MemSpace::SBUF && b.space == MemSpace::PSUM);
-      const bool all_sbuf = a.space == MemSpace::SBUF && b.space == MemSpace::SBUF && d.space == MemSpace::SBUF;
-      const bool bf16_fast = all_sbuf && a.dtype == DType::bf16 && b.dtype == DType::bf16 &&
-                             d.dtype == DType::bf16 && unit_inner(a) && unit_inner(b) && unit_inner(d) &&
-                             (inst.alu0 == AluOp::add || inst.alu0 == AluOp::subtract ||
-                              inst.alu0 == AluOp::multiply);
+      const bool all_sbuf =
+          a.space == MemSpace::SBUF && b.space == MemSpace::SBUF && d.space == MemSpace::SBUF;
+      const bool bf16_fast =
+          all_sbuf && a.dtype == DType::bf16 && b.dtype == DType::bf16 && d.dtype == DType::bf16 &&
+          unit_inner(a) && unit_inner(b) && unit_inner(d) &&
+          (inst.alu0 == AluOp::add || inst.alu0 == AluOp::subtract || inst.alu0 == AluOp::multiply);
       uint64_t c = (psum_and_sbuf || bf16_fast) ? n : 2 * n;
       // v3+ 2x mode: both inputs in SBUF and every tensor BF16/FP16 (§4.1 [N2]).
       if (inst.engine == Engine::DVE && a.space == MemSpace::SBUF && b.space == MemSpace::SBUF &&
@@ -238,8 +265,8 @@ bool on_chip_extent(const AccessPattern& ap, Extent& out) {
   }
   const int64_t esize = static_cast<int64_t>(isa::dtype_size(ap.dtype));
   const int64_t off = static_cast<int64_t>(ap.offset);
-  out = {ap.space, ap.start_partition, int64_t{ap.start_partition} + ap.num_partitions, off + lo * esize,
-         off + (hi + 1) * esize};
+  out = {ap.space, ap.start_partition, int64_t{ap.start_partition} + ap.num_partitions,
+         off + lo * esize, off + (hi + 1) * esize};
   return true;
 }
 
@@ -249,7 +276,9 @@ bool overlap(const AccessPattern& a, const AccessPattern& b) {
   return x.p0 < y.p1 && y.p0 < x.p1 && x.b0 < y.b1 && y.b0 < x.b1;
 }
 
-bool is_output(Role r) { return r == Role::dst || r == Role::reduce_dst; }
+bool is_output(Role r) {
+  return r == Role::dst || r == Role::reduce_dst;
+}
 
 // True when `inst` reads what `prev` wrote (read after write, bounding boxes).
 bool reads_output_of(const Instruction& inst, const Instruction& prev) {
@@ -263,7 +292,8 @@ bool reads_output_of(const Instruction& inst, const Instruction& prev) {
 
 }  // namespace
 
-uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx) {
+uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfig& gen,
+                            const IssueContext& ctx) {
   if (is_collective(inst.opcode)) bad(inst, "collectives are costed by a later layer");
   switch (inst.opcode) {
     case Opcode::sem_wait:
@@ -284,10 +314,11 @@ uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfi
     case Engine::ACT:
     case Engine::DVE:
     case Engine::POOL: {
-      const bool dependent = ctx.waited_on_semaphore ||
-                             (ctx.previous && ctx.previous->engine == inst.engine &&
-                              reads_output_of(inst, *ctx.previous));
-      return vector_cycles(inst, gen) + gen.access_overhead + (dependent ? gen.dependent_overhead : 0);
+      const bool dependent =
+          ctx.waited_on_semaphore || (ctx.previous && ctx.previous->engine == inst.engine &&
+                                      reads_output_of(inst, *ctx.previous));
+      return vector_cycles(inst, gen) + gen.access_overhead +
+             (dependent ? gen.dependent_overhead : 0);
     }
     case Engine::SP:
       break;
@@ -295,7 +326,8 @@ uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfi
   bad(inst, "no cost rule for this engine");
 }
 
-uint64_t instruction_ps(const Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx) {
+uint64_t instruction_ps(const Instruction& inst, const spec::GenerationConfig& gen,
+                        const IssueContext& ctx) {
   const uint64_t cycles = instruction_cycles(inst, gen, ctx);
   const double ps_per_cycle = 1000.0 / engine_ghz(inst.engine, gen);
   return static_cast<uint64_t>(std::llround(static_cast<double>(cycles) * ps_per_cycle));
@@ -306,8 +338,11 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   const AccessPattern& src = need(inst, Role::src);
   const AccessPattern& dst = need(inst, Role::dst);
   const bool indirect = inst.operand(Role::index) != nullptr;
-  auto on_chip = [](const AccessPattern& ap) { return ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM; };
-  if (src.space == MemSpace::Pattern || dst.space == MemSpace::Pattern) bad(inst, "a DMA cannot move a pattern");
+  auto on_chip = [](const AccessPattern& ap) {
+    return ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM;
+  };
+  if (src.space == MemSpace::Pattern || dst.space == MemSpace::Pattern)
+    bad(inst, "a DMA cannot move a pattern");
 
   // Bytes read and written: every destination element comes from one source element.
   const uint64_t elems = indirect ? dst.total_elems() : src.total_elems();

@@ -38,7 +38,7 @@ struct Range {
   static constexpr uint64_t kHost = ~uint64_t{0};
   uint64_t space = 0;  // chip, or kHost
   uint64_t addr = 0, size = 0;
-  uint32_t chip = 0;        // where it is bound (for the allocator's times)
+  uint32_t chip = 0;  // where it is bound (for the allocator's times)
   uint64_t hbm_addr = 0;
   bool overlaps(const Range& o) const {
     return space == o.space && addr < o.addr + o.size && o.addr < addr + size;
@@ -71,8 +71,12 @@ bool conflict(const Work& earlier, const Work& later) {
          any_overlap(earlier.reads, later.writes);
 }
 
-bool is_input(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::input; }
-bool is_output(const isa::TensorDecl& t) { return t.kind == isa::TensorKind::output; }
+bool is_input(const isa::TensorDecl& t) {
+  return t.kind == isa::TensorKind::input;
+}
+bool is_output(const isa::TensorDecl& t) {
+  return t.kind == isa::TensorKind::output;
+}
 
 // Appends `from` to `to`, shifted by `shift_ps`, while the event budget lasts.
 void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps, uint64_t max_events,
@@ -217,7 +221,6 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     if (allocators[chip].free(address)) sim.hbm(chip).unmap(address);
   }
 
-
   uint64_t push(Work w) {
     place(w);
     w.after_ps = host_floor_ps;
@@ -245,14 +248,15 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     const uint32_t chip = w.core / sim.instance().cores_per_chip;
     for (const isa::TensorDecl& t : w.execution.program->program().tensors)
       if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
-        (is_output(t) ? w.writes : w.reads).push_back(range(chip, b->second.address, b->second.size));
+        (is_output(t) ? w.writes : w.reads)
+            .push_back(range(chip, b->second.address, b->second.size));
   }
 
   // A head may run once no earlier work on another queue touches what it touches.
   bool runnable(const Work& head) const {
     for (const auto& q : queues)
       for (const Work& w : q) {
-        if (w.seq >= head.seq) break;  // queues are in sequence order
+        if (w.seq >= head.seq) break;                       // queues are in sequence order
         if (head.group && w.group == head.group) continue;  // a group runs as one
         if (conflict(w, head)) return false;
       }
@@ -268,9 +272,12 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     for (auto& q : queues) {
       if (q.empty() || !runnable(q.front())) continue;
       Work& w = q.front();
-      if (w.is_copy) copies.push_back(&w);
-      else if (w.group) groups[w.group.get()].push_back(&w);
-      else plain.push_back(&w);
+      if (w.is_copy)
+        copies.push_back(&w);
+      else if (w.group)
+        groups[w.group.get()].push_back(&w);
+      else
+        plain.push_back(&w);
     }
     if (!copies.empty()) return copies;
     if (!plain.empty()) return plain;
@@ -320,8 +327,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   uint64_t start_of(const Work& w) const {
     uint64_t start = std::max(core_free_ps[w.core], w.after_ps);
     std::lock_guard l(mem_mu);
-    for (const Range& r : w.reads) start = std::max(start, allocators[r.chip].readable_ps(r.hbm_addr));
-    for (const Range& r : w.writes) start = std::max(start, allocators[r.chip].writable_ps(r.hbm_addr));
+    for (const Range& r : w.reads)
+      start = std::max(start, allocators[r.chip].readable_ps(r.hbm_addr));
+    for (const Range& r : w.writes)
+      start = std::max(start, allocators[r.chip].writable_ps(r.hbm_addr));
     return start;
   }
 
@@ -397,10 +406,9 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
           if (t.kind != isa::TensorKind::input && t.kind != isa::TensorKind::output) continue;
           auto b = e.tensors.find(t.var_id);
           if (b == e.tensors.end())
-            throw std::invalid_argument(fmt::format("{}: {} '{}' of program '{}' is not bound",
-                                                    e.name.empty() ? p.name() : e.name,
-                                                    isa::tensor_kind_name(t.kind), t.name,
-                                                    p.name()));
+            throw std::invalid_argument(fmt::format(
+                "{}: {} '{}' of program '{}' is not bound", e.name.empty() ? p.name() : e.name,
+                isa::tensor_kind_name(t.kind), t.name, p.name()));
           cs.tensors[t.var_id] = b->second;
         }
         cs.fail_on_nan = options.fail_on_nan;
@@ -514,8 +522,10 @@ std::unique_ptr<Device> Device::open_generation(const std::string& generation,
   return std::make_unique<Device>(std::move(chip), std::move(gen), std::move(options));
 }
 
-Device::Device(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions options)
-    : impl_(std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {
+Device::Device(spec::InstanceConfig instance, spec::GenerationConfig generation,
+               DeviceOptions options)
+    : impl_(
+          std::make_shared<Impl>(std::move(instance), std::move(generation), std::move(options))) {
   impl_->worker = std::thread([impl = impl_.get()] { impl->work_loop(); });
 }
 
@@ -528,17 +538,29 @@ Device::~Device() {
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 
-const spec::InstanceConfig& Device::instance() const { return impl_->sim.instance(); }
-const spec::GenerationConfig& Device::generation() const { return impl_->sim.generation(); }
-uint32_t Device::num_cores() const { return impl_->sim.num_cores(); }
-uint32_t Device::chip_of(uint32_t core) const { return impl_->chip_of(core); }
-Mode Device::mode() const { return impl_->options.mode; }
+const spec::InstanceConfig& Device::instance() const {
+  return impl_->sim.instance();
+}
+const spec::GenerationConfig& Device::generation() const {
+  return impl_->sim.generation();
+}
+uint32_t Device::num_cores() const {
+  return impl_->sim.num_cores();
+}
+uint32_t Device::chip_of(uint32_t core) const {
+  return impl_->chip_of(core);
+}
+Mode Device::mode() const {
+  return impl_->options.mode;
+}
 
 std::optional<uint64_t> Device::allocate(uint32_t chip, uint64_t size, uint8_t* host) {
   return impl_->allocate(chip, size, host);
 }
 
-void Device::free(uint32_t chip, uint64_t address) { impl_->free(chip, address); }
+void Device::free(uint32_t chip, uint64_t address) {
+  impl_->free(chip, address);
+}
 
 Device::MemoryUse Device::memory(uint32_t chip) const {
   impl_->check_chip(chip);
@@ -580,7 +602,8 @@ ProgramRef Device::load(uint32_t core, isa::Program program, std::string name, i
           isa::tensor_kind_name(t.kind), t.name, t.size_bytes(), chip, m.used, m.capacity));
     }
     placed.push_back(*addr);
-    if (!t.data.empty()) write(chip, *addr, std::span(t.data).first(std::min(t.data.size(), t.size_bytes())));
+    if (!t.data.empty())
+      write(chip, *addr, std::span(t.data).first(std::min(t.data.size(), t.size_bytes())));
     p->fixed_[t.var_id] = TensorBinding{*addr, t.size_bytes()};
   }
   p->release_ = [weak = std::weak_ptr<Impl>(impl_), chip, placed] {
@@ -603,9 +626,9 @@ Bindings Device::allocate_io(const LoadedProgram& program) {
     if (!is_input(t) && !is_output(t)) continue;
     const auto addr = allocate(chip, t.size_bytes());
     if (!addr)
-      throw std::runtime_error(fmt::format("program '{}': {} '{}' of {} bytes does not fit the HBM of chip {}",
-                                           program.name(), isa::tensor_kind_name(t.kind), t.name,
-                                           t.size_bytes(), chip));
+      throw std::runtime_error(
+          fmt::format("program '{}': {} '{}' of {} bytes does not fit the HBM of chip {}",
+                      program.name(), isa::tensor_kind_name(t.kind), t.name, t.size_bytes(), chip));
     out[t.var_id] = TensorBinding{*addr, t.size_bytes()};
   }
   return out;
@@ -735,9 +758,7 @@ TraceSession Device::stop_trace(uint64_t session) {
   if (it == impl_->sessions.end())
     throw std::invalid_argument(fmt::format("stop_trace: no trace session {}", session));
   const uint64_t last = impl_->next_seq - 1;
-  impl_->cv.wait(lock, [&] {
-    return impl_->pending.empty() || *impl_->pending.begin() > last;
-  });
+  impl_->cv.wait(lock, [&] { return impl_->pending.empty() || *impl_->pending.begin() > last; });
   TraceSession out = std::move(it->second.data);
   impl_->sessions.erase(it);
   return out;

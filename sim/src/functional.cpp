@@ -35,7 +35,8 @@ using Kind = ExecError::Kind;
 template <typename T>
 class Buffer {
  public:
-  explicit Buffer(size_t n = 0) : data_(n ? std::make_unique_for_overwrite<T[]>(n) : nullptr), size_(n) {}
+  explicit Buffer(size_t n = 0)
+      : data_(n ? std::make_unique_for_overwrite<T[]>(n) : nullptr), size_(n) {}
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
   size_t size() const { return size_; }
@@ -69,9 +70,15 @@ struct Ctx {
   }
 };
 
-size_t esize(const AccessPattern& ap) { return isa::dtype_size(ap.dtype); }
-size_t free_size(const AccessPattern& ap) { return static_cast<size_t>(ap.free_elems()); }
-size_t total_size(const AccessPattern& ap) { return static_cast<size_t>(ap.total_elems()); }
+size_t esize(const AccessPattern& ap) {
+  return isa::dtype_size(ap.dtype);
+}
+size_t free_size(const AccessPattern& ap) {
+  return static_cast<size_t>(ap.free_elems());
+}
+size_t total_size(const AccessPattern& ap) {
+  return static_cast<size_t>(ap.total_elems());
+}
 
 // ---------------------------------------------------------------------------
 // Walking access patterns
@@ -140,10 +147,11 @@ uint8_t* on_chip(const Ctx& c, const AccessPattern& ap, const Run& r) {
   const uint32_t part = uint32_t{ap.start_partition} + r.part;
   const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(esize(ap)));
   if (part >= m.partitions() || lo < 0 || hi > int64_t{m.partition_bytes()})
-    c.fail(Kind::out_of_bounds, fmt::format("bytes {}..{} of {} partition {} are outside the space ({} "
-                                            "partitions of {} bytes)",
-                                            lo, hi, isa::mem_space_name(ap.space), part, m.partitions(),
-                                            m.partition_bytes()));
+    c.fail(Kind::out_of_bounds,
+           fmt::format("bytes {}..{} of {} partition {} are outside the space ({} "
+                       "partitions of {} bytes)",
+                       lo, hi, isa::mem_space_name(ap.space), part, m.partitions(),
+                       m.partition_bytes()));
   return m.at(part, static_cast<uint64_t>(r.start));
 }
 
@@ -154,8 +162,9 @@ uint64_t hbm_address(const Ctx& c, const AccessPattern& ap, const Run& r) {
     c.fail(Kind::out_of_bounds, fmt::format("HBM tensor id {} is not bound", ap.tensor));
   const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(esize(ap)));
   if (lo < 0 || hi > static_cast<int64_t>(it->second.size))
-    c.fail(Kind::out_of_bounds, fmt::format("bytes {}..{} of HBM tensor id {} are outside its {} bytes", lo,
-                                            hi, ap.tensor, it->second.size));
+    c.fail(Kind::out_of_bounds,
+           fmt::format("bytes {}..{} of HBM tensor id {} are outside its {} bytes", lo, hi,
+                       ap.tensor, it->second.size));
   return it->second.address + static_cast<uint64_t>(r.start);
 }
 
@@ -176,17 +185,23 @@ void scatter_elems(const uint8_t* src, uint8_t* dst, int64_t stride, uint32_t n)
 
 void gather_strided(const uint8_t* src, int64_t stride, uint32_t n, size_t es, uint8_t* dst) {
   switch (es) {
-    case 1: return gather_elems<1>(src, stride, n, dst);
-    case 2: return gather_elems<2>(src, stride, n, dst);
-    default: return gather_elems<4>(src, stride, n, dst);
+    case 1:
+      return gather_elems<1>(src, stride, n, dst);
+    case 2:
+      return gather_elems<2>(src, stride, n, dst);
+    default:
+      return gather_elems<4>(src, stride, n, dst);
   }
 }
 
 void scatter_strided(const uint8_t* src, uint8_t* dst, int64_t stride, uint32_t n, size_t es) {
   switch (es) {
-    case 1: return scatter_elems<1>(src, dst, stride, n);
-    case 2: return scatter_elems<2>(src, dst, stride, n);
-    default: return scatter_elems<4>(src, dst, stride, n);
+    case 1:
+      return scatter_elems<1>(src, dst, stride, n);
+    case 2:
+      return scatter_elems<2>(src, dst, stride, n);
+    default:
+      return scatter_elems<4>(src, dst, stride, n);
   }
 }
 
@@ -196,8 +211,10 @@ void read_run(const Ctx& c, const AccessPattern& ap, const Run& r, uint8_t* out)
   const bool packed = r.stride == static_cast<int64_t>(es);
   if (ap.space != MemSpace::HBM) {
     const uint8_t* p = on_chip(c, ap, r);
-    if (packed) std::memcpy(out, p, r.count * es);
-    else gather_strided(p, r.stride, r.count, es, out);
+    if (packed)
+      std::memcpy(out, p, r.count * es);
+    else
+      gather_strided(p, r.stride, r.count, es, out);
     return;
   }
   const uint64_t addr = hbm_address(c, ap, r);
@@ -212,8 +229,10 @@ void write_run(const Ctx& c, const AccessPattern& ap, const Run& r, const uint8_
   const bool packed = r.stride == static_cast<int64_t>(es);
   if (ap.space != MemSpace::HBM) {
     uint8_t* p = on_chip(c, ap, r);
-    if (packed) std::memcpy(p, in, r.count * es);
-    else scatter_strided(in, p, r.stride, r.count, es);
+    if (packed)
+      std::memcpy(p, in, r.count * es);
+    else
+      scatter_strided(in, p, r.stride, r.count, es);
     return;
   }
   const uint64_t addr = hbm_address(c, ap, r);
@@ -249,8 +268,10 @@ Floats read_floats(const Ctx& c, const AccessPattern& ap) {
   for_each_run(ap, [&](const Run& r) {
     // Contiguous on-chip runs convert straight from memory (the common case).
     const uint8_t* src = tmp.data();
-    if (ap.space != MemSpace::HBM && r.stride == static_cast<int64_t>(es)) src = on_chip(c, ap, r);
-    else read_run(c, ap, r, tmp.data());
+    if (ap.space != MemSpace::HBM && r.stride == static_cast<int64_t>(es))
+      src = on_chip(c, ap, r);
+    else
+      read_run(c, ap, r, tmp.data());
     isa::convert_to_float(ap.dtype, src, out.data() + pos, r.count, c.st.fp8);
     pos += r.count;
   });
@@ -280,12 +301,24 @@ std::vector<int64_t> read_indices(const Ctx& c, const AccessPattern& ap) {
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = b.data() + i * es;
     switch (ap.dtype) {
-      case DType::int8: out[i] = load_int<int8_t>(p); break;
-      case DType::uint8: out[i] = load_int<uint8_t>(p); break;
-      case DType::int16: out[i] = load_int<int16_t>(p); break;
-      case DType::uint16: out[i] = load_int<uint16_t>(p); break;
-      case DType::int32: out[i] = load_int<int32_t>(p); break;
-      case DType::uint32: out[i] = load_int<uint32_t>(p); break;
+      case DType::int8:
+        out[i] = load_int<int8_t>(p);
+        break;
+      case DType::uint8:
+        out[i] = load_int<uint8_t>(p);
+        break;
+      case DType::int16:
+        out[i] = load_int<int16_t>(p);
+        break;
+      case DType::uint16:
+        out[i] = load_int<uint16_t>(p);
+        break;
+      case DType::int32:
+        out[i] = load_int<int32_t>(p);
+        break;
+      case DType::uint32:
+        out[i] = load_int<uint32_t>(p);
+        break;
       default: {
         const double v = isa::load_as_float(ap.dtype, p, c.st.fp8);
         // NaN or huge float "indices" become an index that is out of range.
@@ -297,17 +330,19 @@ std::vector<int64_t> read_indices(const Ctx& c, const AccessPattern& ap) {
 }
 
 // Faults when bytes about to be written to `ap` hold a NaN (at selected elements only, if given).
-void check_nan(const Ctx& c, const AccessPattern& ap, const uint8_t* bytes, const uint8_t* selected = nullptr) {
+void check_nan(const Ctx& c, const AccessPattern& ap, const uint8_t* bytes,
+               const uint8_t* selected = nullptr) {
   if (!c.nan_check || !isa::is_float(ap.dtype)) return;
   const size_t n = total_size(ap);
   Floats v(n);
   isa::convert_to_float(ap.dtype, bytes, v.data(), n, c.st.fp8);
   for (size_t i = 0; i < n; ++i)
     if (std::isnan(v[i]) && (!selected || selected[i]))
-      c.fail(Kind::nan, fmt::format("NaN written to {} {} {}, element {}", isa::mem_space_name(ap.space),
-                                    ap.space == MemSpace::HBM ? "row" : "partition",
-                                    i / free_size(ap) + (ap.space == MemSpace::HBM ? 0 : ap.start_partition),
-                                    i % free_size(ap)));
+      c.fail(Kind::nan,
+             fmt::format("NaN written to {} {} {}, element {}", isa::mem_space_name(ap.space),
+                         ap.space == MemSpace::HBM ? "row" : "partition",
+                         i / free_size(ap) + (ap.space == MemSpace::HBM ? 0 : ap.start_partition),
+                         i % free_size(ap)));
 }
 
 void write_bytes_unchecked(const Ctx& c, const AccessPattern& ap, const uint8_t* in) {
@@ -319,7 +354,8 @@ void write_bytes_unchecked(const Ctx& c, const AccessPattern& ap, const uint8_t*
   });
 }
 
-void write_bytes(const Ctx& c, const AccessPattern& ap, const uint8_t* in, const uint8_t* selected = nullptr) {
+void write_bytes(const Ctx& c, const AccessPattern& ap, const uint8_t* in,
+                 const uint8_t* selected = nullptr) {
   check_nan(c, ap, in, selected);
   write_bytes_unchecked(c, ap, in);
 }
@@ -369,11 +405,17 @@ int32_t to_int32(float v) {
   return static_cast<int32_t>(std::nearbyint(v));  // the default rounding mode: ties to even
 }
 
-float truth(bool b) { return b ? 1.0f : 0.0f; }
+float truth(bool b) {
+  return b ? 1.0f : 0.0f;
+}
 
 // max/min propagate NaN, so that a NaN input is never silently dropped.
-float nan_max(float a, float b) { return (a > b || std::isnan(a)) ? a : b; }
-float nan_min(float a, float b) { return (a < b || std::isnan(a)) ? a : b; }
+float nan_max(float a, float b) {
+  return (a > b || std::isnan(a)) ? a : b;
+}
+float nan_min(float a, float b) {
+  return (a < b || std::isnan(a)) ? a : b;
+}
 
 // Python-style remainder: the sign of the divisor.
 float py_mod(float a, float b) {
@@ -385,33 +427,58 @@ float py_mod(float a, float b) {
 inline float alu(AluOp op, float a, float b) {
   const auto shift = [&] { return to_int32(b) & 31; };
   switch (op) {
-    case AluOp::bypass: return a;
-    case AluOp::add: return a + b;
-    case AluOp::subtract: return a - b;
-    case AluOp::multiply: return a * b;
-    case AluOp::divide: return a / b;
-    case AluOp::max: return nan_max(a, b);
-    case AluOp::min: return nan_min(a, b);
-    case AluOp::pow: return std::pow(a, b);
-    case AluOp::mod: return py_mod(a, b);
-    case AluOp::abs_max: return nan_max(std::fabs(a), std::fabs(b));
-    case AluOp::is_equal: return truth(a == b);
-    case AluOp::not_equal: return truth(a != b);
-    case AluOp::is_gt: return truth(a > b);
-    case AluOp::is_ge: return truth(a >= b);
-    case AluOp::is_lt: return truth(a < b);
-    case AluOp::is_le: return truth(a <= b);
-    case AluOp::logical_and: return truth(a != 0.0f && b != 0.0f);
-    case AluOp::logical_or: return truth(a != 0.0f || b != 0.0f);
-    case AluOp::logical_xor: return truth((a != 0.0f) != (b != 0.0f));
-    case AluOp::bitwise_and: return static_cast<float>(to_int32(a) & to_int32(b));
-    case AluOp::bitwise_or: return static_cast<float>(to_int32(a) | to_int32(b));
-    case AluOp::bitwise_xor: return static_cast<float>(to_int32(a) ^ to_int32(b));
+    case AluOp::bypass:
+      return a;
+    case AluOp::add:
+      return a + b;
+    case AluOp::subtract:
+      return a - b;
+    case AluOp::multiply:
+      return a * b;
+    case AluOp::divide:
+      return a / b;
+    case AluOp::max:
+      return nan_max(a, b);
+    case AluOp::min:
+      return nan_min(a, b);
+    case AluOp::pow:
+      return std::pow(a, b);
+    case AluOp::mod:
+      return py_mod(a, b);
+    case AluOp::abs_max:
+      return nan_max(std::fabs(a), std::fabs(b));
+    case AluOp::is_equal:
+      return truth(a == b);
+    case AluOp::not_equal:
+      return truth(a != b);
+    case AluOp::is_gt:
+      return truth(a > b);
+    case AluOp::is_ge:
+      return truth(a >= b);
+    case AluOp::is_lt:
+      return truth(a < b);
+    case AluOp::is_le:
+      return truth(a <= b);
+    case AluOp::logical_and:
+      return truth(a != 0.0f && b != 0.0f);
+    case AluOp::logical_or:
+      return truth(a != 0.0f || b != 0.0f);
+    case AluOp::logical_xor:
+      return truth((a != 0.0f) != (b != 0.0f));
+    case AluOp::bitwise_and:
+      return static_cast<float>(to_int32(a) & to_int32(b));
+    case AluOp::bitwise_or:
+      return static_cast<float>(to_int32(a) | to_int32(b));
+    case AluOp::bitwise_xor:
+      return static_cast<float>(to_int32(a) ^ to_int32(b));
     case AluOp::left_shift:
-      return static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) << shift()));
-    case AluOp::arith_shift_right: return static_cast<float>(to_int32(a) >> shift());
+      return static_cast<float>(
+          static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) << shift()));
+    case AluOp::arith_shift_right:
+      return static_cast<float>(to_int32(a) >> shift());
     case AluOp::logical_shift_right:
-      return static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) >> shift()));
+      return static_cast<float>(
+          static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) >> shift()));
   }
   return a;
 }
@@ -432,7 +499,8 @@ constexpr std::array<AluLoop, sizeof...(I)> make_alu_loops(std::index_sequence<I
 
 constexpr auto kAluLoops = make_alu_loops(std::make_index_sequence<isa::kNumAluOps>{});
 
-void alu_n(const Ctx& c, AluOp op, const float* a, size_t sa, const float* b, size_t sb, float* out, size_t n) {
+void alu_n(const Ctx& c, AluOp op, const float* a, size_t sa, const float* b, size_t sb, float* out,
+           size_t n) {
   const auto i = static_cast<size_t>(op);
   if (i >= kAluLoops.size()) c.fail(Kind::unsupported, fmt::format("unknown ALU operation {}", i));
   kAluLoops[i](a, sa, b, sb, out, n);
@@ -456,16 +524,21 @@ constexpr auto kReduceLoops = make_reduce_loops(std::make_index_sequence<isa::kN
 
 float reduce_n(const Ctx& c, AluOp op, float acc, const float* x, size_t n) {
   const auto i = static_cast<size_t>(op);
-  if (i >= kReduceLoops.size()) c.fail(Kind::unsupported, fmt::format("unknown ALU operation {}", i));
+  if (i >= kReduceLoops.size())
+    c.fail(Kind::unsupported, fmt::format("unknown ALU operation {}", i));
   return kReduceLoops[i](acc, x, n);
 }
 
 float reduce_identity(AluOp op) {
   switch (op) {
-    case AluOp::multiply: return 1.0f;
-    case AluOp::max: return -std::numeric_limits<float>::infinity();
-    case AluOp::min: return std::numeric_limits<float>::infinity();
-    default: return 0.0f;
+    case AluOp::multiply:
+      return 1.0f;
+    case AluOp::max:
+      return -std::numeric_limits<float>::infinity();
+    case AluOp::min:
+      return std::numeric_limits<float>::infinity();
+    default:
+      return 0.0f;
   }
 }
 
@@ -479,7 +552,8 @@ void transpose_into(const Ctx& c, const AccessPattern& dst, const AccessPattern&
   if (total_size(dst) != P * F) c.fail(Kind::unsupported, "dst does not hold the transposed src");
   Bytes out(P * F * es);
   for (size_t p = 0; p < P; ++p)
-    for (size_t f = 0; f < F; ++f) std::memcpy(out.data() + (f * P + p) * es, in.data() + (p * F + f) * es, es);
+    for (size_t f = 0; f < F; ++f)
+      std::memcpy(out.data() + (f * P + p) * es, in.data() + (p * F + f) * es, es);
   write_bytes(c, dst, out.data());
 }
 
@@ -517,10 +591,12 @@ void activation(const Ctx& c) {
   const Floats scale = read_scalars(c, Role::scale, P, c.inst.imm0);
   const Floats bias = read_scalars(c, Role::bias, P, 0.0f);
   for (size_t p = 0; p < P; ++p)
-    for (size_t j = p * F; j < (p + 1) * F; ++j) y[j] = isa::apply_act_func(c.inst.func, y[j] * scale[p] + bias[p]);
+    for (size_t j = p * F; j < (p + 1) * F; ++j)
+      y[j] = isa::apply_act_func(c.inst.func, y[j] * scale[p] + bias[p]);
   if (const AccessPattern* rd = c.inst.operand(Role::reduce_dst)) {
     Floats r(P);
-    for (size_t p = 0; p < P; ++p) r[p] = reduce_n(c, c.inst.alu0, reduce_identity(c.inst.alu0), &y[p * F], F);
+    for (size_t p = 0; p < P; ++p)
+      r[p] = reduce_n(c, c.inst.alu0, reduce_identity(c.inst.alu0), &y[p * F], F);
     write_floats(c, *rd, r.data());
   }
   write_floats(c, c.get(Role::dst), y.data());
@@ -535,8 +611,10 @@ void tensor_tensor(const Ctx& c) {
 
 // row[j] = reverse ? s op row[j] : row[j] op s, in place.
 void scalar_op(const Ctx& c, AluOp op, bool reverse, float s, float* row, size_t n) {
-  if (reverse) alu_n(c, op, &s, 0, row, 1, row, n);
-  else alu_n(c, op, row, 1, &s, 0, row, n);
+  if (reverse)
+    alu_n(c, op, &s, 0, row, 1, row, n);
+  else
+    alu_n(c, op, row, 1, &s, 0, row, n);
 }
 
 void tensor_scalar(const Ctx& c) {
@@ -584,8 +662,10 @@ void tensor_reduce(const Ctx& c) {
     for (size_t j = 0; j < F; j += inner, outer.next()) {
       float* o = out.data() + p * K + static_cast<size_t>(outer.value);
       const float* in = x.data() + p * F + j;
-      if (inner_reduced) *o = reduce_n(c, op, *o, in, inner);
-      else alu_n(c, op, o, 1, in, 1, o, inner);
+      if (inner_reduced)
+        *o = reduce_n(c, op, *o, in, inner);
+      else
+        alu_n(c, op, o, 1, in, 1, o, inner);
     }
   }
   if (c.inst.has_flag(isa::kNegate))
@@ -683,7 +763,8 @@ void bn_aggr(const Ctx& c) {
   Floats out(P * 2);
   for (size_t p = 0; p < P; ++p) {
     Moments m;
-    for (size_t g = 0; g + 3 <= F; g += 3) m = combine(m, {x[p * F + g], x[p * F + g + 1], x[p * F + g + 2]});
+    for (size_t g = 0; g + 3 <= F; g += 3)
+      m = combine(m, {x[p * F + g], x[p * F + g + 1], x[p * F + g + 2]});
     out[p * 2] = m.count > 0 ? static_cast<float>(m.mean) : 0.0f;
     out[p * 2 + 1] = m.count > 0 ? static_cast<float>(m.m2 / m.count) : 0.0f;
   }
@@ -698,7 +779,8 @@ void tensor_tensor_scan(const Ctx& c) {
   const Floats init = read_scalars(c, Role::initial, P, c.inst.imm0);
   for (size_t p = 0; p < P; ++p) {
     float s = init[p];
-    for (size_t j = p * F; j < (p + 1) * F; ++j) a[j] = s = alu(c.inst.alu1, alu(c.inst.alu0, s, a[j]), b[j]);
+    for (size_t j = p * F; j < (p + 1) * F; ++j)
+      a[j] = s = alu(c.inst.alu1, alu(c.inst.alu0, s, a[j]), b[j]);
   }
   write_floats(c, c.get(Role::dst), a.data());
 }
@@ -720,7 +802,8 @@ std::vector<int64_t> pattern_values(const Ctx& c, size_t partitions) {
   for (size_t p = 0; p < partitions; ++p) {
     odo.value = 0;
     odo.idx.fill(0);
-    const int64_t base = int64_t{c.inst.ints[0]} + int64_t{c.inst.ints[1]} * static_cast<int64_t>(p);
+    const int64_t base =
+        int64_t{c.inst.ints[0]} + int64_t{c.inst.ints[1]} * static_cast<int64_t>(p);
     for (size_t j = 0; j < F; ++j, odo.next()) v[p * F + j] = base + odo.value;
   }
   return v;
@@ -728,42 +811,61 @@ std::vector<int64_t> pattern_values(const Ctx& c, size_t partitions) {
 
 template <typename T>
 void store_saturated(int64_t v, uint8_t* dst) {
-  const T t = static_cast<T>(std::clamp<int64_t>(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  const T t = static_cast<T>(
+      std::clamp<int64_t>(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
   std::memcpy(dst, &t, sizeof t);
 }
 
 // Integers go to integer dtypes directly (FP32 would round values above 2^24).
 void store_int64(const Ctx& c, DType t, int64_t v, uint8_t* dst) {
   switch (t) {
-    case DType::int8: return store_saturated<int8_t>(v, dst);
-    case DType::uint8: return store_saturated<uint8_t>(v, dst);
-    case DType::int16: return store_saturated<int16_t>(v, dst);
-    case DType::uint16: return store_saturated<uint16_t>(v, dst);
-    case DType::int32: return store_saturated<int32_t>(v, dst);
-    case DType::uint32: return store_saturated<uint32_t>(v, dst);
-    case DType::boolean: *dst = v != 0; return;
-    default: isa::store_from_float(t, static_cast<float>(v), dst, c.st.fp8);
+    case DType::int8:
+      return store_saturated<int8_t>(v, dst);
+    case DType::uint8:
+      return store_saturated<uint8_t>(v, dst);
+    case DType::int16:
+      return store_saturated<int16_t>(v, dst);
+    case DType::uint16:
+      return store_saturated<uint16_t>(v, dst);
+    case DType::int32:
+      return store_saturated<int32_t>(v, dst);
+    case DType::uint32:
+      return store_saturated<uint32_t>(v, dst);
+    case DType::boolean:
+      *dst = v != 0;
+      return;
+    default:
+      isa::store_from_float(t, static_cast<float>(v), dst, c.st.fp8);
   }
 }
 
 void iota(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   const std::vector<int64_t> v = pattern_values(c, dst.num_partitions);
-  if (v.size() != total_size(dst)) c.fail(Kind::unsupported, "pattern size differs from dst's free size");
+  if (v.size() != total_size(dst))
+    c.fail(Kind::unsupported, "pattern size differs from dst's free size");
   Bytes out(v.size() * esize(dst));
-  for (size_t i = 0; i < v.size(); ++i) store_int64(c, dst.dtype, v[i], out.data() + i * esize(dst));
+  for (size_t i = 0; i < v.size(); ++i)
+    store_int64(c, dst.dtype, v[i], out.data() + i * esize(dst));
   write_bytes(c, dst, out.data());
 }
 
 bool compare_with_zero(const Ctx& c, AluOp op, int64_t v) {
   switch (op) {
-    case AluOp::is_equal: return v == 0;
-    case AluOp::not_equal: return v != 0;
-    case AluOp::is_gt: return v > 0;
-    case AluOp::is_ge: return v >= 0;
-    case AluOp::is_lt: return v < 0;
-    case AluOp::is_le: return v <= 0;
-    default: c.fail(Kind::unsupported, fmt::format("cmp={} is not a comparison", isa::alu_op_name(op)));
+    case AluOp::is_equal:
+      return v == 0;
+    case AluOp::not_equal:
+      return v != 0;
+    case AluOp::is_gt:
+      return v > 0;
+    case AluOp::is_ge:
+      return v >= 0;
+    case AluOp::is_lt:
+      return v < 0;
+    case AluOp::is_le:
+      return v <= 0;
+    default:
+      c.fail(Kind::unsupported, fmt::format("cmp={} is not a comparison", isa::alu_op_name(op)));
   }
 }
 
@@ -771,7 +873,8 @@ void affine_select(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   Floats out = read_floats(c, c.get(Role::on_true));
   const std::vector<int64_t> v = pattern_values(c, dst.num_partitions);
-  if (v.size() != out.size()) c.fail(Kind::unsupported, "pattern size differs from dst's free size");
+  if (v.size() != out.size())
+    c.fail(Kind::unsupported, "pattern size differs from dst's free size");
   for (size_t i = 0; i < v.size(); ++i)
     if (!compare_with_zero(c, c.inst.alu0, v[i])) out[i] = c.inst.imm0;
   write_floats(c, dst, out.data());
@@ -783,7 +886,8 @@ void partition_reduce(const Ctx& c) {
   const Floats x = read_floats(c, src);
   Floats out(F);
   std::fill(out.data(), out.data() + F, reduce_identity(c.inst.alu0));
-  for (size_t p = 0; p < P; ++p) alu_n(c, c.inst.alu0, out.data(), 1, x.data() + p * F, 1, out.data(), F);
+  for (size_t p = 0; p < P; ++p)
+    alu_n(c, c.inst.alu0, out.data(), 1, x.data() + p * F, 1, out.data(), F);
   write_floats(c, c.get(Role::dst), out.data());
 }
 
@@ -795,7 +899,8 @@ void partition_shuffle(const Ctx& c) {
   Bytes out(total_size(dst) * esize(dst));
   for (size_t i = 0; i < dst.num_partitions; ++i) {
     if (i >= c.inst.mask.size() || c.inst.mask[i] >= src.num_partitions)
-      c.fail(Kind::out_of_bounds, fmt::format("dst partition {} has no src partition in the mask", i));
+      c.fail(Kind::out_of_bounds,
+             fmt::format("dst partition {} has no src partition in the mask", i));
     std::memcpy(out.data() + i * row, in.data() + c.inst.mask[i] * row, row);
   }
   write_bytes(c, dst, out.data());
@@ -807,8 +912,8 @@ void local_gather(const Ctx& c) {
   const AccessPattern& index = c.get(Role::index);
   const int64_t E = c.inst.ints[0], n = c.inst.ints[1];
   const size_t P = dst.num_partitions, Fs = free_size(src), Fi = free_size(index), es = esize(dst);
-  if (E <= 0 || n <= 0 || static_cast<uint64_t>(E * n) != dst.free_elems() || Fi < static_cast<size_t>(n) ||
-      src.num_partitions != P || index.num_partitions != P)
+  if (E <= 0 || n <= 0 || static_cast<uint64_t>(E * n) != dst.free_elems() ||
+      Fi < static_cast<size_t>(n) || src.num_partitions != P || index.num_partitions != P)
     c.fail(Kind::unsupported, "operand shapes do not match elems_per_index and num_indices");
   const Bytes in = read_as(c, src, dst.dtype);
   const std::vector<int64_t> idx = read_indices(c, index);
@@ -818,10 +923,12 @@ void local_gather(const Ctx& c) {
     for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
       const int64_t v = idx[p * Fi + j];
       if (v < 0 || (v + 1) * E > static_cast<int64_t>(Fs))
-        c.fail(Kind::out_of_bounds, fmt::format("index[{}, {}] = {} selects elements {}..{} of src, which has {}",
-                                                p, j, v, v * E, (v + 1) * E, Fs));
+        c.fail(Kind::out_of_bounds,
+               fmt::format("index[{}, {}] = {} selects elements {}..{} of src, which has {}", p, j,
+                           v, v * E, (v + 1) * E, Fs));
       std::memcpy(out.data() + (p * static_cast<size_t>(n) + j) * group,
-                  in.data() + (p * Fs + static_cast<size_t>(v) * static_cast<size_t>(E)) * es, group);
+                  in.data() + (p * Fs + static_cast<size_t>(v) * static_cast<size_t>(E)) * es,
+                  group);
     }
   write_bytes(c, dst, out.data());
 }
@@ -847,7 +954,8 @@ void dma_copy(const Ctx& c) {
   const AccessPattern* index = c.inst.operand(Role::index);
   if (!index) {
     const Bytes b = read_as(c, src, dst.dtype);
-    if (b.size() != total_size(dst) * esize(dst)) c.fail(Kind::unsupported, "dst and src sizes differ");
+    if (b.size() != total_size(dst) * esize(dst))
+      c.fail(Kind::unsupported, "dst and src sizes differ");
     return write_bytes(c, dst, b.data());
   }
   const std::vector<int64_t> idx = read_indices(c, *index);
@@ -857,43 +965,67 @@ void dma_copy(const Ctx& c) {
   Bytes out(idx.size() * row);
   for (size_t r = 0; r < idx.size(); ++r) {
     if (idx[r] < 0 || idx[r] >= src.num_partitions)
-      c.fail(Kind::out_of_bounds, fmt::format("index {} = {} is not a row of src (0..{}{})", r, idx[r],
-                                              src.num_partitions - 1,
-                                              src.space == MemSpace::HBM ? fmt::format(", tensor id {}", src.tensor)
-                                                                         : std::string()));
+      c.fail(Kind::out_of_bounds,
+             fmt::format("index {} = {} is not a row of src (0..{}{})", r, idx[r],
+                         src.num_partitions - 1,
+                         src.space == MemSpace::HBM ? fmt::format(", tensor id {}", src.tensor)
+                                                    : std::string()));
     const Bytes b = read_as(c, row_of(src, idx[r]), dst.dtype);
     std::memcpy(out.data() + r * row, b.data(), row);
   }
   write_bytes(c, dst, out.data());
 }
 
-bool is_collective(Opcode op) { return op >= Opcode::all_reduce && op <= Opcode::recv; }
+bool is_collective(Opcode op) {
+  return op >= Opcode::all_reduce && op <= Opcode::recv;
+}
 
 void dispatch(const Ctx& c) {
   switch (c.inst.opcode) {
-    case Opcode::matmul: return matmul(c);
-    case Opcode::transpose: return transpose_into(c, c.get(Role::dst), c.get(Role::src));
-    case Opcode::activation: return activation(c);
-    case Opcode::tensor_tensor: return tensor_tensor(c);
-    case Opcode::tensor_scalar: return tensor_scalar(c);
-    case Opcode::tensor_reduce: return tensor_reduce(c);
-    case Opcode::tensor_copy: return tensor_copy(c);
-    case Opcode::memset: return memset_op(c);
-    case Opcode::select: return select(c);
-    case Opcode::copy_predicated: return copy_predicated(c);
-    case Opcode::bn_stats: return bn_stats(c);
-    case Opcode::bn_aggr: return bn_aggr(c);
-    case Opcode::tensor_tensor_scan: return tensor_tensor_scan(c);
-    case Opcode::iota: return iota(c);
-    case Opcode::affine_select: return affine_select(c);
-    case Opcode::partition_reduce: return partition_reduce(c);
-    case Opcode::partition_shuffle: return partition_shuffle(c);
-    case Opcode::local_gather: return local_gather(c);
-    case Opcode::dma_copy: return dma_copy(c);
+    case Opcode::matmul:
+      return matmul(c);
+    case Opcode::transpose:
+      return transpose_into(c, c.get(Role::dst), c.get(Role::src));
+    case Opcode::activation:
+      return activation(c);
+    case Opcode::tensor_tensor:
+      return tensor_tensor(c);
+    case Opcode::tensor_scalar:
+      return tensor_scalar(c);
+    case Opcode::tensor_reduce:
+      return tensor_reduce(c);
+    case Opcode::tensor_copy:
+      return tensor_copy(c);
+    case Opcode::memset:
+      return memset_op(c);
+    case Opcode::select:
+      return select(c);
+    case Opcode::copy_predicated:
+      return copy_predicated(c);
+    case Opcode::bn_stats:
+      return bn_stats(c);
+    case Opcode::bn_aggr:
+      return bn_aggr(c);
+    case Opcode::tensor_tensor_scan:
+      return tensor_tensor_scan(c);
+    case Opcode::iota:
+      return iota(c);
+    case Opcode::affine_select:
+      return affine_select(c);
+    case Opcode::partition_reduce:
+      return partition_reduce(c);
+    case Opcode::partition_shuffle:
+      return partition_shuffle(c);
+    case Opcode::local_gather:
+      return local_gather(c);
+    case Opcode::dma_copy:
+      return dma_copy(c);
     case Opcode::sem_wait:
     case Opcode::sem_signal:
-    case Opcode::sem_set: return;
-    default: break;
+    case Opcode::sem_set:
+      return;
+    default:
+      break;
   }
   if (is_collective(c.inst.opcode))
     c.fail(Kind::unsupported,
@@ -915,8 +1047,9 @@ using Semaphores = std::array<uint32_t, isa::kNumSemaphores>;
 
 void check_sem(const Instruction& inst, uint16_t sem) {
   if (sem >= isa::kNumSemaphores)
-    throw ExecError(Kind::out_of_bounds, fmt::format("{}: semaphore {} does not exist (a core has {})",
-                                                     isa::format_instruction(inst), sem, isa::kNumSemaphores));
+    throw ExecError(Kind::out_of_bounds,
+                    fmt::format("{}: semaphore {} does not exist (a core has {})",
+                                isa::format_instruction(inst), sem, isa::kNumSemaphores));
 }
 
 bool wait_satisfied(const Instruction& inst, const Semaphores& sems) {
@@ -1028,7 +1161,9 @@ struct Scheduler {
   }
 };
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace
 
@@ -1043,8 +1178,9 @@ uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t ba
     const uint64_t address = align_up(end, 64);
     const uint64_t size = t.size_bytes();
     if (address > state.hbm.capacity() || size > state.hbm.capacity() - address)
-      throw std::out_of_range(fmt::format("tensor '{}' ({} bytes at {:#x}) does not fit the {:#x}-byte HBM",
-                                          t.name, size, address, state.hbm.capacity()));
+      throw std::out_of_range(
+          fmt::format("tensor '{}' ({} bytes at {:#x}) does not fit the {:#x}-byte HBM", t.name,
+                      size, address, state.hbm.capacity()));
     state.tensors[t.var_id] = TensorBinding{address, size};
     if (t.kind == isa::TensorKind::constant && !t.data.empty())
       state.hbm.write(address, t.data.data(), std::min<uint64_t>(size, t.data.size()));
@@ -1053,7 +1189,9 @@ uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t ba
   return end;
 }
 
-void execute(const isa::Instruction& inst, CoreState& state) { execute_in(inst, state, nullptr); }
+void execute(const isa::Instruction& inst, CoreState& state) {
+  execute_in(inst, state, nullptr);
+}
 
 void run_functional(const isa::Program& program, CoreState& state) {
   const FunctionalCore core{0, &program, &state};

@@ -13,15 +13,17 @@ OnChipMemory::OnChipMemory(uint32_t partitions, uint32_t partition_bytes)
       partition_bytes_(partition_bytes),
       bytes_(size_t{partitions} * partition_bytes, 0) {}
 
-void OnChipMemory::clear() { std::fill(bytes_.begin(), bytes_.end(), uint8_t{0}); }
+void OnChipMemory::clear() {
+  std::fill(bytes_.begin(), bytes_.end(), uint8_t{0});
+}
 
 SparseMemory::SparseMemory(uint64_t capacity) : capacity_(capacity) {}
 
 void SparseMemory::check(uint64_t addr, uint64_t n) const {
   // Written so that addr + n cannot overflow.
   if (n > capacity_ || addr > capacity_ - n)
-    throw std::out_of_range(fmt::format("HBM access of {} bytes at {:#x} leaves the {:#x}-byte memory", n,
-                                        addr, capacity_));
+    throw std::out_of_range(fmt::format(
+        "HBM access of {} bytes at {:#x} leaves the {:#x}-byte memory", n, addr, capacity_));
 }
 
 template <typename Mapped, typename Unmapped>
@@ -51,11 +53,13 @@ void SparseMemory::map(uint64_t addr, uint8_t* host, uint64_t size) {
   check(addr, size);
   auto it = mapped_.lower_bound(addr);
   if (it != mapped_.end() && it->first < addr + size)
-    throw std::invalid_argument(fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, it->first));
+    throw std::invalid_argument(
+        fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, it->first));
   if (it != mapped_.begin()) {
     auto prev = std::prev(it);
     if (prev->first + prev->second.size > addr)
-      throw std::invalid_argument(fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, prev->first));
+      throw std::invalid_argument(
+          fmt::format("HBM mapping at {:#x} overlaps the one at {:#x}", addr, prev->first));
   }
   mapped_.emplace(addr, Mapping{host, size});
 }
@@ -79,7 +83,8 @@ void SparseMemory::read(uint64_t addr, void* dst, uint64_t n) const {
   auto* out = static_cast<uint8_t*>(dst);
   if (mapped_.empty()) return read_pages(addr, out, n);
   split(
-      addr, n, [&](const uint8_t* host, uint64_t off, uint64_t len) { std::memcpy(out + off, host, len); },
+      addr, n,
+      [&](const uint8_t* host, uint64_t off, uint64_t len) { std::memcpy(out + off, host, len); },
       [&](uint64_t a, uint64_t off, uint64_t len) { read_pages(a, out + off, len); });
 }
 
@@ -101,7 +106,8 @@ void SparseMemory::read_pages(uint64_t addr, uint8_t* out, uint64_t n) const {
 namespace {
 
 // The page holding `page_index`, allocated (zeroed) on first use.
-uint8_t* page_for_write(std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>>& pages, uint64_t page_index) {
+uint8_t* page_for_write(std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>>& pages,
+                        uint64_t page_index) {
   auto& page = pages[page_index];
   if (!page) page = std::make_unique<uint8_t[]>(SparseMemory::kPageBytes);
   return page.get();

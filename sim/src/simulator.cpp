@@ -46,7 +46,9 @@ void init_kernel() {
   (void)banner_off;
 }
 
-uint64_t now_ps() { return sc_core::sc_time_stamp().value(); }
+uint64_t now_ps() {
+  return sc_core::sc_time_stamp().value();
+}
 
 void wait_ps(uint64_t ps) {
   if (ps > 0) sc_core::wait(sc_core::sc_time(static_cast<double>(ps), sc_core::SC_PS));
@@ -58,9 +60,12 @@ bool is_collective(Opcode op) {
 
 bool wait_satisfied(const isa::SemWait& w, const std::array<uint32_t, isa::kNumSemaphores>& sem) {
   switch (w.cond) {
-    case isa::WaitCond::none: return true;
-    case isa::WaitCond::ge: return sem[w.sem] >= w.value;
-    case isa::WaitCond::eq: return sem[w.sem] == w.value;
+    case isa::WaitCond::none:
+      return true;
+    case isa::WaitCond::ge:
+      return sem[w.sem] >= w.value;
+    case isa::WaitCond::eq:
+      return sem[w.sem] == w.value;
   }
   return true;
 }
@@ -78,7 +83,9 @@ struct PendingDma {
   const Instruction* inst;
   Engine trigger;
   uint32_t index;
-  bool operator>(const PendingDma& o) const { return std::tie(done_ps, seq) > std::tie(o.done_ps, o.seq); }
+  bool operator>(const PendingDma& o) const {
+    return std::tie(done_ps, seq) > std::tie(o.done_ps, o.seq);
+  }
 };
 
 }  // namespace
@@ -192,14 +199,17 @@ void CoreRun::engine_thread(Engine e) {
       stats.flops += flops;
       if (in.opcode == Opcode::matmul) stats.matmul_flops += flops;
       if (options->record) {
-        result->instructions.push_back({id, e, i, &in, start - start_ps, now_ps() - start_ps, start - ready});
+        result->instructions.push_back(
+            {id, e, i, &in, start - start_ps, now_ps() - start_ps, start - ready});
         if (waited)
-          result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine, last_signal[in.wait.sem].index,
-                                   last_signal[in.wait.sem].dma, last_signal[in.wait.sem].ps - start_ps, e, i,
-                                   start - start_ps});
+          result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine,
+                                   last_signal[in.wait.sem].index, last_signal[in.wait.sem].dma,
+                                   last_signal[in.wait.sem].ps - start_ps, e, i, start - start_ps});
       }
-      if (in.opcode == Opcode::dma_copy) issue_dma(in, e, i);
-      else complete(in, e, i, false);
+      if (in.opcode == Opcode::dma_copy)
+        issue_dma(in, e, i);
+      else
+        complete(in, e, i, false);
       stats.end_ps = std::max(stats.end_ps, now_ps());
       previous = &in;
       report_progress();
@@ -265,7 +275,9 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     if (t.hbm_bytes > 0) {
       // HBM serves the chip's transfers in issue order at its bandwidth.
       const uint64_t hbm_start = std::max(start, chip->free_ps);
-      chip->free_ps = hbm_start + static_cast<uint64_t>(std::llround(static_cast<double>(t.hbm_bytes) * chip->ps_per_byte));
+      chip->free_ps =
+          hbm_start +
+          static_cast<uint64_t>(std::llround(static_cast<double>(t.hbm_bytes) * chip->ps_per_byte));
       end = std::max(end, chip->free_ps);
     }
     engine_free = end;
@@ -274,13 +286,15 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     stats.dma_busy_ps += end - start;
     ++stats.dma_transfers;
     if (options->record)
-      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), t.dma_engine, t.bytes, t.hbm_bytes,
-                              start - start_ps, end - start_ps});
+      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), t.dma_engine,
+                              t.bytes, t.hbm_bytes, start - start_ps, end - start_ps});
   }
   const isa::AccessPattern* src = in.operand(isa::Role::src);
   const isa::AccessPattern* dst = in.operand(isa::Role::dst);
-  if (src->space == isa::MemSpace::HBM) stats.hbm_read_bytes += src->total_elems() * isa::dtype_size(src->dtype);
-  if (dst->space == isa::MemSpace::HBM) stats.hbm_write_bytes += dst->total_elems() * isa::dtype_size(dst->dtype);
+  if (src->space == isa::MemSpace::HBM)
+    stats.hbm_read_bytes += src->total_elems() * isa::dtype_size(src->dtype);
+  if (dst->space == isa::MemSpace::HBM)
+    stats.hbm_write_bytes += dst->total_elems() * isa::dtype_size(dst->dtype);
   // A queue completes in order.
   uint64_t& queue = queue_done[{static_cast<int>(engine), in.ints[0]}];
   done = std::max(done, queue);
@@ -300,7 +314,9 @@ void CoreRun::dma_thread() {
       }
       const PendingDma next = pending.top();
       if (next.done_ps > now_ps()) {
-        sc_core::wait(sc_core::sc_time(static_cast<double>(next.done_ps - now_ps()), sc_core::SC_PS), dma_issued);
+        sc_core::wait(
+            sc_core::sc_time(static_cast<double>(next.done_ps - now_ps()), sc_core::SC_PS),
+            dma_issued);
         continue;
       }
       pending.pop();
@@ -346,8 +362,10 @@ struct Simulator::Impl {
             for (;;) {
               if (s->quit) return;
               if (sc_core::sc_event* next = s->next[e]) next->notify();
-              if (e < isa::kNumEngines) s->run->engine_thread(static_cast<Engine>(e));
-              else s->run->dma_thread();
+              if (e < isa::kNumEngines)
+                s->run->engine_thread(static_cast<Engine>(e));
+              else
+                s->run->dma_thread();
               sc_core::wait(s->go[e]);
             }
           },
@@ -450,15 +468,20 @@ class FunctionalCollectives final : public CollectiveStepper {
 
 std::string_view mode_name(Mode mode) {
   switch (mode) {
-    case Mode::functional_and_timing: return "functional_and_timing";
-    case Mode::functional_only: return "functional_only";
-    case Mode::timing_only: return "timing_only";
+    case Mode::functional_and_timing:
+      return "functional_and_timing";
+    case Mode::functional_only:
+      return "functional_only";
+    case Mode::timing_only:
+      return "timing_only";
   }
   return "?";
 }
 
 Simulator::Simulator(spec::InstanceConfig instance, spec::GenerationConfig generation)
-    : instance_(std::move(instance)), generation_(std::move(generation)), impl_(std::make_unique<Impl>()) {
+    : instance_(std::move(instance)),
+      generation_(std::move(generation)),
+      impl_(std::make_unique<Impl>()) {
   hbm_.resize(instance_.chips);
   cores_.resize(num_cores());
   programs_.assign(num_cores(), nullptr);
@@ -468,16 +491,19 @@ Simulator::~Simulator() = default;
 
 SparseMemory& Simulator::hbm(uint32_t chip) {
   if (chip >= hbm_.size())
-    throw std::out_of_range(fmt::format("{} has {} chips, no chip {}", instance_.name, hbm_.size(), chip));
+    throw std::out_of_range(
+        fmt::format("{} has {} chips, no chip {}", instance_.name, hbm_.size(), chip));
   if (!hbm_[chip]) hbm_[chip] = std::make_unique<SparseMemory>(generation_.hbm_bytes);
   return *hbm_[chip];
 }
 
 CoreState& Simulator::core(uint32_t core) {
   if (core >= num_cores())
-    throw std::out_of_range(fmt::format("{} has {} NeuronCores, no core {}", instance_.name, num_cores(), core));
+    throw std::out_of_range(
+        fmt::format("{} has {} NeuronCores, no core {}", instance_.name, num_cores(), core));
   if (!cores_[core])
-    cores_[core] = std::make_unique<CoreState>(*generation_.target, hbm(core / instance_.cores_per_chip));
+    cores_[core] =
+        std::make_unique<CoreState>(*generation_.target, hbm(core / instance_.cores_per_chip));
   return *cores_[core];
 }
 
@@ -485,13 +511,18 @@ void Simulator::load(uint32_t core_id, const isa::Program& program) {
   core(core_id);  // checks the index
   for (const isa::TensorDecl& t : program.tensors)
     if (!cores_[core_id]->tensors.count(t.var_id))
-      throw std::invalid_argument(fmt::format("core {}: tensor '{}' is not bound to HBM", core_id, t.name));
+      throw std::invalid_argument(
+          fmt::format("core {}: tensor '{}' is not bound to HBM", core_id, t.name));
   programs_[core_id] = &program;
 }
 
-void Simulator::unload(uint32_t core) { programs_.at(core) = nullptr; }
+void Simulator::unload(uint32_t core) {
+  programs_.at(core) = nullptr;
+}
 
-bool Simulator::loaded(uint32_t core) const { return programs_.at(core) != nullptr; }
+bool Simulator::loaded(uint32_t core) const {
+  return programs_.at(core) != nullptr;
+}
 
 RunResult Simulator::run(const RunOptions& options) {
   RunResult result;

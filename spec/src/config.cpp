@@ -38,15 +38,20 @@ struct ConfigFile {
 
   bool builtin() const { return dir.empty(); }
   // How messages name the file.
-  fs::path shown() const { return builtin() ? fs::path("spec/configs/" + name + " (built in)") : dir / name; }
-  bool exists() const { return builtin() ? builtin_configs().count(name) > 0 : fs::is_regular_file(dir / name); }
+  fs::path shown() const {
+    return builtin() ? fs::path("spec/configs/" + name + " (built in)") : dir / name;
+  }
+  bool exists() const {
+    return builtin() ? builtin_configs().count(name) > 0 : fs::is_regular_file(dir / name);
+  }
 };
 
 Json read_json(const ConfigFile& f) {
   std::string text;
   if (f.builtin()) {
     const auto it = builtin_configs().find(f.name);
-    if (it == builtin_configs().end()) fail(f.shown(), "", "no such file among the built-in configs");
+    if (it == builtin_configs().end())
+      fail(f.shown(), "", "no such file among the built-in configs");
     text = it->second;
   } else {
     std::ifstream in(f.dir / f.name, std::ios::binary);
@@ -71,7 +76,8 @@ std::vector<std::string> generation_names(const fs::path& dir) {
     for (const auto& [name, unused] : builtin_configs()) files.push_back(name);
   } else {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path().filename().string());
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      files.push_back(entry.path().filename().string());
   }
   std::vector<std::string> names;
   for (const std::string& f : files) {
@@ -101,12 +107,14 @@ class FigureReader {
   double number(const std::string& path) {
     const Json& node = lookup(path);
     if (!node.is_object()) {
-      if (node.is_number()) fail_at(path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
+      if (node.is_number())
+        fail_at(path, "has no source (write {\"value\": ..., \"source\": \"...\"})");
       fail_at(path, "is not a {\"value\", \"source\"} object");
     }
     check_keys(path, node);
     const Json& value = node["value"];
-    if (!value.is_number()) fail_at(path, fmt::format("value is not a number (got {})", value.dump()));
+    if (!value.is_number())
+      fail_at(path, fmt::format("value is not a number (got {})", value.dump()));
     const double v = value.get<double>();
     if (!std::isfinite(v)) fail_at(path, "value is not finite");
     return v;
@@ -138,8 +146,10 @@ class FigureReader {
   uint64_t integer(const std::string& path, uint64_t min, uint64_t max) {
     const double v = number(path);
     if (v != std::floor(v)) fail_at(path, fmt::format("must be an integer (got {})", v));
-    if (v < static_cast<double>(min)) fail_at(path, fmt::format("must be at least {} (got {})", min, v));
-    if (v > static_cast<double>(max)) fail_at(path, fmt::format("must be at most {} (got {})", max, v));
+    if (v < static_cast<double>(min))
+      fail_at(path, fmt::format("must be at least {} (got {})", min, v));
+    if (v > static_cast<double>(max))
+      fail_at(path, fmt::format("must be at most {} (got {})", max, v));
     return static_cast<uint64_t>(v);
   }
 
@@ -177,7 +187,8 @@ class FigureReader {
     std::string::size_type start = 0;
     while (true) {
       const auto dot = path.find('.', start);
-      const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      const std::string key =
+          path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       if (!node->is_object() || !node->contains(key)) fail_at(path, "missing field");
       node = &(*node)[key];
       if (dot == std::string::npos) return *node;
@@ -186,7 +197,9 @@ class FigureReader {
     }
   }
 
-  [[noreturn]] void fail_at(const std::string& path, const std::string& what) { fail(file_, prefix_ + path, what); }
+  [[noreturn]] void fail_at(const std::string& path, const std::string& what) {
+    fail(file_, prefix_ + path, what);
+  }
 
   const fs::path& file_;
   const Json& root_;
@@ -212,9 +225,11 @@ const std::set<std::string>& known_topologies() {
 // figure by figure; any other adds its target, so that programs can be built, validated and
 // written as NEFFs for it. Returns the known target, or null with `limits` (whose NEFF target
 // points into `neff_target`) to add once the whole file has been checked.
-const isa::Target* isa_target(const fs::path& file, const Json& root, FigureReader& r, const GenerationConfig& g,
-                              isa::Target& limits, std::string& neff_target) {
-  if (!root.contains("isa") || !root["isa"].is_object()) fail(file, "isa", "missing field (the ISA limits)");
+const isa::Target* isa_target(const fs::path& file, const Json& root, FigureReader& r,
+                              const GenerationConfig& g, isa::Target& limits,
+                              std::string& neff_target) {
+  if (!root.contains("isa") || !root["isa"].is_object())
+    fail(file, "isa", "missing field (the ISA limits)");
   neff_target = r.text("isa.neff_target");
   limits = {};
   limits.name = g.name;
@@ -233,10 +248,12 @@ const isa::Target* isa_target(const fs::path& file, const Json& root, FigureRead
   const std::optional<std::string_view> known = isa::find_target_name(g.name);
   if (!known) {
     if (limits.pe_stationary_fmax > limits.num_partitions)
-      fail(file, "isa.pe_stationary_fmax", fmt::format("{} is more than the {} partitions",
-                                                       limits.pe_stationary_fmax, limits.num_partitions));
+      fail(file, "isa.pe_stationary_fmax",
+           fmt::format("{} is more than the {} partitions", limits.pe_stationary_fmax,
+                       limits.num_partitions));
     if (const auto other = isa::find_target_name(neff_target))
-      fail(file, "isa.neff_target", fmt::format("'{}' already names the ISA target {}", neff_target, *other));
+      fail(file, "isa.neff_target",
+           fmt::format("'{}' already names the ISA target {}", neff_target, *other));
     return nullptr;
   }
   if (*known != g.name)
@@ -244,15 +261,17 @@ const isa::Target* isa_target(const fs::path& file, const Json& root, FigureRead
   const isa::Target& t = isa::target_by_name(g.name);
   auto agree = [&](const char* field, auto mine, auto theirs) {
     if (mine != theirs)
-      fail(file, field, fmt::format("{} disagrees with the ISA target {} ({})", mine, t.name, theirs));
+      fail(file, field,
+           fmt::format("{} disagrees with the ISA target {} ({})", mine, t.name, theirs));
   };
   agree("core_version", limits.core_version, t.core_version);
   agree("partitions", limits.num_partitions, t.num_partitions);
   agree("sbuf_partition_bytes", limits.sbuf_partition_bytes, t.sbuf_partition_bytes);
   agree("psum_partition_bytes", limits.psum_partition_bytes, t.psum_partition_bytes);
   if (limits.psum_bank_bytes != t.psum_bank_bytes)
-    fail(file, "psum_banks", fmt::format("{} banks give {}-byte banks; the ISA target {} has {}-byte banks",
-                                         g.psum_banks, limits.psum_bank_bytes, t.name, t.psum_bank_bytes));
+    fail(file, "psum_banks",
+         fmt::format("{} banks give {}-byte banks; the ISA target {} has {}-byte banks",
+                     g.psum_banks, limits.psum_bank_bytes, t.name, t.psum_bank_bytes));
   agree("isa.neff_target", limits.neff_target, t.neff_target);
   agree("isa.pe_stationary_fmax", limits.pe_stationary_fmax, t.pe_stationary_fmax);
   agree("isa.pe_moving_fmax", limits.pe_moving_fmax, t.pe_moving_fmax);
@@ -264,7 +283,9 @@ const isa::Target* isa_target(const fs::path& file, const Json& root, FigureRead
 
 }  // namespace
 
-double GenerationConfig::peak_bf16_flops() const { return 2.0 * 128 * 128 * pe_ghz * 1e9; }
+double GenerationConfig::peak_bf16_flops() const {
+  return 2.0 * 128 * 128 * pe_ghz * 1e9;
+}
 
 fs::path config_dir() {
   if (const char* env = std::getenv("NEURONSIM_CONFIG_DIR"); env && *env) return env;
@@ -275,8 +296,8 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   const ConfigFile config{dir, name + ".json"};
   const fs::path file = config.shown();
   if (name.empty() || name.find('/') != std::string::npos || !config.exists())
-    throw ConfigError(fmt::format("{}: no such generation config '{}' (known: {})", file.string(), name,
-                                  join(generation_names(dir))));
+    throw ConfigError(fmt::format("{}: no such generation config '{}' (known: {})", file.string(),
+                                  name, join(generation_names(dir))));
   const Json root = read_json(config);
   if (!root.is_object()) fail(file, "", "not a JSON object");
 
@@ -289,10 +310,12 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   if (!root.contains("name")) fail(file, "name", "missing field");
   if (!root["name"].is_string()) fail(file, "name", "must be a string");
   g.name = root["name"].get<std::string>();
-  if (g.name != name) fail(file, "name", fmt::format("'{}' does not match the file name '{}'", g.name, name));
+  if (g.name != name)
+    fail(file, "name", fmt::format("'{}' does not match the file name '{}'", g.name, name));
 
   g.core_version = static_cast<int>(r.integer("core_version", 1, 100));
-  if (!root.contains("clocks") || !root["clocks"].is_object()) fail(file, "clocks", "missing field");
+  if (!root.contains("clocks") || !root["clocks"].is_object())
+    fail(file, "clocks", "missing field");
   g.pe_ghz = r.positive("clocks.pe");
   g.act_ghz = r.positive("clocks.act");
   g.dve_ghz = r.positive("clocks.dve");
@@ -304,8 +327,9 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.psum_partition_bytes = r.u32("psum_partition_bytes");
   g.psum_banks = r.u32("psum_banks");
   if (g.psum_partition_bytes % g.psum_banks != 0)
-    fail(file, "psum_banks", fmt::format("psum_partition_bytes {} is not divisible by {} banks",
-                                         g.psum_partition_bytes, g.psum_banks));
+    fail(file, "psum_banks",
+         fmt::format("psum_partition_bytes {} is not divisible by {} banks", g.psum_partition_bytes,
+                     g.psum_banks));
   isa::Target limits;
   std::string neff_target;
   g.target = isa_target(file, root, r, g, limits, neff_target);
@@ -323,13 +347,15 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
 
   g.dma_engines = r.u32("dma_engines");
   if (g.dma_engines > g.partitions || g.partitions % g.dma_engines != 0)
-    fail(file, "dma_engines", fmt::format("{} engines cannot split {} partitions into equal groups",
-                                          g.dma_engines, g.partitions));
+    fail(file, "dma_engines",
+         fmt::format("{} engines cannot split {} partitions into equal groups", g.dma_engines,
+                     g.partitions));
   g.dma_queues_per_engine = r.u32("dma_queues_per_engine");
   // The ISA's queue parameter addresses queues 0-15 of every engine; 256 bounds the rest.
   if (g.dma_queues_per_engine < 16 || g.dma_queues_per_engine > 256)
     fail(file, "dma_queues_per_engine",
-         fmt::format("{} is outside 16..256 (dma_copy addresses queues 0-15)", g.dma_queues_per_engine));
+         fmt::format("{} is outside 16..256 (dma_copy addresses queues 0-15)",
+                     g.dma_queues_per_engine));
   g.dma_engine_bytes_per_ns = r.positive("dma_engine_bytes_per_ns");
   g.dma_fixed_ns = r.non_negative("dma_fixed_ns");
   g.dma_issue_ns = r.non_negative("dma_issue_ns");
@@ -388,7 +414,8 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   if (!all.contains(name)) {
     std::vector<std::string> known;
     for (const auto& [n, unused] : all.items()) known.push_back(n);
-    throw ConfigError(fmt::format("{}: unknown instance '{}' (known: {})", file.string(), name, join(known)));
+    throw ConfigError(
+        fmt::format("{}: unknown instance '{}' (known: {})", file.string(), name, join(known)));
   }
   const Json& e = all[name];
   const std::string prefix = name + ".";
@@ -396,25 +423,34 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
 
   auto string_field = [&](const char* key) {
     if (!e.contains(key)) fail(file, prefix + key, "missing field");
-    if (!e[key].is_string() || e[key].get<std::string>().empty()) fail(file, prefix + key, "must be a non-empty string");
+    if (!e[key].is_string() || e[key].get<std::string>().empty())
+      fail(file, prefix + key, "must be a non-empty string");
     return e[key].get<std::string>();
   };
   auto count_field = [&](const char* key) {
     if (!e.contains(key)) fail(file, prefix + key, "missing field");
     const Json& v = e[key];
-    if (!v.is_number()) fail(file, prefix + key, fmt::format("value is not a number (got {})", v.dump()));
+    if (!v.is_number())
+      fail(file, prefix + key, fmt::format("value is not a number (got {})", v.dump()));
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1000000)
       fail(file, prefix + key, fmt::format("must be a positive integer (got {})", v.dump()));
     return static_cast<uint32_t>(v.get<int64_t>());
   };
 
-  static const std::set<std::string> kFields = {"source",        "generation",
-                                                "chips",         "cores_per_chip",
-                                                "topology",      "instances",
-                                                "instance_link", "family",
-                                                "size",          "neuronlink_bytes_per_s",
-                                                "instance_link_bytes_per_s", "instance_link_latency_ns",
-                                                "efa_gbps",      "efa_latency_ns"};
+  static const std::set<std::string> kFields = {"source",
+                                                "generation",
+                                                "chips",
+                                                "cores_per_chip",
+                                                "topology",
+                                                "instances",
+                                                "instance_link",
+                                                "family",
+                                                "size",
+                                                "neuronlink_bytes_per_s",
+                                                "instance_link_bytes_per_s",
+                                                "instance_link_latency_ns",
+                                                "efa_gbps",
+                                                "efa_latency_ns"};
   for (const auto& [key, unused] : e.items())
     if (!kFields.count(key)) fail(file, prefix + key, "unknown field");
 
@@ -425,37 +461,45 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   inst.chips = count_field("chips");
   inst.cores_per_chip = count_field("cores_per_chip");
   inst.topology = string_field("topology");
-  // Optional: several instances joined by NeuronLink (a Trn2 UltraServer); `chips` counts all of them.
+  // Optional: several instances joined by NeuronLink (a Trn2 UltraServer); `chips` counts all of
+  // them.
   if (e.contains("instances")) inst.instances = count_field("instances");
   if (e.contains("instance_link")) inst.instance_link = string_field("instance_link");
 
   if (!known_topologies().count(inst.topology))
-    fail(file, prefix + "topology", fmt::format("unknown topology '{}' (known: none, ring, torus-4x4)", inst.topology));
+    fail(file, prefix + "topology",
+         fmt::format("unknown topology '{}' (known: none, ring, torus-4x4)", inst.topology));
   if (inst.chips % inst.instances != 0)
-    fail(file, prefix + "instances", fmt::format("{} chips do not split evenly into {} instances", inst.chips,
-                                                 inst.instances));
+    fail(file, prefix + "instances",
+         fmt::format("{} chips do not split evenly into {} instances", inst.chips, inst.instances));
   if (inst.instance_link != "none" && inst.instance_link != "ring")
     fail(file, prefix + "instance_link",
          fmt::format("unknown instance link '{}' (known: none, ring)", inst.instance_link));
   if ((inst.instances > 1) != (inst.instance_link != "none"))
     fail(file, prefix + "instance_link",
-         fmt::format("instance link '{}' does not fit {} instances", inst.instance_link, inst.instances));
+         fmt::format("instance link '{}' does not fit {} instances", inst.instance_link,
+                     inst.instances));
   const uint32_t chips = inst.chips_per_instance();
   if ((inst.topology == "none") != (chips == 1) || (inst.topology == "torus-4x4" && chips != 16))
-    fail(file, prefix + "topology", fmt::format("topology '{}' does not fit {} chips", inst.topology, chips));
+    fail(file, prefix + "topology",
+         fmt::format("topology '{}' does not fit {} chips", inst.topology, chips));
 
   // How nrt classifies the instance (libnrt-api.md §6.4, §6.5).
   inst.family = string_field("family");
   if (inst.family.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
-    fail(file, prefix + "family", fmt::format("'{}' is not lowercase letters and digits", inst.family));
+    fail(file, prefix + "family",
+         fmt::format("'{}' is not lowercase letters and digits", inst.family));
   inst.size = string_field("size");
   if (!size_is_valid(inst.size))
-    fail(file, prefix + "size", fmt::format("'{}' is not a size such as xlarge, 2xlarge, 48xlarge", inst.size));
+    fail(file, prefix + "size",
+         fmt::format("'{}' is not a size such as xlarge, 2xlarge, 48xlarge", inst.size));
 
-  // Link figures, each {"value", "source"}: required where the topology has such links, refused where not.
+  // Link figures, each {"value", "source"}: required where the topology has such links, refused
+  // where not.
   FigureReader r(file, e, prefix);
   auto figure = [&](const char* key, bool wanted, const std::string& why) {
-    if (wanted && !e.contains(key)) fail(file, prefix + key, fmt::format("missing field ({})", why));
+    if (wanted && !e.contains(key))
+      fail(file, prefix + key, fmt::format("missing field ({})", why));
     if (!wanted && e.contains(key)) fail(file, prefix + key, fmt::format("not allowed ({})", why));
     return wanted;
   };
@@ -468,16 +512,19 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
   if (figure("instance_link_latency_ns", inst.instance_link != "none", link_why))
     inst.instance_link_latency_ns = r.non_negative("instance_link_latency_ns");
   if (e.contains("efa_gbps")) inst.efa_gbps = r.integer("efa_gbps", 1, uint64_t{1} << 32);
-  if (figure("efa_latency_ns", inst.efa_gbps > 0, inst.efa_gbps ? "with efa_gbps" : "without efa_gbps"))
+  if (figure("efa_latency_ns", inst.efa_gbps > 0,
+             inst.efa_gbps ? "with efa_gbps" : "without efa_gbps"))
     inst.efa_latency_ns = r.non_negative("efa_latency_ns");
 
   if (!ConfigFile{dir, inst.generation + ".json"}.exists())
     fail(file, prefix + "generation",
-         fmt::format("unknown generation '{}' (known: {})", inst.generation, join(generation_names(dir))));
+         fmt::format("unknown generation '{}' (known: {})", inst.generation,
+                     join(generation_names(dir))));
   const GenerationConfig gen = load_generation(inst.generation, dir);
   if (inst.cores_per_chip != gen.cores_per_chip)
-    fail(file, prefix + "cores_per_chip", fmt::format("{} disagrees with generation {} ({} cores per chip)",
-                                                      inst.cores_per_chip, gen.name, gen.cores_per_chip));
+    fail(file, prefix + "cores_per_chip",
+         fmt::format("{} disagrees with generation {} ({} cores per chip)", inst.cores_per_chip,
+                     gen.name, gen.cores_per_chip));
   inst.generation_config = gen;
   return inst;
 }

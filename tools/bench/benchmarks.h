@@ -14,9 +14,9 @@
 
 #include "expected.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/device.h"
 #include "neuronsim/sim/simulator.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::bench {
 
@@ -28,7 +28,9 @@ struct Platform {
 // Which benchmarks run: those whose full name contains `filter` (empty: all).
 struct Selection {
   std::string filter;
-  bool selected(const std::string& name) const { return filter.empty() || name.find(filter) != std::string::npos; }
+  bool selected(const std::string& name) const {
+    return filter.empty() || name.find(filter) != std::string::npos;
+  }
 };
 
 inline sim::RunOptions run_options(sim::Mode mode) {
@@ -40,8 +42,8 @@ inline sim::RunOptions run_options(sim::Mode mode) {
 // ---- microbenchmarks ----
 
 struct MicroResult {
-  std::string name;         // "trn2/pe_matmul_bf16_128x128x512"
-  std::string group;        // "TensorE", "ScalarE", "VectorE", "GpSimdE", "DMA", "HBM"
+  std::string name;   // "trn2/pe_matmul_bf16_128x128x512"
+  std::string group;  // "TensorE", "ScalarE", "VectorE", "GpSimdE", "DMA", "HBM"
   std::string description;
   std::string unit;         // as printed: "TFLOP/s", "elem/cycle", "B/ns"
   std::string metric_unit;  // in metric names: "tflops", "elems_per_cycle", "bytes_per_ns"

@@ -2,9 +2,10 @@
 //
 //   neuron-sim bench                                    print the tables
 //   neuron-sim bench --csv results.csv                  also write benchmark,metric,value rows
-//   neuron-sim bench --check bench/expected_results.csv    gate: exit 1 when a figure leaves its margin
-//   neuron-sim bench --update bench/expected_results.csv   rewrite the expected file, keeping margins
-//   neuron-sim bench --speed                            also measure the simulator's host speed
+//   neuron-sim bench --check bench/expected_results.csv    gate: exit 1 when a figure leaves its
+//   margin neuron-sim bench --update bench/expected_results.csv   rewrite the expected file,
+//   keeping margins neuron-sim bench --speed                            also measure the
+//   simulator's host speed
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -13,8 +14,8 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "benchmarks.h"
 #include "expected.h"
@@ -45,9 +46,11 @@ void write_file(const fs::path& path, const std::string& text) {
 
 int run(const Args& args) {
   if (!args.check.empty() && !args.update.empty())
-    throw std::invalid_argument("--check and --update exclude each other: update, review the diff, then check");
+    throw std::invalid_argument(
+        "--check and --update exclude each other: update, review the diff, then check");
   if (!args.filter.empty() && (!args.check.empty() || !args.update.empty()))
-    throw std::invalid_argument("--filter cannot be combined with --check or --update (they cover the whole set)");
+    throw std::invalid_argument(
+        "--filter cannot be combined with --check or --update (they cover the whole set)");
   const bench::Margin default_margin = bench::parse_margin(args.default_margin);
 
   bench::Platform platform;
@@ -63,7 +66,8 @@ int run(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<bench::MicroResult> micro = bench::run_micro(platform, selection);
   const std::vector<bench::KernelResult> kernels = bench::run_kernels(platform, selection);
-  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double host_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::vector<bench::Measurement> results;
   for (const auto& r : micro) bench::append_measurements(r, results);
@@ -71,7 +75,8 @@ int run(const Args& args) {
   bool printed = false;  // whether a section was printed (sections are separated by a blank line)
   if (!args.quiet) {
     printed = true;
-    const std::string a = bench::micro_table(micro, platform), b = bench::kernel_table(kernels, platform);
+    const std::string a = bench::micro_table(micro, platform),
+                      b = bench::kernel_table(kernels, platform);
     fmt::print("{}{}{}", a, !a.empty() && !b.empty() ? "\n" : "", b);
     fmt::print("({} figures; simulated on this host in {:.2f} s)\n", results.size(), host_s);
   }
@@ -84,17 +89,21 @@ int run(const Args& args) {
   if (!args.update.empty()) {
     bench::UpdateSummary sum;
     write_file(args.update, bench::updated_expected(expected, results, default_margin, &sum));
-    fmt::print("{}updated {}: {} rows; {} kept their margin ({} with a new value), {} added with margin {}, "
-               "{} removed\n",
-               printed ? "\n" : "", args.update, results.size(), sum.kept, sum.changed, sum.added.size(),
-               default_margin.text(), sum.removed.size());
-    for (const bench::ExpectedRow& r : sum.removed) fmt::print("  removed: {} {}\n", r.benchmark, r.metric);
+    fmt::print(
+        "{}updated {}: {} rows; {} kept their margin ({} with a new value), {} added with margin "
+        "{}, "
+        "{} removed\n",
+        printed ? "\n" : "", args.update, results.size(), sum.kept, sum.changed, sum.added.size(),
+        default_margin.text(), sum.removed.size());
+    for (const bench::ExpectedRow& r : sum.removed)
+      fmt::print("  removed: {} {}\n", r.benchmark, r.metric);
     fmt::print("Commit the new file together with the reason for the change (bench/README.md).\n");
     printed = true;
   }
   if (expected && !args.check.empty()) {
     const bench::CheckReport report = bench::check(*expected, results);
-    fmt::print("{}Checking against {}:\n{}", printed ? "\n" : "", args.check, bench::format_report(report));
+    fmt::print("{}Checking against {}:\n{}", printed ? "\n" : "", args.check,
+               bench::format_report(report));
     printed = true;
     if (!report.ok()) status = 1;
   }
@@ -113,18 +122,23 @@ void add_bench_command(CLI::App& app) {
       "bench",
       "Benchmarks: the simulated engines, DMA and HBM against their theoretical rates, the example "
       "kernels' simulated results, an expected-results gate, and the simulator's host speed");
-  cmd->add_option("--instance", args->instance, "instance type to simulate (its generation sets the figures)")
+  cmd->add_option("--instance", args->instance,
+                  "instance type to simulate (its generation sets the figures)")
       ->capture_default_str();
-  cmd->add_option("--csv", args->csv, "write the results as CSV rows benchmark,metric,value to FILE");
-  cmd->add_option("--check", args->check,
-                  "compare with an expected file (benchmark,metric,value,margin); exit 1 on any failure");
+  cmd->add_option("--csv", args->csv,
+                  "write the results as CSV rows benchmark,metric,value to FILE");
+  cmd->add_option(
+      "--check", args->check,
+      "compare with an expected file (benchmark,metric,value,margin); exit 1 on any failure");
   cmd->add_option("--update", args->update,
-                  "rewrite an expected file from this run, keeping existing margins (commit it with the reason)");
+                  "rewrite an expected file from this run, keeping existing margins (commit it "
+                  "with the reason)");
   cmd->add_option("--default-margin", args->default_margin,
                   "margin of rows --update adds: relative (0.01) or absolute (abs:5)")
       ->capture_default_str();
   cmd->add_option("--filter", args->filter, "run only the benchmarks whose name contains TEXT");
-  cmd->add_flag("--speed", args->speed, "also measure the simulator's host speed (machine dependent, never gated)");
+  cmd->add_flag("--speed", args->speed,
+                "also measure the simulator's host speed (machine dependent, never gated)");
   cmd->add_option("--speed-seconds", args->speed_seconds, "host seconds per speed figure")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

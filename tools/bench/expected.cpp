@@ -48,8 +48,10 @@ using Key = std::pair<std::string, std::string>;
 
 void check_name(std::string_view what, std::string_view name) {
   if (name.empty() || name.find_first_of(",\n\r") != std::string_view::npos || trim(name) != name)
-    throw std::invalid_argument(fmt::format("{} '{}' cannot be written to CSV (empty, comma, newline or "
-                                            "surrounding spaces)", what, name));
+    throw std::invalid_argument(
+        fmt::format("{} '{}' cannot be written to CSV (empty, comma, newline or "
+                    "surrounding spaces)",
+                    what, name));
 }
 
 // The run by (benchmark, metric); throws on duplicates.
@@ -57,7 +59,8 @@ std::map<Key, double> index_run(const std::vector<Measurement>& run) {
   std::map<Key, double> out;
   for (const Measurement& m : run)
     if (!out.emplace(Key{m.benchmark, m.metric}, m.value).second)
-      throw std::invalid_argument(fmt::format("the run measured {} {} twice", m.benchmark, m.metric));
+      throw std::invalid_argument(
+          fmt::format("the run measured {} {} twice", m.benchmark, m.metric));
   return out;
 }
 
@@ -83,8 +86,10 @@ Margin parse_margin(std::string_view text) {
   }
   const std::optional<double> v = parse_number(trim(t));
   if (!v)
-    throw std::invalid_argument(fmt::format("margin '{}' is neither a relative tolerance (0.001) nor an "
-                                            "absolute one (abs:5)", text));
+    throw std::invalid_argument(
+        fmt::format("margin '{}' is neither a relative tolerance (0.001) nor an "
+                    "absolute one (abs:5)",
+                    text));
   if (*v < 0) throw std::invalid_argument(fmt::format("margin '{}' is negative", text));
   m.value = *v;
   return m;
@@ -123,7 +128,8 @@ ExpectedFile parse_expected(std::string_view text, const std::string& source) {
       continue;
     }
     if (fields.size() != 4)
-      throw fail(fmt::format("expected 4 fields ({}), found {}: '{}'", kExpectedHeader, fields.size(), trim(raw)));
+      throw fail(fmt::format("expected 4 fields ({}), found {}: '{}'", kExpectedHeader,
+                             fields.size(), trim(raw)));
     ExpectedRow row;
     row.line = line_no;
     row.benchmark = std::string(fields[0]);
@@ -142,10 +148,12 @@ ExpectedFile parse_expected(std::string_view text, const std::string& source) {
     row.margin_text = std::string(fields[3]);
     const auto [it, fresh] = seen.emplace(Key{row.benchmark, row.metric}, line_no);
     if (!fresh)
-      throw fail(fmt::format("duplicate row {} {} (first on line {})", row.benchmark, row.metric, it->second));
+      throw fail(fmt::format("duplicate row {} {} (first on line {})", row.benchmark, row.metric,
+                             it->second));
     file.rows.push_back(std::move(row));
   }
-  if (!header) throw ExpectedFileError(fmt::format("{}: no header line '{}'", source, kExpectedHeader));
+  if (!header)
+    throw ExpectedFileError(fmt::format("{}: no header line '{}'", source, kExpectedHeader));
   return file;
 }
 
@@ -160,7 +168,8 @@ ExpectedFile read_expected(const std::filesystem::path& path) {
 double relative_difference(double expected, double actual) {
   if (actual == expected) return 0.0;
   if (expected == 0.0)
-    return actual > 0 ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+    return actual > 0 ? std::numeric_limits<double>::infinity()
+                      : -std::numeric_limits<double>::infinity();
   return (actual - expected) / std::fabs(expected);
 }
 
@@ -194,14 +203,16 @@ std::string format_report(const CheckReport& report) {
       case RowOutcome::Status::pass:
         break;
       case RowOutcome::Status::out_of_margin:
-        out += fmt::format("FAIL {} {}: expected {}, actual {}, difference {:.7g} ({:+.4g}%), margin {} (line {})\n",
-                           e.benchmark, e.metric, format_value(e.value), format_value(r.actual),
-                           r.actual - e.value, relative_difference(e.value, r.actual) * 100.0,
-                           e.margin_text.empty() ? e.margin.text() : e.margin_text, e.line);
+        out += fmt::format(
+            "FAIL {} {}: expected {}, actual {}, difference {:.7g} ({:+.4g}%), margin {} (line "
+            "{})\n",
+            e.benchmark, e.metric, format_value(e.value), format_value(r.actual),
+            r.actual - e.value, relative_difference(e.value, r.actual) * 100.0,
+            e.margin_text.empty() ? e.margin.text() : e.margin_text, e.line);
         break;
       case RowOutcome::Status::missing:
-        out += fmt::format("FAIL {} {}: expected {}, missing from this run (line {})\n", e.benchmark, e.metric,
-                           format_value(e.value), e.line);
+        out += fmt::format("FAIL {} {}: expected {}, missing from this run (line {})\n",
+                           e.benchmark, e.metric, format_value(e.value), e.line);
         break;
     }
   }
@@ -229,8 +240,9 @@ std::string results_csv(const std::vector<Measurement>& run) {
   return out;
 }
 
-std::string updated_expected(const std::optional<ExpectedFile>& existing, const std::vector<Measurement>& run,
-                             const Margin& default_margin, UpdateSummary* summary) {
+std::string updated_expected(const std::optional<ExpectedFile>& existing,
+                             const std::vector<Measurement>& run, const Margin& default_margin,
+                             UpdateSummary* summary) {
   index_run(run);  // refuses duplicates
   UpdateSummary local;
   UpdateSummary& sum = summary ? *summary : local;
@@ -241,9 +253,12 @@ std::string updated_expected(const std::optional<ExpectedFile>& existing, const 
   } else {
     out +=
         "# Expected results of `neuron-sim bench`: simulated figures, identical on every machine.\n"
-        "# margin: relative tolerance (0.001 = 0.1 %) or absolute with the prefix abs: (abs:0 = exact).\n"
-        "# Regenerate with `neuron-sim bench --update bench/expected_results.csv` (margins are kept);\n"
-        "# a commit that changes an expected value or margin must give the reason for it (bench/README.md).\n";
+        "# margin: relative tolerance (0.001 = 0.1 %) or absolute with the prefix abs: (abs:0 = "
+        "exact).\n"
+        "# Regenerate with `neuron-sim bench --update bench/expected_results.csv` (margins are "
+        "kept);\n"
+        "# a commit that changes an expected value or margin must give the reason for it "
+        "(bench/README.md).\n";
   }
   out += std::string(kExpectedHeader) + "\n";
   for (const Measurement& m : run) {

@@ -78,8 +78,8 @@ struct RowOutcome {
 };
 
 struct CheckReport {
-  std::vector<RowOutcome> rows;         // one per expected row, in file order
-  std::vector<Measurement> not_gated;   // in the run, not in the file (not failures)
+  std::vector<RowOutcome> rows;        // one per expected row, in file order
+  std::vector<Measurement> not_gated;  // in the run, not in the file (not failures)
   size_t passed = 0;
   size_t failed = 0;  // out of margin + missing
   bool ok() const { return failed == 0; }
@@ -89,7 +89,8 @@ struct CheckReport {
 // run holds the same (benchmark, metric) twice.
 CheckReport check(const ExpectedFile& expected, const std::vector<Measurement>& run);
 
-// (actual - expected) / |expected|; +-infinity when expected is 0 and actual is not, 0 when both are.
+// (actual - expected) / |expected|; +-infinity when expected is 0 and actual is not, 0 when both
+// are.
 double relative_difference(double expected, double actual);
 
 // The report as text: one line per failure (expected, actual, difference, relative
@@ -103,16 +104,17 @@ std::string format_value(double value);
 std::string results_csv(const std::vector<Measurement>& run);
 
 struct UpdateSummary {
-  size_t kept = 0;                        // rows that kept their margin
-  std::vector<Measurement> added;         // new rows (default margin)
-  std::vector<ExpectedRow> removed;       // rows of the old file that the run no longer produces
-  size_t changed = 0;                     // kept rows whose value changed
+  size_t kept = 0;                   // rows that kept their margin
+  std::vector<Measurement> added;    // new rows (default margin)
+  std::vector<ExpectedRow> removed;  // rows of the old file that the run no longer produces
+  size_t changed = 0;                // kept rows whose value changed
 };
 
 // The new expected file for `run`: the old file's preamble (or a default one when
 // there is no old file), the header, then one row per measurement in run order,
 // each with its old margin, or `default_margin` for new rows.
-std::string updated_expected(const std::optional<ExpectedFile>& existing, const std::vector<Measurement>& run,
-                             const Margin& default_margin, UpdateSummary* summary = nullptr);
+std::string updated_expected(const std::optional<ExpectedFile>& existing,
+                             const std::vector<Measurement>& run, const Margin& default_margin,
+                             UpdateSummary* summary = nullptr);
 
 }  // namespace neuronsim::bench

@@ -21,7 +21,9 @@ namespace k = neuronsim::kernels;
 
 constexpr uint64_t kSeed = 20250101;
 
-std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+std::string fixed(double v, int digits) {
+  return fmt::format("{:.{}f}", v, digits);
+}
 
 }  // namespace
 
@@ -37,13 +39,20 @@ float InputFiller::next() {
 std::vector<KernelSpec> kernel_specs() {
   return {
       {"matmul_bf16_256x256x512", "c[256,512] fp32 = a[256,256] @ b[256,512], bf16 inputs",
-       [](const std::string& t) { return k::matmul(t, 256, 256, 512, DType::bf16, DType::fp32); }, true},
+       [](const std::string& t) { return k::matmul(t, 256, 256, 512, DType::bf16, DType::fp32); },
+       true},
       {"matmul_bf16_1024x1024x1024", "c[1024,1024] fp32 = a[1024,1024] @ b[1024,1024], bf16 inputs",
-       [](const std::string& t) { return k::matmul(t, 1024, 1024, 1024, DType::bf16, DType::fp32); }, true},
+       [](const std::string& t) {
+         return k::matmul(t, 1024, 1024, 1024, DType::bf16, DType::fp32);
+       },
+       true},
       {"add_fp32_256x256", "out = x + y, [256,256] fp32",
-       [](const std::string& t) { return k::elementwise(t, k::ElementwiseOp::add, 256, 256); }, false},
-      {"add_fp32_1024x2048", "out = x + y, [1024,2048] fp32: 8 tiles alternating VectorE and GpSimdE",
-       [](const std::string& t) { return k::elementwise(t, k::ElementwiseOp::add, 1024, 2048); }, false},
+       [](const std::string& t) { return k::elementwise(t, k::ElementwiseOp::add, 256, 256); },
+       false},
+      {"add_fp32_1024x2048",
+       "out = x + y, [1024,2048] fp32: 8 tiles alternating VectorE and GpSimdE",
+       [](const std::string& t) { return k::elementwise(t, k::ElementwiseOp::add, 1024, 2048); },
+       false},
       {"softmax_fp32_256x256", "row softmax of x[256,256] fp32",
        [](const std::string& t) { return k::softmax(t, 256, 256, DType::fp32); }, false},
       {"softmax_fp32_1024x1024", "row softmax of x[1024,1024] fp32: 8 row tiles",
@@ -75,7 +84,8 @@ KernelResult run_kernel(const Platform& p, const KernelSpec& spec) {
   out.instructions = program->program().num_instructions();
   out.total_ps = r.total_ps;
   out.total_act_cycles = static_cast<double>(r.total_ps) * p.generation.act_ghz / 1000.0;
-  for (int e = 0; e < isa::kNumEngines; ++e) out.engine_busy_ps[static_cast<size_t>(e)] = c.engines[e].busy_ps;
+  for (int e = 0; e < isa::kNumEngines; ++e)
+    out.engine_busy_ps[static_cast<size_t>(e)] = c.engines[e].busy_ps;
   out.dma_bytes = c.dma_bytes;
   out.dma_transfers = c.dma_transfers;
   out.hbm_read_bytes = c.hbm_read_bytes;
@@ -83,9 +93,10 @@ KernelResult run_kernel(const Platform& p, const KernelSpec& spec) {
   out.matmul_flops = c.matmul_flops;
   out.is_matmul = spec.is_matmul;
   // MFU: matmul FLOPs over what the core's PE could do at peak in the run's time.
-  out.mfu_percent = r.total_ps == 0 ? 0.0
-                                    : 100.0 * static_cast<double>(c.matmul_flops) /
-                                          (static_cast<double>(r.total_ps) * r.peak_flops_per_core / 1e12);
+  out.mfu_percent = r.total_ps == 0
+                        ? 0.0
+                        : 100.0 * static_cast<double>(c.matmul_flops) /
+                              (static_cast<double>(r.total_ps) * r.peak_flops_per_core / 1e12);
   return out;
 }
 
@@ -118,7 +129,8 @@ void append_measurements(const KernelResult& r, std::vector<Measurement>& out) {
   out.push_back({r.name, "total_act_cycles", r.total_act_cycles});
   out.push_back({r.name, "instructions", static_cast<double>(r.instructions)});
   for (size_t e = 0; e < r.engine_busy_ps.size(); ++e)
-    out.push_back({r.name, fmt::format("{}_busy_ns", kEngines[e]), static_cast<double>(r.engine_busy_ps[e]) / 1000.0});
+    out.push_back({r.name, fmt::format("{}_busy_ns", kEngines[e]),
+                   static_cast<double>(r.engine_busy_ps[e]) / 1000.0});
   out.push_back({r.name, "dma_bytes", static_cast<double>(r.dma_bytes)});
   out.push_back({r.name, "dma_transfers", static_cast<double>(r.dma_transfers)});
   out.push_back({r.name, "hbm_read_bytes", static_cast<double>(r.hbm_read_bytes)});
@@ -134,18 +146,21 @@ std::string kernel_table(const std::vector<KernelResult>& results, const Platfor
   size_t w = 9;
   for (const KernelResult& r : results) w = std::max(w, r.name.size());
   std::string out = fmt::format(
-      "Example kernels on {} ({}), core 0, functional_and_timing; cycles at the ACT clock ({} GHz), busy in ns\n",
+      "Example kernels on {} ({}), core 0, functional_and_timing; cycles at the ACT clock ({} "
+      "GHz), busy in ns\n",
       p.instance.name, p.generation.name, p.generation.act_ghz);
-  out += fmt::format("{:<{}}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}\n",
-                     "benchmark", w, "instr", "total ns", "ACT cyc", "PE", "ACT", "DVE", "POOL", "SP", "DMA bytes",
-                     "MFU %");
+  out += fmt::format(
+      "{:<{}}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}\n",
+      "benchmark", w, "instr", "total ns", "ACT cyc", "PE", "ACT", "DVE", "POOL", "SP", "DMA bytes",
+      "MFU %");
   for (const KernelResult& r : results) {
     const auto ns = [](uint64_t ps) { return fixed(static_cast<double>(ps) / 1000.0, 1); };
-    out += fmt::format("{:<{}}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}\n",
-                       r.name, w, r.instructions, ns(r.total_ps), fixed(r.total_act_cycles, 0),
-                       ns(r.engine_busy_ps[0]), ns(r.engine_busy_ps[1]), ns(r.engine_busy_ps[2]),
-                       ns(r.engine_busy_ps[3]), ns(r.engine_busy_ps[4]), r.dma_bytes,
-                       r.is_matmul ? fixed(r.mfu_percent, 1) : "-");
+    out += fmt::format(
+        "{:<{}}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}\n",
+        r.name, w, r.instructions, ns(r.total_ps), fixed(r.total_act_cycles, 0),
+        ns(r.engine_busy_ps[0]), ns(r.engine_busy_ps[1]), ns(r.engine_busy_ps[2]),
+        ns(r.engine_busy_ps[3]), ns(r.engine_busy_ps[4]), r.dma_bytes,
+        r.is_matmul ? fixed(r.mfu_percent, 1) : "-");
   }
   return out;
 }

@@ -31,30 +31,40 @@ struct Spec {
   std::string description;
   Kind kind = Kind::elems;
   Engine engine = Engine::SP;
-  std::string text;     // assembly without the .target line
+  std::string text;  // assembly without the .target line
   uint64_t instructions = 0;
-  double work = 0;      // FLOPs, elements per partition, or bytes per core
-  uint32_t cores = 1;   // cores that run the program (HBM: every core of chip 0)
-  double peak = 0;      // in the printed unit
+  double work = 0;     // FLOPs, elements per partition, or bytes per core
+  uint32_t cores = 1;  // cores that run the program (HBM: every core of chip 0)
+  double peak = 0;     // in the printed unit
 };
 
 std::string_view short_dtype(isa::DType t) {
   switch (t) {
-    case isa::DType::fp32: return "fp32";
-    case isa::DType::bf16: return "bf16";
-    case isa::DType::fp8_e4m3: return "fp8e4";
-    case isa::DType::int32: return "i32";
-    default: return isa::dtype_name(t);
+    case isa::DType::fp32:
+      return "fp32";
+    case isa::DType::bf16:
+      return "bf16";
+    case isa::DType::fp8_e4m3:
+      return "fp8e4";
+    case isa::DType::int32:
+      return "i32";
+    default:
+      return isa::dtype_name(t);
   }
 }
 
 double engine_ghz(Engine e, const spec::GenerationConfig& g) {
   switch (e) {
-    case Engine::PE: return g.pe_ghz;
-    case Engine::ACT: return g.act_ghz;
-    case Engine::DVE: return g.dve_ghz;
-    case Engine::POOL: return g.pool_ghz;
-    case Engine::SP: return g.sp_ghz;
+    case Engine::PE:
+      return g.pe_ghz;
+    case Engine::ACT:
+      return g.act_ghz;
+    case Engine::DVE:
+      return g.dve_ghz;
+    case Engine::POOL:
+      return g.pool_ghz;
+    case Engine::SP:
+      return g.sp_ghz;
   }
   return g.sp_ghz;
 }
@@ -64,7 +74,8 @@ std::string tile(isa::DType t, uint64_t offset, uint32_t n, std::string_view spa
   return fmt::format("{}.{}[0:128]+{}[[1,{}]]", space, short_dtype(t), offset, n);
 }
 
-// ---- TensorE: [K=128, M=128] stationary x [128, N] moving, one stationary for the whole stream ----
+// ---- TensorE: [K=128, M=128] stationary x [128, N] moving, one stationary for the whole stream
+// ----
 Spec pe_matmul(const spec::GenerationConfig& g, isa::DType dt, uint32_t n) {
   Spec s;
   const std::string d(short_dtype(dt));
@@ -74,8 +85,8 @@ Spec pe_matmul(const spec::GenerationConfig& g, isa::DType dt, uint32_t n) {
   s.kind = Kind::flops;
   s.engine = Engine::PE;
   for (int i = 0; i < kStream; ++i)
-    s.text += fmt::format("pe matmul dst=psum.fp32[0:128]+{}[[1,{}]] stationary={} moving={}\n", (i % 8) * 2048, n,
-                          tile(dt, 0, 128), tile(dt, 1024, n));
+    s.text += fmt::format("pe matmul dst=psum.fp32[0:128]+{}[[1,{}]] stationary={} moving={}\n",
+                          (i % 8) * 2048, n, tile(dt, 0, 128), tile(dt, 1024, n));
   s.instructions = kStream;
   s.work = double(kStream) * 2.0 * 128 * 128 * n;
   s.peak = g.peak_bf16_flops() / 1e12;
@@ -88,13 +99,15 @@ Spec act_activation(isa::DType dt, uint32_t n, bool dependent) {
   const std::string d(short_dtype(dt));
   s.name = fmt::format("act_activation_exp_{}_n{}{}", d, n, dependent ? "_dependent" : "");
   s.group = "ScalarE";
-  s.description = dependent ? fmt::format("{} exp [128,{}] {}, each reads the previous result", kStream, n, d)
-                            : fmt::format("{} exp [128,{}] {}, independent", kStream, n, d);
+  s.description =
+      dependent ? fmt::format("{} exp [128,{}] {}, each reads the previous result", kStream, n, d)
+                : fmt::format("{} exp [128,{}] {}, independent", kStream, n, d);
   s.engine = Engine::ACT;
   const uint64_t bytes = uint64_t{n} * isa::dtype_size(dt);
   for (int i = 0; i < kStream; ++i) {
     const uint64_t src = dependent && i % 2 ? bytes : 0, dst = dependent && i % 2 ? 0 : bytes;
-    s.text += fmt::format("act activation dst={} src={} func=exp\n", tile(dt, dst, n), tile(dt, src, n));
+    s.text +=
+        fmt::format("act activation dst={} src={} func=exp\n", tile(dt, dst, n), tile(dt, src, n));
   }
   s.instructions = kStream;
   s.work = double(kStream) * n;
@@ -108,13 +121,14 @@ Spec dve_tensor_tensor(isa::DType dt, uint32_t n, bool psum_input) {
   const std::string d(short_dtype(dt));
   s.name = fmt::format("dve_tensor_tensor_add_{}_n{}{}", d, n, psum_input ? "_psum" : "");
   s.group = "VectorE";
-  s.description = fmt::format("{} add [128,{}] {}, {}", kStream, n, d, psum_input ? "in1 in PSUM" : "all in SBUF");
+  s.description = fmt::format("{} add [128,{}] {}, {}", kStream, n, d,
+                              psum_input ? "in1 in PSUM" : "all in SBUF");
   s.engine = Engine::DVE;
   const uint64_t bytes = uint64_t{n} * isa::dtype_size(dt);
   const std::string in1 = psum_input ? tile(dt, 0, n, "psum") : tile(dt, bytes, n);
   for (int i = 0; i < kStream; ++i)
-    s.text += fmt::format("dve tensor_tensor dst={} in0={} in1={} op=add\n", tile(dt, 2 * bytes, n), tile(dt, 0, n),
-                          in1);
+    s.text += fmt::format("dve tensor_tensor dst={} in0={} in1={} op=add\n", tile(dt, 2 * bytes, n),
+                          tile(dt, 0, n), in1);
   s.instructions = kStream;
   s.work = double(kStream) * n;
   s.peak = 1.0;
@@ -131,8 +145,8 @@ Spec dve_tensor_scalar(isa::DType dt, uint32_t n) {
   s.engine = Engine::DVE;
   const uint64_t bytes = uint64_t{n} * isa::dtype_size(dt);
   for (int i = 0; i < kStream; ++i)
-    s.text += fmt::format("dve tensor_scalar dst={} src={} op0=multiply imm0=2 op1=add imm1=1\n", tile(dt, bytes, n),
-                          tile(dt, 0, n));
+    s.text += fmt::format("dve tensor_scalar dst={} src={} op0=multiply imm0=2 op1=add imm1=1\n",
+                          tile(dt, bytes, n), tile(dt, 0, n));
   s.instructions = kStream;
   s.work = double(kStream) * n;
   s.peak = 1.0;
@@ -163,23 +177,24 @@ std::string size_text(uint64_t bytes) {
 
 // ---- DMA: kDmaCopies HBM->SBUF copies of [rows, F] fp32, triggered by SP ----
 // 8 rows use one DMA engine (one per 8 partitions); 128 rows use all 16.
-Spec dma_load(const spec::GenerationConfig& g, uint32_t rows, uint32_t cols, uint32_t cores, int copies) {
+Spec dma_load(const spec::GenerationConfig& g, uint32_t rows, uint32_t cols, uint32_t cores,
+              int copies) {
   Spec s;
   const uint64_t bytes = uint64_t{rows} * cols * 4;
-  const uint32_t engines = std::min<uint32_t>(g.dma_engines, (rows + g.partitions / g.dma_engines - 1) /
-                                                                  (g.partitions / g.dma_engines));
+  const uint32_t engines = std::min<uint32_t>(
+      g.dma_engines, (rows + g.partitions / g.dma_engines - 1) / (g.partitions / g.dma_engines));
   if (cores == 1) {
     s.name = engines == 1 ? fmt::format("dma_1engine_load_{}", size_text(bytes))
                           : fmt::format("dma_{}engines_load_{}", engines, size_text(bytes));
     s.group = "DMA";
-    s.description = fmt::format("{} HBM->SBUF copies [{},{}] fp32 on {} DMA engine{}", copies, rows, cols, engines,
-                                engines == 1 ? "" : "s");
+    s.description = fmt::format("{} HBM->SBUF copies [{},{}] fp32 on {} DMA engine{}", copies, rows,
+                                cols, engines, engines == 1 ? "" : "s");
     s.peak = engines * g.dma_engine_bytes_per_ns;
   } else {
     s.name = fmt::format("hbm_{}cores_load_{}", cores, size_text(bytes));
     s.group = "HBM";
-    s.description = fmt::format("{} cores x {} copies [{},{}] fp32 HBM->SBUF, 16 DMA engines each", cores, copies,
-                                rows, cols);
+    s.description = fmt::format("{} cores x {} copies [{},{}] fp32 HBM->SBUF, 16 DMA engines each",
+                                cores, copies, rows, cols);
     s.peak = g.hbm_bytes_per_ns;
   }
   s.kind = Kind::bytes;
@@ -187,8 +202,9 @@ Spec dma_load(const spec::GenerationConfig& g, uint32_t rows, uint32_t cols, uin
   s.text = fmt::format(".tensor x fp32 [{},{}] input\n", rows, cols);
   for (int i = 0; i < copies; ++i)
     s.text += fmt::format(
-        "sp dma_copy dst=sbuf.fp32[0:{0}]+0[[1,{1}]] src=hbm.fp32(x)+0[[{1},{0}],[1,{1}]] queue={2}\n", rows, cols,
-        i % 16);
+        "sp dma_copy dst=sbuf.fp32[0:{0}]+0[[1,{1}]] src=hbm.fp32(x)+0[[{1},{0}],[1,{1}]] "
+        "queue={2}\n",
+        rows, cols, i % 16);
   s.instructions = static_cast<uint64_t>(copies);
   s.work = double(bytes) * copies * cores;
   s.cores = cores;
@@ -215,7 +231,8 @@ std::vector<Spec> specs(const Platform& p) {
   for (uint32_t cols : {64u, 1024u, 8192u})
     out.push_back(dma_load(g, g.partitions / g.dma_engines, cols, 1, kDmaCopies));
   // All DMA engines of one core: the same per engine.
-  for (uint32_t cols : {64u, 1024u, 8192u}) out.push_back(dma_load(g, g.partitions, cols, 1, kDmaCopies));
+  for (uint32_t cols : {64u, 1024u, 8192u})
+    out.push_back(dma_load(g, g.partitions, cols, 1, kDmaCopies));
   // Every core of chip 0 at once: HBM bandwidth shared.
   out.push_back(dma_load(g, g.partitions, 8192, p.instance.cores_per_chip, 16));
   return out;
@@ -271,9 +288,13 @@ MicroResult run_one(const Platform& p, const Spec& spec) {
   return out;
 }
 
-std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+std::string fixed(double v, int digits) {
+  return fmt::format("{:.{}f}", v, digits);
+}
 
-int digits_for(const std::string& unit) { return unit == "B/ns" ? 1 : unit == "TFLOP/s" ? 2 : 3; }
+int digits_for(const std::string& unit) {
+  return unit == "B/ns" ? 1 : unit == "TFLOP/s" ? 2 : 3;
+}
 
 }  // namespace
 
@@ -290,18 +311,19 @@ void append_measurements(const MicroResult& r, std::vector<Measurement>& out) {
   out.push_back({r.name, "peak_" + r.metric_unit, r.peak});
   out.push_back({r.name, "fraction_of_peak", r.achieved / r.peak});
   out.push_back({r.name, "total_ns", static_cast<double>(r.total_ps) / 1000.0});
-  if (r.cycles_per_instruction > 0) out.push_back({r.name, "cycles_per_instruction", r.cycles_per_instruction});
+  if (r.cycles_per_instruction > 0)
+    out.push_back({r.name, "cycles_per_instruction", r.cycles_per_instruction});
 }
 
 std::string micro_table(const std::vector<MicroResult>& results, const Platform& p) {
   if (results.empty()) return "";
   size_t w = 9;
   for (const MicroResult& r : results) w = std::max(w, r.name.size());
-  std::string out =
-      fmt::format("Microbenchmarks on {} ({}), timing_only; cycles per instruction at the engine's clock\n",
-                  p.instance.name, p.generation.name);
-  out += fmt::format("{:<{}}  {:>10}  {:>10}  {:<10}  {:>7}  {:>9}  {:>12}  {}\n", "benchmark", w, "achieved", "peak",
-                     "unit", "% peak", "cyc/inst", "total ns", "what");
+  std::string out = fmt::format(
+      "Microbenchmarks on {} ({}), timing_only; cycles per instruction at the engine's clock\n",
+      p.instance.name, p.generation.name);
+  out += fmt::format("{:<{}}  {:>10}  {:>10}  {:<10}  {:>7}  {:>9}  {:>12}  {}\n", "benchmark", w,
+                     "achieved", "peak", "unit", "% peak", "cyc/inst", "total ns", "what");
   std::string group;
   for (const MicroResult& r : results) {
     if (r.group != group) {
@@ -309,8 +331,8 @@ std::string micro_table(const std::vector<MicroResult>& results, const Platform&
       group = r.group;
     }
     out += fmt::format("{:<{}}  {:>10}  {:>10}  {:<10}  {:>7}  {:>9}  {:>12}  {}\n", r.name, w,
-                       fixed(r.achieved, digits_for(r.unit)), fixed(r.peak, digits_for(r.unit)), r.unit,
-                       fixed(100.0 * r.achieved / r.peak, 1),
+                       fixed(r.achieved, digits_for(r.unit)), fixed(r.peak, digits_for(r.unit)),
+                       r.unit, fixed(100.0 * r.achieved / r.peak, 1),
                        r.cycles_per_instruction > 0 ? fixed(r.cycles_per_instruction, 1) : "-",
                        fixed(static_cast<double>(r.total_ps) / 1000.0, 1), r.description);
   }

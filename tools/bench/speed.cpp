@@ -24,7 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of `fn`: one warm-up call, then calls until `min_seconds` have passed (at least 2).
+// Seconds per call of `fn`: one warm-up call, then calls until `min_seconds` have passed (at least
+// 2).
 template <typename Fn>
 double seconds_per_call(Fn&& fn, double min_seconds) {
   fn();
@@ -49,9 +50,11 @@ std::string rate(double per_second) {
 // Device::run (enqueue, simulate, complete) and Device::enqueue alone (the worker drains the
 // queue meanwhile), by mode.
 std::string per_execution(const Platform& p) {
-  const isa::Program program = kernels::elementwise(p.generation.name, kernels::ElementwiseOp::add, 128, 512);
+  const isa::Program program =
+      kernels::elementwise(p.generation.name, kernels::ElementwiseOp::add, 128, 512);
   std::string out = fmt::format(
-      "Host cost per execution of a {}-instruction kernel (add [128,512] fp32) through sim::Device, median\n",
+      "Host cost per execution of a {}-instruction kernel (add [128,512] fp32) through "
+      "sim::Device, median\n",
       program.num_instructions());
   out += fmt::format("  {:<24} {:>14} {:>18}\n", "mode", "run µs", "enqueue µs");
   for (const sim::Mode mode :
@@ -97,13 +100,14 @@ isa::Program pipelined_kernel(const std::string& target, size_t n) {
 // KernelBuilder's speed at 1 k and 100 k instructions: it should be linear in the
 // instructions, so the ratio of the two rates should stay near 1.
 std::string builder_speed(const Platform& p, double min_seconds) {
-  std::string out = "KernelBuilder: instructions built per host second (emit, semaphores, finish)\n";
+  std::string out =
+      "KernelBuilder: instructions built per host second (emit, semaphores, finish)\n";
   double small_rate = 0;
   for (const size_t n : {size_t{1000}, size_t{100000}}) {
     size_t built = 0;
-    const double s = seconds_per_call(
-        [&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
-        n > 1000 ? 0 : min_seconds);
+    const double s =
+        seconds_per_call([&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
+                         n > 1000 ? 0 : min_seconds);
     const double per_s = static_cast<double>(built) / s;
     if (n == 1000) small_rate = per_s;
     out += fmt::format("  {:>7} instructions  {:>10}/s", built, rate(per_s));
@@ -119,7 +123,8 @@ constexpr int kM = 128, kK = 128, kN = 512;
 
 std::string run_speed(const Platform& p, double min_seconds) {
   std::string out = fmt::format(
-      "Host speed (--speed; machine dependent, never gated): {} hardware threads, >= {} s per figure\n",
+      "Host speed (--speed; machine dependent, never gated): {} hardware threads, >= {} s per "
+      "figure\n",
       std::thread::hardware_concurrency(), min_seconds);
 
   out += per_execution(p);
@@ -127,8 +132,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
   out += builder_speed(p, min_seconds);
 
   // ---- simulated instructions per host second, by mode, on each example kernel ----
-  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr", "func+timing/s",
-                     "functional/s", "timing only/s", "F+T / F");
+  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10}\n", "kernel", "instr",
+                     "func+timing/s", "functional/s", "timing only/s", "F+T / F");
   double total_instr = 0, total_ft = 0, total_f = 0, total_t = 0;
   for (const KernelSpec& spec : kernel_specs()) {
     const isa::Program program = spec.build(p.generation.name);
@@ -150,18 +155,21 @@ std::string run_speed(const Platform& p, double min_seconds) {
     total_ft += ft;
     total_f += f;
     total_t += t;
-    out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", spec.name, program.num_instructions(),
-                       rate(n / ft), rate(n / f), rate(n / t), f / ft);
+    out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", spec.name,
+                       program.num_instructions(), rate(n / ft), rate(n / f), rate(n / t), f / ft);
   }
-  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", "all kernels", total_instr,
-                     rate(total_instr / total_ft), rate(total_instr / total_f), rate(total_instr / total_t),
-                     total_f / total_ft);
-  out += "(F+T / F: speed of functional_and_timing relative to functional_only; below 1 is the cost of the "
-         "timing model)\n\n";
+  out += fmt::format("{:<34}  {:>6}  {:>14}  {:>14}  {:>14}  {:>10.3f}\n", "all kernels",
+                     total_instr, rate(total_instr / total_ft), rate(total_instr / total_f),
+                     rate(total_instr / total_t), total_f / total_ft);
+  out +=
+      "(F+T / F: speed of functional_and_timing relative to functional_only; below 1 is the cost "
+      "of the "
+      "timing model)\n\n";
 
   // ---- functional matmul against the host BLAS on the same shape ----
-  out += fmt::format("Functional matmul vs host BLAS: {} x [{}x{}]x[{}x{}] (M x K, K x N), 1 BLAS thread\n",
-                     kMatmuls, kM, kK, kK, kN);
+  out += fmt::format(
+      "Functional matmul vs host BLAS: {} x [{}x{}]x[{}x{}] (M x K, K x N), 1 BLAS thread\n",
+      kMatmuls, kM, kK, kK, kN);
   const double flops = double(kMatmuls) * 2.0 * kM * kK * kN;
   openblas_set_num_threads(1);  // as the functional plane does (sim/src/functional.cpp)
   std::vector<float> a(size_t{kK} * kM), b(size_t{kK} * kN), c(size_t{kM} * kN);
@@ -171,8 +179,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
   const double blas_s = seconds_per_call(
       [&] {
         for (int i = 0; i < kMatmuls; ++i)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kM, kN, kK, 1.0f, a.data(), kM, b.data(), kN, 0.0f,
-                      c.data(), kN);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kM, kN, kK, 1.0f, a.data(), kM,
+                      b.data(), kN, 0.0f, c.data(), kN);
       },
       min_seconds);
   const double blas_gflops = flops / blas_s / 1e9;
@@ -207,7 +215,8 @@ std::string run_speed(const Platform& p, double min_seconds) {
       const double gflops = flops / s / 1e9;
       out += fmt::format("  {:<44} {:>9.2f} GFLOP/s  = {:.3f} x BLAS\n",
                          fmt::format("simulator {} matmul, {}", d,
-                                     mode == sim::Mode::functional_only ? "functional_only" : "functional_and_timing"),
+                                     mode == sim::Mode::functional_only ? "functional_only"
+                                                                        : "functional_and_timing"),
                          gflops, gflops / blas_gflops);
     }
   }

@@ -18,7 +18,9 @@ namespace neuronsim::bench {
 namespace {
 
 void check(NRT_STATUS s, const char* what) {
-  if (s != NRT_SUCCESS) throw std::runtime_error(fmt::format("--speed: {} failed (status {})", what, static_cast<int>(s)));
+  if (s != NRT_SUCCESS)
+    throw std::runtime_error(
+        fmt::format("--speed: {} failed (status {})", what, static_cast<int>(s)));
 }
 
 // One model with device tensors bound by name, loaded on core 0.
@@ -36,11 +38,12 @@ struct NrtModel {
     for (const isa::TensorDecl& t : program.tensors) {
       if (t.kind != isa::TensorKind::input && t.kind != isa::TensorKind::output) continue;
       nrt_tensor_t* tensor = nullptr;
-      check(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, t.size_bytes(), t.name.c_str(), &tensor),
+      check(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, t.size_bytes(), t.name.c_str(),
+                                &tensor),
             "nrt_tensor_allocate");
       tensors.push_back(tensor);
-      check(nrt_add_tensor_to_tensor_set(t.kind == isa::TensorKind::input ? inputs : outputs, t.name.c_str(),
-                                         tensor),
+      check(nrt_add_tensor_to_tensor_set(t.kind == isa::TensorKind::input ? inputs : outputs,
+                                         t.name.c_str(), tensor),
             "nrt_add_tensor_to_tensor_set");
     }
   }
@@ -65,7 +68,8 @@ std::string nrt_speed(const Platform& p) {
     const isa::Program program =
         kernels::elementwise(p.generation.name, kernels::ElementwiseOp::add, 128, 512);
     NrtModel m(program);
-    const double execute = median_us(500, [&] { check(nrt_execute(m.model, m.inputs, m.outputs), "nrt_execute"); });
+    const double execute =
+        median_us(500, [&] { check(nrt_execute(m.model, m.inputs, m.outputs), "nrt_execute"); });
     std::vector<NRT_STATUS> results(500);
     std::vector<nrta_seq_t> seqs(500);
     size_t next = 0;
@@ -74,7 +78,8 @@ std::string nrt_speed(const Platform& p) {
             "nrta_execute_schedule");
       ++next;
     });
-    for (bool done = false; !done;) check(nrta_is_completed(seqs.back(), &done), "nrta_is_completed");
+    for (bool done = false; !done;)
+      check(nrta_is_completed(seqs.back(), &done), "nrta_is_completed");
     out = fmt::format(
         "libnrt.so.1, {}-instruction NEFF (add [128,512] fp32), functional-only, median\n"
         "  nrt_execute            {:>8.1f} µs\n  nrta_execute_schedule  {:>8.2f} µs\n\n",

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/program.h"
@@ -30,9 +30,13 @@ struct Example {
 std::vector<Example> examples() {
   return {
       {"matmul_bf16.neff", "c[256,512] fp32 = a[256,256] @ b[256,512], bf16 inputs",
-       [](const std::string& t) { return kernels::matmul(t, 256, 256, 512, DType::bf16, DType::fp32); }},
+       [](const std::string& t) {
+         return kernels::matmul(t, 256, 256, 512, DType::bf16, DType::fp32);
+       }},
       {"add_fp32.neff", "out = x + y, [256,256] fp32",
-       [](const std::string& t) { return kernels::elementwise(t, kernels::ElementwiseOp::add, 256, 256); }},
+       [](const std::string& t) {
+         return kernels::elementwise(t, kernels::ElementwiseOp::add, 256, 256);
+       }},
       {"softmax_fp32.neff", "row softmax of x[256,256] fp32",
        [](const std::string& t) { return kernels::softmax(t, 256, 256, DType::fp32); }},
       {"rmsnorm_bf16.neff", "rmsnorm of x[256,512] bf16, gamma[512], eps 1e-6",
@@ -47,13 +51,16 @@ std::vector<Example> examples() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"neuronsim-make-kernels: write the example kernel NEFFs built with neuronsim::kernels."};
+  CLI::App app{
+      "neuronsim-make-kernels: write the example kernel NEFFs built with neuronsim::kernels."};
   app.set_version_flag("--version", "neuronsim-make-kernels " NEURONSIM_VERSION);
   std::string out_dir;
   std::string target = "trn2";
   bool quiet = false;
-  app.add_option("--out-dir", out_dir, "directory to write the NEFFs into (created if missing)")->required();
-  app.add_option("--target", target, "target generation: trn1, trn2 or trn3")->capture_default_str();
+  app.add_option("--out-dir", out_dir, "directory to write the NEFFs into (created if missing)")
+      ->required();
+  app.add_option("--target", target, "target generation: trn1, trn2 or trn3")
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   try {
     app.parse(argc, argv);
@@ -67,7 +74,8 @@ int main(int argc, char** argv) {
       const std::filesystem::path path = std::filesystem::path(out_dir) / ex.file;
       neuronsim::isa::neff::write_neff_file(neuronsim::isa::to_neff(program, ex.file), path);
       if (!quiet)
-        fmt::print("{}: {} ({} instructions)\n", path.string(), ex.description, program.num_instructions());
+        fmt::print("{}: {} ({} instructions)\n", path.string(), ex.description,
+                   program.num_instructions());
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "neuronsim-make-kernels: error: {}\n", e.what());

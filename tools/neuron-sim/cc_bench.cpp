@@ -59,7 +59,8 @@ struct CcBenchArgs {
   std::string instance = "trn2.48xlarge";
   std::string reduce_op = "sum";
   std::string placement = "packed";
-  std::string mesh_below, rdh_below;  // overrides of the generation's thresholds (empty: the config's)
+  std::string mesh_below,
+      rdh_below;  // overrides of the generation's thresholds (empty: the config's)
   int root = 0;
   bool check = false, timing_only = false;
   std::string metrics;
@@ -74,17 +75,26 @@ uint64_t parse_size(const std::string& option, const std::string& text) {
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   std::string suffix = text.substr(i);
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (suffix.size() >= 2 && suffix.substr(suffix.size() - 2) == "IB") suffix.resize(suffix.size() - 2);
-  else if (suffix.size() >= 2 && suffix.back() == 'B') suffix.pop_back();
-  else if (suffix == "B") suffix.clear();
+  if (suffix.size() >= 2 && suffix.substr(suffix.size() - 2) == "IB")
+    suffix.resize(suffix.size() - 2);
+  else if (suffix.size() >= 2 && suffix.back() == 'B')
+    suffix.pop_back();
+  else if (suffix == "B")
+    suffix.clear();
   int shift = -1;
-  if (suffix.empty()) shift = 0;
-  else if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
+  if (suffix.empty())
+    shift = 0;
+  else if (suffix == "K")
+    shift = 10;
+  else if (suffix == "M")
+    shift = 20;
+  else if (suffix == "G")
+    shift = 30;
+  else if (suffix == "T")
+    shift = 40;
   if (i == 0 || shift < 0 || i > 15)
-    throw std::runtime_error(fmt::format("{} '{}': expected a size such as 1024, 1K, 64M or 1G", option, text));
+    throw std::runtime_error(
+        fmt::format("{} '{}': expected a size such as 1024, 1K, 64M or 1G", option, text));
   const uint64_t n = std::stoull(text.substr(0, i));
   if (n > (uint64_t{1} << 50) >> shift)
     throw std::runtime_error(fmt::format("{} '{}': too large", option, text));
@@ -114,8 +124,10 @@ OpChoice parse_op(const std::string& text) {
   if (s == "reduce") return {Op::reduce};
   if (s == "permute") return {Op::permute};
   if (s == "send-recv" || s == "sendrecv") return {Op::permute, true};
-  throw std::runtime_error(fmt::format("--op '{}': unknown operation (known: all-reduce, all-gather, reduce-scatter, "
-                                       "all-to-all, broadcast, reduce, permute, send-recv)", text));
+  throw std::runtime_error(
+      fmt::format("--op '{}': unknown operation (known: all-reduce, all-gather, reduce-scatter, "
+                  "all-to-all, broadcast, reduce, permute, send-recv)",
+                  text));
 }
 
 DType parse_dtype_arg(const std::string& text) {
@@ -125,16 +137,19 @@ DType parse_dtype_arg(const std::string& text) {
     DType t;
   };
   static const Name names[] = {
-      {"fp32", DType::fp32},     {"float32", DType::fp32},    {"bf16", DType::bf16},         {"bfloat16", DType::bf16},
-      {"fp16", DType::fp16},     {"float16", DType::fp16},    {"tf32", DType::tf32},         {"fp8e4", DType::fp8_e4m3},
-      {"fp8-e4m3", DType::fp8_e4m3}, {"fp8e5", DType::fp8_e5m2}, {"fp8-e5m2", DType::fp8_e5m2}, {"int8", DType::int8},
-      {"uint8", DType::uint8},   {"int16", DType::int16},     {"uint16", DType::uint16},     {"int32", DType::int32},
-      {"uint32", DType::uint32},
+      {"fp32", DType::fp32},      {"float32", DType::fp32},      {"bf16", DType::bf16},
+      {"bfloat16", DType::bf16},  {"fp16", DType::fp16},         {"float16", DType::fp16},
+      {"tf32", DType::tf32},      {"fp8e4", DType::fp8_e4m3},    {"fp8-e4m3", DType::fp8_e4m3},
+      {"fp8e5", DType::fp8_e5m2}, {"fp8-e5m2", DType::fp8_e5m2}, {"int8", DType::int8},
+      {"uint8", DType::uint8},    {"int16", DType::int16},       {"uint16", DType::uint16},
+      {"int32", DType::int32},    {"uint32", DType::uint32},
   };
   for (const Name& n : names)
     if (s == n.name) return n.t;
-  throw std::runtime_error(fmt::format("--dtype '{}': unknown data type (known: fp32, bf16, fp16, tf32, fp8e4, fp8e5, "
-                                       "int8, uint8, int16, uint16, int32, uint32)", text));
+  throw std::runtime_error(
+      fmt::format("--dtype '{}': unknown data type (known: fp32, bf16, fp16, tf32, fp8e4, fp8e5, "
+                  "int8, uint8, int16, uint16, int32, uint32)",
+                  text));
 }
 
 Algorithm parse_algorithm(const std::string& text) {
@@ -144,7 +159,8 @@ Algorithm parse_algorithm(const std::string& text) {
   if (s == "mesh") return Algorithm::mesh;
   if (s == "rdh") return Algorithm::rdh;
   if (s == "hier2d") return Algorithm::hier2d;
-  throw std::runtime_error(fmt::format("--algorithm '{}': unknown algorithm (known: auto, ring, mesh, rdh, hier2d)", text));
+  throw std::runtime_error(fmt::format(
+      "--algorithm '{}': unknown algorithm (known: auto, ring, mesh, rdh, hier2d)", text));
 }
 
 ReduceOp parse_reduce_op(const std::string& text) {
@@ -154,12 +170,17 @@ ReduceOp parse_reduce_op(const std::string& text) {
   if (s == "max") return ReduceOp::max;
   if (s == "min") return ReduceOp::min;
   if (s == "avg") return ReduceOp::avg;
-  throw std::runtime_error(fmt::format("--reduce-op '{}': unknown reduction (known: sum, prod, max, min, avg)", text));
+  throw std::runtime_error(
+      fmt::format("--reduce-op '{}': unknown reduction (known: sum, prod, max, min, avg)", text));
 }
 
-bool reduces(Op op) { return op == Op::all_reduce || op == Op::reduce_scatter || op == Op::reduce; }
+bool reduces(Op op) {
+  return op == Op::all_reduce || op == Op::reduce_scatter || op == Op::reduce;
+}
 // Operations whose size is the whole of R blocks (nccl-tests: the larger of input and output).
-bool blocked(Op op) { return op == Op::all_gather || op == Op::reduce_scatter || op == Op::all_to_all; }
+bool blocked(Op op) {
+  return op == Op::all_gather || op == Op::reduce_scatter || op == Op::all_to_all;
+}
 
 // ------------------------------------------------------------------ data and reference
 
@@ -176,8 +197,10 @@ std::vector<uint8_t> make_input(const cc::CollectiveSpec& spec, int ranks, int r
   const bool fp = isa::is_float(spec.dtype);
   const bool unit = spec.reduce == ReduceOp::prod && reduces(spec.op) && rank >= 2;
   for (float& x : v) {
-    if (unit) x = (fp || isa::is_signed_int(spec.dtype)) ? (coin(rng) ? 1.0f : -1.0f) : 1.0f;
-    else x = fp ? real(rng) : static_cast<float>(small(rng));
+    if (unit)
+      x = (fp || isa::is_signed_int(spec.dtype)) ? (coin(rng) ? 1.0f : -1.0f) : 1.0f;
+    else
+      x = fp ? real(rng) : static_cast<float>(small(rng));
   }
   std::vector<uint8_t> out(n * es);
   isa::convert_from_float(spec.dtype, v.data(), out.data(), n);
@@ -186,25 +209,39 @@ std::vector<uint8_t> make_input(const cc::CollectiveSpec& spec, int ranks, int r
 
 double unit_roundoff(DType t) {
   switch (t) {
-    case DType::fp32: return std::ldexp(1.0, -23);
-    case DType::tf32: return std::ldexp(1.0, -10);
-    case DType::bf16: return std::ldexp(1.0, -7);
-    case DType::fp16: return std::ldexp(1.0, -10);
-    case DType::fp8_e4m3: return std::ldexp(1.0, -3);
-    case DType::fp8_e5m2: return std::ldexp(1.0, -2);
-    default: return 0.0;
+    case DType::fp32:
+      return std::ldexp(1.0, -23);
+    case DType::tf32:
+      return std::ldexp(1.0, -10);
+    case DType::bf16:
+      return std::ldexp(1.0, -7);
+    case DType::fp16:
+      return std::ldexp(1.0, -10);
+    case DType::fp8_e4m3:
+      return std::ldexp(1.0, -3);
+    case DType::fp8_e5m2:
+      return std::ldexp(1.0, -2);
+    default:
+      return 0.0;
   }
 }
 // The smallest spacing near zero (subnormals), for an absolute floor on the error.
 double tiny_spacing(DType t) {
   switch (t) {
-    case DType::fp32: return std::ldexp(1.0, -126);
-    case DType::tf32: return std::ldexp(1.0, -126);
-    case DType::bf16: return std::ldexp(1.0, -126);
-    case DType::fp16: return std::ldexp(1.0, -24);
-    case DType::fp8_e4m3: return std::ldexp(1.0, -9);
-    case DType::fp8_e5m2: return std::ldexp(1.0, -16);
-    default: return 0.0;
+    case DType::fp32:
+      return std::ldexp(1.0, -126);
+    case DType::tf32:
+      return std::ldexp(1.0, -126);
+    case DType::bf16:
+      return std::ldexp(1.0, -126);
+    case DType::fp16:
+      return std::ldexp(1.0, -24);
+    case DType::fp8_e4m3:
+      return std::ldexp(1.0, -9);
+    case DType::fp8_e5m2:
+      return std::ldexp(1.0, -16);
+    default:
+      return 0.0;
   }
 }
 
@@ -213,24 +250,36 @@ struct Expected {
 };
 
 // Element i of the reduction of element `at` over the ranks' inputs.
-Expected combine(const cc::CollectiveSpec& spec, const std::vector<std::vector<float>>& in, uint64_t at, int ranks) {
+Expected combine(const cc::CollectiveSpec& spec, const std::vector<std::vector<float>>& in,
+                 uint64_t at, int ranks) {
   Expected e;
   double v = in[0][at], mag = std::fabs(v);
   for (int r = 1; r < ranks; ++r) {
     const double x = in[static_cast<size_t>(r)][at];
     switch (spec.reduce) {
       case ReduceOp::sum:
-      case ReduceOp::avg: v += x; mag += std::fabs(x); break;
-      case ReduceOp::prod: v *= x; mag *= std::fabs(x); break;
-      case ReduceOp::max: v = std::max(v, x); break;
-      case ReduceOp::min: v = std::min(v, x); break;
+      case ReduceOp::avg:
+        v += x;
+        mag += std::fabs(x);
+        break;
+      case ReduceOp::prod:
+        v *= x;
+        mag *= std::fabs(x);
+        break;
+      case ReduceOp::max:
+        v = std::max(v, x);
+        break;
+      case ReduceOp::min:
+        v = std::min(v, x);
+        break;
     }
   }
   if (spec.reduce == ReduceOp::avg) {
     v /= ranks;
     mag /= ranks;
   }
-  if (!isa::is_float(spec.dtype)) {  // integer arithmetic saturates to the type (inputs are non-negative)
+  if (!isa::is_float(
+          spec.dtype)) {  // integer arithmetic saturates to the type (inputs are non-negative)
     uint8_t buf[8] = {};
     isa::store_from_float(spec.dtype, static_cast<float>(v), buf);
     const double stored = isa::load_as_float(spec.dtype, buf);
@@ -243,15 +292,17 @@ Expected combine(const cc::CollectiveSpec& spec, const std::vector<std::vector<f
 
 // How many elements of the outputs of ranks `local` (outputs[i] is local[i]'s) differ from the
 // reference; `inputs` holds every rank's input.
-uint64_t count_errors(const cc::CollectiveSpec& spec, int ranks, const std::vector<std::vector<uint8_t>>& inputs,
-                      const std::vector<int>& local, const std::vector<std::vector<uint8_t>>& outputs) {
+uint64_t count_errors(const cc::CollectiveSpec& spec, int ranks,
+                      const std::vector<std::vector<uint8_t>>& inputs,
+                      const std::vector<int>& local,
+                      const std::vector<std::vector<uint8_t>>& outputs) {
   const size_t es = isa::dtype_size(spec.dtype);
   const uint64_t C = spec.count;
   std::vector<std::vector<float>> in(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     in[static_cast<size_t>(r)].resize(inputs[static_cast<size_t>(r)].size() / es);
-    isa::convert_to_float(spec.dtype, inputs[static_cast<size_t>(r)].data(), in[static_cast<size_t>(r)].data(),
-                          in[static_cast<size_t>(r)].size());
+    isa::convert_to_float(spec.dtype, inputs[static_cast<size_t>(r)].data(),
+                          in[static_cast<size_t>(r)].data(), in[static_cast<size_t>(r)].size());
   }
   const double u = unit_roundoff(spec.dtype), tiny = tiny_spacing(spec.dtype);
   uint64_t errors = 0;
@@ -284,27 +335,34 @@ uint64_t count_errors(const cc::CollectiveSpec& spec, int ranks, const std::vect
       }
       case Op::all_gather:
         for (int j = 0; j < ranks; ++j)
-          compare_bytes(std::vector<uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(C * es * j),
-                                             got.begin() + static_cast<std::ptrdiff_t>(C * es * (j + 1))),
-                        inputs[static_cast<size_t>(j)].data(), C);
+          compare_bytes(
+              std::vector<uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(C * es * j),
+                                   got.begin() + static_cast<std::ptrdiff_t>(C * es * (j + 1))),
+              inputs[static_cast<size_t>(j)].data(), C);
         break;
       case Op::all_to_all:
         for (int j = 0; j < ranks; ++j)
-          compare_bytes(std::vector<uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(C * es * j),
-                                             got.begin() + static_cast<std::ptrdiff_t>(C * es * (j + 1))),
-                        inputs[static_cast<size_t>(j)].data() + C * es * static_cast<uint64_t>(r), C);
+          compare_bytes(
+              std::vector<uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(C * es * j),
+                                   got.begin() + static_cast<std::ptrdiff_t>(C * es * (j + 1))),
+              inputs[static_cast<size_t>(j)].data() + C * es * static_cast<uint64_t>(r), C);
         break;
-      case Op::broadcast: compare_bytes(got, inputs[static_cast<size_t>(spec.root)].data(), C); break;
+      case Op::broadcast:
+        compare_bytes(got, inputs[static_cast<size_t>(spec.root)].data(), C);
+        break;
       case Op::permute: {
         if (got.empty()) break;
         int src = -1;
         for (int s = 0; s < ranks; ++s)
           if (spec.peers[static_cast<size_t>(s)] == r) src = s;
-        if (src < 0) errors += got.size() / es;
-        else compare_bytes(got, inputs[static_cast<size_t>(src)].data(), C);
+        if (src < 0)
+          errors += got.size() / es;
+        else
+          compare_bytes(got, inputs[static_cast<size_t>(src)].data(), C);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   return errors;
@@ -338,8 +396,11 @@ Bench check_args(const CcBenchArgs& args) {
   if (args.check && args.timing_only)
     throw std::runtime_error("--check needs data: it cannot be combined with --timing-only");
   if (args.processes && args.rank)
-    throw std::runtime_error("--processes starts every rank itself: it cannot be combined with --rank");
-  if (!(args.timeout > 0)) throw std::runtime_error(fmt::format("--timeout {}: must be a positive number of seconds", args.timeout));
+    throw std::runtime_error(
+        "--processes starts every rank itself: it cannot be combined with --rank");
+  if (!(args.timeout > 0))
+    throw std::runtime_error(
+        fmt::format("--timeout {}: must be a positive number of seconds", args.timeout));
   Bench b;
   b.choice = parse_op(args.op);
   b.dtype = parse_dtype_arg(args.dtype);
@@ -347,22 +408,30 @@ Bench check_args(const CcBenchArgs& args) {
   b.reduce = parse_reduce_op(args.reduce_op);
   b.inst = spec::load_instance(args.instance);
   const int R = b.R = args.ranks;
-  if (R < 2) throw std::runtime_error(fmt::format("--ranks {}: a collective needs at least 2 ranks", R));
+  if (R < 2)
+    throw std::runtime_error(fmt::format("--ranks {}: a collective needs at least 2 ranks", R));
   if (args.rank && (*args.rank < 0 || *args.rank >= R))
-    throw std::runtime_error(fmt::format("--rank {}: must be a rank of the job, 0 to {}", *args.rank, R - 1));
+    throw std::runtime_error(
+        fmt::format("--rank {}: must be a rank of the job, 0 to {}", *args.rank, R - 1));
   b.minbytes = parse_size("--minbytes", args.minbytes);
   b.maxbytes = parse_size("--maxbytes", args.maxbytes);
   if (b.minbytes == 0) throw std::runtime_error("--minbytes must be at least 1");
   if (b.minbytes > b.maxbytes)
-    throw std::runtime_error(fmt::format("--minbytes {} is larger than --maxbytes {}", args.minbytes, args.maxbytes));
-  if (args.stepfactor < 2) throw std::runtime_error(fmt::format("--stepfactor {}: must be at least 2", args.stepfactor));
+    throw std::runtime_error(
+        fmt::format("--minbytes {} is larger than --maxbytes {}", args.minbytes, args.maxbytes));
+  if (args.stepfactor < 2)
+    throw std::runtime_error(fmt::format("--stepfactor {}: must be at least 2", args.stepfactor));
   if (args.root < 0 || args.root >= R)
     throw std::runtime_error(fmt::format("--root {}: must be a rank, 0 to {}", args.root, R - 1));
-  if (b.algorithm != Algorithm::auto_select && !cc::algorithm_supported(b.choice.op, b.algorithm, R)) {
+  if (b.algorithm != Algorithm::auto_select &&
+      !cc::algorithm_supported(b.choice.op, b.algorithm, R)) {
     std::string why;
-    if (b.algorithm == Algorithm::rdh && (R & (R - 1)) != 0) why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
-    else if (b.algorithm == Algorithm::hier2d) why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
-    else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute) why = " (this operation is mesh only)";
+    if (b.algorithm == Algorithm::rdh && (R & (R - 1)) != 0)
+      why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
+    else if (b.algorithm == Algorithm::hier2d)
+      why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
+    else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute)
+      why = " (this operation is mesh only)";
     throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",
                                          cc::algorithm_name(b.algorithm), args.op, R, why));
   }
@@ -371,13 +440,18 @@ Bench check_args(const CcBenchArgs& args) {
   if (!args.mesh_below.empty()) t.mesh_below_bytes = parse_size("--mesh-below", args.mesh_below);
   if (!args.rdh_below.empty()) t.rdh_below_bytes = parse_size("--rdh-below", args.rdh_below);
   if (t.rdh_below_bytes < t.mesh_below_bytes)
-    throw std::runtime_error(fmt::format("--rdh-below {} is below --mesh-below {}: mesh, then RDH, then ring as sizes grow",
-                                         t.rdh_below_bytes, t.mesh_below_bytes));
+    throw std::runtime_error(fmt::format(
+        "--rdh-below {} is below --mesh-below {}: mesh, then RDH, then ring as sizes grow",
+        t.rdh_below_bytes, t.mesh_below_bytes));
   b.options.thresholds = t;
   b.placement = normalize(args.placement);
-  if (b.placement == "packed") b.options.placement = cc::Placement::packed;
-  else if (b.placement == "one-per-chip") b.options.placement = cc::Placement::one_per_chip;
-  else throw std::runtime_error(fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
+  if (b.placement == "packed")
+    b.options.placement = cc::Placement::packed;
+  else if (b.placement == "one-per-chip")
+    b.options.placement = cc::Placement::one_per_chip;
+  else
+    throw std::runtime_error(
+        fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
   // More ranks than one instance holds: several instances joined by EFA, where the type has it.
   try {
     b.instances = cc::Fabric::make(b.inst, R, b.options.placement).instances();
@@ -401,7 +475,8 @@ cc::CollectiveSpec spec_for(const Bench& b, int root, uint64_t size) {
   const uint64_t elems = size / isa::dtype_size(b.dtype);
   spec.count = blocked(b.choice.op) ? elems / static_cast<uint64_t>(R) : elems;
   if (b.choice.op == Op::permute) {
-    if (b.choice.send_recv) spec = cc::send_recv_spec(R, 0, R - 1, b.dtype, spec.count);
+    if (b.choice.send_recv)
+      spec = cc::send_recv_spec(R, 0, R - 1, b.dtype, spec.count);
     else {
       spec.peers.resize(static_cast<size_t>(R));
       for (int r = 0; r < R; ++r) spec.peers[static_cast<size_t>(r)] = (r + 1) % R;
@@ -445,26 +520,29 @@ void write_metrics(const CcBenchArgs& args, const Bench& b, const std::vector<Ro
     metrics.push_back({{"name", prefix + "/time_us"}, {"unit", "us"}, {"value", r.time_us}});
     metrics.push_back({{"name", prefix + "/algbw"}, {"unit", "GiB/s"}, {"value", r.algbw}});
     metrics.push_back({{"name", prefix + "/busbw"}, {"unit", "GiB/s"}, {"value", r.busbw}});
-    nlohmann::json rec = {{"size_bytes", r.bytes}, {"count", r.count},         {"dtype", isa::dtype_name(b.dtype)},
-                          {"algorithm", cc::algorithm_name(r.algorithm)},     {"time_us", r.time_us},
-                          {"algbw_gib_per_s", r.algbw},                       {"busbw_gib_per_s", r.busbw}};
+    nlohmann::json rec = {{"size_bytes", r.bytes},
+                          {"count", r.count},
+                          {"dtype", isa::dtype_name(b.dtype)},
+                          {"algorithm", cc::algorithm_name(r.algorithm)},
+                          {"time_us", r.time_us},
+                          {"algbw_gib_per_s", r.algbw},
+                          {"busbw_gib_per_s", r.busbw}};
     if (r.errors) rec["errors"] = *r.errors;
     results.push_back(rec);
   }
-  nlohmann::json doc = {
-      {"metrics", metrics},
-      {"details",
-       {{"op", b.op_label},
-        {"ranks", b.R},
-        {"instance", b.inst.name},
-        {"dtype", isa::dtype_name(b.dtype)},
-        {"reduce_op", cc::reduce_op_name(b.reduce)},
-        {"algorithm", cc::algorithm_name(b.algorithm)},
-        {"placement", b.placement},
-        {"timing_only", args.timing_only},
-        {"processes", args.rank ? b.R : 1},
-        {"bus_bandwidth_factor", cc::bus_bandwidth_factor(b.choice.op, b.R)},
-        {"results", results}}}};
+  nlohmann::json doc = {{"metrics", metrics},
+                        {"details",
+                         {{"op", b.op_label},
+                          {"ranks", b.R},
+                          {"instance", b.inst.name},
+                          {"dtype", isa::dtype_name(b.dtype)},
+                          {"reduce_op", cc::reduce_op_name(b.reduce)},
+                          {"algorithm", cc::algorithm_name(b.algorithm)},
+                          {"placement", b.placement},
+                          {"timing_only", args.timing_only},
+                          {"processes", args.rank ? b.R : 1},
+                          {"bus_bandwidth_factor", cc::bus_bandwidth_factor(b.choice.op, b.R)},
+                          {"results", results}}}};
   std::ofstream out(args.metrics);
   out << doc.dump(2) << "\n";
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write", args.metrics));
@@ -478,23 +556,32 @@ void cc_bench_command(const CcBenchArgs& args) {
   const size_t es = isa::dtype_size(b.dtype);
   auto comm = make_communicator(args, b);
   const bool report = !args.rank || *args.rank == 0;  // rank 0 speaks for a job across processes
-  const std::string where = args.rank ? fmt::format(", one process per rank ({} of them)", R) : std::string();
+  const std::string where =
+      args.rank ? fmt::format(", one process per rank ({} of them)", R) : std::string();
 
   if (report) {
-    const std::string of = b.instances > 1 ? fmt::format("{} x {}", b.instances / b.inst.instances, b.inst.name)
-                                           : b.inst.name;
-    fmt::print("# cc-bench: {} on {} ranks of {} ({} chips x {} cores{}, placement {}), {}{}, algorithm {}, {}{}\n",
-               b.op_label, R, of, b.inst.chips, b.inst.cores_per_chip, b.instances > 1 ? ", joined by EFA" : "",
-               b.placement, isa::dtype_name(b.dtype),
-               reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce)) : std::string(),
-               b.algorithm == Algorithm::auto_select
-                   ? fmt::format("auto (mesh below {} B, rdh below {} B)", b.options.thresholds->mesh_below_bytes,
-                                 b.options.thresholds->rdh_below_bytes)
-                   : std::string(cc::algorithm_name(b.algorithm)),
-               args.timing_only ? "timing only" : args.check ? "with data, checked" : "with data",
-               where);
-    fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}\n", "size(B)", "count(elems)", "type", "algo",
-               "time(us)", "algbw(GiB/s)", "busbw(GiB/s)", args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
+    const std::string of = b.instances > 1
+                               ? fmt::format("{} x {}", b.instances / b.inst.instances, b.inst.name)
+                               : b.inst.name;
+    fmt::print(
+        "# cc-bench: {} on {} ranks of {} ({} chips x {} cores{}, placement {}), {}{}, algorithm "
+        "{}, {}{}\n",
+        b.op_label, R, of, b.inst.chips, b.inst.cores_per_chip,
+        b.instances > 1 ? ", joined by EFA" : "", b.placement, isa::dtype_name(b.dtype),
+        reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce))
+                             : std::string(),
+        b.algorithm == Algorithm::auto_select
+            ? fmt::format("auto (mesh below {} B, rdh below {} B)",
+                          b.options.thresholds->mesh_below_bytes,
+                          b.options.thresholds->rdh_below_bytes)
+            : std::string(cc::algorithm_name(b.algorithm)),
+        args.timing_only ? "timing only"
+        : args.check     ? "with data, checked"
+                         : "with data",
+        where);
+    fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}\n", "size(B)", "count(elems)",
+               "type", "algo", "time(us)", "algbw(GiB/s)", "busbw(GiB/s)",
+               args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
     std::fflush(stdout);
   }
 
@@ -502,7 +589,8 @@ void cc_bench_command(const CcBenchArgs& args) {
   uint64_t failed_sizes = 0;
   for (uint64_t size = b.minbytes; size <= b.maxbytes;) {
     const cc::CollectiveSpec spec = spec_for(b, args.root, size);
-    const uint64_t next = size > b.maxbytes / args.stepfactor ? b.maxbytes + 1 : size * args.stepfactor;
+    const uint64_t next =
+        size > b.maxbytes / args.stepfactor ? b.maxbytes + 1 : size * args.stepfactor;
     size = next;
     if (spec.count == 0) continue;  // smaller than one element per block
     Row row;
@@ -514,13 +602,16 @@ void cc_bench_command(const CcBenchArgs& args) {
     cc::CollectiveOutcome result = comm->run(spec, std::move(calls), b.with_data);
     // Test hook: NEURONSIM_CC_BENCH_CORRUPT=1 flips a bit of the last rank's output, so that
     // the tests can see --check catch a wrong value and exit 1.
-    if (const char* corrupt = std::getenv("NEURONSIM_CC_BENCH_CORRUPT"); corrupt && std::string(corrupt) == "1")
-      if (comm->local_ranks().back() == R - 1 && !result.outputs.empty() && !result.outputs.back().empty())
+    if (const char* corrupt = std::getenv("NEURONSIM_CC_BENCH_CORRUPT");
+        corrupt && std::string(corrupt) == "1")
+      if (comm->local_ranks().back() == R - 1 && !result.outputs.empty() &&
+          !result.outputs.back().empty())
         result.outputs.back()[es - 1] ^= 0x40;
     if (args.check) {
       std::vector<std::vector<uint8_t>> inputs;
       for (int r = 0; r < R; ++r) inputs.push_back(make_input(spec, R, r));
-      row.errors = job_errors(*comm, count_errors(spec, R, inputs, comm->local_ranks(), result.outputs));
+      row.errors =
+          job_errors(*comm, count_errors(spec, R, inputs, comm->local_ranks(), result.outputs));
       if (*row.errors) ++failed_sizes;
     }
     row.algorithm = result.algorithm;
@@ -529,27 +620,31 @@ void cc_bench_command(const CcBenchArgs& args) {
     row.algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / double(1ull << 30) : 0.0;
     row.busbw = row.algbw * cc::bus_bandwidth_factor(b.choice.op, R);
     if (report) {
-      fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}{}\n", row.bytes, row.count,
-                 isa::dtype_name(b.dtype), cc::algorithm_name(row.algorithm), row.time_us, row.algbw, row.busbw,
+      fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}{}\n", row.bytes,
+                 row.count, isa::dtype_name(b.dtype), cc::algorithm_name(row.algorithm),
+                 row.time_us, row.algbw, row.busbw,
                  row.errors ? fmt::format(" {:>8}", *row.errors) : std::string());
       std::fflush(stdout);
     }
     rows.push_back(row);
   }
   if (rows.empty())
-    throw std::runtime_error(fmt::format("no size from --minbytes {} to --maxbytes {} holds one {} element{}",
-                                         args.minbytes, args.maxbytes, isa::dtype_name(b.dtype),
-                                         blocked(b.choice.op) ? " per rank" : ""));
+    throw std::runtime_error(fmt::format(
+        "no size from --minbytes {} to --maxbytes {} holds one {} element{}", args.minbytes,
+        args.maxbytes, isa::dtype_name(b.dtype), blocked(b.choice.op) ? " per rank" : ""));
   if (report) {
     double busbw_sum = 0;
     for (const Row& r : rows) busbw_sum += r.busbw;
-    fmt::print("# avg busbw: {:.3f} GiB/s over {} sizes\n", busbw_sum / static_cast<double>(rows.size()), rows.size());
-    fmt::print("# wall time: {:.2f} s\n",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+    fmt::print("# avg busbw: {:.3f} GiB/s over {} sizes\n",
+               busbw_sum / static_cast<double>(rows.size()), rows.size());
+    fmt::print(
+        "# wall time: {:.2f} s\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
     if (!args.metrics.empty()) write_metrics(args, b, rows);
   }
   if (failed_sizes)
-    throw std::runtime_error(fmt::format("cc-bench --check: {} of {} sizes had wrong values", failed_sizes, rows.size()));
+    throw std::runtime_error(fmt::format("cc-bench --check: {} of {} sizes had wrong values",
+                                         failed_sizes, rows.size()));
 }
 
 // A port on loopback that is free now (the kernel picks it; rank 0 binds it a moment later).
@@ -562,7 +657,8 @@ uint16_t free_loopback_port() {
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     if (fd >= 0) ::close(fd);
-    throw std::runtime_error(fmt::format("--processes: no free port on loopback: {}", std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("--processes: no free port on loopback: {}", std::strerror(errno)));
   }
   ::close(fd);
   return ntohs(addr.sin_port);
@@ -581,11 +677,30 @@ void run_processes(const CcBenchArgs& args) {
   const std::string root = fmt::format("127.0.0.1:{}", free_loopback_port());
   ::setenv("NEURON_RT_ROOT_COMM_ID", root.c_str(), 1);
   ::setenv("NEURONSIM_JOB_TOKEN", random_token().c_str(), 1);
-  std::vector<std::string> common{"cc-bench", "--op", args.op, "--ranks", std::to_string(b.R), "--minbytes",
-                                  args.minbytes, "--maxbytes", args.maxbytes, "--stepfactor",
-                                  std::to_string(args.stepfactor), "--dtype", args.dtype, "--algorithm",
-                                  args.algorithm, "--instance", args.instance, "--reduce-op", args.reduce_op,
-                                  "--placement", args.placement, "--root", std::to_string(args.root), "--timeout",
+  std::vector<std::string> common{"cc-bench",
+                                  "--op",
+                                  args.op,
+                                  "--ranks",
+                                  std::to_string(b.R),
+                                  "--minbytes",
+                                  args.minbytes,
+                                  "--maxbytes",
+                                  args.maxbytes,
+                                  "--stepfactor",
+                                  std::to_string(args.stepfactor),
+                                  "--dtype",
+                                  args.dtype,
+                                  "--algorithm",
+                                  args.algorithm,
+                                  "--instance",
+                                  args.instance,
+                                  "--reduce-op",
+                                  args.reduce_op,
+                                  "--placement",
+                                  args.placement,
+                                  "--root",
+                                  std::to_string(args.root),
+                                  "--timeout",
                                   fmt::format("{}", args.timeout)};
   if (!args.mesh_below.empty()) common.insert(common.end(), {"--mesh-below", args.mesh_below});
   if (!args.rdh_below.empty()) common.insert(common.end(), {"--rdh-below", args.rdh_below});
@@ -605,8 +720,10 @@ void run_processes(const CcBenchArgs& args) {
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    if (const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0)
-      throw std::runtime_error(fmt::format("--processes: cannot start rank {} ({}): {}", r, exe, std::strerror(err)));
+    if (const int err = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
+        err != 0)
+      throw std::runtime_error(
+          fmt::format("--processes: cannot start rank {} ({}): {}", r, exe, std::strerror(err)));
     pids.push_back(pid);
   }
   std::vector<std::string> failures;
@@ -627,37 +744,55 @@ void run_processes(const CcBenchArgs& args) {
 
 void add_cc_bench_command(CLI::App& app) {
   auto args = std::make_shared<CcBenchArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "cc-bench", "Benchmark a collective on the simulated fabric (nccom-test style): time, algbw and busbw per size");
+  CLI::App* cmd = app.add_subcommand("cc-bench",
+                                     "Benchmark a collective on the simulated fabric (nccom-test "
+                                     "style): time, algbw and busbw per size");
   cmd->add_option("--op", args->op,
-                  "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, permute, send-recv")
+                  "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, permute, "
+                  "send-recv")
       ->default_val("all-reduce");
-  cmd->add_option("--ranks,-r", args->ranks, "number of ranks (NeuronCores), at most the instance's")->default_val(2);
-  cmd->add_option("--minbytes,-b", args->minbytes, "smallest size (1024, 1K, 64M, 1G)")->default_val("1K");
+  cmd->add_option("--ranks,-r", args->ranks,
+                  "number of ranks (NeuronCores), at most the instance's")
+      ->default_val(2);
+  cmd->add_option("--minbytes,-b", args->minbytes, "smallest size (1024, 1K, 64M, 1G)")
+      ->default_val("1K");
   cmd->add_option("--maxbytes,-e", args->maxbytes, "largest size")->default_val("64M");
-  cmd->add_option("--stepfactor,-f", args->stepfactor, "size multiplier between rows (at least 2)")->default_val(2);
-  cmd->add_option("--dtype,-d", args->dtype, "fp32, bf16, fp16, tf32, fp8e4, fp8e5, int8, uint8, int16, uint16, int32, uint32")
+  cmd->add_option("--stepfactor,-f", args->stepfactor, "size multiplier between rows (at least 2)")
+      ->default_val(2);
+  cmd->add_option("--dtype,-d", args->dtype,
+                  "fp32, bf16, fp16, tf32, fp8e4, fp8e5, int8, uint8, int16, uint16, int32, uint32")
       ->default_val("fp32");
-  cmd->add_option("--algorithm,-a", args->algorithm, "auto, ring, mesh, rdh, hier2d")->default_val("auto");
+  cmd->add_option("--algorithm,-a", args->algorithm, "auto, ring, mesh, rdh, hier2d")
+      ->default_val("auto");
   cmd->add_option("--instance", args->instance, "instance type")->default_val("trn2.48xlarge");
-  cmd->add_option("--reduce-op,-o", args->reduce_op, "sum, prod, max, min, avg")->default_val("sum");
+  cmd->add_option("--reduce-op,-o", args->reduce_op, "sum, prod, max, min, avg")
+      ->default_val("sum");
   cmd->add_option("--placement", args->placement,
-                  "packed (rank r on core r, as a launcher fills the instance) or one-per-chip (every pair crosses "
+                  "packed (rank r on core r, as a launcher fills the instance) or one-per-chip "
+                  "(every pair crosses "
                   "NeuronLink)")
       ->default_val("packed");
-  cmd->add_option("--mesh-below", args->mesh_below,
-                  "automatic choice: mesh below this size (default: the generation config's, 1 MB)");
+  cmd->add_option(
+      "--mesh-below", args->mesh_below,
+      "automatic choice: mesh below this size (default: the generation config's, 1 MB)");
   cmd->add_option("--rdh-below", args->rdh_below,
-                  "automatic choice: recursive halving-doubling below this size, ring above (default: the config's, 56 MB)");
+                  "automatic choice: recursive halving-doubling below this size, ring above "
+                  "(default: the config's, 56 MB)");
   cmd->add_option("--root", args->root, "root rank of broadcast and reduce")->default_val(0);
-  cmd->add_flag("--check,-c", args->check, "run with data and verify every rank's values (exit 1 on a mismatch)");
-  cmd->add_flag("--timing-only", args->timing_only, "simulate time only, no data (for large sizes)");
+  cmd->add_flag("--check,-c", args->check,
+                "run with data and verify every rank's values (exit 1 on a mismatch)");
+  cmd->add_flag("--timing-only", args->timing_only,
+                "simulate time only, no data (for large sizes)");
   cmd->add_option("--metrics", args->metrics, "write metrics (JSON): time and bandwidths per size");
-  cmd->add_flag("--processes", args->processes, "one process per rank, connected over TCP on loopback");
-  cmd->add_option("--rank", args->rank,
-                  "run only this rank of a job across processes (NEURON_RT_ROOT_COMM_ID: rank 0's host:port; "
-                  "NEURONSIM_JOB_TOKEN: the same secret on every rank)");
-  cmd->add_option("--timeout", args->timeout, "seconds a rank waits for the others before it gives up")->default_val(60);
+  cmd->add_flag("--processes", args->processes,
+                "one process per rank, connected over TCP on loopback");
+  cmd->add_option(
+      "--rank", args->rank,
+      "run only this rank of a job across processes (NEURON_RT_ROOT_COMM_ID: rank 0's host:port; "
+      "NEURONSIM_JOB_TOKEN: the same secret on every rank)");
+  cmd->add_option("--timeout", args->timeout,
+                  "seconds a rank waits for the others before it gives up")
+      ->default_val(60);
   cmd->callback([args] {
     if (args->processes)
       run_processes(*args);

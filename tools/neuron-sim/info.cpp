@@ -35,8 +35,10 @@ json engines_json(const neff::Subgraph& sg, const isa::Program* program) {
   json out = json::array();
   for (const neff::EngineStream& s : sg.engines) {
     json e = {{"engine", s.name}, {"bytes", s.code.size()}};
-    if (program) e["instructions"] = program->stream(*isa::parse_engine(s.name)).size();
-    else e["slots_64b"] = s.code.size() / isa::kSlotBytes;
+    if (program)
+      e["instructions"] = program->stream(*isa::parse_engine(s.name)).size();
+    else
+      e["slots_64b"] = s.code.size() / isa::kSlotBytes;
     out.push_back(e);
   }
   return out;
@@ -57,9 +59,14 @@ json subgraph_json(const neff::Neff& n, size_t i, const std::string& path, json&
     vars.push_back({{"name", v.name}, {"type", v.type}, {"var_id", v.var_id}, {"size", v.size}});
   json queues = json::array();
   for (const neff::DmaQueue& q : sg.dma_queues)
-    queues.push_back({{"name", q.name}, {"type", q.type}, {"owner", q.owner}, {"num_queues", q.num_queues},
+    queues.push_back({{"name", q.name},
+                      {"type", q.type},
+                      {"owner", q.owner},
+                      {"num_queues", q.num_queues},
                       {"semaphores", q.semaphores}});
-  return {{"name", sg.name}, {"variables", vars}, {"dma_queues", queues},
+  return {{"name", sg.name},
+          {"variables", vars},
+          {"dma_queues", queues},
           {"engines", engines_json(sg, program ? &*program : nullptr)}};
 }
 
@@ -67,18 +74,26 @@ json describe(const neff::Neff& n, const std::string& path) {
   const neff::Header& h = n.header;
   json exec = {{"executable", n.executable_by_neuronsim()}};
   if (!n.executable_by_neuronsim())
-    exec["reason"] = fmt::format("instruction streams produced by '{}' use an encoding neuronsim does "
-                                 "not execute (it executes its own ISA version {})",
-                                 n.producer, isa::kIsaVersion);
+    exec["reason"] = fmt::format(
+        "instruction streams produced by '{}' use an encoding neuronsim does "
+        "not execute (it executes its own ISA version {})",
+        n.producer, isa::kIsaVersion);
   json out = {
       {"file", path},
       {"file_size", std::filesystem::file_size(path)},
       {"header",
-       {{"pkg_version", h.pkg_version}, {"header_size", h.header_size}, {"data_size", h.data_size},
+       {{"pkg_version", h.pkg_version},
+        {"header_size", h.header_size},
+        {"data_size", h.data_size},
         {"neff_version", fmt::format("{}.{}", h.neff_version_major, h.neff_version_minor)},
-        {"build_version", h.build_version}, {"num_tpb", h.num_tpb}, {"hash", hex(h.hash)},
-        {"uuid", hex(h.uuid)}, {"name", h.name}, {"requested_tpb_count", h.requested_tpb_count},
-        {"feature_bits", fmt::format("{:#x}", h.feature_bits)}, {"lnc_size", h.lnc_size}}},
+        {"build_version", h.build_version},
+        {"num_tpb", h.num_tpb},
+        {"hash", hex(h.hash)},
+        {"uuid", hex(h.uuid)},
+        {"name", h.name},
+        {"requested_tpb_count", h.requested_tpb_count},
+        {"feature_bits", fmt::format("{:#x}", h.feature_bits)},
+        {"lnc_size", h.lnc_size}}},
       {"producer", n.producer},
       {"target", n.target},
       {"generation", std::string(isa::find_target_name(n.target).value_or("unknown"))},
@@ -87,7 +102,8 @@ json describe(const neff::Neff& n, const std::string& path) {
   json inputs = json::array(), outputs = json::array(), subgraphs = json::array();
   for (const neff::Tensor& t : n.inputs()) inputs.push_back(tensor_json(t));
   for (const neff::Tensor& t : n.outputs()) outputs.push_back(tensor_json(t));
-  for (size_t i = 0; i < n.subgraphs.size(); ++i) subgraphs.push_back(subgraph_json(n, i, path, exec));
+  for (size_t i = 0; i < n.subgraphs.size(); ++i)
+    subgraphs.push_back(subgraph_json(n, i, path, exec));
   out["inputs"] = inputs;
   out["outputs"] = outputs;
   out["subgraphs"] = subgraphs;
@@ -99,18 +115,21 @@ void print_tensors(const char* title, const json& tensors) {
   fmt::print("{}:\n", title);
   if (tensors.empty()) fmt::print("  (none)\n");
   for (const json& t : tensors)
-    fmt::print("  {:<24} {:<10} [{}]  {} bytes\n", t["name"].get<std::string>(), t["dtype"].get<std::string>(),
+    fmt::print("  {:<24} {:<10} [{}]  {} bytes\n", t["name"].get<std::string>(),
+               t["dtype"].get<std::string>(),
                fmt::join(t["shape"].get<std::vector<int64_t>>(), ", "), t["size"].get<uint64_t>());
 }
 
 void print_text(const json& d) {
   const json& h = d["header"];
   fmt::print("NEFF {} ({} bytes)\n", d["file"].get<std::string>(), d["file_size"].get<uint64_t>());
-  fmt::print("  name {}, neff version {}, package version {}, lnc size {}, tpbs {}, feature bits {}\n",
-             h["name"].get<std::string>(), h["neff_version"].get<std::string>(), h["pkg_version"].get<uint64_t>(),
-             h["lnc_size"].get<uint32_t>(), h["num_tpb"].get<uint32_t>(), h["feature_bits"].get<std::string>());
-  fmt::print("  producer {}, target {} ({})\n", d["producer"].get<std::string>(), d["target"].get<std::string>(),
-             d["generation"].get<std::string>());
+  fmt::print(
+      "  name {}, neff version {}, package version {}, lnc size {}, tpbs {}, feature bits {}\n",
+      h["name"].get<std::string>(), h["neff_version"].get<std::string>(),
+      h["pkg_version"].get<uint64_t>(), h["lnc_size"].get<uint32_t>(), h["num_tpb"].get<uint32_t>(),
+      h["feature_bits"].get<std::string>());
+  fmt::print("  producer {}, target {} ({})\n", d["producer"].get<std::string>(),
+             d["target"].get<std::string>(), d["generation"].get<std::string>());
   const json& exec = d["execution"];
   fmt::print("  executable by neuronsim: {}\n",
              exec["executable"].get<bool>() ? "yes" : "no: " + exec["reason"].get<std::string>());
@@ -119,13 +138,16 @@ void print_text(const json& d) {
   for (const json& sg : d["subgraphs"]) {
     fmt::print("subgraph {}:\n", sg["name"].get<std::string>());
     for (const json& q : sg["dma_queues"])
-      fmt::print("  dma queue {:<16} type {:<8} owner {:<5} {} queues\n", q["name"].get<std::string>(),
-                 q["type"].get<std::string>(), q["owner"].get<std::string>(), q["num_queues"].get<int>());
+      fmt::print("  dma queue {:<16} type {:<8} owner {:<5} {} queues\n",
+                 q["name"].get<std::string>(), q["type"].get<std::string>(),
+                 q["owner"].get<std::string>(), q["num_queues"].get<int>());
     for (const json& e : sg["engines"]) {
-      const std::string count = e.contains("instructions")
-                                    ? fmt::format("{} instructions", e["instructions"].get<size_t>())
-                                    : fmt::format("{} 64-byte slots", e["slots_64b"].get<size_t>());
-      fmt::print("  engine {:<11} {:>7} bytes  {}\n", e["engine"].get<std::string>(), e["bytes"].get<size_t>(), count);
+      const std::string count =
+          e.contains("instructions")
+              ? fmt::format("{} instructions", e["instructions"].get<size_t>())
+              : fmt::format("{} 64-byte slots", e["slots_64b"].get<size_t>());
+      fmt::print("  engine {:<11} {:>7} bytes  {}\n", e["engine"].get<std::string>(),
+                 e["bytes"].get<size_t>(), count);
     }
   }
 }
@@ -138,13 +160,16 @@ void add_info_command(CLI::App& app) {
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("info", "Describe a NEFF: header, tensors, subgraphs, engines");
+  CLI::App* cmd =
+      app.add_subcommand("info", "Describe a NEFF: header, tensors, subgraphs, engines");
   cmd->add_option("neff", opts->path, "NEFF file")->required();
   cmd->add_flag("--json", opts->json, "print JSON instead of text");
   cmd->callback([opts] {
     const json d = describe(neff::read_neff_file(opts->path), opts->path);
-    if (opts->json) fmt::print("{}\n", d.dump(2));
-    else print_text(d);
+    if (opts->json)
+      fmt::print("{}\n", d.dump(2));
+    else
+      print_text(d);
   });
 }
 

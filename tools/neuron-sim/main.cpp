@@ -7,7 +7,8 @@
 #include "commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"neuron-sim: a Trainium simulator. Run, inspect, assemble and disassemble NEFF files."};
+  CLI::App app{
+      "neuron-sim: a Trainium simulator. Run, inspect, assemble and disassemble NEFF files."};
   app.set_version_flag("--version", "neuron-sim " NEURONSIM_VERSION);
   app.require_subcommand(1);
   neuronsim::tools::add_info_command(app);

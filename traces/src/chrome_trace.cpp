@@ -76,7 +76,8 @@ using RecordMap = std::unordered_map<RecordKey, V, RecordKeyHash>;
 // each other on the device clock.
 class ExecutionIndex {
  public:
-  explicit ExecutionIndex(const std::vector<sim::ExecutionRecord>& executions) : executions_(executions) {
+  explicit ExecutionIndex(const std::vector<sim::ExecutionRecord>& executions)
+      : executions_(executions) {
     for (size_t i = 0; i < executions.size(); ++i)
       by_core_[executions[i].core].push_back(static_cast<uint32_t>(i));
     for (auto& [core, list] : by_core_)
@@ -89,8 +90,9 @@ class ExecutionIndex {
     const auto it = by_core_.find(core);
     if (it == by_core_.end()) return kNoExecution;
     const auto& list = it->second;
-    auto pos = std::upper_bound(list.begin(), list.end(), ps,
-                                [&](uint64_t t, uint32_t e) { return t < executions_[e].start_ps; });
+    auto pos = std::upper_bound(list.begin(), list.end(), ps, [&](uint64_t t, uint32_t e) {
+      return t < executions_[e].start_ps;
+    });
     return pos == list.begin() ? list.front() : *std::prev(pos);
   }
   const std::map<uint32_t, std::vector<uint32_t>>& by_core() const { return by_core_; }
@@ -320,7 +322,8 @@ std::string engine_ranges(const std::vector<uint32_t>& v) {
 void add_occupancy_counters(const sim::RunResult& r, uint32_t core, const Sink& emit) {
   const int pid = pid_of(core);
   for (const detail::OccupancyStep& step : detail::live_occupancy(r, core))
-    for (auto [name, bytes] : {std::pair{"SBUF occupancy", step.sbuf_bytes}, std::pair{"PSUM occupancy", step.psum_bytes}})
+    for (auto [name, bytes] : {std::pair{"SBUF occupancy", step.sbuf_bytes},
+                               std::pair{"PSUM occupancy", step.psum_bytes}})
       emit(Obj()
                .add("name", name)
                .add("ph", "C")
@@ -443,14 +446,17 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     return r.executions.empty() ? kNoExecution : executions.find(core, ps);
   };
   std::vector<uint32_t> inst_exec(insts.size()), dma_exec(dmas.size());
-  for (size_t i = 0; i < insts.size(); ++i) inst_exec[i] = execution_at(insts[i].core, insts[i].start_ps);
-  for (size_t i = 0; i < dmas.size(); ++i) dma_exec[i] = execution_at(dmas[i].core, dmas[i].start_ps);
+  for (size_t i = 0; i < insts.size(); ++i)
+    inst_exec[i] = execution_at(insts[i].core, insts[i].start_ps);
+  for (size_t i = 0; i < dmas.size(); ++i)
+    dma_exec[i] = execution_at(dmas[i].core, dmas[i].start_ps);
 
   // Instruction records by (execution, core, engine, index).
   RecordMap<size_t> inst_at;
   inst_at.reserve(insts.size());
   for (size_t i = 0; i < insts.size(); ++i)
-    inst_at.emplace(RecordKey{inst_exec[i], stream_key(insts[i].core, insts[i].engine, insts[i].index)}, i);
+    inst_at.emplace(
+        RecordKey{inst_exec[i], stream_key(insts[i].core, insts[i].engine, insts[i].index)}, i);
   auto find_inst = [&](uint32_t execution, uint32_t core, isa::Engine e,
                        uint32_t index) -> const sim::InstructionRecord* {
     const auto it = inst_at.find(RecordKey{execution, stream_key(core, e, index)});
@@ -575,7 +581,8 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
   for (size_t i = 0; i < r.executions.size(); ++i) {
     const sim::ExecutionRecord& e = r.executions[i];
     Obj args;
-    args.add("seq", e.seq).add("instructions", e.program != nullptr ? e.program->num_instructions() : 0);
+    args.add("seq", e.seq)
+        .add("instructions", e.program != nullptr ? e.program->num_instructions() : 0);
     slice(e.name, "Execution", e.start_ps, e.end_ps, e.core, exec_tid[i], args);
   }
 
@@ -590,7 +597,8 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     if (rec.inst != nullptr) {
       name = opcode_slice_name(rec.inst->opcode);
       args.add("opcode", isa::opcode_info(rec.inst->opcode).name)
-          .add("instruction", isa::format_instruction(*rec.inst, program_of(inst_exec[i], rec.core)));
+          .add("instruction",
+               isa::format_instruction(*rec.inst, program_of(inst_exec[i], rec.core)));
     }
     if (const OpName* op = op_names.find(rec.core, rec.engine, rec.index)) args.add("op", op->name);
     slice(name, "Instruction", rec.start_ps, rec.end_ps, rec.core, inst_tid[i], args);
@@ -628,8 +636,8 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
         .add("throughput_GBps",
              detail::gb_per_s(d.bytes, d.end_ps > d.start_ps ? d.end_ps - d.start_ps : 0));
     if (const OpName* op = op_names.find(d.core, d.trigger, d.index)) args.add("op", op->name);
-    slice(copy_name[copy_at.at(copy_key(i))], "DmaPacket", d.start_ps,
-          d.end_ps, d.core, dma_tid[i], args);
+    slice(copy_name[copy_at.at(copy_key(i))], "DmaPacket", d.start_ps, d.end_ps, d.core, dma_tid[i],
+          args);
   }
 
   // Flows: semaphore signal -> released wait, bound at the middle of each slice
@@ -662,7 +670,8 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
       int from_tid = 0;
       uint64_t from_mid = 0;
       if (f.from_dma) {
-        const auto it = copy_at.find(RecordKey{execution, stream_key(f.core, f.from_engine, f.from_index)});
+        const auto it =
+            copy_at.find(RecordKey{execution, stream_key(f.core, f.from_engine, f.from_index)});
         if (it != copy_at.end()) {
           from_tid = copy_tid[it->second];
           from_mid = mid(copies[it->second].start_ps, copies[it->second].end_ps);

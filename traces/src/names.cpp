@@ -55,7 +55,9 @@ std::array<std::string, isa::kNumOpcodes> make_slice_names() {
 
 }  // namespace
 
-std::string_view kernel_track_name() { return "kernels"; }
+std::string_view kernel_track_name() {
+  return "kernels";
+}
 
 std::string_view engine_track_name(isa::Engine e) {
   return names_of(e).track;

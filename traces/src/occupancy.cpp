@@ -29,26 +29,31 @@ struct Access {
   Region region;
 };
 
-bool on_chip(const isa::AccessPattern& ap) { return ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM; }
+bool on_chip(const isa::AccessPattern& ap) {
+  return ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM;
+}
 
 Region region_of(const isa::AccessPattern& ap) {
   int64_t lo = 0, hi = 0;
-  for (const isa::Dim& d : ap.free_dims()) (d.stride >= 0 ? hi : lo) += int64_t{d.stride} * (int64_t{d.size} - 1);
+  for (const isa::Dim& d : ap.free_dims())
+    (d.stride >= 0 ? hi : lo) += int64_t{d.stride} * (int64_t{d.size} - 1);
   const auto size = static_cast<int64_t>(isa::dtype_size(ap.dtype));
   const auto base = static_cast<int64_t>(ap.offset);
-  return {ap.space, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions, base + lo * size,
-          base + (hi + 1) * size};
+  return {ap.space, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+          base + lo * size, base + (hi + 1) * size};
 }
 
 // The on-chip reads and writes of one instruction: reads when it ends (its last
 // use of the data), writes when it ends (the data exists from then on).
-void add_accesses(const isa::Instruction& in, uint64_t read_ps, uint64_t write_ps, std::vector<Access>& out) {
+void add_accesses(const isa::Instruction& in, uint64_t read_ps, uint64_t write_ps,
+                  std::vector<Access>& out) {
   const bool reads_dst = in.opcode == isa::Opcode::copy_predicated ||
                          (in.opcode == isa::Opcode::matmul && in.has_flag(isa::kAccumulate));
   for (const isa::Operand& op : in.operands) {
     if (!on_chip(op.ap)) continue;
     const bool write = op.role == Role::dst || op.role == Role::reduce_dst;
-    if (!write || (op.role == Role::dst && reads_dst)) out.push_back({read_ps, false, region_of(op.ap)});
+    if (!write || (op.role == Role::dst && reads_dst))
+      out.push_back({read_ps, false, region_of(op.ap)});
     if (write) out.push_back({write_ps, true, region_of(op.ap)});
   }
 }
@@ -57,18 +62,21 @@ void add_accesses(const isa::Instruction& in, uint64_t read_ps, uint64_t write_p
 
 std::vector<OccupancyStep> live_occupancy(const sim::RunResult& run, uint32_t core) {
   std::vector<Access> accesses;
-  std::map<std::pair<isa::Engine, uint32_t>, std::pair<uint64_t, uint64_t>> copies;  // dma_copy -> [start, end]
+  std::map<std::pair<isa::Engine, uint32_t>, std::pair<uint64_t, uint64_t>>
+      copies;  // dma_copy -> [start, end]
   for (const sim::DmaRecord& d : run.dmas) {
     if (d.core != core) continue;
     auto [it, fresh] = copies.try_emplace({d.trigger, d.index}, d.start_ps, d.end_ps);
-    if (!fresh) it->second = {std::min(it->second.first, d.start_ps), std::max(it->second.second, d.end_ps)};
+    if (!fresh)
+      it->second = {std::min(it->second.first, d.start_ps), std::max(it->second.second, d.end_ps)};
   }
   for (const sim::InstructionRecord& r : run.instructions) {
     if (r.core != core || r.inst == nullptr) continue;
     if (r.inst->opcode != isa::Opcode::dma_copy) {
       add_accesses(*r.inst, r.end_ps, r.end_ps, accesses);
     } else if (auto c = copies.find({r.engine, r.index}); c != copies.end()) {
-      add_accesses(*r.inst, c->second.second, c->second.second, accesses);  // the transfer reads and writes
+      add_accesses(*r.inst, c->second.second, c->second.second,
+                   accesses);  // the transfer reads and writes
     }
   }
   if (accesses.empty()) return {};

@@ -13,52 +13,54 @@
 #include "nrt/nrt_async.h"
 #include "nrt/nrt_experimental.h"
 
-#define LOOKUP(name)                                                         \
-    typeof(&name) p_##name = (typeof(&name))dlvsym(lib, #name, "NRT_2.0.0"); \
-    if (p_##name == NULL) {                                                  \
-        fprintf(stderr, "missing %s@NRT_2.0.0\n", #name);                    \
-        return 1;                                                            \
-    }
+#define LOOKUP(name)                                                       \
+  typeof(&name) p_##name = (typeof(&name))dlvsym(lib, #name, "NRT_2.0.0"); \
+  if (p_##name == NULL) {                                                  \
+    fprintf(stderr, "missing %s@NRT_2.0.0\n", #name);                      \
+    return 1;                                                              \
+  }
 
 int main(void) {
-    void *lib = dlopen("libnrt.so.1", RTLD_NOW | RTLD_LOCAL);
-    uint32_t count = 0;
-    nrt_tensor_t *t = NULL;
-    char *va;
-    char back[6] = {0};
-    if (lib == NULL) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        return 1;
-    }
-    LOOKUP(nrt_get_total_nc_count)
-    LOOKUP(nrt_init)
-    LOOKUP(nrt_close)
-    LOOKUP(nrt_tensor_allocate)
-    LOOKUP(nrt_tensor_get_va)
-    LOOKUP(nrt_tensor_read)
-    LOOKUP(nrt_tensor_free)
-    LOOKUP(nrt_memcpy_to_device)
-    if (dlvsym(lib, "nrta_execute_schedule", "NRT_3.0.0") == NULL) {
-        fprintf(stderr, "missing nrta_execute_schedule@NRT_3.0.0\n");
-        return 1;
-    }
-    if (dlsym(lib, "neuronsim_internal_symbol_check") != NULL || dlsym(lib, "_ZN9neuronsim3sim12SparseMemory4readEmPvm") != NULL) {
-        fprintf(stderr, "internal symbols are exported\n");
-        return 1;
-    }
-    if (p_nrt_get_total_nc_count(&count) != NRT_SUCCESS || count == 0) {
-        fprintf(stderr, "nrt_get_total_nc_count before nrt_init: %u\n", count);
-        return 1;
-    }
-    if (p_nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "2.0", "") != NRT_SUCCESS) return 1;
-    if (p_nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 4096, "libfabric", &t) != NRT_SUCCESS) return 1;
-    va = p_nrt_tensor_get_va(t);
-    if (va == NULL) return 1;
-    if (p_nrt_memcpy_to_device(va + 100, "hello", 5) != NRT_SUCCESS) return 1;
-    if (p_nrt_tensor_read(t, back, 100, 5) != NRT_SUCCESS || strcmp(back, "hello") != 0) return 1;
-    p_nrt_tensor_free(&t);
-    p_nrt_close();
-    dlclose(lib);
-    printf("dlopen client: %u cores, tensor VA round trip ok\n", count);
-    return 0;
+  void* lib = dlopen("libnrt.so.1", RTLD_NOW | RTLD_LOCAL);
+  uint32_t count = 0;
+  nrt_tensor_t* t = NULL;
+  char* va;
+  char back[6] = {0};
+  if (lib == NULL) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  LOOKUP(nrt_get_total_nc_count)
+  LOOKUP(nrt_init)
+  LOOKUP(nrt_close)
+  LOOKUP(nrt_tensor_allocate)
+  LOOKUP(nrt_tensor_get_va)
+  LOOKUP(nrt_tensor_read)
+  LOOKUP(nrt_tensor_free)
+  LOOKUP(nrt_memcpy_to_device)
+  if (dlvsym(lib, "nrta_execute_schedule", "NRT_3.0.0") == NULL) {
+    fprintf(stderr, "missing nrta_execute_schedule@NRT_3.0.0\n");
+    return 1;
+  }
+  if (dlsym(lib, "neuronsim_internal_symbol_check") != NULL ||
+      dlsym(lib, "_ZN9neuronsim3sim12SparseMemory4readEmPvm") != NULL) {
+    fprintf(stderr, "internal symbols are exported\n");
+    return 1;
+  }
+  if (p_nrt_get_total_nc_count(&count) != NRT_SUCCESS || count == 0) {
+    fprintf(stderr, "nrt_get_total_nc_count before nrt_init: %u\n", count);
+    return 1;
+  }
+  if (p_nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "2.0", "") != NRT_SUCCESS) return 1;
+  if (p_nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 4096, "libfabric", &t) != NRT_SUCCESS)
+    return 1;
+  va = p_nrt_tensor_get_va(t);
+  if (va == NULL) return 1;
+  if (p_nrt_memcpy_to_device(va + 100, "hello", 5) != NRT_SUCCESS) return 1;
+  if (p_nrt_tensor_read(t, back, 100, 5) != NRT_SUCCESS || strcmp(back, "hello") != 0) return 1;
+  p_nrt_tensor_free(&t);
+  p_nrt_close();
+  dlclose(lib);
+  printf("dlopen client: %u cores, tensor VA round trip ok\n", count);
+  return 0;
 }

@@ -9,20 +9,20 @@
 #include <unistd.h>
 
 /* Returns the mapping and sets *size, or NULL when the file cannot be read or is empty. */
-static inline void *map_file(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    void *p;
-    if (fd < 0) return NULL;
-    if (fstat(fd, &st) != 0 || st.st_size == 0) {
-        close(fd);
-        return NULL;
-    }
-    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+static inline void* map_file(const char* path, size_t* size) {
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  void* p;
+  if (fd < 0) return NULL;
+  if (fstat(fd, &st) != 0 || st.st_size == 0) {
     close(fd);
-    if (p == MAP_FAILED) return NULL;
-    *size = (size_t)st.st_size;
-    return p;
+    return NULL;
+  }
+  p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return NULL;
+  *size = (size_t)st.st_size;
+  return p;
 }
 
 #endif

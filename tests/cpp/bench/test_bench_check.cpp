@@ -40,7 +40,8 @@ std::string parse_error(const std::string& text) {
   return "";
 }
 
-const RowOutcome& outcome(const CheckReport& r, const std::string& bench, const std::string& metric) {
+const RowOutcome& outcome(const CheckReport& r, const std::string& bench,
+                          const std::string& metric) {
   for (const RowOutcome& o : r.rows)
     if (o.expected.benchmark == bench && o.expected.metric == metric) return o;
   throw std::runtime_error("no outcome for " + bench + " " + metric);
@@ -78,21 +79,25 @@ TEST(ExpectedParse, ReadsHeaderCommentsAndRows) {
 }
 
 TEST(ExpectedParse, AcceptsCrlfSpacesAndAHeaderOnlyFile) {
-  const ExpectedFile f = parse_expected("benchmark, metric ,value,margin\r\n a , b , 1.5 , abs: 2 \r\n", "x.csv");
+  const ExpectedFile f =
+      parse_expected("benchmark, metric ,value,margin\r\n a , b , 1.5 , abs: 2 \r\n", "x.csv");
   ASSERT_EQ(f.rows.size(), 1u);
   EXPECT_EQ(f.rows[0].benchmark, "a");
   EXPECT_EQ(f.rows[0].metric, "b");
   EXPECT_EQ(f.rows[0].value, 1.5);
   EXPECT_EQ(f.rows[0].margin.kind, Margin::Kind::absolute);
   EXPECT_EQ(f.rows[0].margin.value, 2.0);
-  EXPECT_TRUE(parse_expected("# only a header\nbenchmark,metric,value,margin\n", "x.csv").rows.empty());
+  EXPECT_TRUE(
+      parse_expected("# only a header\nbenchmark,metric,value,margin\n", "x.csv").rows.empty());
 }
 
 TEST(ExpectedParse, MissingOrWrongHeaderIsAnError) {
   EXPECT_EQ(parse_error(""), "x.csv: no header line 'benchmark,metric,value,margin'");
-  EXPECT_EQ(parse_error("# just comments\n\n"), "x.csv: no header line 'benchmark,metric,value,margin'");
+  EXPECT_EQ(parse_error("# just comments\n\n"),
+            "x.csv: no header line 'benchmark,metric,value,margin'");
   EXPECT_EQ(parse_error("# c\nbenchmark,metric,value\n"),
-            "x.csv:2: expected the header 'benchmark,metric,value,margin', found 'benchmark,metric,value'");
+            "x.csv:2: expected the header 'benchmark,metric,value,margin', found "
+            "'benchmark,metric,value'");
   EXPECT_THAT(parse_error("a,b,1,0.01\n"), HasSubstr("x.csv:1: expected the header"));
 }
 
@@ -113,7 +118,8 @@ TEST(ExpectedParse, BadRowsNameTheLine) {
   EXPECT_THAT(parse_error(h + "a,b,1,abs:\n"), HasSubstr("x.csv:2: margin 'abs:' is neither"));
   EXPECT_EQ(parse_error(h + "a,b,1,-0.1\n"), "x.csv:2: margin '-0.1' is negative");
   EXPECT_EQ(parse_error(h + "a,b,1,abs:-3\n"), "x.csv:2: margin 'abs:-3' is negative");
-  EXPECT_EQ(parse_error(h + "a,b,1,0.1\n\na,b,2,0.1\n"), "x.csv:4: duplicate row a b (first on line 2)");
+  EXPECT_EQ(parse_error(h + "a,b,1,0.1\n\na,b,2,0.1\n"),
+            "x.csv:4: duplicate row a b (first on line 2)");
 }
 
 TEST(ExpectedParse, ReadsFilesAndNamesThemInErrors) {
@@ -127,8 +133,10 @@ TEST(ExpectedParse, ReadsFilesAndNamesThemInErrors) {
     read_expected(path);
     FAIL() << "no error";
   } catch (const ExpectedFileError& e) {
-    EXPECT_EQ(std::string(e.what()), path.string() + ":3: expected 4 fields (benchmark,metric,value,margin), found 1: "
-                                                     "'broken'");
+    EXPECT_EQ(std::string(e.what()),
+              path.string() +
+                  ":3: expected 4 fields (benchmark,metric,value,margin), found 1: "
+                  "'broken'");
   }
   std::filesystem::remove(path);
   EXPECT_THROW(read_expected(dir / "does_not_exist.csv"), ExpectedFileError);
@@ -219,10 +227,16 @@ TEST(Check, ReportsExpectedActualAndRelativeDifference) {
   run[0].value = 1100;
   run[2].value = 20;
   const std::string text = format_report(check(parse_expected(kFile, "x.csv"), run));
-  EXPECT_THAT(text, HasSubstr("FAIL trn2/pe total_ns: expected 1000, actual 1100, difference 100 (+10%), margin 0.01 "
-                              "(line 4)\n"));
-  EXPECT_THAT(text, HasSubstr("FAIL trn2/dma bytes_per_ns: expected 23, actual 20, difference -3 (-13.04%), margin "
-                              "abs:0.5 (line 7)\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "FAIL trn2/pe total_ns: expected 1000, actual 1100, difference 100 (+10%), margin 0.01 "
+          "(line 4)\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "FAIL trn2/dma bytes_per_ns: expected 23, actual 20, difference -3 (-13.04%), margin "
+          "abs:0.5 (line 7)\n"));
   EXPECT_THAT(text, HasSubstr("\n2 passed, 2 failed\n"));
   EXPECT_THAT(text, Not(HasSubstr("instructions")));  // passing rows are not listed
 }
@@ -235,7 +249,8 @@ TEST(Check, MissingRowsFail) {
   EXPECT_EQ(r.failed, 1u);
   EXPECT_EQ(outcome(r, "trn2/pe", "instructions").status, Status::missing);
   const std::string text = format_report(r);
-  EXPECT_THAT(text, HasSubstr("FAIL trn2/pe instructions: expected 256, missing from this run (line 5)\n"));
+  EXPECT_THAT(
+      text, HasSubstr("FAIL trn2/pe instructions: expected 256, missing from this run (line 5)\n"));
   EXPECT_THAT(text, HasSubstr("3 passed, 1 failed\n"));
   // An empty run fails every row.
   EXPECT_EQ(check(parse_expected(kFile, "x.csv"), {}).failed, 4u);
@@ -289,8 +304,8 @@ TEST(Write, ResultsCsv) {
 TEST(Update, KeepsMarginsAndPreambleAddsNewRowsDropsOldOnes) {
   const ExpectedFile old = parse_expected(kFile, "x.csv");
   std::vector<Measurement> run = full_run();
-  run[0].value = 990;                       // changed value, margin kept
-  run.erase(run.begin() + 3);               // trn2/dma total_ns is gone
+  run[0].value = 990;          // changed value, margin kept
+  run.erase(run.begin() + 3);  // trn2/dma total_ns is gone
   run.push_back({"trn2/new", "total_ns", 42.5});
   UpdateSummary sum;
   const std::string text = updated_expected(old, run, parse_margin("0.01"), &sum);
@@ -315,8 +330,10 @@ TEST(Update, KeepsMarginsAndPreambleAddsNewRowsDropsOldOnes) {
 }
 
 TEST(Update, KeepsMarginsVerbatim) {
-  const ExpectedFile old = parse_expected("benchmark,metric,value,margin\na,b,1,1e-6\nc,d,2, abs:0.50\n", "x.csv");
-  const std::string text = updated_expected(old, {{"a", "b", 1}, {"c", "d", 2}}, parse_margin("0.01"));
+  const ExpectedFile old =
+      parse_expected("benchmark,metric,value,margin\na,b,1,1e-6\nc,d,2, abs:0.50\n", "x.csv");
+  const std::string text =
+      updated_expected(old, {{"a", "b", 1}, {"c", "d", 2}}, parse_margin("0.01"));
   EXPECT_THAT(text, HasSubstr("\nbenchmark,metric,value,margin\na,b,1,1e-6\nc,d,2,abs:0.50\n"));
 }
 

@@ -32,7 +32,8 @@ inline const Fabric::Link& link(const Fabric& f, const std::string& name) {
 }
 
 // Runs sends posted at time 0 (size only) and returns each one's delivery time.
-inline std::vector<Picos> deliver(Fabric& f, const std::vector<std::pair<int, int>>& pairs, uint64_t bytes) {
+inline std::vector<Picos> deliver(Fabric& f, const std::vector<std::pair<int, int>>& pairs,
+                                  uint64_t bytes) {
   std::vector<Picos> at(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
     f.recv(pairs[i].second, pairs[i].first, nullptr, bytes, i, nullptr);

@@ -13,9 +13,11 @@ namespace neuronsim::cc::testing {
 
 using isa::DType;
 
-inline const DType kDTypes[] = {DType::fp32, DType::bf16, DType::fp16, DType::fp8_e4m3, DType::fp8_e5m2,
-                         DType::int32, DType::int16, DType::int8, DType::uint8};
-inline const ReduceOp kReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min, ReduceOp::avg};
+inline const DType kDTypes[] = {DType::fp32,     DType::bf16,     DType::fp16,
+                                DType::fp8_e4m3, DType::fp8_e5m2, DType::int32,
+                                DType::int16,    DType::int8,     DType::uint8};
+inline const ReduceOp kReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min,
+                                      ReduceOp::avg};
 
 inline uint32_t mix(uint32_t x) {
   x ^= x >> 16;
@@ -51,13 +53,15 @@ inline float contribution(ReduceOp op, DType t, int R, int r, uint64_t e) {
 
 inline std::vector<uint8_t> encode(DType t, const std::vector<float>& v) {
   std::vector<uint8_t> out(v.size() * isa::dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) isa::store_from_float(t, v[i], out.data() + i * isa::dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i)
+    isa::store_from_float(t, v[i], out.data() + i * isa::dtype_size(t));
   return out;
 }
 
 inline std::vector<uint8_t> noise(uint64_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
-  for (uint64_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(mix(static_cast<uint32_t>(i) * 2654435761U + seed));
+  for (uint64_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>(mix(static_cast<uint32_t>(i) * 2654435761U + seed));
   return v;
 }
 
@@ -68,16 +72,23 @@ inline float reference_reduce(ReduceOp op, DType t, int R, uint64_t e) {
     double v = contribution(op, t, R, r, e);
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::avg: acc += v; break;
-      case ReduceOp::prod: acc *= v; break;
-      case ReduceOp::max: acc = std::max(acc, v); break;
-      case ReduceOp::min: acc = std::min(acc, v); break;
+      case ReduceOp::avg:
+        acc += v;
+        break;
+      case ReduceOp::prod:
+        acc *= v;
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, v);
+        break;
     }
   }
   if (op == ReduceOp::avg) return static_cast<float>(acc) / static_cast<float>(R);
   return static_cast<float>(acc);
 }
-
 
 // One collective with each rank's input and the output each rank must end with.
 struct ReferenceCase {
@@ -87,7 +98,9 @@ struct ReferenceCase {
   std::string name;
 };
 
-inline bool is_reducing(Op op) { return op == Op::all_reduce || op == Op::reduce_scatter || op == Op::reduce; }
+inline bool is_reducing(Op op) {
+  return op == Op::all_reduce || op == Op::reduce_scatter || op == Op::reduce;
+}
 
 inline std::vector<uint8_t> reference_output(const CollectiveSpec& spec, int R, int r,
                                              const std::vector<std::vector<uint8_t>>& in) {
@@ -99,46 +112,53 @@ inline std::vector<uint8_t> reference_output(const CollectiveSpec& spec, int R, 
   const size_t es = isa::dtype_size(t);
   const uint64_t B = count * es;
   std::vector<uint8_t> want;
-    switch (op) {
-      case Op::all_reduce:
-      case Op::reduce: {
-        if (op == Op::reduce && r != root) break;
-        std::vector<float> v(count);
-        for (uint64_t e = 0; e < count; ++e) v[e] = reference_reduce(ro, t, R, e);
-        want = encode(t, v);
-        break;
-      }
-      case Op::reduce_scatter: {
-        std::vector<float> v(count);
-        for (uint64_t e = 0; e < count; ++e)
-          v[e] = reference_reduce(ro, t, R, static_cast<uint64_t>(r) * count + e);
-        want = encode(t, v);
-        break;
-      }
-      case Op::all_gather:
-        for (int j = 0; j < R; ++j)
-          want.insert(want.end(), in[static_cast<size_t>(j)].begin(), in[static_cast<size_t>(j)].end());
-        break;
-      case Op::all_to_all:
-        for (int j = 0; j < R; ++j) {
-          auto first = in[static_cast<size_t>(j)].begin() + static_cast<std::ptrdiff_t>(B * static_cast<uint64_t>(r));
-          want.insert(want.end(), first, first + static_cast<std::ptrdiff_t>(B));
-        }
-        break;
-      case Op::all_to_all_v:
-        for (int s = 0; s < R; ++s) {
-          uint64_t off = 0;
-          for (int d = 0; d < r; ++d) off += spec.counts[static_cast<size_t>(s * R + d)];
-          auto first = in[static_cast<size_t>(s)].begin() + static_cast<std::ptrdiff_t>(off * es);
-          want.insert(want.end(), first, first + static_cast<std::ptrdiff_t>(spec.counts[static_cast<size_t>(s * R + r)] * es));
-        }
-        break;
-      case Op::broadcast: want = in[static_cast<size_t>(root)]; break;
-      case Op::permute:
-        if (r > 0) want = in[static_cast<size_t>(r - 1)];
-        break;
-      case Op::barrier: break;
+  switch (op) {
+    case Op::all_reduce:
+    case Op::reduce: {
+      if (op == Op::reduce && r != root) break;
+      std::vector<float> v(count);
+      for (uint64_t e = 0; e < count; ++e) v[e] = reference_reduce(ro, t, R, e);
+      want = encode(t, v);
+      break;
     }
+    case Op::reduce_scatter: {
+      std::vector<float> v(count);
+      for (uint64_t e = 0; e < count; ++e)
+        v[e] = reference_reduce(ro, t, R, static_cast<uint64_t>(r) * count + e);
+      want = encode(t, v);
+      break;
+    }
+    case Op::all_gather:
+      for (int j = 0; j < R; ++j)
+        want.insert(want.end(), in[static_cast<size_t>(j)].begin(),
+                    in[static_cast<size_t>(j)].end());
+      break;
+    case Op::all_to_all:
+      for (int j = 0; j < R; ++j) {
+        auto first = in[static_cast<size_t>(j)].begin() +
+                     static_cast<std::ptrdiff_t>(B * static_cast<uint64_t>(r));
+        want.insert(want.end(), first, first + static_cast<std::ptrdiff_t>(B));
+      }
+      break;
+    case Op::all_to_all_v:
+      for (int s = 0; s < R; ++s) {
+        uint64_t off = 0;
+        for (int d = 0; d < r; ++d) off += spec.counts[static_cast<size_t>(s * R + d)];
+        auto first = in[static_cast<size_t>(s)].begin() + static_cast<std::ptrdiff_t>(off * es);
+        want.insert(
+            want.end(), first,
+            first + static_cast<std::ptrdiff_t>(spec.counts[static_cast<size_t>(s * R + r)] * es));
+      }
+      break;
+    case Op::broadcast:
+      want = in[static_cast<size_t>(root)];
+      break;
+    case Op::permute:
+      if (r > 0) want = in[static_cast<size_t>(r - 1)];
+      break;
+    case Op::barrier:
+      break;
+  }
   return want;
 }
 
@@ -160,7 +180,8 @@ inline std::vector<ReferenceCase> reference_cases(Op op, int R) {
           }
           if (op == Op::all_to_all_v)  // uneven, some empty, depending on count
             for (int s = 0; s < R; ++s)
-              for (int d = 0; d < R; ++d) spec.counts.push_back((static_cast<uint64_t>(s * 3 + d * 5) + count) % 5);
+              for (int d = 0; d < R; ++d)
+                spec.counts.push_back((static_cast<uint64_t>(s * 3 + d * 5) + count) % 5);
           for (int r = 0; r < R; ++r) {
             if (is_reducing(op)) {
               uint64_t n = op == Op::reduce_scatter ? count * static_cast<uint64_t>(R) : count;
@@ -172,8 +193,8 @@ inline std::vector<ReferenceCase> reference_cases(Op op, int R) {
             }
           }
           for (int r = 0; r < R; ++r) c.expected.push_back(reference_output(spec, R, r, c.inputs));
-          c.name = std::string(isa::dtype_name(t)) + " " + std::string(reduce_op_name(ro)) + " count " +
-                   std::to_string(count) + " root " + std::to_string(root);
+          c.name = std::string(isa::dtype_name(t)) + " " + std::string(reduce_op_name(ro)) +
+                   " count " + std::to_string(count) + " root " + std::to_string(root);
           cases.push_back(std::move(c));
         }
       }

@@ -27,8 +27,12 @@ using Param = std::tuple<Op, Algorithm, int>;
 
 }  // namespace
 namespace neuronsim::cc {
-void PrintTo(Op op, std::ostream* os) { *os << op_name(op); }
-void PrintTo(Algorithm a, std::ostream* os) { *os << algorithm_name(a); }
+void PrintTo(Op op, std::ostream* os) {
+  *os << op_name(op);
+}
+void PrintTo(Algorithm a, std::ostream* os) {
+  *os << algorithm_name(a);
+}
 }  // namespace neuronsim::cc
 namespace {
 
@@ -46,7 +50,8 @@ TEST_P(CollectiveTest, MatchesReference) {
     ASSERT_EQ(res.rank_done_ps.size(), static_cast<size_t>(R));
     EXPECT_GT(res.duration_ps, 0u);
     for (int r = 0; r < R; ++r) {
-      ASSERT_EQ(res.outputs[static_cast<size_t>(r)], c.expected[static_cast<size_t>(r)]) << "rank " << r;
+      ASSERT_EQ(res.outputs[static_cast<size_t>(r)], c.expected[static_cast<size_t>(r)])
+          << "rank " << r;
       ++checked;
     }
   }
@@ -55,8 +60,8 @@ TEST_P(CollectiveTest, MatchesReference) {
 
 std::vector<Param> all_params() {
   std::vector<Param> out;
-  for (Op op : {Op::all_reduce, Op::all_gather, Op::reduce_scatter, Op::all_to_all, Op::broadcast, Op::reduce,
-                Op::permute, Op::barrier, Op::all_to_all_v})
+  for (Op op : {Op::all_reduce, Op::all_gather, Op::reduce_scatter, Op::all_to_all, Op::broadcast,
+                Op::reduce, Op::permute, Op::barrier, Op::all_to_all_v})
     for (Algorithm a : {Algorithm::ring, Algorithm::mesh, Algorithm::rdh, Algorithm::hier2d})
       for (int R : {2, 3, 4, 5, 8, 12, 16})
         if (algorithm_supported(op, a, R)) out.emplace_back(op, a, R);
@@ -101,14 +106,18 @@ TEST(Collectives, AllReduceGivesEveryRankTheSameBits) {
   for (int r = 0; r < R; ++r) {
     std::vector<float> v(1000);
     for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<float>(mix(static_cast<uint32_t>(i * 31 + static_cast<size_t>(r))) % 100000) / 997.0f - 50.0f;
+      v[i] =
+          static_cast<float>(mix(static_cast<uint32_t>(i * 31 + static_cast<size_t>(r))) % 100000) /
+              997.0f -
+          50.0f;
     in.push_back(encode(DType::fp32, v));
   }
   for (Algorithm a : {Algorithm::ring, Algorithm::mesh, Algorithm::rdh, Algorithm::hier2d}) {
     RunOptions opt;
     opt.algorithm = a;
     auto res = run_collective(trn1(), R, spec, in, opt);
-    for (int r = 1; r < R; ++r) EXPECT_EQ(res.outputs[static_cast<size_t>(r)], res.outputs[0]) << algorithm_name(a);
+    for (int r = 1; r < R; ++r)
+      EXPECT_EQ(res.outputs[static_cast<size_t>(r)], res.outputs[0]) << algorithm_name(a);
     // And the values are the sum up to FP32 rounding.
     std::vector<float> got(1000);
     std::memcpy(got.data(), res.outputs[0].data(), 4000);
@@ -128,7 +137,8 @@ TEST(Collectives, DeterministicBitsAndTimes) {
   const int R = 16;
   CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, DType::bf16, 4099, 0, {}, {}};
   std::vector<std::vector<uint8_t>> in;
-  for (int r = 0; r < R; ++r) in.push_back(encode(DType::bf16, std::vector<float>(4099, 0.1f * static_cast<float>(r + 1))));
+  for (int r = 0; r < R; ++r)
+    in.push_back(encode(DType::bf16, std::vector<float>(4099, 0.1f * static_cast<float>(r + 1))));
   for (Algorithm a : {Algorithm::ring, Algorithm::mesh, Algorithm::rdh, Algorithm::hier2d}) {
     RunOptions opt;
     opt.algorithm = a;

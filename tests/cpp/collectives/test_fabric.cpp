@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "fabric_util.h"
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/spec/config.h"
-#include "fabric_util.h"
 
 using namespace neuronsim;
 using namespace neuronsim::cc;
@@ -35,9 +35,11 @@ TEST(Fabric, FiguresFromTheNotes) {
 TEST(Fabric, TorusDimensionOrderRoutes) {
   Fabric f = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
   EXPECT_EQ(link_names(f, 0, 1), (std::vector<std::string>{"chip0+x"}));
-  EXPECT_EQ(link_names(f, 0, 3), (std::vector<std::string>{"chip0-x"}));           // wrap-around
-  EXPECT_EQ(link_names(f, 0, 2), (std::vector<std::string>{"chip0+x", "chip1+x"}));  // tie: positive
-  EXPECT_EQ(link_names(f, 0, 5), (std::vector<std::string>{"chip0+x", "chip1+y"}));  // X first, then Y
+  EXPECT_EQ(link_names(f, 0, 3), (std::vector<std::string>{"chip0-x"}));  // wrap-around
+  EXPECT_EQ(link_names(f, 0, 2),
+            (std::vector<std::string>{"chip0+x", "chip1+x"}));  // tie: positive
+  EXPECT_EQ(link_names(f, 0, 5),
+            (std::vector<std::string>{"chip0+x", "chip1+y"}));  // X first, then Y
   EXPECT_EQ(link_names(f, 5, 0), (std::vector<std::string>{"chip5-x", "chip4-y"}));
   EXPECT_EQ(link_names(f, 0, 12), (std::vector<std::string>{"chip0-y"}));
   EXPECT_EQ(link_names(f, 15, 0), (std::vector<std::string>{"chip15+x", "chip12+y"}));
@@ -53,7 +55,8 @@ TEST(Fabric, RingRoutes) {
   EXPECT_EQ(link_names(f, 0, 11), (std::vector<std::string>{"chip0-"}));
   EXPECT_EQ(link_names(f, 10, 1), (std::vector<std::string>{"chip10+", "chip11+", "chip0+"}));
   EXPECT_EQ(f.route(0, 6).size(), 6u);
-  EXPECT_THROW(Fabric::make(inst("inf2.48xlarge"), 13, Placement::one_per_chip), std::invalid_argument);
+  EXPECT_THROW(Fabric::make(inst("inf2.48xlarge"), 13, Placement::one_per_chip),
+               std::invalid_argument);
 }
 
 TEST(Fabric, OneMessageTakesLatencyPlusSerialization) {
@@ -115,7 +118,8 @@ TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
   opt.algorithm = Algorithm::ring;
   opt.placement = Placement::one_per_chip;
   double prev = 0;
-  for (uint64_t bytes : {uint64_t{1} << 10, uint64_t{1} << 20, uint64_t{1} << 26, uint64_t{1} << 32}) {
+  for (uint64_t bytes :
+       {uint64_t{1} << 10, uint64_t{1} << 20, uint64_t{1} << 26, uint64_t{1} << 32}) {
     CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
     auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);
     double bw = bus_bw(r, Op::all_reduce, 2, bytes);
@@ -135,7 +139,8 @@ TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
 TEST(Fabric, IntraChipGoesAtHbmBandwidth) {
   RunOptions opt;
   opt.algorithm = Algorithm::ring;
-  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, (uint64_t{1} << 32) / 4, 0, {}, {}};
+  CollectiveSpec spec{
+      Op::all_reduce, ReduceOp::sum, isa::DType::fp32, (uint64_t{1} << 32) / 4, 0, {}, {}};
   auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);  // packed: both cores of chip 0
   double bw = bus_bw(r, Op::all_reduce, 2, uint64_t{1} << 32);
   // Both directions share the chip's HBM: half of 820 GB/s each way.
@@ -174,7 +179,9 @@ TEST(Fabric, Hierarchical2DBeatsTheFlatRingOnTheTorus) {
 }
 
 TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
-  auto spec = [](uint64_t bytes) { return CollectiveSpec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}}; };
+  auto spec = [](uint64_t bytes) {
+    return CollectiveSpec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
+  };
   // The figures of §5 [R3], from the generation configs.
   const Thresholds cfg = thresholds_for(inst("trn1.32xlarge"));
   EXPECT_EQ(cfg.mesh_below_bytes, 1'000'000u);
@@ -192,7 +199,8 @@ TEST(Fabric, AutomaticChoiceFollowsTheThresholds) {
   RunOptions opt;
   opt.thresholds = t;
   std::vector<std::vector<uint8_t>> in(4, std::vector<uint8_t>(400));
-  EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in, opt).algorithm, Algorithm::ring);
+  EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in, opt).algorithm,
+            Algorithm::ring);
   EXPECT_EQ(run_collective(inst("trn1.32xlarge"), 4, spec(400), in).algorithm, Algorithm::mesh);
   CollectiveSpec a2a{Op::all_to_all, ReduceOp::sum, isa::DType::fp32, 100'000'000, 0, {}, {}};
   EXPECT_EQ(choose_algorithm(a2a, 16, cfg), Algorithm::mesh);
@@ -214,7 +222,8 @@ TEST(Fabric, FiguresComeWithTheInstance) {
   EXPECT_EQ(p.link_latency_ps, 500 * kPicosPerNs);
   EXPECT_EQ(thresholds_for(t1).mesh_below_bytes, 10u);
   Fabric f = Fabric::make(t1, 2, Placement::one_per_chip);
-  EXPECT_EQ(deliver(f, {{0, 1}}, 48 * kGiB / 1024)[0], 500 * kPicosPerNs + kSer);  // 1/1024 s + 500 ns
+  EXPECT_EQ(deliver(f, {{0, 1}}, 48 * kGiB / 1024)[0],
+            500 * kPicosPerNs + kSer);  // 1/1024 s + 500 ns
   spec::InstanceConfig bare = inst("trn1.32xlarge");
   bare.generation_config = {};
   EXPECT_THROW(Fabric::make(bare, 2), std::invalid_argument);
@@ -255,13 +264,15 @@ class LateRank final : public Network {
   LateRank(Fabric& f, int late, Picos delay) : f_(f), late_(late), delay_(delay) {}
   int num_ranks() const override { return f_.num_ranks(); }
   Picos now() const override { return f_.now(); }
-  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done) override {
+  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+            Callback on_done) override {
     if (src != late_) return f_.send(src, dst, data, bytes, tag, std::move(on_done));
     f_.schedule(delay_, [this, src, dst, bytes, tag, cb = std::move(on_done)]() mutable {
       f_.send(src, dst, nullptr, bytes, tag, std::move(cb));
     });
   }
-  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag, Callback on_done) override {
+  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag,
+            Callback on_done) override {
     f_.recv(dst, src, buffer, bytes, tag, std::move(on_done));
   }
   void schedule(Picos delay, Callback fn) override { f_.schedule(delay, std::move(fn)); }
@@ -288,7 +299,9 @@ TEST(Fabric, BarrierHoldsEveryRankUntilTheLastArrives) {
       }
       auto done = execute(net, spec, local, plans, nullptr);
       ASSERT_EQ(done.size(), static_cast<size_t>(R));
-      for (int r = 0; r < R; ++r) EXPECT_GT(done[static_cast<size_t>(r)], delay) << algorithm_name(a) << " R " << R << " rank " << r;
+      for (int r = 0; r < R; ++r)
+        EXPECT_GT(done[static_cast<size_t>(r)], delay)
+            << algorithm_name(a) << " R " << R << " rank " << r;
     }
   // Without the late rank, a dissemination barrier of 16 takes 4 rounds of at least one hop.
   CollectiveSpec spec{Op::barrier, ReduceOp::sum, isa::DType::fp32, 0, 0, {}, {}};

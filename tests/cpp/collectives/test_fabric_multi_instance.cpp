@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "fabric_util.h"
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
 #include "neuronsim/spec/config.h"
-#include "fabric_util.h"
 
 using namespace neuronsim;
 using namespace neuronsim::cc;
@@ -40,13 +40,16 @@ TEST(FabricMultiInstance, FiguresFromTheNotes) {
   EXPECT_EQ(us.link_bytes_per_s, 256'000'000'000u);    // 1,024 GB/s per chip / 4 torus links
   EXPECT_EQ(us.z_link_bytes_per_s, 128'000'000'000u);  // 256 GB/s per chip / 2 Z links
   EXPECT_EQ(us.z_link_latency_ps, kHop);
-  EXPECT_EQ(us.efa_bytes_per_s, 25'000'000'000u);  // 3,200 Gbps per trn2u instance / 16 chips = 200 Gbps
-  EXPECT_EQ(FabricParams::for_instance(inst("trn2.48xlarge"), trn2).efa_bytes_per_s, 25'000'000'000u);
+  EXPECT_EQ(us.efa_bytes_per_s,
+            25'000'000'000u);  // 3,200 Gbps per trn2u instance / 16 chips = 200 Gbps
+  EXPECT_EQ(FabricParams::for_instance(inst("trn2.48xlarge"), trn2).efa_bytes_per_s,
+            25'000'000'000u);
   EXPECT_EQ(FabricParams::for_instance(inst("trn2.48xlarge"), trn2).z_link_bytes_per_s, 0u);
   auto t1 = FabricParams::for_instance(inst("trn1.32xlarge"), trn1);
   EXPECT_EQ(t1.efa_bytes_per_s, 6'250'000'000u);  // 800 Gbps / 16 chips = 50 Gbps
   EXPECT_EQ(t1.efa_latency_ps, kEfa);
-  EXPECT_EQ(FabricParams::for_instance(inst("trn1n.32xlarge"), trn1).efa_bytes_per_s, 12'500'000'000u);
+  EXPECT_EQ(FabricParams::for_instance(inst("trn1n.32xlarge"), trn1).efa_bytes_per_s,
+            12'500'000'000u);
   EXPECT_EQ(FabricParams::for_instance(inst("inf2.48xlarge"), trn1).efa_bytes_per_s, 0u);
   EXPECT_EQ(FabricParams::for_instance(inst("trn1.2xlarge"), trn1).efa_bytes_per_s, 0u);
 }
@@ -54,7 +57,7 @@ TEST(FabricMultiInstance, FiguresFromTheNotes) {
 TEST(FabricMultiInstance, InstancesFollowFromRanksAndPlacement) {
   const auto& t1 = inst("trn1.32xlarge");
   EXPECT_EQ(Fabric::make(t1, 32, Placement::packed).instances(), 1u);
-  EXPECT_EQ(Fabric::make(t1, 33, Placement::packed).instances(), 2u);   // ceil(33 / 32)
+  EXPECT_EQ(Fabric::make(t1, 33, Placement::packed).instances(), 2u);  // ceil(33 / 32)
   EXPECT_EQ(Fabric::make(t1, 16, Placement::one_per_chip).instances(), 1u);
   EXPECT_EQ(Fabric::make(t1, 17, Placement::one_per_chip).instances(), 2u);  // ceil(17 / 16)
   EXPECT_EQ(Fabric::make(t1, 80, Placement::packed).instances(), 3u);
@@ -76,25 +79,32 @@ TEST(FabricMultiInstance, InstancesFollowFromRanksAndPlacement) {
 }
 
 TEST(FabricMultiInstance, ZRingRoutes) {
-  Fabric f = Fabric::make(inst("trn2u-ultraserver"), 64, Placement::one_per_chip);  // rank r: inst r/16, chip r%16
+  Fabric f = Fabric::make(inst("trn2u-ultraserver"), 64,
+                          Placement::one_per_chip);  // rank r: inst r/16, chip r%16
   EXPECT_EQ(link_names(f, 0, 16), (std::vector<std::string>{"inst0.chip0+z"}));
   EXPECT_EQ(link_names(f, 0, 48), (std::vector<std::string>{"inst0.chip0-z"}));  // wrap-around
-  EXPECT_EQ(link_names(f, 0, 32), (std::vector<std::string>{"inst0.chip0+z", "inst1.chip0+z"}));  // tie: positive
+  EXPECT_EQ(link_names(f, 0, 32),
+            (std::vector<std::string>{"inst0.chip0+z", "inst1.chip0+z"}));  // tie: positive
   EXPECT_EQ(link_names(f, 32, 0), (std::vector<std::string>{"inst2.chip0+z", "inst3.chip0+z"}));
   EXPECT_EQ(link_names(f, 0, 1), (std::vector<std::string>{"inst0.chip0+x"}));
   // X, then Y, then Z.
-  EXPECT_EQ(link_names(f, 0, 21), (std::vector<std::string>{"inst0.chip0+x", "inst0.chip1+y", "inst0.chip5+z"}));
-  EXPECT_EQ(link_names(f, 63, 0), (std::vector<std::string>{"inst3.chip15+x", "inst3.chip12+y", "inst3.chip0+z"}));
+  EXPECT_EQ(link_names(f, 0, 21),
+            (std::vector<std::string>{"inst0.chip0+x", "inst0.chip1+y", "inst0.chip5+z"}));
+  EXPECT_EQ(link_names(f, 63, 0),
+            (std::vector<std::string>{"inst3.chip15+x", "inst3.chip12+y", "inst3.chip0+z"}));
   EXPECT_EQ(link_names(f, 37, 10),  // instance 2 chip 5 to instance 0 chip 10: Z 2 -> 0 is a tie
-            (std::vector<std::string>{"inst2.chip5+x", "inst2.chip6+y", "inst2.chip10+z", "inst3.chip10+z"}));
+            (std::vector<std::string>{"inst2.chip5+x", "inst2.chip6+y", "inst2.chip10+z",
+                                      "inst3.chip10+z"}));
   // Packed: core to core in a chip through HBM; rank 128 is chip 0 of the next instance.
   Fabric p = Fabric::make(inst("trn2u-ultraserver"), 512);
   EXPECT_EQ(link_names(p, 0, 1), (std::vector<std::string>{"inst0.chip0.hbm"}));
   EXPECT_EQ(link_names(p, 0, 128), (std::vector<std::string>{"inst0.chip0+z"}));
   // Past 512 ranks a second UltraServer, reached over EFA only.
   Fabric two = Fabric::make(inst("trn2u-ultraserver"), 513);
-  EXPECT_EQ(link_names(two, 0, 512), (std::vector<std::string>{"inst0.chip0.efa.out", "inst4.chip0.efa.in"}));
-  EXPECT_EQ(link_names(two, 511, 0), (std::vector<std::string>{"inst3.chip15+x", "inst3.chip12+y", "inst3.chip0+z"}));
+  EXPECT_EQ(link_names(two, 0, 512),
+            (std::vector<std::string>{"inst0.chip0.efa.out", "inst4.chip0.efa.in"}));
+  EXPECT_EQ(link_names(two, 511, 0),
+            (std::vector<std::string>{"inst3.chip15+x", "inst3.chip12+y", "inst3.chip0+z"}));
   EXPECT_EQ(two.links().back().name, "inst7.chip15.efa.in");
 }
 
@@ -119,8 +129,10 @@ TEST(FabricMultiInstance, OneMessageOverEfa) {
   const uint64_t bytes = 6'250'000;  // 1 ms at a trn1 chip's 50 Gbps share of EFA
   const auto& t1 = inst("trn1.32xlarge");
   Fabric f = Fabric::make(t1, 32, Placement::one_per_chip);  // ranks 16..31 on the second instance
-  EXPECT_EQ(link_names(f, 0, 16), (std::vector<std::string>{"inst0.chip0.efa.out", "inst1.chip0.efa.in"}));
-  EXPECT_EQ(link_names(f, 21, 5), (std::vector<std::string>{"inst1.chip5.efa.out", "inst0.chip5.efa.in"}));
+  EXPECT_EQ(link_names(f, 0, 16),
+            (std::vector<std::string>{"inst0.chip0.efa.out", "inst1.chip0.efa.in"}));
+  EXPECT_EQ(link_names(f, 21, 5),
+            (std::vector<std::string>{"inst1.chip5.efa.out", "inst0.chip5.efa.in"}));
   EXPECT_EQ(link_names(f, 0, 1), (std::vector<std::string>{"inst0.chip0+x"}));
   EXPECT_EQ(deliver(f, {{0, 16}}, bytes)[0], kMs + kEfa);
   Fabric z = Fabric::make(t1, 32, Placement::one_per_chip);
@@ -177,7 +189,8 @@ void expect_sums(const CollectiveResult& res, int ranks, uint64_t count) {
     for (uint64_t i = 0; i < count; ++i) {
       float v = 0;
       std::memcpy(&v, res.outputs[static_cast<size_t>(r)].data() + i * 4, 4);
-      ASSERT_EQ(v, base + static_cast<float>(ranks) * static_cast<float>(i)) << "rank " << r << " element " << i;
+      ASSERT_EQ(v, base + static_cast<float>(ranks) * static_cast<float>(i))
+          << "rank " << r << " element " << i;
     }
   }
 }

@@ -15,9 +15,9 @@
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 
-#include <boost/asio.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/asio.hpp>
 
 #include "neuronsim/cc/tcp.h"
 #include "neuronsim/spec/config.h"
@@ -89,9 +89,11 @@ std::vector<uint8_t> ones(uint64_t count) {
   return b;
 }
 
-const Op kOps[] = {Op::all_reduce, Op::all_gather, Op::reduce_scatter, Op::all_to_all, Op::broadcast,
-                   Op::reduce,     Op::permute,    Op::barrier,        Op::all_to_all_v};
-const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::mesh, Algorithm::rdh, Algorithm::hier2d};
+const Op kOps[] = {Op::all_reduce, Op::all_gather, Op::reduce_scatter,
+                   Op::all_to_all, Op::broadcast,  Op::reduce,
+                   Op::permute,    Op::barrier,    Op::all_to_all_v};
+const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::mesh, Algorithm::rdh,
+                                 Algorithm::hier2d};
 
 // Rank `rank`'s whole matrix (every op x dtype x reduction x count supported by `alg`) over
 // `comm`: values against the reference, times against the in-process run of the same job
@@ -107,18 +109,20 @@ std::vector<std::string> run_matrix(TcpCommunicator& comm, int rank, Algorithm a
     int index = 0;
     for (const auto& c : neuronsim::cc::testing::reference_cases(op, R)) {
       const Picos arrival = static_cast<Picos>((rank * 7 + index++) % 5) * 1'000'000;
-      const auto out = comm.run(c.spec, {{rank, arrival, c.inputs[static_cast<size_t>(rank)]}}, true);
+      const auto out =
+          comm.run(c.spec, {{rank, arrival, c.inputs[static_cast<size_t>(rank)]}}, true);
       std::vector<RankCall> all;
       for (int r = 0; r < R; ++r)
-        all.push_back(RankCall{r, static_cast<Picos>((r * 7 + index - 1) % 5) * 1'000'000, c.inputs[static_cast<size_t>(r)]});
+        all.push_back(RankCall{r, static_cast<Picos>((r * 7 + index - 1) % 5) * 1'000'000,
+                               c.inputs[static_cast<size_t>(r)]});
       const auto ref = in_process.run(c.spec, all, true);
       const std::string where = fmt::format("{} {} {}", op_name(op), algorithm_name(alg), c.name);
       if (out.outputs.size() != 1 || out.outputs[0] != c.expected[static_cast<size_t>(rank)])
         bad.push_back(where + ": wrong values");
-      if (out.end_ps != ref.end_ps || out.start_ps != ref.start_ps ||
-          out.finish_ps.size() != 1 || out.finish_ps[0] != ref.finish_ps[static_cast<size_t>(rank)])
-        bad.push_back(fmt::format("{}: times {}..{} in-process {}..{}", where, out.start_ps, out.end_ps, ref.start_ps,
-                                  ref.end_ps));
+      if (out.end_ps != ref.end_ps || out.start_ps != ref.start_ps || out.finish_ps.size() != 1 ||
+          out.finish_ps[0] != ref.finish_ps[static_cast<size_t>(rank)])
+        bad.push_back(fmt::format("{}: times {}..{} in-process {}..{}", where, out.start_ps,
+                                  out.end_ps, ref.start_ps, ref.end_ps));
       if (bad.size() > 10) return bad;
     }
   }
@@ -188,8 +192,12 @@ void run_processes(int R) {
   }
 }
 
-TEST(TcpProcesses, TwoProcessesMatchReference) { run_processes(2); }
-TEST(TcpProcesses, FourProcessesMatchReference) { run_processes(4); }
+TEST(TcpProcesses, TwoProcessesMatchReference) {
+  run_processes(2);
+}
+TEST(TcpProcesses, FourProcessesMatchReference) {
+  run_processes(4);
+}
 
 // A process answers strangers only while it is inside the communicator (no background thread):
 // the ranks keep running tiny all-reduces until rank 0 sees `done()` (or 20 s pass), so that
@@ -202,8 +210,9 @@ void keep_running_until(TcpCommunicator& comm, const std::function<bool()>& done
     const bool more = me == 0 && !done() && std::chrono::steady_clock::now() < give_up;
     std::vector<uint8_t> flag(4, 0);
     flag[0] = more ? 1 : 0;
-    const auto out = comm.run(CollectiveSpec{Op::all_reduce, ReduceOp::sum, DType::int32, 1, 0, {}, {}},
-                              {{me, 0, flag}}, true);
+    const auto out =
+        comm.run(CollectiveSpec{Op::all_reduce, ReduceOp::sum, DType::int32, 1, 0, {}, {}},
+                 {{me, 0, flag}}, true);
     if (out.outputs.at(0)[0] == 0) return;
   }
 }
@@ -241,7 +250,8 @@ TEST(TcpFaults, StrangerWithoutTheTokenIsTurnedAwayAndTheJobGoesOn) {
   std::vector<std::vector<uint8_t>> got(3);
   auto errors = run_threads(opts, [&](size_t i, TcpCommunicator& comm) {
     keep_running_until(comm, warned);
-    got[i] = comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true).outputs.at(0);
+    got[i] =
+        comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true).outputs.at(0);
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
@@ -272,7 +282,8 @@ TEST(TcpFaults, GarbageOnThePortIsIgnored) {
       s.close();
       std::this_thread::sleep_for(milliseconds(20));
     }
-    const std::string junk = "GET / HTTP/1.1\r\nHost: neuronsim\r\n\r\nand some more bytes to fill a header";
+    const std::string junk =
+        "GET / HTTP/1.1\r\nHost: neuronsim\r\n\r\nand some more bytes to fill a header";
     boost::asio::write(s, boost::asio::buffer(junk), ec);
     sent = true;
     char c;
@@ -293,10 +304,13 @@ TEST(TcpFaults, GarbageOnThePortIsIgnored) {
 
 TEST(TcpFaults, WrongWorldSizeIsRejected) {
   const uint16_t port = free_port();
-  std::vector<TcpOptions> opts{options(0, 2, port, milliseconds(1500)), options(1, 3, port, milliseconds(1500))};
+  std::vector<TcpOptions> opts{options(0, 2, port, milliseconds(1500)),
+                               options(1, 3, port, milliseconds(1500))};
   std::vector<CommFault> faults;
-  auto errors = run_threads(opts, [](size_t, TcpCommunicator&) {}, &faults);
-  EXPECT_NE(errors[1].find("world size 3 does not match the job's 2"), std::string::npos) << errors[1];
+  auto errors = run_threads(
+      opts, [](size_t, TcpCommunicator&) {}, &faults);
+  EXPECT_NE(errors[1].find("world size 3 does not match the job's 2"), std::string::npos)
+      << errors[1];
   EXPECT_EQ(faults[1], CommFault::rejected);
   EXPECT_NE(errors[0].find("rank(s) 1 never joined"), std::string::npos) << errors[0];
   EXPECT_EQ(faults[0], CommFault::timeout);
@@ -304,7 +318,8 @@ TEST(TcpFaults, WrongWorldSizeIsRejected) {
 
 TEST(TcpFaults, DuplicateRankIsRejected) {
   const uint16_t port = free_port();
-  std::vector<TcpOptions> opts{options(0, 3, port), options(1, 3, port), options(2, 3, port), options(1, 3, port)};
+  std::vector<TcpOptions> opts{options(0, 3, port), options(1, 3, port), options(2, 3, port),
+                               options(1, 3, port)};
   Warnings warnings;
   opts[0].warn = warnings.sink();
   std::atomic<int> ran{0};
@@ -324,9 +339,11 @@ TEST(TcpFaults, DuplicateRankIsRejected) {
 TEST(TcpFaults, RankThatNeverArrivesFailsEveryRankWithinTheTimeout) {
   const uint16_t port = free_port();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<TcpOptions> opts{options(0, 3, port, milliseconds(1000)), options(1, 3, port, milliseconds(1000))};
+  std::vector<TcpOptions> opts{options(0, 3, port, milliseconds(1000)),
+                               options(1, 3, port, milliseconds(1000))};
   std::vector<CommFault> faults;
-  auto errors = run_threads(opts, [](size_t, TcpCommunicator&) {}, &faults);
+  auto errors = run_threads(
+      opts, [](size_t, TcpCommunicator&) {}, &faults);
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_NE(errors[0].find("rank(s) 2 never joined"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("rank(s) 2 never joined"), std::string::npos) << errors[1];
@@ -338,7 +355,8 @@ TEST(TcpFaults, RankThatNeverArrivesFailsEveryRankWithinTheTimeout) {
 TEST(TcpFaults, RootThatNeverListensIsATimeout) {
   std::vector<TcpOptions> opts{options(1, 2, free_port(), milliseconds(500))};
   std::vector<CommFault> faults;
-  auto errors = run_threads(opts, [](size_t, TcpCommunicator&) {}, &faults);
+  auto errors = run_threads(
+      opts, [](size_t, TcpCommunicator&) {}, &faults);
   EXPECT_NE(errors[0].find("could not reach rank 0"), std::string::npos) << errors[0];
   EXPECT_EQ(faults[0], CommFault::timeout);
 }
@@ -358,28 +376,34 @@ TEST(TcpFaults, RankThatDiesMidJobFailsTheOthers) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<CommFault> faults;
-  auto errors = run_threads({options(0, 3, port, milliseconds(5000)), options(1, 3, port, milliseconds(5000))},
-                            [](size_t, TcpCommunicator& comm) {
-                              comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true);
-                            },
-                            &faults);
+  auto errors = run_threads(
+      {options(0, 3, port, milliseconds(5000)), options(1, 3, port, milliseconds(5000))},
+      [](size_t, TcpCommunicator& comm) {
+        comm.run(small_all_reduce(), {{comm.local_ranks()[0], 0, ones(16)}}, true);
+      },
+      &faults);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("lost rank"), std::string::npos) << errors[static_cast<size_t>(r)];
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("lost rank"), std::string::npos)
+        << errors[static_cast<size_t>(r)];
     EXPECT_EQ(faults[static_cast<size_t>(r)], CommFault::peer_lost);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));  // noticed, not timed out
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::seconds(4));  // noticed, not timed out
 }
 
 TEST(TcpFaults, RankThatLeavesEarlyIsNamed) {
   const uint16_t port = free_port();
   std::vector<CommFault> faults;
-  auto errors = run_threads({options(0, 2, port), options(1, 2, port)}, [](size_t i, TcpCommunicator& comm) {
-    if (i == 1) return;  // says goodbye without running the collective
-    comm.run(small_all_reduce(), {{0, 0, ones(16)}}, true);
-  }, &faults);
+  auto errors = run_threads(
+      {options(0, 2, port), options(1, 2, port)},
+      [](size_t i, TcpCommunicator& comm) {
+        if (i == 1) return;  // says goodbye without running the collective
+        comm.run(small_all_reduce(), {{0, 0, ones(16)}}, true);
+      },
+      &faults);
   EXPECT_NE(errors[0].find("left the job"), std::string::npos) << errors[0];
   EXPECT_EQ(faults[0], CommFault::peer_lost);
   EXPECT_EQ(errors[1], "");
@@ -388,10 +412,13 @@ TEST(TcpFaults, RankThatLeavesEarlyIsNamed) {
 TEST(TcpFaults, RanksThatDisagreeOnTheCollectiveFail) {
   const uint16_t port = free_port();
   std::vector<CommFault> faults;
-  auto errors = run_threads({options(0, 2, port), options(1, 2, port)}, [](size_t i, TcpCommunicator& comm) {
-    const uint64_t n = i == 0 ? 16 : 32;
-    comm.run(small_all_reduce(n), {{static_cast<int>(i), 0, ones(n)}}, true);
-  }, &faults);
+  auto errors = run_threads(
+      {options(0, 2, port), options(1, 2, port)},
+      [](size_t i, TcpCommunicator& comm) {
+        const uint64_t n = i == 0 ? 16 : 32;
+        comm.run(small_all_reduce(n), {{static_cast<int>(i), 0, ones(n)}}, true);
+      },
+      &faults);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_NE(errors[i].find("all_reduce(sum, float32, 16)"), std::string::npos) << errors[i];
     EXPECT_NE(errors[i].find("all_reduce(sum, float32, 32)"), std::string::npos) << errors[i];
@@ -402,12 +429,14 @@ TEST(TcpFaults, RanksThatDisagreeOnTheCollectiveFail) {
 TEST(TcpFaults, TimesAgreeAndFollowTheLastArrival) {
   const uint16_t port = free_port();
   std::vector<CollectiveOutcome> outs(4);
-  auto errors = run_threads({options(0, 4, port), options(1, 4, port), options(2, 4, port), options(3, 4, port)},
-                            [&](size_t i, TcpCommunicator& comm) {
-                              // Rank 3 arrives 50 us late; nobody can finish before it arrives.
-                              const Picos arrival = i == 3 ? 50 * kPicosPerUs : 0;
-                              outs[i] = comm.run(small_all_reduce(1024), {{static_cast<int>(i), arrival, ones(1024)}}, true);
-                            });
+  auto errors = run_threads(
+      {options(0, 4, port), options(1, 4, port), options(2, 4, port), options(3, 4, port)},
+      [&](size_t i, TcpCommunicator& comm) {
+        // Rank 3 arrives 50 us late; nobody can finish before it arrives.
+        const Picos arrival = i == 3 ? 50 * kPicosPerUs : 0;
+        outs[i] =
+            comm.run(small_all_reduce(1024), {{static_cast<int>(i), arrival, ones(1024)}}, true);
+      });
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(errors[i], "");
     EXPECT_EQ(outs[i].end_ps, outs[0].end_ps);
@@ -415,7 +444,9 @@ TEST(TcpFaults, TimesAgreeAndFollowTheLastArrival) {
     EXPECT_GT(outs[i].finish_ps.at(0), 50 * kPicosPerUs);
   }
   RunOptions ro;
-  EXPECT_EQ(outs[0].end_ps, simulate_timing(trn1(), small_all_reduce(1024), {0, 0, 0, 50 * kPicosPerUs}, ro).end_ps);
+  EXPECT_EQ(
+      outs[0].end_ps,
+      simulate_timing(trn1(), small_all_reduce(1024), {0, 0, 0, 50 * kPicosPerUs}, ro).end_ps);
 }
 
 TEST(TcpEnvironment, MissingOrMalformedSettingsAreNamed) {

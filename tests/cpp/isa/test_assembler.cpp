@@ -24,7 +24,9 @@ std::string assemble_error(const std::string& text) {
   return "<none>";
 }
 
-std::string every_opcode_source() { return test::read_file(test::source_dir() / "tests/data/every_opcode.s"); }
+std::string every_opcode_source() {
+  return test::read_file(test::source_dir() / "tests/data/every_opcode.s");
+}
 
 TEST(Assembler, EveryOpcodeIsCovered) {
   const Program p = assemble(every_opcode_source(), "every_opcode.s");
@@ -45,7 +47,8 @@ TEST(Assembler, AsmBinDisasmAsmRoundTripIsExact) {
   const Program again = assemble(text, "disassembled.s");
   EXPECT_EQ(again, p);
   EXPECT_EQ(disassemble(again), text);
-  for (int e = 0; e < kNumEngines; ++e) EXPECT_EQ(encode_stream(again.streams[e]), encode_stream(p.streams[e]));
+  for (int e = 0; e < kNumEngines; ++e)
+    EXPECT_EQ(encode_stream(again.streams[e]), encode_stream(p.streams[e]));
 }
 
 TEST(Assembler, RoundTripThroughNeffBytes) {
@@ -96,7 +99,8 @@ class BadAssembly : public ::testing::TestWithParam<BadSource> {};
 
 TEST_P(BadAssembly, IsRejectedWithLineAndReason) {
   try {
-    assemble(std::string(".target trn2\n.tensor x fp32 [128,512] input\n") + GetParam().text, "bad.s");
+    assemble(std::string(".target trn2\n.tensor x fp32 [128,512] input\n") + GetParam().text,
+             "bad.s");
     FAIL() << "accepted: " << GetParam().text;
   } catch (const AsmError& e) {
     EXPECT_THAT(e.what(), HasSubstr("bad.s:3")) << e.what();
@@ -114,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] colour=red", "has no argument 'colour'"},
         BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] value=abc", "'abc' is not a number"},
         BadSource{"dve memset dst=sbuf.fp32[0:1]+0[1,1]", "expected '['"},
-        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] dst=sbuf.fp32[0:1]+0[[1,1]]", "'dst' given twice"},
+        BadSource{"dve memset dst=sbuf.fp32[0:1]+0[[1,1]] dst=sbuf.fp32[0:1]+0[[1,1]]",
+                  "'dst' given twice"},
         BadSource{"dve memset", "operand dst: missing"},
         BadSource{"act memset dst=sbuf.fp32[0:1]+0[[1,1]] wait=S[1]<3", "expected >= or =="},
         BadSource{"dve memset dst=sbuf.fp32[0:129]+0[[1,1]]", "exceed the 128 partitions"},
@@ -123,63 +128,80 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{"dve memset dst=sbuf.fp32[0:128]+229372[[1,2]]", "outside sbuf"},
         BadSource{"dve memset dst=sbuf.u8[0:128]+0[[1,70000]]", "at most 65536"},
         BadSource{"pe memset dst=sbuf.fp32[0:1]+0[[1,1]]", "cannot run on engine pe"},
-        BadSource{"pe matmul dst=psum.fp32[0:128]+1024[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
-                  "span two PSUM banks"},
-        BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,1024]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                  "moving=sbuf.bf16[0:128]+0[[1,1024]]",
-                  "free size 1024 exceeds 512"},
-        BadSource{"pe matmul dst=sbuf.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                  "moving=sbuf.bf16[0:128]+0[[1,512]]",
-                  "must be in psum"},
+        BadSource{
+            "pe matmul dst=psum.fp32[0:128]+1024[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+            "moving=sbuf.bf16[0:128]+0[[1,512]]",
+            "span two PSUM banks"},
+        BadSource{
+            "pe matmul dst=psum.fp32[0:128]+0[[1,1024]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+            "moving=sbuf.bf16[0:128]+0[[1,1024]]",
+            "free size 1024 exceeds 512"},
+        BadSource{
+            "pe matmul dst=sbuf.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+            "moving=sbuf.bf16[0:128]+0[[1,512]]",
+            "must be in psum"},
         BadSource{"pe matmul dst=psum.fp32[0:64]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
                   "moving=sbuf.bf16[0:128]+0[[1,512]]",
                   "is not [stationary free 128, moving free 512]"},
         BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:64]+0[[1,128]] "
                   "moving=sbuf.bf16[0:128]+0[[1,512]]",
                   "contraction partitions"},
-        BadSource{"pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                  "moving=sbuf.bf16[0:128]+0[[1,512]] row=16",
-                  "tile position row=16"},
+        BadSource{
+            "pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+            "moving=sbuf.bf16[0:128]+0[[1,512]] row=16",
+            "tile position row=16"},
         BadSource{"dve tensor_tensor dst=sbuf.fp32[0:128]+0[[1,8]] in0=sbuf.fp32[0:128]+0[[1,8]] "
                   "in1=sbuf.fp32[0:128]+0[[1,9]]",
                   "operand in1: shape [128, 9] differs"},
-        BadSource{"dve tensor_reduce dst=sbuf.fp32[0:128]+0[[1,1]] src=sbuf.fp32[0:128]+0[[1,8]] op=divide axes=1",
+        BadSource{"dve tensor_reduce dst=sbuf.fp32[0:128]+0[[1,1]] src=sbuf.fp32[0:128]+0[[1,8]] "
+                  "op=divide axes=1",
                   "op=divide is not a reduction"},
-        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(nope)+0[[512,128],[1,512]]",
-                  "unknown tensor 'nope'"},
-        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,513]] src=hbm.fp32(x)+4[[512,128],[1,513]]",
-                  "fall outside tensor 'x'"},
-        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(x)+0[[512,128],[1,512]] queue=16",
+        BadSource{
+            "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(nope)+0[[512,128],[1,512]]",
+            "unknown tensor 'nope'"},
+        BadSource{
+            "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,513]] src=hbm.fp32(x)+4[[512,128],[1,513]]",
+            "fall outside tensor 'x'"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] "
+                  "src=hbm.fp32(x)+0[[512,128],[1,512]] queue=16",
                   "queue=16"},
-        BadSource{"dve tensor_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]]",
-                  "engines reach HBM only through dma_copy"},
+        BadSource{
+            "dve tensor_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]]",
+            "engines reach HBM only through dma_copy"},
         BadSource{".tensor x fp32 [1] input", "declared twice"},
         BadSource{".tensor c fp32 [2] constant data=00", "has 1 bytes of data, its shape needs 8"},
         BadSource{".frob", "unknown directive '.frob'"},
         BadSource{"dve memset dst=sbuf.fp32[0:1]+010x[[1,1]]", "'010x' is not an integer"},
-        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(1abc)+0[[512,128],[1,512]]",
-                  "'1abc' is not an integer"},
-        BadSource{"act activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] reduce=max",
-                  "reduce=max needs a reduce_dst operand"},
+        BadSource{
+            "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=hbm.fp32(1abc)+0[[512,128],[1,512]]",
+            "'1abc' is not an integer"},
+        BadSource{
+            "act activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] reduce=max",
+            "reduce=max needs a reduce_dst operand"},
         BadSource{"pe transpose dst=psum.fp32[0:32]+2040[[1,128]] src=sbuf.fp32[0:128]+0[[1,32]]",
                   "span two PSUM banks"},
-        BadSource{"pe matmul dst=psum.bf16[0:128]+0[[1,128]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                  "moving=sbuf.bf16[0:128]+0[[1,128]] transpose=true accumulate=true",
-                  "transpose mode cannot accumulate"}));
+        BadSource{
+            "pe matmul dst=psum.bf16[0:128]+0[[1,128]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+            "moving=sbuf.bf16[0:128]+0[[1,128]] transpose=true accumulate=true",
+            "transpose mode cannot accumulate"}));
 
 TEST(Assembler, ActivationScaleDefaultsToOne) {
-  const Program p = assemble(".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] func=exp\n");
+  const Program p = assemble(
+      ".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] "
+      "func=exp\n");
   EXPECT_EQ(p.stream(Engine::ACT)[0].imm0, 1.0f);
   EXPECT_EQ(disassemble(p).find("scale="), std::string::npos);
-  const Program zero = assemble(".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] scale=0\n");
+  const Program zero = assemble(
+      ".target trn2\nact activation dst=sbuf.fp32[0:1]+0[[1,1]] src=sbuf.fp32[0:1]+0[[1,1]] "
+      "scale=0\n");
   EXPECT_EQ(zero.stream(Engine::ACT)[0].imm0, 0.0f);
   EXPECT_EQ(assemble(disassemble(zero)), zero);
 }
 
 TEST(Assembler, TilePositionsFollowTheGeneration) {
-  const std::string mm = "pe matmul dst=psum.fp32[0:32]+0[[1,64]] stationary=sbuf.bf16[0:32]+0[[1,32]] "
-                         "moving=sbuf.bf16[0:32]+64[[1,64]] row=32 col=32\n";
+  const std::string mm =
+      "pe matmul dst=psum.fp32[0:32]+0[[1,64]] stationary=sbuf.bf16[0:32]+0[[1,32]] "
+      "moving=sbuf.bf16[0:32]+64[[1,64]] row=32 col=32\n";
   EXPECT_NO_THROW(assemble(".target trn2\n" + mm));
   EXPECT_THROW(assemble(".target trn1\n" + mm), AsmError);
 }
@@ -188,7 +210,8 @@ TEST(Assembler, TilePositionsFollowTheGeneration) {
 TEST(Targets, AddedTargetsAssembleAndAreListed) {
   EXPECT_EQ(find_target_name("inf2"), "trn1");
   EXPECT_EQ(find_target_name("cayman"), "trn2");
-  EXPECT_THAT(assemble_error(".target trnt\n"), HasSubstr("unknown target 'trnt' (trn1, trn2, trn3, inf2)"));
+  EXPECT_THAT(assemble_error(".target trnt\n"),
+              HasSubstr("unknown target 'trnt' (trn1, trn2, trn3, inf2)"));
   Target t = target_by_name("trn2");
   t.name = "trnt";
   t.neff_target = "trnt-kelf";
@@ -202,7 +225,8 @@ TEST(Targets, AddedTargetsAssembleAndAreListed) {
   const Program p = assemble(".target trnt\ndve memset dst=sbuf.fp32[0:1]+0[[1,1]]\n");
   EXPECT_EQ(p.target, "trnt");
   // The target's own limits apply: 64 KiB of SBUF per partition.
-  EXPECT_THAT(assemble_error(".target trnt\ndve memset dst=sbuf.fp32[0:1]+65536[[1,1]]\n"), HasSubstr("outside sbuf (65536 bytes per partition)"));
+  EXPECT_THAT(assemble_error(".target trnt\ndve memset dst=sbuf.fp32[0:1]+65536[[1,1]]\n"),
+              HasSubstr("outside sbuf (65536 bytes per partition)"));
   EXPECT_NO_THROW(assemble(".target trn2\ndve memset dst=sbuf.fp32[0:1]+65536[[1,1]]\n"));
   // Other figures under a known name, or a NEFF target that names another target.
   Target other = t;

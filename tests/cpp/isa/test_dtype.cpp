@@ -22,8 +22,12 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-float f32(uint32_t bits) { return std::bit_cast<float>(bits); }
-uint32_t bits32(float f) { return std::bit_cast<uint32_t>(f); }
+float f32(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+uint32_t bits32(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Reference codec for a binary format with `ebits` exponent and `mbits` mantissa bits.
@@ -201,11 +205,11 @@ TEST(DTypeFp16, KnownPatterns) {
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // half of it: tie to zero
   EXPECT_EQ(float_to_fp16(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulps: tie to even 2
-  EXPECT_EQ(float_to_fp16(-std::ldexp(1.0f, -30)), 0x8000);  // underflow keeps the sign
+  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -25)), 0x0002);         // 1.5 ulps: tie to even 2
+  EXPECT_EQ(float_to_fp16(-std::ldexp(1.0f, -30)), 0x8000);        // underflow keeps the sign
   EXPECT_EQ(float_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie, even stays
   EXPECT_EQ(float_to_fp16(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie, odd rounds up
-  EXPECT_EQ(float_to_fp16(f32(0x3F801001)), 0x3C01);  // just above the tie
+  EXPECT_EQ(float_to_fp16(f32(0x3F801001)), 0x3C01);               // just above the tie
   EXPECT_EQ(float_to_fp16(f32(0x387FE000)), 0x0400);  // largest subnormal + half ulp -> normal
   EXPECT_EQ(fp16_to_float(0x7BFF), 65504.0f);
   EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
@@ -255,9 +259,9 @@ TEST(DTypeFp8, E4m3DefaultPatterns) {
   EXPECT_EQ(float_to_fp8(t, 464.0f), 0x7E);  // tie between 448 (even) and NaN slot 480
   EXPECT_EQ(float_to_fp8(t, 500.0f), 0x7E);  // saturates
   EXPECT_EQ(float_to_fp8(t, -kInf), 0xFE);
-  EXPECT_EQ(float_to_fp8(t, std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
-  EXPECT_EQ(float_to_fp8(t, std::ldexp(7.0f, -9)), 0x07);  // largest subnormal
-  EXPECT_EQ(float_to_fp8(t, std::ldexp(1.0f, -6)), 0x08);  // smallest normal
+  EXPECT_EQ(float_to_fp8(t, std::ldexp(1.0f, -9)), 0x01);   // smallest subnormal
+  EXPECT_EQ(float_to_fp8(t, std::ldexp(7.0f, -9)), 0x07);   // largest subnormal
+  EXPECT_EQ(float_to_fp8(t, std::ldexp(1.0f, -6)), 0x08);   // smallest normal
   EXPECT_EQ(float_to_fp8(t, std::ldexp(1.0f, -10)), 0x00);  // tie to zero
   EXPECT_EQ(float_to_fp8(t, -std::ldexp(1.0f, -12)), 0x80);
   EXPECT_EQ(float_to_fp8(t, 1.0625f), 0x38);  // tie, even stays
@@ -498,10 +502,31 @@ TEST(DTypeStore, FloatTypesWriteTheirBitPatterns) {
 // Bulk conversions agree with the scalar ones, for every type, from unaligned buffers.
 
 std::vector<float> sample_values() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, 3.5f, -129.0f, 300.0f, 448.0f, 500.0f,
-                          65504.0f, 65520.0f, 1e9f, -1e9f, 4e9f, kInf, -kInf, kNaN, -kNaN,
-                          std::ldexp(1.0f, -9), std::ldexp(1.0f, -24), std::ldexp(1.0f, -140),
-                          f32(0x3F808000), f32(0x3F818000), f32(0x3F803000)};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          2.5f,
+                          3.5f,
+                          -129.0f,
+                          300.0f,
+                          448.0f,
+                          500.0f,
+                          65504.0f,
+                          65520.0f,
+                          1e9f,
+                          -1e9f,
+                          4e9f,
+                          kInf,
+                          -kInf,
+                          kNaN,
+                          -kNaN,
+                          std::ldexp(1.0f, -9),
+                          std::ldexp(1.0f, -24),
+                          std::ldexp(1.0f, -140),
+                          f32(0x3F808000),
+                          f32(0x3F818000),
+                          f32(0x3F803000)};
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 100.0f);
   for (int i = 0; i < 1000; ++i) v.push_back(dist(rng));
@@ -549,9 +574,9 @@ TEST(DTypeBulk, Fp32IsBitExactCopy) {
 // Names, sizes, categories, maxima.
 
 TEST(DTypeNames, CanonicalNamesRoundTrip) {
-  const char* names[kNumDTypes] = {
-      "float32", "bfloat16", "float16", "tfloat32", "float8_e4m3", "float8_e5m2", "int8",
-      "uint8",   "int16",    "uint16",  "int32",    "uint32",      "bool"};
+  const char* names[kNumDTypes] = {"float32",     "bfloat16", "float16", "tfloat32", "float8_e4m3",
+                                   "float8_e5m2", "int8",     "uint8",   "int16",    "uint16",
+                                   "int32",       "uint32",   "bool"};
   for (int i = 0; i < kNumDTypes; ++i) {
     const auto t = static_cast<DType>(i);
     EXPECT_EQ(dtype_name(t), names[i]);

@@ -28,12 +28,14 @@ TEST(OpcodeTable, IsIndexedByOpcodeAndNamesAreUnique) {
     EXPECT_FALSE(info.engines.empty()) << info.name;
     std::set<std::string_view> keys;
     for (const RoleInfo& r : info.roles) EXPECT_TRUE(keys.insert(role_name(r.role)).second);
-    for (const ParamInfo& p : info.params) EXPECT_TRUE(keys.insert(p.name).second || p.name == "scale" || p.name == "initial") << p.name;
+    for (const ParamInfo& p : info.params)
+      EXPECT_TRUE(keys.insert(p.name).second || p.name == "scale" || p.name == "initial") << p.name;
   }
 }
 
 TEST(Names, RoundTrip) {
-  for (int i = 0; i < kNumAluOps; ++i) EXPECT_EQ(parse_alu_op(alu_op_name(static_cast<AluOp>(i))), static_cast<AluOp>(i));
+  for (int i = 0; i < kNumAluOps; ++i)
+    EXPECT_EQ(parse_alu_op(alu_op_name(static_cast<AluOp>(i))), static_cast<AluOp>(i));
   for (int i = 0; i < kNumActFuncs; ++i)
     EXPECT_EQ(parse_act_func(act_func_name(static_cast<ActFunc>(i))), static_cast<ActFunc>(i));
   for (int i = 0; i < kNumEngines; ++i) {
@@ -47,21 +49,38 @@ TEST(Names, RoundTrip) {
 
 TEST(ActivationFunctions, MatchReferenceValues) {
   // References computed independently (closed forms / published constants).
-  struct Case { ActFunc f; float x; double want; };
+  struct Case {
+    ActFunc f;
+    float x;
+    double want;
+  };
   const Case cases[] = {
-      {ActFunc::identity, -2.5f, -2.5},        {ActFunc::exp, 1.0f, 2.718281828459045},
-      {ActFunc::log, 10.0f, 2.302585092994046}, {ActFunc::tanh, 0.5f, 0.46211715726000974},
-      {ActFunc::sigmoid, 0.0f, 0.5},           {ActFunc::sigmoid, 2.0f, 0.8807970779778823},
-      {ActFunc::relu, -1.0f, 0.0},             {ActFunc::relu, 3.0f, 3.0},
-      {ActFunc::gelu, 1.0f, 0.8413447460685429}, {ActFunc::gelu_tanh, 1.0f, 0.8411919906082768},
-      {ActFunc::silu, 1.0f, 0.7310585786300049}, {ActFunc::softplus, 0.0f, 0.6931471805599453},
-      {ActFunc::softplus, 50.0f, 50.0},        {ActFunc::sqrt, 2.0f, 1.4142135623730951},
-      {ActFunc::rsqrt, 4.0f, 0.5},             {ActFunc::reciprocal, 8.0f, 0.125},
-      {ActFunc::square, -3.0f, 9.0},           {ActFunc::sin, 1.0f, 0.8414709848078965},
-      {ActFunc::cos, 1.0f, 0.5403023058681398}, {ActFunc::erf, 0.5f, 0.5204998778130465},
-      {ActFunc::abs, -7.0f, 7.0},              {ActFunc::sign, -3.0f, -1.0},
-      {ActFunc::sign, 0.0f, 0.0},              {ActFunc::negate, 2.0f, -2.0},
-      {ActFunc::arctan, 1.0f, 0.7853981633974483}, {ActFunc::mish, 1.0f, 0.8650983882673103},
+      {ActFunc::identity, -2.5f, -2.5},
+      {ActFunc::exp, 1.0f, 2.718281828459045},
+      {ActFunc::log, 10.0f, 2.302585092994046},
+      {ActFunc::tanh, 0.5f, 0.46211715726000974},
+      {ActFunc::sigmoid, 0.0f, 0.5},
+      {ActFunc::sigmoid, 2.0f, 0.8807970779778823},
+      {ActFunc::relu, -1.0f, 0.0},
+      {ActFunc::relu, 3.0f, 3.0},
+      {ActFunc::gelu, 1.0f, 0.8413447460685429},
+      {ActFunc::gelu_tanh, 1.0f, 0.8411919906082768},
+      {ActFunc::silu, 1.0f, 0.7310585786300049},
+      {ActFunc::softplus, 0.0f, 0.6931471805599453},
+      {ActFunc::softplus, 50.0f, 50.0},
+      {ActFunc::sqrt, 2.0f, 1.4142135623730951},
+      {ActFunc::rsqrt, 4.0f, 0.5},
+      {ActFunc::reciprocal, 8.0f, 0.125},
+      {ActFunc::square, -3.0f, 9.0},
+      {ActFunc::sin, 1.0f, 0.8414709848078965},
+      {ActFunc::cos, 1.0f, 0.5403023058681398},
+      {ActFunc::erf, 0.5f, 0.5204998778130465},
+      {ActFunc::abs, -7.0f, 7.0},
+      {ActFunc::sign, -3.0f, -1.0},
+      {ActFunc::sign, 0.0f, 0.0},
+      {ActFunc::negate, 2.0f, -2.0},
+      {ActFunc::arctan, 1.0f, 0.7853981633974483},
+      {ActFunc::mish, 1.0f, 0.8650983882673103},
   };
   for (const Case& c : cases)
     EXPECT_NEAR(apply_act_func(c.f, c.x), c.want, 1e-6 * std::max(1.0, std::fabs(c.want)))
@@ -70,7 +89,8 @@ TEST(ActivationFunctions, MatchReferenceValues) {
 }
 
 Instruction memset_inst() {
-  const Program p = assemble(".target trn2\ndve memset dst=sbuf.fp32[0:128]+0[[1,512]] value=3 signal=S[2]+=1\n");
+  const Program p =
+      assemble(".target trn2\ndve memset dst=sbuf.fp32[0:128]+0[[1,512]] value=3 signal=S[2]+=1\n");
   return p.stream(Engine::DVE)[0];
 }
 
@@ -134,8 +154,10 @@ TEST(Encoding, BadStreamsNameTheStreamTheOffsetAndTheProblem) {
     const size_t slot = c.at / kSlotBytes;
     const bool whole_instruction = std::string_view(c.message).starts_with("has no operand");
     const size_t at = whole_instruction ? 2 : slot;
-    EXPECT_THAT(err, HasSubstr(fmt::format("k.neff sg00/DVE.bin: offset {:#x} (instruction slot {})",
-                                           at * kSlotBytes, at))) << c.message;
+    EXPECT_THAT(err,
+                HasSubstr(fmt::format("k.neff sg00/DVE.bin: offset {:#x} (instruction slot {})",
+                                      at * kSlotBytes, at)))
+        << c.message;
     EXPECT_THAT(err, HasSubstr(c.message));
   }
   auto truncated = two_memsets();

@@ -25,7 +25,9 @@ const std::string& docs() {
   return text;
 }
 
-std::string quoted(std::string_view name) { return fmt::format("`{}`", name); }
+std::string quoted(std::string_view name) {
+  return fmt::format("`{}`", name);
+}
 
 // The body of the "### `name`" section, up to the next heading; empty when there is none.
 std::string section(std::string_view name) {
@@ -76,7 +78,9 @@ std::string example_preamble() {
   return out;
 }
 
-TEST(IsaDocs, Exists) { ASSERT_GT(docs().size(), 1000u) << "docs/isa.md is missing or empty"; }
+TEST(IsaDocs, Exists) {
+  ASSERT_GT(docs().size(), 1000u) << "docs/isa.md is missing or empty";
+}
 
 TEST(IsaDocs, EveryOpcodeHasASectionWithItsEnginesRolesAndParameters) {
   ASSERT_EQ(all_opcodes().size(), static_cast<size_t>(kNumOpcodes));
@@ -100,7 +104,8 @@ TEST(IsaDocs, EveryOpcodeHasASectionWithItsEnginesRolesAndParameters) {
       EXPECT_NE(body.find(quoted(role_name(r.role))), std::string::npos)
           << "operand " << role_name(r.role) << " is not documented";
     for (const ParamInfo& p : info.params)
-      EXPECT_NE(body.find(quoted(p.name)), std::string::npos) << "parameter " << p.name << " is not documented";
+      EXPECT_NE(body.find(quoted(p.name)), std::string::npos)
+          << "parameter " << p.name << " is not documented";
   }
 }
 
@@ -128,7 +133,8 @@ TEST(IsaDocs, EveryOpcodeHasAnExampleThatAssembles) {
 TEST(IsaDocs, EveryAluOpIsListedWithItsCode) {
   for (int i = 0; i < kNumAluOps; ++i) {
     const std::string_view name = alu_op_name(static_cast<AluOp>(i));
-    EXPECT_NE(docs().find("| " + std::to_string(i) + " | " + quoted(name) + " |"), std::string::npos)
+    EXPECT_NE(docs().find("| " + std::to_string(i) + " | " + quoted(name) + " |"),
+              std::string::npos)
         << "ALU operation " << name;
   }
 }
@@ -136,7 +142,8 @@ TEST(IsaDocs, EveryAluOpIsListedWithItsCode) {
 TEST(IsaDocs, EveryActivationFunctionIsListedWithItsCode) {
   for (int i = 0; i < kNumActFuncs; ++i) {
     const std::string_view name = act_func_name(static_cast<ActFunc>(i));
-    EXPECT_NE(docs().find("| " + std::to_string(i) + " | " + quoted(name) + " |"), std::string::npos)
+    EXPECT_NE(docs().find("| " + std::to_string(i) + " | " + quoted(name) + " |"),
+              std::string::npos)
         << "activation function " << name;
   }
 }
@@ -144,7 +151,8 @@ TEST(IsaDocs, EveryActivationFunctionIsListedWithItsCode) {
 TEST(IsaDocs, EveryRoleIsListedWithItsCode) {
   for (int i = 0; i < kNumRoles; ++i) {
     const std::string_view name = role_name(static_cast<Role>(i));
-    EXPECT_NE(docs().find(std::to_string(i) + " " + quoted(name)), std::string::npos) << "role " << name;
+    EXPECT_NE(docs().find(std::to_string(i) + " " + quoted(name)), std::string::npos)
+        << "role " << name;
   }
 }
 
@@ -153,15 +161,16 @@ TEST(IsaDocs, EveryEngineIsListedWithItsCode) {
     const auto e = static_cast<Engine>(i);
     EXPECT_NE(docs().find(std::to_string(i) + " " + quoted(engine_name(e))), std::string::npos)
         << "engine " << engine_name(e);
-    EXPECT_NE(docs().find(quoted(engine_neff_name(e))), std::string::npos) << "engine " << engine_neff_name(e);
+    EXPECT_NE(docs().find(quoted(engine_neff_name(e))), std::string::npos)
+        << "engine " << engine_neff_name(e);
   }
 }
 
 TEST(IsaDocs, EveryDTypeIsListedWithItsCodeAndSize) {
   for (int i = 0; i < kNumDTypes; ++i) {
     const auto t = static_cast<DType>(i);
-    const std::string row =
-        "| " + std::to_string(i) + " | " + std::to_string(dtype_size(t)) + " | " + quoted(dtype_name(t)) + " |";
+    const std::string row = "| " + std::to_string(i) + " | " + std::to_string(dtype_size(t)) +
+                            " | " + quoted(dtype_name(t)) + " |";
     EXPECT_NE(docs().find(row), std::string::npos) << "dtype row " << row;
   }
 }

@@ -32,10 +32,11 @@ TEST(KernelBuilder, LoadComputeStoreGetsExactlyTheNeededSemaphores) {
   const auto out = kb.output("out", DType::fp32, {128, 512});
   const auto t0 = kb.sbuf_tile(DType::fp32, 128, 512);
   const auto t1 = kb.sbuf_tile(DType::fp32, 128, 512);
-  kb.dma_copy(t0, x);                                  // SP queue 0 writes t0
-  kb.activation(t1, t0, ActFunc::exp);                 // ACT: RAW on t0 -> waits for the queue
-  kb.tensor_scalar(Engine::DVE, t1, t1, AluOp::multiply, 2.0f);  // DVE: RAW/WAW on t1 -> waits for ACT
-  kb.dma_copy(out, t1);                                // SP queue 1: RAW on t1 -> waits for DVE
+  kb.dma_copy(t0, x);                   // SP queue 0 writes t0
+  kb.activation(t1, t0, ActFunc::exp);  // ACT: RAW on t0 -> waits for the queue
+  kb.tensor_scalar(Engine::DVE, t1, t1, AluOp::multiply,
+                   2.0f);  // DVE: RAW/WAW on t1 -> waits for ACT
+  kb.dma_copy(out, t1);    // SP queue 1: RAW on t1 -> waits for DVE
   const Program p = kb.finish();
 
   const auto& sp = p.stream(Engine::SP);
@@ -66,7 +67,8 @@ TEST(KernelBuilder, IndependentWorkIsNotSynchronised) {
   const auto b = kb.sbuf_tile(DType::fp32, 128, 64);
   kb.memset(Engine::DVE, a, 1.0f);
   kb.memset(Engine::POOL, b, 2.0f);
-  kb.activation(kb.sbuf_tile(DType::fp32, 128, 64), kb.sbuf_tile(DType::fp32, 128, 64), ActFunc::relu);
+  kb.activation(kb.sbuf_tile(DType::fp32, 128, 64), kb.sbuf_tile(DType::fp32, 128, 64),
+                ActFunc::relu);
   const Program p = kb.finish();
   for (const auto& stream : p.streams)
     for (const Instruction& in : stream) {
@@ -94,7 +96,7 @@ TEST(KernelBuilder, DisjointPartitionsAndBytesDoNotConflict) {
   KernelBuilder kb;
   const auto t = kb.sbuf_tile(DType::fp32, 128, 64);
   kb.memset(Engine::DVE, rows(t, 0, 64), 0.0f);
-  kb.memset(Engine::POOL, rows(t, 64, 64), 1.0f);  // other partitions
+  kb.memset(Engine::POOL, rows(t, 64, 64), 1.0f);             // other partitions
   kb.memset(Engine::ACT, cols(rows(t, 0, 64), 0, 32), 2.0f);  // overlaps DVE's write
   const Program p = kb.finish();
   EXPECT_EQ(p.stream(Engine::POOL)[0].wait.cond, WaitCond::none);
@@ -115,7 +117,8 @@ TEST(KernelBuilder, SecondDependencyBecomesASemWait) {
   ASSERT_EQ(dve.size(), 2u);
   EXPECT_EQ(dve[0].opcode, Opcode::sem_wait);
   std::set<uint16_t> waited = {dve[0].wait.sem, dve[1].wait.sem};
-  std::set<uint16_t> signalled = {p.stream(Engine::ACT)[0].signal.sem, p.stream(Engine::POOL)[0].signal.sem};
+  std::set<uint16_t> signalled = {p.stream(Engine::ACT)[0].signal.sem,
+                                  p.stream(Engine::POOL)[0].signal.sem};
   EXPECT_EQ(waited, signalled);
 }
 
@@ -164,15 +167,21 @@ Region region_of(const AccessPattern& ap) {
   const auto base = static_cast<int64_t>(ap.offset);
   if (ap.space == MemSpace::HBM) {
     const int64_t r = ap.partition_stride * (ap.num_partitions - 1);
-    return {ap.space, ap.tensor, 0, 1, base + (std::min<int64_t>(0, r) + lo) * size,
+    return {ap.space,
+            ap.tensor,
+            0,
+            1,
+            base + (std::min<int64_t>(0, r) + lo) * size,
             base + (std::max<int64_t>(0, r) + hi + 1) * size};
   }
-  return {ap.space, 0, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions, base + lo * size,
-          base + (hi + 1) * size};
+  return {ap.space,           0,
+          ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+          base + lo * size,   base + (hi + 1) * size};
 }
 
 bool overlap(const Region& a, const Region& b) {
-  return a.space == b.space && a.tensor == b.tensor && a.p0 < b.p1 && b.p0 < a.p1 && a.b0 < b.b1 && b.b0 < a.b1;
+  return a.space == b.space && a.tensor == b.tensor && a.p0 < b.p1 && b.p0 < a.p1 && a.b0 < b.b1 &&
+         b.b0 < a.b1;
 }
 
 bool conflict(const Instruction& a, const Instruction& b) {
@@ -212,8 +221,10 @@ std::map<const Instruction*, int> random_schedule(const Program& p, std::mt19937
       if (!ready) continue;
       actions.push_back([&, e, in] {
         ++pc[e];
-        if (in->opcode == Opcode::dma_copy) queues[{e, in->ints[0]}].push_back(in);
-        else if (in->opcode != Opcode::sem_wait) complete(in);
+        if (in->opcode == Opcode::dma_copy)
+          queues[{e, in->ints[0]}].push_back(in);
+        else if (in->opcode != Opcode::sem_wait)
+          complete(in);
       });
     }
     for (auto& [key, q] : queues)
@@ -243,15 +254,23 @@ TEST(KernelBuilder, RandomInterleavingsNeverReorderConflictingAccesses) {
   std::vector<std::pair<Engine, int>> emitted;  // (engine, index among its non-wait instructions)
   std::array<int, kNumEngines> count{};
   auto note = [&](Engine e) { emitted.emplace_back(e, count[static_cast<size_t>(e)]++); };
-  kb.dma_copy(wt, w); note(Engine::SP);
+  kb.dma_copy(wt, w);
+  note(Engine::SP);
   for (uint32_t j = 0; j < 2; ++j) {
-    kb.dma_copy(xt, cols(x, j * 512, 512), j % 2 ? Engine::ACT : Engine::SP); note(j % 2 ? Engine::ACT : Engine::SP);
-    kb.matmul(acc, wt, xt); note(Engine::PE);
-    kb.activation(h, acc, ActFunc::gelu, 1.0f, nullptr, &s); note(Engine::ACT);
-    kb.tensor_scalar(Engine::DVE, h, h, AluOp::multiply, 0.5f, AluOp::bypass, 0.0f, &s); note(Engine::DVE);
-    kb.tensor_tensor(Engine::POOL, h, h, h, AluOp::add); note(Engine::POOL);
-    kb.dma_copy(cols(y, j * 512, 512), h); note(Engine::SP);
-    kb.memset(Engine::DVE, s, 0.0f); note(Engine::DVE);
+    kb.dma_copy(xt, cols(x, j * 512, 512), j % 2 ? Engine::ACT : Engine::SP);
+    note(j % 2 ? Engine::ACT : Engine::SP);
+    kb.matmul(acc, wt, xt);
+    note(Engine::PE);
+    kb.activation(h, acc, ActFunc::gelu, 1.0f, nullptr, &s);
+    note(Engine::ACT);
+    kb.tensor_scalar(Engine::DVE, h, h, AluOp::multiply, 0.5f, AluOp::bypass, 0.0f, &s);
+    note(Engine::DVE);
+    kb.tensor_tensor(Engine::POOL, h, h, h, AluOp::add);
+    note(Engine::POOL);
+    kb.dma_copy(cols(y, j * 512, 512), h);
+    note(Engine::SP);
+    kb.memset(Engine::DVE, s, 0.0f);
+    note(Engine::DVE);
   }
   const Program p = kb.finish();
   std::array<std::vector<const Instruction*>, kNumEngines> by_engine;
@@ -268,7 +287,8 @@ TEST(KernelBuilder, RandomInterleavingsNeverReorderConflictingAccesses) {
       for (size_t b = a + 1; b < order.size(); ++b)
         if (conflict(*order[a], *order[b])) {
           ++conflicts;
-          ASSERT_LT(done.at(order[a]), done.at(order[b])) << "instructions " << a << " and " << b << ", run " << run;
+          ASSERT_LT(done.at(order[a]), done.at(order[b]))
+              << "instructions " << a << " and " << b << ", run " << run;
         }
   }
   EXPECT_GT(conflicts, 0);

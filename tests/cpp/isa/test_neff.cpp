@@ -29,7 +29,9 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
+Bytes to_bytes(std::string_view s) {
+  return Bytes(s.begin(), s.end());
+}
 
 // ---------------------------------------------------------------- archive helpers
 
@@ -79,8 +81,12 @@ Bytes archive_bytes(const Entries& entries, const char* format, bool gzip) {
   return out;
 }
 
-Bytes tar_gz(const Entries& entries) { return archive_bytes(entries, "ustar", true); }
-Bytes gzip(const Bytes& data) { return archive_bytes({{"data", data}}, "raw", true); }
+Bytes tar_gz(const Entries& entries) {
+  return archive_bytes(entries, "ustar", true);
+}
+Bytes gzip(const Bytes& data) {
+  return archive_bytes({{"data", data}}, "raw", true);
+}
 
 // A NEFF around `payload` with a header whose data_size and hash are right.
 Bytes with_header(const Bytes& payload) {
@@ -90,7 +96,8 @@ Bytes with_header(const Bytes& payload) {
   const auto header = serialize_header(h);
   Bytes out(header.size() + payload.size());
   std::copy(header.begin(), header.end(), out.begin());
-  std::copy(payload.begin(), payload.end(), out.begin() + static_cast<std::ptrdiff_t>(header.size()));
+  std::copy(payload.begin(), payload.end(),
+            out.begin() + static_cast<std::ptrdiff_t>(header.size()));
   return out;
 }
 
@@ -105,8 +112,9 @@ Entries unpack(const Bytes& neff) {
   archive_entry* ae = nullptr;
   while (archive_read_next_header(a.get(), &ae) == ARCHIVE_OK) {
     Entry e{archive_entry_pathname(ae), Bytes(static_cast<size_t>(archive_entry_size(ae))),
-            archive_entry_uid(ae), archive_entry_gid(ae), archive_entry_uname(ae),
-            archive_entry_gname(ae), archive_entry_perm(ae), archive_entry_mtime(ae)};
+            archive_entry_uid(ae),      archive_entry_gid(ae),
+            archive_entry_uname(ae),    archive_entry_gname(ae),
+            archive_entry_perm(ae),     archive_entry_mtime(ae)};
     archive_read_data(a.get(), e.data.data(), e.data.size());
     entries.push_back(std::move(e));
   }
@@ -134,8 +142,8 @@ void set_member(Entries& entries, const std::string& path, std::string_view text
 
 Tensor tensor(std::string name, std::string dtype, std::vector<int64_t> shape, std::string kind,
               bool is_const = false) {
-  return Tensor{std::move(name), dtype, parse_dtype(dtype), std::move(shape), std::move(kind),
-                is_const};
+  return Tensor{std::move(name),  dtype,           parse_dtype(dtype),
+                std::move(shape), std::move(kind), is_const};
 }
 
 EngineStream engine(std::string name, size_t code_size, uint8_t seed) {
@@ -161,8 +169,7 @@ Neff small_neff() {
                   {"x", "input", 1, 128, ""}};
   sg.dma_queues = {{"qSync", "data", "sp", 2, {4, 5}}};
   sg.tensors = {tensor("out", "float32", {4, 4}, "output"),
-                tensor("w", "float16", {4, 4}, "", true),
-                tensor("x", "float32", {4, 8}, "input")};
+                tensor("w", "float16", {4, 4}, "", true), tensor("x", "float32", {4, 8}, "input")};
   sg.engines = {engine("PE", 128, 1), engine("SP", 64, 7)};
   sg.fp8 = {7, 15, false};
   sg.files["value_w.npy"] = to_bytes("not really npy");
@@ -390,8 +397,8 @@ TEST(NeffWrite, TarLayoutMatchesTheCompilers) {
   std::vector<std::string> paths;
   for (const Entry& e : entries) paths.push_back(e.path);
   const std::vector<std::string> want = {
-      "hlo_stats.json", "info.json",  "kelf-0.json",         "sg00/PE.bin",
-      "sg00/PE.json",   "sg00/SP.bin", "sg00/SP.json",       "sg00/def.json",
+      "hlo_stats.json",       "info.json",        "kelf-0.json",  "sg00/PE.bin",
+      "sg00/PE.json",         "sg00/SP.bin",      "sg00/SP.json", "sg00/def.json",
       "sg00/tensor_map.json", "sg00/value_w.npy", "neff.json"};
   EXPECT_EQ(paths, want);
   for (const Entry& e : entries) {

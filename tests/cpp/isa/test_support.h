@@ -9,7 +9,9 @@
 
 namespace neuronsim::test {
 
-inline std::filesystem::path source_dir() { return NEURONSIM_SOURCE_DIR; }
+inline std::filesystem::path source_dir() {
+  return NEURONSIM_SOURCE_DIR;
+}
 
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -23,8 +23,12 @@ std::string name_of(const ElementwiseCase& c) {
   return fmt::format("{}_{}x{}_{}", c.op == ElementwiseOp::add ? "add" : "multiply", c.rows, c.cols,
                      isa::dtype_name(c.dtype));
 }
-std::string case_name(const ::testing::TestParamInfo<ElementwiseCase>& info) { return name_of(info.param); }
-void PrintTo(const ElementwiseCase& c, std::ostream* os) { *os << name_of(c); }
+std::string case_name(const ::testing::TestParamInfo<ElementwiseCase>& info) {
+  return name_of(info.param);
+}
+void PrintTo(const ElementwiseCase& c, std::ostream* os) {
+  *os << name_of(c);
+}
 
 class ElementwiseTest : public ::testing::TestWithParam<ElementwiseCase> {};
 
@@ -47,22 +51,26 @@ TEST_P(ElementwiseTest, MatchesFp32Reference) {
 
 constexpr ElementwiseOp kAdd = ElementwiseOp::add, kMul = ElementwiseOp::multiply;
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,
-                         ::testing::Values(ElementwiseCase{kAdd, 256, 1024, DType::fp32},   // one full tile
-                                           ElementwiseCase{kMul, 1024, 1024, DType::fp32},  // 4 tiles, 2 engines
-                                           ElementwiseCase{kAdd, 300, 777, DType::bf16},    // partial tile, tail
-                                           ElementwiseCase{kMul, 513, 1000, DType::bf16},
-                                           ElementwiseCase{kAdd, 7, 5, DType::int32},  // under 128 elements
-                                           ElementwiseCase{kAdd, 1, 1, DType::fp32}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ElementwiseTest,
+    ::testing::Values(ElementwiseCase{kAdd, 256, 1024, DType::fp32},   // one full tile
+                      ElementwiseCase{kMul, 1024, 1024, DType::fp32},  // 4 tiles, 2 engines
+                      ElementwiseCase{kAdd, 300, 777, DType::bf16},    // partial tile, tail
+                      ElementwiseCase{kMul, 513, 1000, DType::bf16},
+                      ElementwiseCase{kAdd, 7, 5, DType::int32},  // under 128 elements
+                      ElementwiseCase{kAdd, 1, 1, DType::fp32}),
+    case_name);
 
 // Tiles alternate between VectorE and GpSimdE.
 TEST(Elementwise, AlternatesVectorAndGpSimd) {
-  const isa::Program p = elementwise("trn2", ElementwiseOp::add, 1024, 1024, DType::fp32);  // 4 tiles
+  const isa::Program p =
+      elementwise("trn2", ElementwiseOp::add, 1024, 1024, DType::fp32);  // 4 tiles
   EXPECT_EQ(test::count_opcode(p, isa::Opcode::tensor_tensor), 4u);
   size_t dve = 0, pool = 0;
-  for (const isa::Instruction& in : p.stream(isa::Engine::DVE)) dve += in.opcode == isa::Opcode::tensor_tensor;
-  for (const isa::Instruction& in : p.stream(isa::Engine::POOL)) pool += in.opcode == isa::Opcode::tensor_tensor;
+  for (const isa::Instruction& in : p.stream(isa::Engine::DVE))
+    dve += in.opcode == isa::Opcode::tensor_tensor;
+  for (const isa::Instruction& in : p.stream(isa::Engine::POOL))
+    pool += in.opcode == isa::Opcode::tensor_tensor;
   EXPECT_EQ(dve, 2u);
   EXPECT_EQ(pool, 2u);
 }

@@ -15,8 +15,8 @@
 
 #include "neuronsim/isa/dtype.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/sim/device.h"
 #include "neuronsim/isa/target.h"
+#include "neuronsim/sim/device.h"
 #include "neuronsim/sim/functional.h"
 
 namespace neuronsim::kernels::test {
@@ -30,10 +30,14 @@ inline constexpr double kU32 = 0x1p-24;
 // bits including the implicit one: 2^-p).
 inline double rounding(DType dtype) {
   switch (dtype) {
-    case DType::fp32: return kU32;
-    case DType::bf16: return 0x1p-8;
-    case DType::fp16: return 0x1p-11;
-    default: return 0.0;
+    case DType::fp32:
+      return kU32;
+    case DType::bf16:
+      return 0x1p-8;
+    case DType::fp16:
+      return 0x1p-11;
+    default:
+      return 0.0;
   }
 }
 
@@ -85,27 +89,30 @@ inline std::map<std::string, std::vector<uint8_t>> run_raw(
   device->run({loaded, io, "kernel"});
   std::map<std::string, std::vector<uint8_t>> outputs;
   for (const isa::TensorDecl& t : program.tensors)
-    if (t.kind == isa::TensorKind::output) outputs[t.name] = device->read_tensor(*loaded, io, t.name);
+    if (t.kind == isa::TensorKind::output)
+      outputs[t.name] = device->read_tensor(*loaded, io, t.name);
   return outputs;
 }
 
 // The same with FP32 values, converted to and from each tensor's dtype.
-inline std::map<std::string, std::vector<float>> run(const isa::Program& program,
-                                                     const std::map<std::string, std::vector<float>>& inputs) {
+inline std::map<std::string, std::vector<float>> run(
+    const isa::Program& program, const std::map<std::string, std::vector<float>>& inputs) {
   std::map<std::string, std::vector<uint8_t>> raw;
   for (const auto& [name, values] : inputs) {
     const isa::TensorDecl* t = program.find_tensor(name);
     if (t) raw[name] = encode(t->dtype, values);
   }
   std::map<std::string, std::vector<float>> out;
-  for (auto& [name, bytes] : run_raw(program, raw)) out[name] = decode(program.find_tensor(name)->dtype, bytes);
+  for (auto& [name, bytes] : run_raw(program, raw))
+    out[name] = decode(program.find_tensor(name)->dtype, bytes);
   return out;
 }
 
 // Compares `got` with `want` elementwise under a per-element absolute tolerance;
 // reports the first few mismatches with their [row, col].
 template <class Tol>
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, size_t cols, Tol&& tol) {
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, size_t cols,
+                  Tol&& tol) {
   ASSERT_EQ(got.size(), want.size());
   int reported = 0;
   size_t bad = 0;
@@ -114,8 +121,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
     if (std::fabs(double{got[i]} - want[i]) <= t) continue;  // also fails on NaN
     ++bad;
     if (reported++ < 5)
-      ADD_FAILURE() << "[" << i / cols << ", " << i % cols << "]: got " << got[i] << ", want " << want[i]
-                    << " (tolerance " << t << ")";
+      ADD_FAILURE() << "[" << i / cols << ", " << i % cols << "]: got " << got[i] << ", want "
+                    << want[i] << " (tolerance " << t << ")";
   }
   EXPECT_EQ(bad, 0u) << "elements out of tolerance, of " << got.size();
 }

@@ -31,11 +31,15 @@ struct MatmulCase {
 };
 
 std::string name_of(const MatmulCase& c) {
-  return fmt::format("{}x{}x{}_{}_{}{}", c.M, c.K, c.N, isa::dtype_name(c.dtype), isa::dtype_name(c.out_dtype),
-                     c.stream_b ? "_streamed" : "");
+  return fmt::format("{}x{}x{}_{}_{}{}", c.M, c.K, c.N, isa::dtype_name(c.dtype),
+                     isa::dtype_name(c.out_dtype), c.stream_b ? "_streamed" : "");
 }
-std::string case_name(const ::testing::TestParamInfo<MatmulCase>& info) { return name_of(info.param); }
-void PrintTo(const MatmulCase& c, std::ostream* os) { *os << name_of(c); }
+std::string case_name(const ::testing::TestParamInfo<MatmulCase>& info) {
+  return name_of(info.param);
+}
+void PrintTo(const MatmulCase& c, std::ostream* os) {
+  *os << name_of(c);
+}
 
 class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
@@ -43,7 +47,8 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
   const MatmulCase& c = GetParam();
   const isa::Program p = c.stream_b ? detail::matmul("trn2", c.M, c.K, c.N, c.dtype, c.out_dtype, 0)
                                     : matmul("trn2", c.M, c.K, c.N, c.dtype, c.out_dtype);
-  const auto M = static_cast<size_t>(c.M), K = static_cast<size_t>(c.K), N = static_cast<size_t>(c.N);
+  const auto M = static_cast<size_t>(c.M), K = static_cast<size_t>(c.K),
+             N = static_cast<size_t>(c.N);
   const std::vector<float> a = test::random_values(M * K, 1, -1.0f, 1.0f, c.dtype);
   const std::vector<float> b = test::random_values(K * N, 2, -1.0f, 1.0f, c.dtype);
   const auto out = test::run(p, {{"a", a}, {"b", b}});
@@ -66,13 +71,14 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MatmulTest,
-    ::testing::Values(MatmulCase{256, 256, 1024, DType::bf16, DType::fp32},        // 2x2x2 tiles
-                      MatmulCase{128, 128, 512, DType::fp32, DType::fp32},         // one tile of each
-                      MatmulCase{384, 512, 1536, DType::bf16, DType::bf16},        // 3 M, 4 K, 3 N tiles
-                      MatmulCase{200, 300, 700, DType::bf16, DType::fp32},         // remainders everywhere
-                      MatmulCase{64, 96, 100, DType::fp16, DType::fp32},           // all below one tile
-                      MatmulCase{1, 1, 1, DType::fp32, DType::fp32},               // degenerate
-                      MatmulCase{128, 256, 512, DType::fp8_e4m3, DType::fp32},     // 16 blocks per bank
+    ::testing::Values(MatmulCase{256, 256, 1024, DType::bf16, DType::fp32},  // 2x2x2 tiles
+                      MatmulCase{128, 128, 512, DType::fp32, DType::fp32},   // one tile of each
+                      MatmulCase{384, 512, 1536, DType::bf16, DType::bf16},  // 3 M, 4 K, 3 N tiles
+                      MatmulCase{200, 300, 700, DType::bf16, DType::fp32},  // remainders everywhere
+                      MatmulCase{64, 96, 100, DType::fp16, DType::fp32},    // all below one tile
+                      MatmulCase{1, 1, 1, DType::fp32, DType::fp32},        // degenerate
+                      MatmulCase{128, 256, 512, DType::fp8_e4m3,
+                                 DType::fp32},  // 16 blocks per bank
                       MatmulCase{256, 384, 1100, DType::bf16, DType::fp32, true},  // streamed B
                       MatmulCase{130, 200, 513, DType::fp32, DType::bf16, true}),
     case_name);

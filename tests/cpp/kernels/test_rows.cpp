@@ -37,17 +37,22 @@ struct RowCase {
 };
 
 std::string name_of(const RowCase& c) {
-  return fmt::format("{}x{}_{}{}", c.rows, c.cols, isa::dtype_name(c.dtype), c.lo >= 0 ? "_large" : "");
+  return fmt::format("{}x{}_{}{}", c.rows, c.cols, isa::dtype_name(c.dtype),
+                     c.lo >= 0 ? "_large" : "");
 }
-std::string case_name(const ::testing::TestParamInfo<RowCase>& info) { return name_of(info.param); }
-void PrintTo(const RowCase& c, std::ostream* os) { *os << name_of(c); }
+std::string case_name(const ::testing::TestParamInfo<RowCase>& info) {
+  return name_of(info.param);
+}
+void PrintTo(const RowCase& c, std::ostream* os) {
+  *os << name_of(c);
+}
 
-const auto kRowCases = ::testing::Values(RowCase{256, 1000, DType::fp32},   // 2 tiles, cols not a power of 2
-                                         RowCase{256, 1024, DType::bf16},
-                                         RowCase{300, 333, DType::fp32},    // partial last tile
-                                         RowCase{130, 4096, DType::bf16},   // wide rows, 8 bn_stats chunks
-                                         RowCase{5, 1, DType::fp32},        // one column
-                                         RowCase{64, 700, DType::fp32, 60.0f, 100.0f});  // exp would overflow
+const auto kRowCases = ::testing::Values(
+    RowCase{256, 1000, DType::fp32},  // 2 tiles, cols not a power of 2
+    RowCase{256, 1024, DType::bf16}, RowCase{300, 333, DType::fp32},  // partial last tile
+    RowCase{130, 4096, DType::bf16},                // wide rows, 8 bn_stats chunks
+    RowCase{5, 1, DType::fp32},                     // one column
+    RowCase{64, 700, DType::fp32, 60.0f, 100.0f});  // exp would overflow
 
 // ---------------------------------------------------------------------------
 
@@ -57,7 +62,8 @@ TEST_P(SoftmaxTest, MatchesDoubleReference) {
   const RowCase& c = GetParam();
   const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
   const std::vector<float> x = test::random_values(R * C, 5, c.lo, c.hi, c.dtype);
-  const std::vector<float> got = test::run(softmax("trn2", c.rows, c.cols, c.dtype), {{"x", x}}).at("out");
+  const std::vector<float> got =
+      test::run(softmax("trn2", c.rows, c.cols, c.dtype), {{"x", x}}).at("out");
 
   std::vector<double> want(R * C);
   for (size_t r = 0; r < R; ++r) {
@@ -67,7 +73,8 @@ TEST_P(SoftmaxTest, MatchesDoubleReference) {
     for (size_t j = 0; j < C; ++j) sum += want[r * C + j] = std::exp(row[j] - mx);
     for (size_t j = 0; j < C; ++j) want[r * C + j] /= sum;
   }
-  const double rel = double(C + 16) * kU32 + double(c.hi - c.lo) * kU32 + 2 * test::rounding(c.dtype);
+  const double rel =
+      double(C + 16) * kU32 + double(c.hi - c.lo) * kU32 + 2 * test::rounding(c.dtype);
   test::expect_close(got, want, C, [&](size_t i) { return rel * want[i]; });
 }
 
@@ -84,7 +91,8 @@ TEST_P(RmsNormTest, MatchesDoubleReference) {
   const std::vector<float> x = test::random_values(R * C, 6, c.lo, c.hi, c.dtype);
   const std::vector<float> gamma = test::random_values(C, 7, 0.5f, 1.5f, c.dtype);
   const std::vector<float> got =
-      test::run(rmsnorm("trn2", c.rows, c.cols, eps, c.dtype), {{"x", x}, {"gamma", gamma}}).at("out");
+      test::run(rmsnorm("trn2", c.rows, c.cols, eps, c.dtype), {{"x", x}, {"gamma", gamma}})
+          .at("out");
 
   std::vector<double> want(R * C);
   for (size_t r = 0; r < R; ++r) {
@@ -111,9 +119,9 @@ TEST_P(LayerNormTest, MatchesDoubleReference) {
   const std::vector<float> x = test::random_values(R * C, 8, c.lo + 1.0f, c.hi + 2.0f, c.dtype);
   const std::vector<float> gamma = test::random_values(C, 9, 0.5f, 1.5f, c.dtype);
   const std::vector<float> beta = test::random_values(C, 10, -1.0f, 1.0f, c.dtype);
-  const std::vector<float> got =
-      test::run(layernorm("trn2", c.rows, c.cols, eps, c.dtype), {{"x", x}, {"gamma", gamma}, {"beta", beta}})
-          .at("out");
+  const std::vector<float> got = test::run(layernorm("trn2", c.rows, c.cols, eps, c.dtype),
+                                           {{"x", x}, {"gamma", gamma}, {"beta", beta}})
+                                     .at("out");
 
   std::vector<double> want(R * C), tol(R * C);
   for (size_t r = 0; r < R; ++r) {

@@ -28,11 +28,20 @@ struct KernelCase {
 
 const std::vector<KernelCase>& kernel_cases() {
   static const std::vector<KernelCase> cases = {
-      {"matmul", [](std::string_view t) { return matmul(t, 256, 384, 700, DType::bf16, DType::fp32); }},
+      {"matmul",
+       [](std::string_view t) { return matmul(t, 256, 384, 700, DType::bf16, DType::fp32); }},
       {"matmul_streamed",
-       [](std::string_view t) { return detail::matmul(t, 130, 256, 600, DType::fp32, DType::fp32, 0); }},
-      {"add", [](std::string_view t) { return elementwise(t, ElementwiseOp::add, 300, 700, DType::fp32); }},
-      {"multiply", [](std::string_view t) { return elementwise(t, ElementwiseOp::multiply, 64, 64, DType::bf16); }},
+       [](std::string_view t) {
+         return detail::matmul(t, 130, 256, 600, DType::fp32, DType::fp32, 0);
+       }},
+      {"add",
+       [](std::string_view t) {
+         return elementwise(t, ElementwiseOp::add, 300, 700, DType::fp32);
+       }},
+      {"multiply",
+       [](std::string_view t) {
+         return elementwise(t, ElementwiseOp::multiply, 64, 64, DType::bf16);
+       }},
       {"softmax", [](std::string_view t) { return softmax(t, 200, 600, DType::fp32); }},
       {"rmsnorm", [](std::string_view t) { return rmsnorm(t, 200, 600, 1e-6f, DType::bf16); }},
       {"layernorm", [](std::string_view t) { return layernorm(t, 200, 1100, 1e-5f, DType::fp32); }},
@@ -47,7 +56,8 @@ std::map<std::string, std::vector<uint8_t>> inputs_for(const isa::Program& p) {
   uint32_t seed = 100;
   for (const isa::TensorDecl& t : p.tensors)
     if (t.kind == isa::TensorKind::input)
-      in[t.name] = test::encode(t.dtype, test::random_values(t.num_elems(), seed++, 0.5f, 2.0f, t.dtype));
+      in[t.name] =
+          test::encode(t.dtype, test::random_values(t.num_elems(), seed++, 0.5f, 2.0f, t.dtype));
   return in;
 }
 
@@ -60,7 +70,8 @@ TEST_P(TargetsTest, EveryKernelValidatesAndMatchesTrn2) {
     isa::Program p;
     ASSERT_NO_THROW(p = k.build(target));
     EXPECT_EQ(p.target, target);
-    const isa::Program back = isa::from_neff(isa::to_neff(p, std::string(k.name) + ".neff"), k.name);
+    const isa::Program back =
+        isa::from_neff(isa::to_neff(p, std::string(k.name) + ".neff"), k.name);
     EXPECT_EQ(back, p);
     const isa::Program reference = k.build("trn2");
     const auto inputs = inputs_for(p);
@@ -72,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(Targets, TargetsTest, ::testing::Values("trn1", "trn3")
 
 // ---------------------------------------------------------------------------
 
-void expect_rejects(const std::function<void()>& f, const std::string& kernel, const std::string& what) {
+void expect_rejects(const std::function<void()>& f, const std::string& kernel,
+                    const std::string& what) {
   try {
     f();
     ADD_FAILURE() << kernel << ": no exception for " << what;
@@ -88,37 +100,44 @@ TEST(InvalidArguments, Matmul) {
   expect_rejects([] { matmul("trn2", 0, 128, 128); }, "matmul", "M must be at least 1");
   expect_rejects([] { matmul("trn2", 128, -5, 128); }, "matmul", "K must be at least 1");
   expect_rejects([] { matmul("trn2", 128, 128, 70000); }, "matmul", "N = 70000 exceeds");
-  expect_rejects([] { matmul("trn2", 128, 128, 128, DType::int32); }, "matmul", "dtype must be a float dtype");
+  expect_rejects([] { matmul("trn2", 128, 128, 128, DType::int32); }, "matmul",
+                 "dtype must be a float dtype");
   expect_rejects([] { matmul("trn2", 128, 128, 128, DType::bf16, DType::int8); }, "matmul",
                  "out_dtype must be a float dtype");
   // A [128, 60000] fp32 row block, double-buffered with its transpose, cannot fit.
-  expect_rejects([] { matmul("trn2", 128, 60000, 128, DType::fp32); }, "matmul", "bytes per SBUF partition");
+  expect_rejects([] { matmul("trn2", 128, 60000, 128, DType::fp32); }, "matmul",
+                 "bytes per SBUF partition");
 }
 
 TEST(InvalidArguments, Elementwise) {
-  expect_rejects([] { elementwise("trn2", ElementwiseOp::add, 0, 4); }, "elementwise", "rows must be at least 1");
-  expect_rejects([] { elementwise("trn2", ElementwiseOp::add, 4, -1); }, "elementwise", "cols must be at least 1");
+  expect_rejects([] { elementwise("trn2", ElementwiseOp::add, 0, 4); }, "elementwise",
+                 "rows must be at least 1");
+  expect_rejects([] { elementwise("trn2", ElementwiseOp::add, 4, -1); }, "elementwise",
+                 "cols must be at least 1");
   expect_rejects([] { elementwise("trn2", static_cast<ElementwiseOp>(7), 4, 4); }, "elementwise",
                  "unknown operation");
 }
 
 TEST(InvalidArguments, RowKernels) {
   expect_rejects([] { softmax("trn2", 128, 0); }, "softmax", "cols must be at least 1");
-  expect_rejects([] { softmax("trn2", 128, 128, DType::int16); }, "softmax", "dtype must be a float dtype");
+  expect_rejects([] { softmax("trn2", 128, 128, DType::int16); }, "softmax",
+                 "dtype must be a float dtype");
   expect_rejects([] { softmax("trn2", 128, 60000); }, "softmax", "bytes per SBUF partition");
   expect_rejects([] { rmsnorm("trn2", 70000, 8); }, "rmsnorm", "rows = 70000 exceeds");
   expect_rejects([] { rmsnorm("trn2", 8, 8, -1.0f); }, "rmsnorm", "eps must be finite");
   expect_rejects([] { rmsnorm("trn2", 128, 40000); }, "rmsnorm", "bytes per SBUF partition");
-  expect_rejects([] { layernorm("trn2", 8, 8, std::numeric_limits<float>::quiet_NaN()); }, "layernorm",
-                 "eps must be finite");
-  expect_rejects([] { layernorm("trn2", 8, 8, 1e-5f, DType::uint8); }, "layernorm", "dtype must be a float dtype");
+  expect_rejects([] { layernorm("trn2", 8, 8, std::numeric_limits<float>::quiet_NaN()); },
+                 "layernorm", "eps must be finite");
+  expect_rejects([] { layernorm("trn2", 8, 8, 1e-5f, DType::uint8); }, "layernorm",
+                 "dtype must be a float dtype");
   expect_rejects([] { layernorm("trn2", 128, 30000); }, "layernorm", "bytes per SBUF partition");
 }
 
 TEST(InvalidArguments, Transpose) {
   expect_rejects([] { transpose("trn2", 0, 8); }, "transpose", "rows must be at least 1");
   expect_rejects([] { transpose("trn2", 8, 100000); }, "transpose", "cols = 100000 exceeds");
-  expect_rejects([] { transpose("trn2", 8, 8, DType::int32); }, "transpose", "dtype must be a float dtype");
+  expect_rejects([] { transpose("trn2", 8, 8, DType::int32); }, "transpose",
+                 "dtype must be a float dtype");
 }
 
 }  // namespace

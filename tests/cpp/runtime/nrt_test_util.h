@@ -3,16 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <algorithm>
-#include <cmath>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,7 +40,8 @@ inline std::filesystem::path example(const std::string& name) {
 
 inline std::filesystem::path fixtures() {
   const char* env = std::getenv("NEURONSIM_FIXTURES");
-  return env != nullptr && *env != '\0' ? std::filesystem::path(env) : std::filesystem::path(NEURONSIM_FIXTURES_DEFAULT);
+  return env != nullptr && *env != '\0' ? std::filesystem::path(env)
+                                        : std::filesystem::path(NEURONSIM_FIXTURES_DEFAULT);
 }
 
 // Sets environment variables for the life of the object and restores them after.
@@ -99,8 +100,9 @@ struct Loaded {
     for (uint64_t i = 0; i < info->tensor_count; ++i) {
       const nrt_tensor_info_t& e = info->tensor_array[i];
       nrt_tensor_t* t = nullptr;
-      if ((s = nrt_tensor_allocate(placement, placement == NRT_TENSOR_PLACEMENT_DEVICE ? (vnc < 0 ? 0 : vnc) : -1,
-                                   e.size, e.name, &t)) != NRT_SUCCESS)
+      if ((s = nrt_tensor_allocate(
+               placement, placement == NRT_TENSOR_PLACEMENT_DEVICE ? (vnc < 0 ? 0 : vnc) : -1,
+               e.size, e.name, &t)) != NRT_SUCCESS)
         return s;
       tensors[e.name] = t;
       nrt_add_tensor_to_tensor_set(e.usage == NRT_TENSOR_USAGE_INPUT ? in : out, e.name, t);
@@ -168,16 +170,20 @@ inline TraceFile read_trace(const std::filesystem::path& path) {
   for (const auto& e : j["traceEvents"])
     if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "kernels")
       kernel_rows.insert({e["pid"].get<int>(), e["tid"].get<int>()});
-  auto ps = [](const nlohmann::json& us) { return static_cast<uint64_t>(std::llround(us.get<double>() * 1e6)); };
+  auto ps = [](const nlohmann::json& us) {
+    return static_cast<uint64_t>(std::llround(us.get<double>() * 1e6));
+  };
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] != "X") continue;
     if (e["cat"] == "Instruction") ++out.instructions;
     if (!kernel_rows.count({e["pid"].get<int>(), e["tid"].get<int>()})) continue;
     const uint64_t start = ps(e["ts"]);
-    out.kernels.push_back({static_cast<uint32_t>(e["pid"].get<int>() - 1), e["name"], start, start + ps(e["dur"])});
+    out.kernels.push_back(
+        {static_cast<uint32_t>(e["pid"].get<int>() - 1), e["name"], start, start + ps(e["dur"])});
   }
-  std::stable_sort(out.kernels.begin(), out.kernels.end(),
-                   [](const KernelSlice& a, const KernelSlice& b) { return a.start_ps < b.start_ps; });
+  std::stable_sort(
+      out.kernels.begin(), out.kernels.end(),
+      [](const KernelSlice& a, const KernelSlice& b) { return a.start_ps < b.start_ps; });
   return out;
 }
 

@@ -46,15 +46,19 @@ TEST_F(NrtAsync, WritesExecutionsAndReadsRunInQueueOrder) {
   std::vector<float> out(kAddElems, -1.0f);
   NRT_STATUS ret[4] = {NRT_FAILURE, NRT_FAILURE, NRT_FAILURE, NRT_FAILURE};
   nrta_seq_t seq[4] = {};
-  ASSERT_EQ(nrta_tensor_write(m.tensors["a"], a.data(), 0, kAddBytes, 0, 0, &ret[0], &seq[0]), NRT_SUCCESS);
-  ASSERT_EQ(nrta_tensor_write(m.tensors["b"], b.data(), 0, kAddBytes, 0, 1, &ret[1], &seq[1]), NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_write(m.tensors["a"], a.data(), 0, kAddBytes, 0, 0, &ret[0], &seq[0]),
+            NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_write(m.tensors["b"], b.data(), 0, kAddBytes, 0, 1, &ret[1], &seq[1]),
+            NRT_SUCCESS);
   ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &ret[2], &seq[2]), NRT_SUCCESS);
-  ASSERT_EQ(nrta_tensor_read(out.data(), m.tensors["out"], 0, kAddBytes, 0, 0, &ret[3], &seq[3]), NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_read(out.data(), m.tensors["out"], 0, kAddBytes, 0, 0, &ret[3], &seq[3]),
+            NRT_SUCCESS);
   // XU in the top 16 bits, an increasing counter below.
   EXPECT_EQ(NRTA_SEQ_GET_XU_ID(seq[0]), static_cast<uint64_t>(NRTA_XU_TENSOR_OP));
   EXPECT_EQ(NRTA_SEQ_GET_XU_ID(seq[2]), static_cast<uint64_t>(NRTA_XU_COMPUTE));
   EXPECT_EQ(NRTA_SEQ_GET_XU_ID(seq[3]), static_cast<uint64_t>(NRTA_XU_TENSOR_OP));
-  for (int i = 1; i < 4; ++i) EXPECT_GT(NRTA_SEQ_GET_SEQ_NUM(seq[i]), NRTA_SEQ_GET_SEQ_NUM(seq[i - 1]));
+  for (int i = 1; i < 4; ++i)
+    EXPECT_GT(NRTA_SEQ_GET_SEQ_NUM(seq[i]), NRTA_SEQ_GET_SEQ_NUM(seq[i - 1]));
 
   ASSERT_TRUE(wait_for(seq[3]));
   for (int i = 0; i < 4; ++i) {
@@ -84,14 +88,18 @@ TEST_F(NrtAsync, CopiesBetweenDeviceAndHostTensorsAtOffsets) {
   nrt_tensor_t *dev = nullptr, *host = nullptr, *other = nullptr;
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 1, 4096, "dev", &dev), NRT_SUCCESS);
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, 4096, "host", &host), NRT_SUCCESS);
-  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 2, 4096, "other", &other), NRT_SUCCESS);
+  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 2, 4096, "other", &other),
+            NRT_SUCCESS);
   std::vector<uint8_t> bytes(1024);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 1);
   NRT_STATUS ret[3] = {NRT_FAILURE, NRT_FAILURE, NRT_FAILURE};
   nrta_seq_t seq[3] = {};
-  ASSERT_EQ(nrta_tensor_write(dev, bytes.data(), 100, bytes.size(), 1, 0, &ret[0], &seq[0]), NRT_SUCCESS);
-  ASSERT_EQ(nrta_tensor_copy(dev, 100, host, 2000, bytes.size(), 1, 0, &ret[1], &seq[1]), NRT_SUCCESS);
-  ASSERT_EQ(nrta_tensor_copy(host, 2000, other, 8, bytes.size(), 1, 1, &ret[2], &seq[2]), NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_write(dev, bytes.data(), 100, bytes.size(), 1, 0, &ret[0], &seq[0]),
+            NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_copy(dev, 100, host, 2000, bytes.size(), 1, 0, &ret[1], &seq[1]),
+            NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_copy(host, 2000, other, 8, bytes.size(), 1, 1, &ret[2], &seq[2]),
+            NRT_SUCCESS);
   ASSERT_TRUE(wait_for(seq[2]));
   for (NRT_STATUS r : ret) EXPECT_EQ(r, NRT_SUCCESS);
   std::vector<uint8_t> got(bytes.size());
@@ -131,7 +139,8 @@ TEST_F(NrtAsync, EventFdsSignalCompletions) {
   ASSERT_EQ(nrta_event_register_xu_completion(0, NRTA_XU_COMPUTE, 0, per_queue), NRT_SUCCESS);
   NRT_STATUS ret = NRT_FAILURE;
   nrta_seq_t seq = 0;
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &ret, &seq), NRT_SUCCESS);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &ret, &seq), NRT_SUCCESS);
   uint64_t events = 0;
   for (int tries = 0; tries < 100 && events < 3; ++tries) events += take_events(per_queue, 600);
   EXPECT_EQ(events, 3u) << "one signal per completed request on (core 0, compute, queue 0)";
@@ -139,7 +148,8 @@ TEST_F(NrtAsync, EventFdsSignalCompletions) {
   // One request by its sequence number: signalled when it completes...
   std::vector<float> host(kAddElems, 1.0f);
   nrta_seq_t write = 0;
-  ASSERT_EQ(nrta_tensor_write(m.tensors["a"], host.data(), 0, kAddBytes, 0, 0, &ret, &write), NRT_SUCCESS);
+  ASSERT_EQ(nrta_tensor_write(m.tensors["a"], host.data(), 0, kAddBytes, 0, 0, &ret, &write),
+            NRT_SUCCESS);
   ASSERT_EQ(nrta_event_register_seq_id_completion(write, per_seq), NRT_SUCCESS);
   EXPECT_EQ(take_events(per_seq, 60000), 1u);
   // ...and at once when it already has.
@@ -157,7 +167,8 @@ TEST_F(NrtAsync, EventFdsSignalCompletions) {
   bool removed_in_time = false;
   for (int attempt = 0; attempt < 10 && !removed_in_time; ++attempt) {
     nrta_seq_t later = 0;
-    for (int i = 0; i < 10; ++i) ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &ret, &later), NRT_SUCCESS);
+    for (int i = 0; i < 10; ++i)
+      ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &ret, &later), NRT_SUCCESS);
     ASSERT_EQ(nrta_event_register_seq_id_completion(later, per_seq), NRT_SUCCESS);
     ASSERT_EQ(nrta_event_register_seq_id_completion(later, -1), NRT_SUCCESS);
     bool done = true;
@@ -186,15 +197,18 @@ sp dma_copy dst=hbm.fp32(y)+0[[4,4],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] queue=2 
 
 TEST_F(NrtAsync, AFaultArrivesInExecRetAndLaterRequestsStillRun) {
   const auto neff = assemble("async_gather", kGather);
-  if (neff.empty()) GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
+  if (neff.empty())
+    GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
   nrt_model_t* model = nullptr;
   ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, &model), NRT_SUCCESS);
   std::map<std::string, nrt_tensor_t*> t;
   nrt_tensor_set_t *in = nullptr, *out = nullptr;
   nrt_allocate_tensor_set(&in);
   nrt_allocate_tensor_set(&out);
-  for (auto [name, bytes] : {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
-    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]), NRT_SUCCESS);
+  for (auto [name, bytes] :
+       {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
+    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]),
+              NRT_SUCCESS);
     nrt_add_tensor_to_tensor_set(std::string(name) == "y" ? out : in, name, t[name]);
   }
   const std::vector<int32_t> bad = {1, 9, 0, 0}, good = {2, 2, 2, 2};
@@ -209,7 +223,8 @@ TEST_F(NrtAsync, AFaultArrivesInExecRetAndLaterRequestsStillRun) {
   EXPECT_EQ(ret[1], NRT_EXEC_OOB);
   EXPECT_EQ(ret[2], NRT_SUCCESS);
   EXPECT_EQ(ret[3], NRT_SUCCESS);
-  EXPECT_EQ(nrt_tensor_check_output_completion(t["y"], 0, 1), NRT_SUCCESS) << "only the good one counts";
+  EXPECT_EQ(nrt_tensor_check_output_completion(t["y"], 0, 1), NRT_SUCCESS)
+      << "only the good one counts";
   EXPECT_EQ(nrt_tensor_check_output_completion(t["y"], 0, 2), NRT_TIMEOUT);
   nrt_unload(model);
   for (auto& [name, tensor] : t) nrt_tensor_free(&tensor);
@@ -229,11 +244,13 @@ TEST_F(NrtAsync, BadInputIsRefused) {
   EXPECT_EQ(nrta_tensor_write(a, buf.data(), 0, 16, 0, 0, &ret, nullptr), NRT_INVALID);
   EXPECT_EQ(nrta_tensor_write(a, buf.data(), 0, 0, 0, 0, &ret, &seq), NRT_INVALID);
   EXPECT_EQ(nrta_tensor_write(a, buf.data(), kAddBytes - 8, 16, 0, 0, &ret, &seq), NRT_INVALID);
-  EXPECT_EQ(nrta_tensor_read(buf.data(), a, 0, 16, 8, 0, &ret, &seq), NRT_INVALID);   // core 8 of 8
+  EXPECT_EQ(nrta_tensor_read(buf.data(), a, 0, 16, 8, 0, &ret, &seq), NRT_INVALID);  // core 8 of 8
   EXPECT_EQ(nrta_tensor_read(buf.data(), a, 0, 16, -1, 0, &ret, &seq), NRT_INVALID);
-  EXPECT_EQ(nrta_tensor_read(buf.data(), a, 0, 16, 0, 2, &ret, &seq), NRT_INVALID);   // tensor-op queues 0-1
+  EXPECT_EQ(nrta_tensor_read(buf.data(), a, 0, 16, 0, 2, &ret, &seq),
+            NRT_INVALID);  // tensor-op queues 0-1
   EXPECT_EQ(nrta_tensor_copy(a, 0, nullptr, 0, 16, 0, 0, &ret, &seq), NRT_INVALID);
-  EXPECT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 1, &ret, &seq), NRT_INVALID);  // compute queue 0
+  EXPECT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 1, &ret, &seq),
+            NRT_INVALID);  // compute queue 0
   EXPECT_EQ(nrta_execute_schedule(nullptr, m.in, m.out, 0, &ret, &seq), NRT_INVALID_HANDLE);
   EXPECT_EQ(nrta_execute_schedule(m.model, nullptr, m.out, 0, &ret, &seq), NRT_INVALID);
   EXPECT_EQ(ret, NRT_SUCCESS) << "refused requests leave exec_ret alone";
@@ -243,7 +260,8 @@ TEST_F(NrtAsync, BadInputIsRefused) {
   ASSERT_EQ(nrta_tensor_write(a, buf.data(), 0, 16, 0, 0, &ret, &seq), NRT_SUCCESS);
   EXPECT_EQ(nrta_is_completed(seq, nullptr), NRT_INVALID);
   EXPECT_EQ(nrta_is_completed(seq + 1000, &done), NRT_INVALID) << "not issued yet";
-  EXPECT_EQ(nrta_is_completed((nrta_seq_t{7} << 48) | NRTA_SEQ_GET_SEQ_NUM(seq), &done), NRT_INVALID);
+  EXPECT_EQ(nrta_is_completed((nrta_seq_t{7} << 48) | NRTA_SEQ_GET_SEQ_NUM(seq), &done),
+            NRT_INVALID);
   nrta_seq_t last = 0;
   EXPECT_EQ(nrta_get_sequence(0, NRTA_XU_TYPE_NUM, 0, &last), NRT_INVALID);
   EXPECT_EQ(nrta_get_sequence(0, NRTA_XU_COLLECTIVES, 3, &last), NRT_INVALID);  // queues 0-2
@@ -277,7 +295,8 @@ TEST(NrtAsyncLifecycle, CallsBeforeInitAreUninitializedAndCloseCompletesPendingR
   {
     Loaded m;
     ASSERT_EQ(m.load("add.neff", 0), NRT_SUCCESS);
-    for (NRT_STATUS& r : ret) ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &r, &seq), NRT_SUCCESS);
+    for (NRT_STATUS& r : ret)
+      ASSERT_EQ(nrta_execute_schedule(m.model, m.in, m.out, 0, &r, &seq), NRT_SUCCESS);
     nrt_close();  // with requests in flight: it completes them
   }
   EXPECT_EQ(ret, std::vector<NRT_STATUS>(20, NRT_SUCCESS));

@@ -180,7 +180,8 @@ TEST_F(NrtExecute, SlicesAsInputs) {
   Loaded m;
   ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
   nrt_tensor_t* big = nullptr;
-  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 2 * kAddElems * 4, "big", &big), NRT_SUCCESS);
+  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 2 * kAddElems * 4, "big", &big),
+            NRT_SUCCESS);
   nrt_tensor_t *lo = nullptr, *hi = nullptr;
   ASSERT_EQ(nrt_tensor_allocate_slice(big, 0, kAddElems * 4, "lo", &lo), NRT_SUCCESS);
   ASSERT_EQ(nrt_tensor_allocate_slice(big, kAddElems * 4, kAddElems * 4, "hi", &hi), NRT_SUCCESS);
@@ -260,9 +261,11 @@ TEST_F(NrtExecute, ConcurrentExecutesFromManyThreads) {
     threads.emplace_back([&, i] {
       Loaded& m = *models[i];
       for (int iter = 0; iter < 3; ++iter) {
-        const auto a = iota(kAddElems, static_cast<float>(i + 1)), b = iota(kAddElems, 1.0f, static_cast<float>(iter));
+        const auto a = iota(kAddElems, static_cast<float>(i + 1)),
+                   b = iota(kAddElems, 1.0f, static_cast<float>(iter));
         if (nrt_tensor_write(m.tensors["a"], a.data(), 0, a.size() * 4) != NRT_SUCCESS ||
-            nrt_tensor_write(m.tensors["b"], b.data(), 0, b.size() * 4) != NRT_SUCCESS || m.execute() != NRT_SUCCESS) {
+            nrt_tensor_write(m.tensors["b"], b.data(), 0, b.size() * 4) != NRT_SUCCESS ||
+            m.execute() != NRT_SUCCESS) {
           failures[i]++;
           continue;
         }
@@ -351,7 +354,8 @@ TEST_F(NrtExecute, ProfileWritesChromeTrace) {
   Loaded m, other;
   ASSERT_EQ(m.load("add.neff", 0), NRT_SUCCESS);
   ASSERT_EQ(other.load("add.neff", 1), NRT_SUCCESS);
-  const auto dir = std::filesystem::temp_directory_path() / ("nrt_profile_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nrt_profile_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   const std::string path = (dir / "add.ntff").string();
   EXPECT_EQ(nrt_profile_start(m.model, nullptr), NRT_INVALID);
@@ -374,7 +378,8 @@ TEST_F(NrtExecute, ProfileWritesChromeTrace) {
 
 TEST_F(NrtExecute, InspectEnvWritesOneTraceForTheSession) {
   nrt_close();
-  const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nrt_inspect_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   ScopedEnv env({{"NEURON_RT_INSPECT_ENABLE", "1"}, {"NEURON_RT_INSPECT_OUTPUT_DIR", dir.c_str()}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
@@ -397,7 +402,8 @@ TEST_F(NrtExecute, InspectEnvWritesOneTraceForTheSession) {
 
 TEST_F(NrtExecute, InspectEnvTraceIsWrittenAtClose) {
   nrt_close();
-  const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_close_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nrt_inspect_close_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   ScopedEnv env({{"NEURON_RT_INSPECT_ENABLE", "1"},
                  {"NEURON_RT_INSPECT_OUTPUT_DIR", dir.c_str()},
@@ -412,7 +418,8 @@ TEST_F(NrtExecute, InspectEnvTraceIsWrittenAtClose) {
   const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
   ASSERT_TRUE(trace.valid);
   EXPECT_EQ(trace.kernels.size(), 3u) << "executions are kept past the event limit";
-  EXPECT_EQ(trace.instructions, 4u) << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records";
+  EXPECT_EQ(trace.instructions, 4u)
+      << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records";
   std::filesystem::remove_all(dir);
 }
 
@@ -443,8 +450,8 @@ TEST_F(NrtExecute, TensorTrafficDuringExecutions) {
     churn.emplace_back([&, i] {
       while (!stop) {
         nrt_tensor_t *t = nullptr, *s = nullptr;
-        if (nrt_tensor_allocate(i == 2 ? NRT_TENSOR_PLACEMENT_HOST : NRT_TENSOR_PLACEMENT_DEVICE, i, 4096, "churn",
-                                &t) != NRT_SUCCESS ||
+        if (nrt_tensor_allocate(i == 2 ? NRT_TENSOR_PLACEMENT_HOST : NRT_TENSOR_PLACEMENT_DEVICE, i,
+                                4096, "churn", &t) != NRT_SUCCESS ||
             nrt_tensor_memset(t, 0, i, 4096) != NRT_SUCCESS ||
             nrt_tensor_allocate_slice(t, 1024, 1024, "s", &s) != NRT_SUCCESS)
           errors++;
@@ -478,15 +485,18 @@ sp dma_copy dst=hbm.fp32(y)+0[[4,4],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] queue=2 
 
 TEST_F(NrtExecute, AnOutOfBoundsAccessIsExecOob) {
   const auto neff = assemble("gather", kGather);
-  if (neff.empty()) GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
+  if (neff.empty())
+    GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
   nrt_model_t* model = nullptr;
   ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, &model), NRT_SUCCESS);
   std::map<std::string, nrt_tensor_t*> t;
   nrt_tensor_set_t *in = nullptr, *out = nullptr;
   nrt_allocate_tensor_set(&in);
   nrt_allocate_tensor_set(&out);
-  for (auto [name, bytes] : {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
-    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]), NRT_SUCCESS);
+  for (auto [name, bytes] :
+       {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
+    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]),
+              NRT_SUCCESS);
     nrt_add_tensor_to_tensor_set(std::string(name) == "y" ? out : in, name, t[name]);
   }
   std::vector<float> x(32);

@@ -39,7 +39,8 @@ TEST_F(NrtModes, TimingOnlyLeavesMemoryAlone) {
 }
 
 TEST_F(NrtModes, NeuronsimTraceWritesOneFileForTheSession) {
-  const auto path = std::filesystem::temp_directory_path() / ("nrt_trace_" + std::to_string(getpid()) + ".json");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("nrt_trace_" + std::to_string(getpid()) + ".json");
   std::filesystem::remove(path);
   ScopedEnv env({{"NEURONSIM_TRACE", path.c_str()}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
@@ -56,7 +57,8 @@ TEST_F(NrtModes, NeuronsimTraceWritesOneFileForTheSession) {
 }
 
 TEST_F(NrtModes, AHundredExecutionsMakeOneTraceWithAHundredKernelsOnOneTimeAxis) {
-  const auto path = std::filesystem::temp_directory_path() / ("nrt_trace100_" + std::to_string(getpid()) + ".json");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("nrt_trace100_" + std::to_string(getpid()) + ".json");
   std::filesystem::remove(path);
   ScopedEnv env({{"NEURONSIM_TRACE", path.c_str()}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
@@ -85,7 +87,8 @@ TEST_F(NrtModes, AHundredExecutionsMakeOneTraceWithAHundredKernelsOnOneTimeAxis)
 
 TEST_F(NrtModes, InspectWithOptions) {
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
-  const auto dir = std::filesystem::temp_directory_path() / ("nrt_inspect_opts_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nrt_inspect_opts_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   nrt_inspect_config_t* cfg = nullptr;
   ASSERT_EQ(nrt_inspect_config_allocate(&cfg), NRT_SUCCESS);
@@ -126,8 +129,11 @@ TEST_F(NrtModes, InspectSettingsThatDoNotMapAreRefused) {
   EXPECT_EQ(nrt_inspect_config_set_activity(cfg, "all", false), NRT_FAILURE);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("session ids are not supported by neuronsim"), std::string::npos) << err;
-  EXPECT_NE(err.find("profiles of failed executions are not supported by neuronsim"), std::string::npos) << err;
-  EXPECT_EQ(nrt_inspect_config_set_enable_inspect_on_fail(cfg, false), NRT_SUCCESS);  // what neuronsim does
+  EXPECT_NE(err.find("profiles of failed executions are not supported by neuronsim"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(nrt_inspect_config_set_enable_inspect_on_fail(cfg, false),
+            NRT_SUCCESS);  // what neuronsim does
   EXPECT_EQ(nrt_inspect_config_set_sys_trace_max_events_per_nc(cfg, 0), NRT_INVALID);
   EXPECT_EQ(nrt_inspect_config_set_session_id(nullptr, 1), NRT_INVALID);
   EXPECT_EQ(nrt_inspect_config_free(cfg), NRT_SUCCESS);
@@ -154,7 +160,8 @@ constexpr bool kAsan = false;
 TEST_F(NrtModes, DeadlockedExecutionTimesOut) {
   if (kAsan) GTEST_SKIP() << "deadlocks cannot run under AddressSanitizer (SystemC coroutines)";
   const auto neff = assemble("deadlock", kDeadlock);
-  if (neff.empty()) GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
+  if (neff.empty())
+    GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_model_t* model = nullptr;
   ASSERT_EQ(nrt_load(neff.data(), neff.size(), 2, 1, &model), NRT_SUCCESS);
@@ -183,7 +190,8 @@ TEST_F(NrtModes, DeadlockedExecutionTimesOut) {
 TEST_F(NrtModes, AFaultInABatchIsAttributedToItsExecution) {
   if (kAsan) GTEST_SKIP() << "deadlocks cannot run under AddressSanitizer (SystemC coroutines)";
   const auto neff = assemble("deadlock", kDeadlock);
-  if (neff.empty()) GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
+  if (neff.empty())
+    GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
   ScopedEnv env({{"NEURON_RT_LOG_LEVEL", "WARN"}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_model_t* bad = nullptr;

@@ -18,8 +18,10 @@ std::set<std::string> declared_functions() {
   const std::regex decl(R"((?:^|[\s*])((?:nrt|nrta|nec)_[a-z0-9_]+)\s*\()");
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const auto bytes = nrt_test::read_file(e.path());
-    const std::string text = std::regex_replace(std::string(bytes.begin(), bytes.end()), comments, " ");
-    for (std::sregex_iterator it(text.begin(), text.end(), decl), end; it != end; ++it) names.insert((*it)[1]);
+    const std::string text =
+        std::regex_replace(std::string(bytes.begin(), bytes.end()), comments, " ");
+    for (std::sregex_iterator it(text.begin(), text.end(), decl), end; it != end; ++it)
+      names.insert((*it)[1]);
   }
   return names;
 }
@@ -33,7 +35,8 @@ TEST(NrtSymbols, EveryDeclaredFunctionIsExportedWithItsVersion) {
     const char* version = n.rfind("nrta_", 0) == 0 ? "NRT_3.0.0" : "NRT_2.0.0";
     EXPECT_NE(dlvsym(lib, n.c_str(), version), nullptr) << n << "@" << version;
   }
-  EXPECT_EQ(dlsym(lib, "_ZN9neuronsim3sim12SparseMemory4readEmPvm"), nullptr) << "internal symbols leak";
+  EXPECT_EQ(dlsym(lib, "_ZN9neuronsim3sim12SparseMemory4readEmPvm"), nullptr)
+      << "internal symbols leak";
   dlclose(lib);
 }
 

@@ -36,11 +36,14 @@ TEST_F(NrtTensor, BadInput) {
   EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 0, "t", &t), NRT_INVALID);
   EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 8, 64, "t", &t), NRT_INVALID);
   EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, -1, 64, "t", &t), NRT_INVALID);
-  EXPECT_EQ(nrt_tensor_allocate(static_cast<nrt_tensor_placement_t>(3), 0, 64, "t", &t), NRT_INVALID);
+  EXPECT_EQ(nrt_tensor_allocate(static_cast<nrt_tensor_placement_t>(3), 0, 64, "t", &t),
+            NRT_INVALID);
   EXPECT_EQ(t, nullptr);
   // Larger than the 96 GiB HBM of a trn2 chip.
-  EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, size_t{200} << 30, "huge", &t), NRT_RESOURCE);
-  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, nullptr, &t), NRT_SUCCESS);  // NULL name
+  EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, size_t{200} << 30, "huge", &t),
+            NRT_RESOURCE);
+  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, nullptr, &t),
+            NRT_SUCCESS);  // NULL name
   uint8_t buf[128] = {};
   EXPECT_EQ(nrt_tensor_read(nullptr, buf, 0, 1), NRT_INVALID);
   EXPECT_EQ(nrt_tensor_read(t, nullptr, 0, 1), NRT_INVALID);
@@ -83,9 +86,11 @@ TEST_F(NrtTensor, SlicesShareStorageAndOutliveTheSource) {
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, "t", &t), NRT_SUCCESS);
   nrt_tensor_t *s = nullptr, *ss = nullptr;
   ASSERT_EQ(nrt_tensor_allocate_slice(t, 16, 32, "s", &s), NRT_SUCCESS);
-  ASSERT_EQ(nrt_tensor_allocate_slice(s, 8, 8, nullptr, &ss), NRT_SUCCESS);  // slices of slices compose
+  ASSERT_EQ(nrt_tensor_allocate_slice(s, 8, 8, nullptr, &ss),
+            NRT_SUCCESS);  // slices of slices compose
   EXPECT_EQ(nrt_tensor_get_size(s), 32u);
-  EXPECT_EQ(static_cast<uint8_t*>(nrt_tensor_get_va(ss)), static_cast<uint8_t*>(nrt_tensor_get_va(t)) + 24);
+  EXPECT_EQ(static_cast<uint8_t*>(nrt_tensor_get_va(ss)),
+            static_cast<uint8_t*>(nrt_tensor_get_va(t)) + 24);
   const uint32_t v = 0xdeadbeef;
   ASSERT_EQ(nrt_tensor_write(ss, &v, 0, 4), NRT_SUCCESS);
   uint32_t r = 0;
@@ -188,7 +193,8 @@ TEST_F(NrtTensor, TensorSets) {
   nrt_tensor_t *t = nullptr, *u = nullptr, *got = nullptr;
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 8, "t", &t), NRT_SUCCESS);
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 8, "u", &u), NRT_SUCCESS);
-  ASSERT_EQ(nrt_add_tensor_to_tensor_set(set, "key", t), NRT_SUCCESS);  // key differs from the tensor's name
+  ASSERT_EQ(nrt_add_tensor_to_tensor_set(set, "key", t),
+            NRT_SUCCESS);  // key differs from the tensor's name
   ASSERT_EQ(nrt_get_tensor_from_tensor_set(set, "key", &got), NRT_SUCCESS);
   EXPECT_EQ(got, t);
   ASSERT_EQ(nrt_add_tensor_to_tensor_set(set, "key", u), NRT_SUCCESS);  // replaces

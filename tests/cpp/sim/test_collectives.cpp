@@ -14,8 +14,8 @@
 
 #include "neuronsim/cc/communicator.h"
 #include "neuronsim/isa/kernel_builder.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/simulator.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {
 namespace {

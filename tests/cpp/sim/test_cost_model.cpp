@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/cost_model.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {
 namespace {
@@ -34,8 +34,8 @@ const spec::GenerationConfig& gen(const char* name) {
 
 // [P, F] on SBUF/PSUM starting at `start`, `offset` bytes into each partition,
 // innermost stride `stride` (F elements `stride` apart).
-AccessPattern tile(DType t, uint16_t p, uint32_t f, MemSpace space = MemSpace::SBUF, uint16_t start = 0,
-                   uint64_t offset = 0, int32_t stride = 1) {
+AccessPattern tile(DType t, uint16_t p, uint32_t f, MemSpace space = MemSpace::SBUF,
+                   uint16_t start = 0, uint64_t offset = 0, int32_t stride = 1) {
   AccessPattern ap;
   ap.space = space;
   ap.dtype = t;
@@ -47,8 +47,12 @@ AccessPattern tile(DType t, uint16_t p, uint32_t f, MemSpace space = MemSpace::S
   return ap;
 }
 
-AccessPattern sbuf(DType t, uint16_t p, uint32_t f) { return tile(t, p, f); }
-AccessPattern psum(DType t, uint16_t p, uint32_t f) { return tile(t, p, f, MemSpace::PSUM); }
+AccessPattern sbuf(DType t, uint16_t p, uint32_t f) {
+  return tile(t, p, f);
+}
+AccessPattern psum(DType t, uint16_t p, uint32_t f) {
+  return tile(t, p, f, MemSpace::PSUM);
+}
 
 // An HBM tensor [rows, cols], row-major, contiguous: [[cols, rows], [1, cols]].
 AccessPattern hbm(DType t, uint32_t rows, uint32_t cols) {
@@ -92,23 +96,36 @@ uint64_t loaded_matmul_cycles(const Instruction& mm, const char* g) {
 // ---------------------------------------------------------------- TensorE
 
 TEST(CostMatmul, FollowsMaxMinInitIntervalMovingSize) {
-  const std::vector<std::pair<uint32_t, uint64_t>> expected = {{32, 64}, {64, 64}, {128, 128}, {256, 256}, {512, 512}};
+  const std::vector<std::pair<uint32_t, uint64_t>> expected = {
+      {32, 64}, {64, 64}, {128, 128}, {256, 256}, {512, 512}};
   for (const char* g : {"trn1", "trn2", "trn3"}) {
     for (auto [n, want] : expected) {
       const Instruction mm = matmul(sbuf(DType::bf16, 128, 128), sbuf(DType::bf16, 128, n));
       EXPECT_EQ(loaded_matmul_cycles(mm, g), want) << g << " N=" << n;
     }
     // A short stationary lowers the initiation interval: max(min(64, 16), 8) = 16.
-    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 16), sbuf(DType::bf16, 128, 8)), g), 16u) << g;
-    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 16), sbuf(DType::bf16, 128, 40)), g), 40u) << g;
+    EXPECT_EQ(
+        loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 16), sbuf(DType::bf16, 128, 8)), g), 16u)
+        << g;
+    EXPECT_EQ(
+        loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 16), sbuf(DType::bf16, 128, 40)), g),
+        40u)
+        << g;
   }
 }
 
 TEST(CostMatmul, Fp32IsFourTimesTf32IsNot) {
-  for (auto [n, bf16] : std::vector<std::pair<uint32_t, uint64_t>>{{32, 64}, {128, 128}, {512, 512}}) {
-    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, n)), "trn2"), 4 * bf16);
-    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 128), sbuf(DType::fp32, 128, n)), "trn1"), 4 * bf16);
-    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::tf32, 128, 128), sbuf(DType::tf32, 128, n)), "trn2"), bf16);
+  for (auto [n, bf16] :
+       std::vector<std::pair<uint32_t, uint64_t>>{{32, 64}, {128, 128}, {512, 512}}) {
+    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, n)),
+                                   "trn2"),
+              4 * bf16);
+    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::bf16, 128, 128), sbuf(DType::fp32, 128, n)),
+                                   "trn1"),
+              4 * bf16);
+    EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::tf32, 128, 128), sbuf(DType::tf32, 128, n)),
+                                   "trn2"),
+              bf16);
   }
 }
 
@@ -118,10 +135,12 @@ TEST(CostMatmul, Fp8DoubleRateOnTrn2Only) {
   EXPECT_EQ(loaded_matmul_cycles(mm, "trn2"), 256u);
   EXPECT_EQ(loaded_matmul_cycles(mm, "trn3"), 512u);
   // The initiation interval does not halve: N=64 stays at 64.
-  EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::fp8_e4m3, 128, 64)), "trn2"),
+  EXPECT_EQ(loaded_matmul_cycles(
+                matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::fp8_e4m3, 128, 64)), "trn2"),
             64u);
   // One FP8 input is not enough.
-  EXPECT_EQ(loaded_matmul_cycles(matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::bf16, 128, 512)), "trn2"),
+  EXPECT_EQ(loaded_matmul_cycles(
+                matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::bf16, 128, 512)), "trn2"),
             512u);
 }
 
@@ -158,8 +177,9 @@ TEST(CostMatmul, WeightLoadHiddenBehindThePreviousPeInstruction) {
   const Instruction fp32 = matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, 512));
   EXPECT_EQ(cycles(fp32, "trn1"), 4u * 512u + 128u);
   // A previous non-PE instruction hides nothing.
-  const Instruction act = make(Opcode::activation, Engine::ACT,
-                               {{Role::dst, sbuf(DType::fp32, 128, 4096)}, {Role::src, sbuf(DType::fp32, 128, 4096)}});
+  const Instruction act =
+      make(Opcode::activation, Engine::ACT,
+           {{Role::dst, sbuf(DType::fp32, 128, 4096)}, {Role::src, sbuf(DType::fp32, 128, 4096)}});
   IssueContext after_act;
   after_act.previous = &act;
   EXPECT_EQ(cycles(big, "trn2", after_act), 512u + 32u);
@@ -177,11 +197,13 @@ TEST(CostMatmul, TransposeModeAndPeTranspose) {
   tm_tiny.flags |= isa::kTransposeMode;
   EXPECT_EQ(cycles(tm_tiny, "trn2"), 16u);
 
-  const Instruction t32 = make(Opcode::transpose, Engine::PE,
-                               {{Role::dst, psum(DType::fp32, 128, 32)}, {Role::src, sbuf(DType::fp32, 32, 128)}});
+  const Instruction t32 =
+      make(Opcode::transpose, Engine::PE,
+           {{Role::dst, psum(DType::fp32, 128, 32)}, {Role::src, sbuf(DType::fp32, 32, 128)}});
   EXPECT_EQ(cycles(t32, "trn1"), 64u);
-  const Instruction t128 = make(Opcode::transpose, Engine::PE,
-                                {{Role::dst, psum(DType::fp32, 16, 128)}, {Role::src, sbuf(DType::fp32, 128, 16)}});
+  const Instruction t128 =
+      make(Opcode::transpose, Engine::PE,
+           {{Role::dst, psum(DType::fp32, 16, 128)}, {Role::src, sbuf(DType::fp32, 128, 16)}});
   EXPECT_EQ(cycles(t128, "trn1"), 128u);
   // PE is pipelined: no access or dependent overhead.
   IssueContext waited;
@@ -208,12 +230,13 @@ TEST_F(CostVector, ConfigParameters) {
 
 TEST_F(CostVector, Activation) {
   auto act = [](uint32_t n, bool reduce) {
-    Instruction inst = make(Opcode::activation, Engine::ACT,
-                            {{Role::dst, sbuf(DType::fp32, 128, n)}, {Role::src, sbuf(DType::fp32, 128, n)}});
+    Instruction inst =
+        make(Opcode::activation, Engine::ACT,
+             {{Role::dst, sbuf(DType::fp32, 128, n)}, {Role::src, sbuf(DType::fp32, 128, n)}});
     if (reduce) inst.operands.push_back({Role::reduce_dst, sbuf(DType::fp32, 128, 1)});
     return inst;
   };
-  EXPECT_EQ(cycles(act(1, false), "trn1"), 64u + ovh("trn1"));      // MIN_II
+  EXPECT_EQ(cycles(act(1, false), "trn1"), 64u + ovh("trn1"));  // MIN_II
   EXPECT_EQ(cycles(act(63, false), "trn1"), 64u + ovh("trn1"));
   EXPECT_EQ(cycles(act(65, false), "trn1"), 65u + ovh("trn1"));
   EXPECT_EQ(cycles(act(2048, false), "trn2"), 2048u + ovh("trn2"));
@@ -228,7 +251,8 @@ TEST_F(CostVector, Activation) {
 
 TEST_F(CostVector, DependentOverhead) {
   const Instruction a = make(Opcode::activation, Engine::ACT,
-                             {{Role::dst, sbuf(DType::fp32, 128, 1)}, {Role::src, tile(DType::fp32, 128, 1, MemSpace::SBUF, 0, 64)}});
+                             {{Role::dst, sbuf(DType::fp32, 128, 1)},
+                              {Role::src, tile(DType::fp32, 128, 1, MemSpace::SBUF, 0, 64)}});
   const uint64_t base = cycles(a, "trn1");
   EXPECT_EQ(base, 64u + ovh("trn1"));
   IssueContext waited;
@@ -238,7 +262,8 @@ TEST_F(CostVector, DependentOverhead) {
 
   // Reading what the previous instruction of the engine wrote is dependent too.
   const Instruction b = make(Opcode::activation, Engine::ACT,
-                             {{Role::dst, tile(DType::fp32, 128, 1, MemSpace::SBUF, 0, 64)}, {Role::src, sbuf(DType::fp32, 128, 1)}});
+                             {{Role::dst, tile(DType::fp32, 128, 1, MemSpace::SBUF, 0, 64)},
+                              {Role::src, sbuf(DType::fp32, 128, 1)}});
   IssueContext after_a;
   after_a.previous = &a;
   EXPECT_EQ(cycles(b, "trn1", after_a), base + gen("trn1").dependent_overhead);
@@ -264,12 +289,15 @@ TEST_F(CostVector, DependentOverhead) {
   // Calibration (§8.5 [N4]): dependent 1-element ScalarE instructions on NC-v2 issue
   // every ~189 ns = 264 ACT cycles.
   EXPECT_EQ(cycles(b, "trn1", after_a), 264u);
-  EXPECT_NEAR(static_cast<double>(instruction_ps(b, gen("trn1"), after_a)), 189000.0, 189000.0 * 0.01);
+  EXPECT_NEAR(static_cast<double>(instruction_ps(b, gen("trn1"), after_a)), 189000.0,
+              189000.0 * 0.01);
 }
 
 TEST_F(CostVector, TensorTensor) {
-  auto tt = [](AccessPattern a, AccessPattern b, AccessPattern d, AluOp op = AluOp::add, Engine e = Engine::DVE) {
-    Instruction inst = make(Opcode::tensor_tensor, e, {{Role::dst, d}, {Role::in0, a}, {Role::in1, b}});
+  auto tt = [](AccessPattern a, AccessPattern b, AccessPattern d, AluOp op = AluOp::add,
+               Engine e = Engine::DVE) {
+    Instruction inst =
+        make(Opcode::tensor_tensor, e, {{Role::dst, d}, {Role::in0, a}, {Role::in1, b}});
     inst.alu0 = op;
     return inst;
   };
@@ -277,7 +305,8 @@ TEST_F(CostVector, TensorTensor) {
   // Two SBUF inputs: 2N; one PSUM + one SBUF: N.
   EXPECT_EQ(cycles(tt(f32, f32, f32), "trn1"), 2048u + ovh("trn1"));
   EXPECT_EQ(cycles(tt(psum(DType::fp32, 128, 1024), f32, f32), "trn1"), 1024u + ovh("trn1"));
-  EXPECT_EQ(cycles(tt(f32, psum(DType::fp32, 128, 1024), f32, AluOp::max), "trn2"), 1024u + ovh("trn2"));
+  EXPECT_EQ(cycles(tt(f32, psum(DType::fp32, 128, 1024), f32, AluOp::max), "trn2"),
+            1024u + ovh("trn2"));
   // MIN_II: 2 * 16 = 32 < 64.
   const auto small = sbuf(DType::fp32, 128, 16);
   EXPECT_EQ(cycles(tt(small, small, small), "trn1"), 64u + ovh("trn1"));
@@ -288,7 +317,8 @@ TEST_F(CostVector, TensorTensor) {
   EXPECT_EQ(cycles(tt(b16, b16, b16, AluOp::is_gt), "trn1"), 2048u + ovh("trn1"));
   const auto strided = tile(DType::bf16, 128, 1024, MemSpace::SBUF, 0, 0, 2);
   EXPECT_EQ(cycles(tt(strided, b16, b16, AluOp::add), "trn1"), 2048u + ovh("trn1"));
-  EXPECT_EQ(cycles(tt(b16, b16, sbuf(DType::fp32, 128, 1024), AluOp::add), "trn1"), 2048u + ovh("trn1"));
+  EXPECT_EQ(cycles(tt(b16, b16, sbuf(DType::fp32, 128, 1024), AluOp::add), "trn1"),
+            2048u + ovh("trn1"));
   // NC-v3 2x mode: both inputs SBUF, every tensor BF16/FP16.
   EXPECT_EQ(cycles(tt(b16, b16, b16, AluOp::add), "trn2"), 512u + ovh("trn2"));
   EXPECT_EQ(cycles(tt(b16, b16, b16, AluOp::is_gt), "trn2"), 1024u + ovh("trn2"));
@@ -327,8 +357,10 @@ TEST_F(CostVector, TensorScalarAndCopyModes) {
     EXPECT_EQ(cycles(op(o, b16, b16, Engine::ACT), "trn2"), 4096u + ovh("trn2"));
     EXPECT_EQ(cycles(op(o, b16, b16, Engine::POOL), "trn2"), 4096u + ovh("trn2"));
     // MIN_II after the speed-up: 128 / 4 = 32 -> 64; and small N on NC-v2.
-    EXPECT_EQ(cycles(op(o, sbuf(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 128)), "trn2"), 64u + ovh("trn2"));
-    EXPECT_EQ(cycles(op(o, sbuf(DType::fp32, 128, 10), sbuf(DType::fp32, 128, 10)), "trn1"), 64u + ovh("trn1"));
+    EXPECT_EQ(cycles(op(o, sbuf(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 128)), "trn2"),
+              64u + ovh("trn2"));
+    EXPECT_EQ(cycles(op(o, sbuf(DType::fp32, 128, 10), sbuf(DType::fp32, 128, 10)), "trn1"),
+              64u + ovh("trn1"));
   }
 }
 
@@ -363,49 +395,59 @@ TEST_F(CostVector, Memset) {
 
 TEST_F(CostVector, SelectCopyPredicatedBnStats) {
   const auto f = sbuf(DType::fp32, 128, 1000);
-  const Instruction sel = make(Opcode::select, Engine::DVE,
-                               {{Role::dst, f}, {Role::predicate, f}, {Role::on_true, f}, {Role::on_false, f}});
+  const Instruction sel =
+      make(Opcode::select, Engine::DVE,
+           {{Role::dst, f}, {Role::predicate, f}, {Role::on_true, f}, {Role::on_false, f}});
   EXPECT_EQ(cycles(sel, "trn1"), 1000u + ovh("trn1"));
-  const Instruction sel_small =
-      make(Opcode::select, Engine::POOL,
-           {{Role::dst, sbuf(DType::fp32, 128, 3)}, {Role::predicate, sbuf(DType::fp32, 128, 3)},
-            {Role::on_true, sbuf(DType::fp32, 128, 3)}, {Role::on_false, sbuf(DType::fp32, 128, 3)}});
+  const Instruction sel_small = make(Opcode::select, Engine::POOL,
+                                     {{Role::dst, sbuf(DType::fp32, 128, 3)},
+                                      {Role::predicate, sbuf(DType::fp32, 128, 3)},
+                                      {Role::on_true, sbuf(DType::fp32, 128, 3)},
+                                      {Role::on_false, sbuf(DType::fp32, 128, 3)}});
   EXPECT_EQ(cycles(sel_small, "trn1"), 64u + ovh("trn1"));
 
   auto cp = [](AccessPattern src, AccessPattern pred) {
-    return make(Opcode::copy_predicated, Engine::DVE,
-                {{Role::dst, sbuf(DType::fp32, 128, 1000)}, {Role::src, src}, {Role::predicate, pred}});
+    return make(
+        Opcode::copy_predicated, Engine::DVE,
+        {{Role::dst, sbuf(DType::fp32, 128, 1000)}, {Role::src, src}, {Role::predicate, pred}});
   };
   EXPECT_EQ(cycles(cp(f, f), "trn1"), 2000u + ovh("trn1"));
   EXPECT_EQ(cycles(cp(psum(DType::fp32, 128, 1000), f), "trn1"), 1000u + ovh("trn1"));
   EXPECT_EQ(cycles(cp(f, psum(DType::fp32, 128, 1000)), "trn1"), 1000u + ovh("trn1"));
-  EXPECT_EQ(cycles(cp(sbuf(DType::fp32, 128, 20), sbuf(DType::fp32, 128, 20)), "trn1"), 64u + ovh("trn1"));
+  EXPECT_EQ(cycles(cp(sbuf(DType::fp32, 128, 20), sbuf(DType::fp32, 128, 20)), "trn1"),
+            64u + ovh("trn1"));
 
-  const Instruction stats = make(Opcode::bn_stats, Engine::DVE,
-                                 {{Role::dst, sbuf(DType::fp32, 128, 6)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
+  const Instruction stats =
+      make(Opcode::bn_stats, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 6)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
   EXPECT_EQ(cycles(stats, "trn2"), 512u + ovh("trn2"));
-  const Instruction stats_small = make(Opcode::bn_stats, Engine::DVE,
-                                       {{Role::dst, sbuf(DType::fp32, 128, 6)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
+  const Instruction stats_small =
+      make(Opcode::bn_stats, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 6)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
   EXPECT_EQ(cycles(stats_small, "trn2"), 64u + ovh("trn2"));
   // bn_aggr: 13 N / 3. N = 96 -> 416; N = 12 -> 52 -> MIN_II.
-  const Instruction aggr = make(Opcode::bn_aggr, Engine::DVE,
-                                {{Role::dst, sbuf(DType::fp32, 128, 2)}, {Role::src, sbuf(DType::fp32, 128, 96)}});
+  const Instruction aggr =
+      make(Opcode::bn_aggr, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 2)}, {Role::src, sbuf(DType::fp32, 128, 96)}});
   EXPECT_EQ(cycles(aggr, "trn1"), 416u + ovh("trn1"));
-  const Instruction aggr_small = make(Opcode::bn_aggr, Engine::DVE,
-                                      {{Role::dst, sbuf(DType::fp32, 128, 2)}, {Role::src, sbuf(DType::fp32, 128, 12)}});
+  const Instruction aggr_small =
+      make(Opcode::bn_aggr, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 2)}, {Role::src, sbuf(DType::fp32, 128, 12)}});
   EXPECT_EQ(cycles(aggr_small, "trn1"), 64u + ovh("trn1"));
 }
 
 TEST_F(CostVector, ScanAndDveTranspose) {
   auto scan = [](uint32_t n) {
     return make(Opcode::tensor_tensor_scan, Engine::DVE,
-                {{Role::dst, sbuf(DType::fp32, 128, n)}, {Role::in0, sbuf(DType::fp32, 128, n)},
+                {{Role::dst, sbuf(DType::fp32, 128, n)},
+                 {Role::in0, sbuf(DType::fp32, 128, n)},
                  {Role::in1, sbuf(DType::fp32, 128, n)}});
   };
   EXPECT_EQ(cycles(scan(1000), "trn2"), 2000u + ovh("trn2"));
   EXPECT_EQ(cycles(scan(10), "trn2"), 64u + ovh("trn2"));
-  const Instruction t = make(Opcode::transpose, Engine::DVE,
-                             {{Role::dst, sbuf(DType::fp16, 32, 16)}, {Role::src, sbuf(DType::fp16, 16, 32)}});
+  const Instruction t =
+      make(Opcode::transpose, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp16, 32, 16)}, {Role::src, sbuf(DType::fp16, 16, 32)}});
   EXPECT_EQ(cycles(t, "trn1"), 64u + ovh("trn1"));
 }
 
@@ -416,26 +458,32 @@ TEST_F(CostVector, GpSimdLibraryInstructions) {
   pattern.num_dims = 1;
   pattern.dims[0] = {1, 512};
   const Instruction iota =
-      make(Opcode::iota, Engine::POOL, {{Role::dst, sbuf(DType::int32, 128, 512)}, {Role::pattern, pattern}});
+      make(Opcode::iota, Engine::POOL,
+           {{Role::dst, sbuf(DType::int32, 128, 512)}, {Role::pattern, pattern}});
   EXPECT_EQ(cycles(iota, "trn1"), 150u + 512u + ovh("trn1"));
-  const Instruction iota_small = make(Opcode::iota, Engine::POOL,
-                                      {{Role::dst, sbuf(DType::int32, 128, 4)}, {Role::pattern, pattern}});
+  const Instruction iota_small =
+      make(Opcode::iota, Engine::POOL,
+           {{Role::dst, sbuf(DType::int32, 128, 4)}, {Role::pattern, pattern}});
   EXPECT_EQ(cycles(iota_small, "trn1"), 150u + 4u + ovh("trn1"));  // no MIN_II: 150 + N
   const Instruction sel = make(Opcode::affine_select, Engine::POOL,
-                               {{Role::dst, sbuf(DType::fp32, 128, 300)}, {Role::on_true, sbuf(DType::fp32, 128, 300)},
+                               {{Role::dst, sbuf(DType::fp32, 128, 300)},
+                                {Role::on_true, sbuf(DType::fp32, 128, 300)},
                                 {Role::pattern, pattern}});
   EXPECT_EQ(cycles(sel, "trn2"), 150u + 300u + ovh("trn2"));
-  const Instruction pr = make(Opcode::partition_reduce, Engine::POOL,
-                              {{Role::dst, sbuf(DType::fp32, 1, 64)}, {Role::src, sbuf(DType::fp32, 128, 64)}});
+  const Instruction pr =
+      make(Opcode::partition_reduce, Engine::POOL,
+           {{Role::dst, sbuf(DType::fp32, 1, 64)}, {Role::src, sbuf(DType::fp32, 128, 64)}});
   EXPECT_EQ(cycles(pr, "trn1"), 150u + 64u + ovh("trn1"));
-  const Instruction ps = make(Opcode::partition_shuffle, Engine::POOL,
-                              {{Role::dst, sbuf(DType::fp32, 32, 1000)}, {Role::src, sbuf(DType::fp32, 32, 1000)}});
+  const Instruction ps =
+      make(Opcode::partition_shuffle, Engine::POOL,
+           {{Role::dst, sbuf(DType::fp32, 32, 1000)}, {Role::src, sbuf(DType::fp32, 32, 1000)}});
   EXPECT_EQ(cycles(ps, "trn1"), 150u + 1000u + ovh("trn1"));
 
   // local_gather: 150 + nv*ne/C, C = ((28 + 4 ne) / (4 ne)) / min(4 / dtype_bytes, ne).
   auto lg = [](DType t, int32_t ne, int32_t nv) {
     Instruction inst = make(Opcode::local_gather, Engine::POOL,
-                            {{Role::dst, sbuf(t, 32, static_cast<uint32_t>(ne * nv))}, {Role::src, sbuf(t, 32, 1024)},
+                            {{Role::dst, sbuf(t, 32, static_cast<uint32_t>(ne * nv))},
+                             {Role::src, sbuf(t, 32, 1024)},
                              {Role::index, sbuf(DType::uint16, 32, static_cast<uint32_t>(nv))}});
     inst.ints[0] = ne;
     inst.ints[1] = nv;
@@ -460,18 +508,21 @@ TEST(CostControl, SemaphoresDmaTriggersAndCollectives) {
   EXPECT_EQ(cycles(make(Opcode::sem_signal, Engine::PE, {}), "trn1"), 1u);
   EXPECT_EQ(cycles(make(Opcode::sem_set, Engine::SP, {}), "trn3"), 1u);
 
-  const Instruction dma = make(Opcode::dma_copy, Engine::SP,
-                               {{Role::dst, sbuf(DType::bf16, 128, 128)}, {Role::src, hbm(DType::bf16, 128, 128)}});
+  const Instruction dma =
+      make(Opcode::dma_copy, Engine::SP,
+           {{Role::dst, sbuf(DType::bf16, 128, 128)}, {Role::src, hbm(DType::bf16, 128, 128)}});
   EXPECT_EQ(cycles(dma, "trn2"), 64u);  // the trigger only; the transfer is the DMA model's
   EXPECT_EQ(cycles(dma, "trn2", waited), 64u);
 
-  const Instruction ar = make(Opcode::all_reduce, Engine::POOL,
-                              {{Role::dst, hbm(DType::fp32, 1, 1024)}, {Role::src, hbm(DType::fp32, 1, 1024)}});
+  const Instruction ar =
+      make(Opcode::all_reduce, Engine::POOL,
+           {{Role::dst, hbm(DType::fp32, 1, 1024)}, {Role::src, hbm(DType::fp32, 1, 1024)}});
   EXPECT_THROW(cycles(ar, "trn2"), std::invalid_argument);
   EXPECT_THROW(instruction_ps(ar, gen("trn2"), {}), std::invalid_argument);
   // An instruction on an engine that cannot run it.
-  const Instruction act_on_sp = make(Opcode::activation, Engine::SP,
-                                     {{Role::dst, sbuf(DType::fp32, 128, 8)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
+  const Instruction act_on_sp =
+      make(Opcode::activation, Engine::SP,
+           {{Role::dst, sbuf(DType::fp32, 128, 8)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
   EXPECT_THROW(cycles(act_on_sp, "trn2"), std::invalid_argument);
 }
 
@@ -482,12 +533,15 @@ TEST(CostClock, PicosecondsFollowCyclesAndTheEngineClock) {
   // trn1 PE at 2.8 GHz: 512 cycles = 182.857 ns; trn2 PE at 2.4 GHz: 213.333 ns.
   EXPECT_EQ(instruction_ps(mm, gen("trn1"), loaded), 182857u);
   EXPECT_EQ(instruction_ps(mm, gen("trn2"), loaded), 213333u);
-  // trn2 DVE at 0.96 GHz: 1024 + 60 cycles = 1129.167 ns; trn1 ACT at 1.4 GHz: 124 cycles = 88.571 ns.
-  const Instruction copy = make(Opcode::tensor_copy, Engine::DVE,
-                                {{Role::dst, sbuf(DType::fp32, 128, 1024)}, {Role::src, sbuf(DType::fp32, 128, 1024)}});
+  // trn2 DVE at 0.96 GHz: 1024 + 60 cycles = 1129.167 ns; trn1 ACT at 1.4 GHz: 124 cycles = 88.571
+  // ns.
+  const Instruction copy =
+      make(Opcode::tensor_copy, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 1024)}, {Role::src, sbuf(DType::fp32, 128, 1024)}});
   EXPECT_EQ(instruction_ps(copy, gen("trn2"), {}), 1129167u);
-  const Instruction act = make(Opcode::activation, Engine::ACT,
-                               {{Role::dst, sbuf(DType::fp32, 128, 1)}, {Role::src, sbuf(DType::fp32, 128, 1)}});
+  const Instruction act =
+      make(Opcode::activation, Engine::ACT,
+           {{Role::dst, sbuf(DType::fp32, 128, 1)}, {Role::src, sbuf(DType::fp32, 128, 1)}});
   EXPECT_EQ(instruction_ps(act, gen("trn1"), {}), 88571u);
 
   // In general: llround(cycles * 1000 / GHz of the instruction's engine).
@@ -498,8 +552,9 @@ TEST(CostClock, PicosecondsFollowCyclesAndTheEngineClock) {
   Instruction copy_act = copy, copy_pool = copy;
   copy_act.engine = Engine::ACT;
   copy_pool.engine = Engine::POOL;
-  const Instruction trigger = make(Opcode::dma_copy, Engine::SP,
-                                   {{Role::dst, sbuf(DType::bf16, 128, 128)}, {Role::src, hbm(DType::bf16, 128, 128)}});
+  const Instruction trigger =
+      make(Opcode::dma_copy, Engine::SP,
+           {{Role::dst, sbuf(DType::bf16, 128, 128)}, {Role::src, hbm(DType::bf16, 128, 128)}});
   const std::vector<Case> cases = {
       {mm, [](const spec::GenerationConfig& g) { return g.pe_ghz; }},
       {copy, [](const spec::GenerationConfig& g) { return g.dve_ghz; }},
@@ -510,8 +565,9 @@ TEST(CostClock, PicosecondsFollowCyclesAndTheEngineClock) {
   for (const char* g : {"trn1", "trn2", "trn3"})
     for (const Case& c : cases) {
       const uint64_t cyc = instruction_cycles(c.inst, gen(g), {});
-      EXPECT_EQ(instruction_ps(c.inst, gen(g), {}),
-                static_cast<uint64_t>(std::llround(static_cast<double>(cyc) * 1000.0 / c.ghz(gen(g)))))
+      EXPECT_EQ(
+          instruction_ps(c.inst, gen(g), {}),
+          static_cast<uint64_t>(std::llround(static_cast<double>(cyc) * 1000.0 / c.ghz(gen(g)))))
           << g << " " << isa::engine_name(c.inst.engine);
     }
 }
@@ -528,14 +584,16 @@ TEST(CostDma, CalibrationOneEngine32KiBOnTrn2) {
   EXPECT_NEAR(static_cast<double>(ps), 1416000.0, 1416000.0 * 0.01);
   // The formula: fixed + bytes / bandwidth.
   const spec::GenerationConfig& g = gen("trn2");
-  EXPECT_EQ(ps, static_cast<uint64_t>(std::llround((g.dma_fixed_ns + 32768.0 / g.dma_engine_bytes_per_ns) * 1000)));
+  EXPECT_EQ(ps, static_cast<uint64_t>(
+                    std::llround((g.dma_fixed_ns + 32768.0 / g.dma_engine_bytes_per_ns) * 1000)));
   EXPECT_EQ(dma_transfer_ps(0, g), static_cast<uint64_t>(std::llround(g.dma_fixed_ns * 1000)));
   EXPECT_LT(dma_transfer_ps(32768, gen("trn3")), ps);  // 33 B/ns
   EXPECT_GT(dma_transfer_ps(32768, gen("trn1")), ps);  // 17 B/ns
 }
 
 TEST(CostDma, FourRowsGoToOneEngine) {
-  const auto plan = plan_dma(dma(sbuf(DType::bf16, 4, 4096), hbm(DType::bf16, 4, 4096)), gen("trn2"));
+  const auto plan =
+      plan_dma(dma(sbuf(DType::bf16, 4, 4096), hbm(DType::bf16, 4, 4096)), gen("trn2"));
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].dma_engine, 0u);
   EXPECT_EQ(plan[0].bytes, 32768u);
@@ -544,7 +602,8 @@ TEST(CostDma, FourRowsGoToOneEngine) {
 }
 
 TEST(CostDma, OneHundredTwentyEightRowsGoToSixteenEngines) {
-  const auto plan = plan_dma(dma(sbuf(DType::bf16, 128, 128), hbm(DType::bf16, 128, 128)), gen("trn2"));
+  const auto plan =
+      plan_dma(dma(sbuf(DType::bf16, 128, 128), hbm(DType::bf16, 128, 128)), gen("trn2"));
   ASSERT_EQ(plan.size(), 16u);
   for (uint32_t e = 0; e < 16; ++e) {
     EXPECT_EQ(plan[e].dma_engine, e);
@@ -552,7 +611,8 @@ TEST(CostDma, OneHundredTwentyEightRowsGoToSixteenEngines) {
     EXPECT_EQ(plan[e].hbm_bytes, 2048u);
   }
   // The store back to HBM splits by the source partitions.
-  const auto store = plan_dma(dma(hbm(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 128)), gen("trn1"));
+  const auto store =
+      plan_dma(dma(hbm(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 128)), gen("trn1"));
   ASSERT_EQ(store.size(), 16u);
   for (const DmaTransfer& t : store) {
     EXPECT_EQ(t.bytes, 2048u);
@@ -562,19 +622,22 @@ TEST(CostDma, OneHundredTwentyEightRowsGoToSixteenEngines) {
 
 TEST(CostDma, EnginesFollowThePartitions) {
   // Partitions 96..99 belong to engine 12.
-  auto plan = plan_dma(dma(tile(DType::fp32, 4, 256, MemSpace::SBUF, 96), hbm(DType::fp32, 4, 256)), gen("trn2"));
+  auto plan = plan_dma(dma(tile(DType::fp32, 4, 256, MemSpace::SBUF, 96), hbm(DType::fp32, 4, 256)),
+                       gen("trn2"));
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].dma_engine, 12u);
   EXPECT_EQ(plan[0].bytes, 4096u);
   // Partitions 4..11 straddle engines 0 and 1.
-  plan = plan_dma(dma(tile(DType::fp32, 8, 256, MemSpace::SBUF, 4), hbm(DType::fp32, 8, 256)), gen("trn2"));
+  plan = plan_dma(dma(tile(DType::fp32, 8, 256, MemSpace::SBUF, 4), hbm(DType::fp32, 8, 256)),
+                  gen("trn2"));
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].dma_engine, 0u);
   EXPECT_EQ(plan[1].dma_engine, 1u);
   EXPECT_EQ(plan[0].bytes, 4096u);
   EXPECT_EQ(plan[1].bytes, 4096u);
   // SBUF -> SBUF: no HBM traffic.
-  plan = plan_dma(dma(sbuf(DType::fp32, 16, 64), tile(DType::fp32, 16, 64, MemSpace::SBUF, 64)), gen("trn2"));
+  plan = plan_dma(dma(sbuf(DType::fp32, 16, 64), tile(DType::fp32, 16, 64, MemSpace::SBUF, 64)),
+                  gen("trn2"));
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].hbm_bytes, 0u);
   EXPECT_EQ(plan[0].bytes, 8u * 64u * 4u);
@@ -582,11 +645,13 @@ TEST(CostDma, EnginesFollowThePartitions) {
 
 TEST(CostDma, CastsMoveTheLargerSide) {
   // FP32 in HBM -> BF16 in SBUF: 4 bytes read, 2 written per element; the transfer is the larger.
-  const auto plan = plan_dma(dma(sbuf(DType::bf16, 128, 512), hbm(DType::fp32, 128, 512)), gen("trn2"));
+  const auto plan =
+      plan_dma(dma(sbuf(DType::bf16, 128, 512), hbm(DType::fp32, 128, 512)), gen("trn2"));
   ASSERT_EQ(plan.size(), 16u);
   EXPECT_EQ(plan[0].bytes, 8u * 512u * 4u);
   EXPECT_EQ(plan[0].hbm_bytes, 8u * 512u * 4u);
-  const auto store = plan_dma(dma(hbm(DType::fp32, 128, 512), sbuf(DType::bf16, 128, 512)), gen("trn2"));
+  const auto store =
+      plan_dma(dma(hbm(DType::fp32, 128, 512), sbuf(DType::bf16, 128, 512)), gen("trn2"));
   EXPECT_EQ(store[3].bytes, 8u * 512u * 4u);
   EXPECT_EQ(store[3].hbm_bytes, 8u * 512u * 4u);
 }
@@ -635,8 +700,9 @@ TEST(CostDma, IndirectSplitsByDestinationRows) {
 }
 
 TEST(CostDma, RejectsWhatIsNotADmaCopy) {
-  const Instruction act = make(Opcode::activation, Engine::ACT,
-                               {{Role::dst, sbuf(DType::fp32, 128, 8)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
+  const Instruction act =
+      make(Opcode::activation, Engine::ACT,
+           {{Role::dst, sbuf(DType::fp32, 128, 8)}, {Role::src, sbuf(DType::fp32, 128, 8)}});
   EXPECT_THROW(plan_dma(act, gen("trn2")), std::invalid_argument);
 }
 
@@ -650,15 +716,18 @@ TEST(CostFlops, MatmulAndElementwise) {
   Instruction tm = mm;
   tm.flags |= isa::kTransposeMode;
   EXPECT_EQ(instruction_flops(tm), 0u);
-  const Instruction act = make(Opcode::activation, Engine::ACT,
-                               {{Role::dst, sbuf(DType::fp32, 128, 512)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
+  const Instruction act =
+      make(Opcode::activation, Engine::ACT,
+           {{Role::dst, sbuf(DType::fp32, 128, 512)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
   EXPECT_EQ(instruction_flops(act), 128u * 512u);
   Instruction tt = make(Opcode::tensor_tensor, Engine::DVE,
-                        {{Role::dst, sbuf(DType::fp32, 64, 10)}, {Role::in0, sbuf(DType::fp32, 64, 10)},
+                        {{Role::dst, sbuf(DType::fp32, 64, 10)},
+                         {Role::in0, sbuf(DType::fp32, 64, 10)},
                          {Role::in1, sbuf(DType::fp32, 64, 10)}});
   EXPECT_EQ(instruction_flops(tt), 640u);
-  const Instruction copy = make(Opcode::tensor_copy, Engine::DVE,
-                                {{Role::dst, sbuf(DType::fp32, 128, 512)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
+  const Instruction copy =
+      make(Opcode::tensor_copy, Engine::DVE,
+           {{Role::dst, sbuf(DType::fp32, 128, 512)}, {Role::src, sbuf(DType::fp32, 128, 512)}});
   EXPECT_EQ(instruction_flops(copy), 0u);
   EXPECT_EQ(instruction_flops(dma(sbuf(DType::bf16, 128, 128), hbm(DType::bf16, 128, 128))), 0u);
 }

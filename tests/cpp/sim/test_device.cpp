@@ -158,7 +158,9 @@ TEST(Device, ExecutionsOfOneWindowContendForHbm) {
     const Completion c = dev->wait(s);
     EXPECT_EQ(c.start_ps, 0u);
     slowest = std::max(slowest, c.end_ps);
-    if (window) EXPECT_EQ(c.run, window) << "one window for the group";
+    if (window) {
+      EXPECT_EQ(c.run, window) << "one window for the group";
+    }
     window = c.run;
   }
   EXPECT_GE(slowest, one.end_ps);
@@ -174,8 +176,8 @@ TEST(Device, PollingAndWaitingOnSequenceNumbers) {
   EXPECT_TRUE(dev->done(s));
   EXPECT_FALSE(dev->done(s + 1));
   EXPECT_EQ(dev->wait(s).seq, s);
-  EXPECT_THAT([&] { dev->wait(s); }, ::testing::ThrowsMessage<std::invalid_argument>(
-                                         HasSubstr("already taken")));
+  EXPECT_THAT([&] { dev->wait(s); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("already taken")));
   EXPECT_THAT([&] { dev->wait(s + 5); }, ::testing::ThrowsMessage<std::invalid_argument>(
                                              HasSubstr("no work with sequence number")));
 }
@@ -224,7 +226,9 @@ TEST(Device, ATraceSessionSpansManyExecutionsOnOneTimeAxis) {
   ASSERT_EQ(t.result.executions.size(), 100u);
   for (size_t i = 0; i < 100; ++i) {
     EXPECT_EQ(t.result.executions[i].name, "op" + std::to_string(i));
-    if (i) EXPECT_EQ(t.result.executions[i].start_ps, t.result.executions[i - 1].end_ps);
+    if (i) {
+      EXPECT_EQ(t.result.executions[i].start_ps, t.result.executions[i - 1].end_ps);
+    }
   }
   EXPECT_EQ(t.result.instructions.size(), 100 * p->program().num_instructions());
   EXPECT_EQ(std::max(t.result.instructions.back().end_ps, t.result.dmas.back().end_ps),
@@ -295,8 +299,11 @@ TEST(Device, ErrorsNameWhatWasWrong) {
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("tensors: x, y")));
   Bindings only_x = dev->allocate_io(*p);
   only_x.erase(p->tensor("y").var_id);
-  EXPECT_THAT([&] { dev->run({p, only_x, "partial"}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("output 'y'")));
+  EXPECT_THAT(
+      [&] {
+        dev->run({p, only_x, "partial"});
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("output 'y'")));
   EXPECT_FALSE(dev->allocate(0, uint64_t{1} << 50));
 }
 

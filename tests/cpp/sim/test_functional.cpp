@@ -67,8 +67,8 @@ TEST(BindTensors, RefusesTensorsBeyondTheCapacity) {
 
 TEST(AccessPatterns, WalkPartitionsThenDimsOutermostFirstWithNegativeStrides) {
   Core core;
-  const auto in = parse(
-      "dve tensor_copy dst=sbuf.fp32[32:2]+256[[1,6]] src=sbuf.fp32[0:2]+8[[4,2],[-1,3]]");
+  const auto in =
+      parse("dve tensor_copy dst=sbuf.fp32[32:2]+256[[1,6]] src=sbuf.fp32[0:2]+8[[4,2],[-1,3]]");
   // Element e of partition p holds 100p + e; the src starts at element 2.
   const auto region = parse("dve memset dst=sbuf.fp32[0:2]+0[[1,16]]");
   std::vector<float> fillv;
@@ -83,8 +83,9 @@ TEST(AccessPatterns, WalkPartitionsThenDimsOutermostFirstWithNegativeStrides) {
 
 TEST(AccessPatterns, FourDimsAndStrideZeroBroadcast) {
   Core core;
-  const auto in =
-      parse("dve tensor_copy dst=sbuf.fp32[0:1]+0[[1,24]] src=sbuf.fp32[0:1]+1024[[0,2],[12,2],[1,3],[3,2]]");
+  const auto in = parse(
+      "dve tensor_copy dst=sbuf.fp32[0:1]+0[[1,24]] "
+      "src=sbuf.fp32[0:1]+1024[[0,2],[12,2],[1,3],[3,2]]");
   std::vector<float> v = iota_values(24);
   put(core.st, operand(parse("dve memset dst=sbuf.fp32[0:1]+1024[[1,24]]"), Role::dst), v);
   execute(in, core.st);
@@ -112,7 +113,8 @@ TEST(DmaCopy, HbmToSbufRoundsFp32ToBf16ToNearestEven) {
   // 1+2^-8 is halfway between bf16 1 and 1+2^-7 (even: 1); 1+3*2^-8 halfway to even 1+2^-6;
   // 1+2^-8+2^-20 is above half (up); the largest float overflows to +inf.
   put(core.st, operand(in, Role::src),
-      {1.00390625f, 1.01171875f, 1.00390625f + 0x1p-20f, -2.0f, 3.4028234e38f, -0.0f, 0.1f, 65504.0f});
+      {1.00390625f, 1.01171875f, 1.00390625f + 0x1p-20f, -2.0f, 3.4028234e38f, -0.0f, 0.1f,
+       65504.0f});
   execute(in, core.st);
   EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)),
               ElementsAre(0x3f80, 0x3f82, 0x3f81, 0xc000, 0x7f80, 0x8000, 0x3dcd, 0x4780));
@@ -120,12 +122,13 @@ TEST(DmaCopy, HbmToSbufRoundsFp32ToBf16ToNearestEven) {
 
 TEST(DmaCopy, SameDtypeCopiesBytesExactlyIncludingNaNPayloads) {
   Core core;
-  auto [prog, in] = parse_with("sp dma_copy dst=sbuf.bf16[0:4]+64[[1,4]] src=hbm.bf16(h)+0[[4,4],[1,4]]",
-                               kDmaDecls);
+  auto [prog, in] = parse_with(
+      "sp dma_copy dst=sbuf.bf16[0:4]+64[[1,4]] src=hbm.bf16(h)+0[[4,4],[1,4]]", kDmaDecls);
   bind_tensors(prog, core.st, 0);
   // 0x7f81 is a signalling NaN: a trip through FP32 would set its quiet bit (0x7fc1).
-  const std::vector<uint16_t> bits = {0x7f81, 0xffff, 0x0001, 0x8000, 0x7f80, 0x3f80, 0x1234, 0xfe01,
-                                      0x0000, 0x7fc0, 0xff80, 0x4049, 0xabcd, 0x7f8f, 0x00ff, 0xc2f7};
+  const std::vector<uint16_t> bits = {0x7f81, 0xffff, 0x0001, 0x8000, 0x7f80, 0x3f80,
+                                      0x1234, 0xfe01, 0x0000, 0x7fc0, 0xff80, 0x4049,
+                                      0xabcd, 0x7f8f, 0x00ff, 0xc2f7};
   put_bits(core.st, operand(in, Role::src), bits);
   execute(in, core.st);
   EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)), ElementsAreArray(bits));
@@ -133,19 +136,23 @@ TEST(DmaCopy, SameDtypeCopiesBytesExactlyIncludingNaNPayloads) {
 
 TEST(DmaCopy, CastsToIntegersSaturateAndRoundToEvenAndToBool) {
   Core core;
-  auto [prog, in] = parse_with("sp dma_copy dst=sbuf.i8[0:1]+0[[1,8]] src=hbm.fp32(x)+0[[4,2],[1,4]]", kDmaDecls);
+  auto [prog, in] =
+      parse_with("sp dma_copy dst=sbuf.i8[0:1]+0[[1,8]] src=hbm.fp32(x)+0[[4,2],[1,4]]", kDmaDecls);
   bind_tensors(prog, core.st, 0);
   put(core.st, operand(in, Role::src), {2.5f, 3.5f, -2.5f, 300.0f, -300.0f, NAN, -0.4f, 126.6f});
   execute(in, core.st);
-  EXPECT_THAT(get_bits<int8_t>(core.st, operand(in, Role::dst)), ElementsAre(2, 4, -2, 127, -128, 0, 0, 127));
+  EXPECT_THAT(get_bits<int8_t>(core.st, operand(in, Role::dst)),
+              ElementsAre(2, 4, -2, 127, -128, 0, 0, 127));
   const auto to_bool = parse("sp dma_copy dst=sbuf.bool[0:1]+64[[1,8]] src=sbuf.i8[0:1]+0[[1,8]]");
   execute(to_bool, core.st);
-  EXPECT_THAT(get_bits<uint8_t>(core.st, operand(to_bool, Role::dst)), ElementsAre(1, 1, 1, 1, 1, 0, 0, 1));
+  EXPECT_THAT(get_bits<uint8_t>(core.st, operand(to_bool, Role::dst)),
+              ElementsAre(1, 1, 1, 1, 1, 0, 0, 1));
 }
 
 TEST(DmaCopy, StoresThroughATransposingHbmPattern) {
   Core core;
-  auto [prog, in] = parse_with("sp dma_copy dst=hbm.fp32(y)+0[[1,4],[4,8]] src=sbuf.fp32[0:4]+0[[1,8]]", kDmaDecls);
+  auto [prog, in] = parse_with(
+      "sp dma_copy dst=hbm.fp32(y)+0[[1,4],[4,8]] src=sbuf.fp32[0:4]+0[[1,8]]", kDmaDecls);
   bind_tensors(prog, core.st, 0);
   std::vector<float> src;
   for (int p = 0; p < 4; ++p)
@@ -161,7 +168,8 @@ TEST(DmaCopy, StoresThroughATransposingHbmPattern) {
 TEST(DmaCopy, IndirectGathersHbmRowsInIndexOrder) {
   Core core;
   auto [prog, in] = parse_with(
-      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]]",
+      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] "
+      "index=sbuf.i32[0:4]+0[[1,1]]",
       kDmaDecls);
   bind_tensors(prog, core.st, 0);
   put(core.st, operand(in, Role::src), iota_values(32));  // x[r][c] = 4r + c
@@ -175,10 +183,12 @@ TEST(DmaCopy, IndirectGathersOnChipPartitionsAndCasts) {
   Core core;
   // Three u8 indices in one partition pick partitions 8 + index of src; dst is bf16.
   const auto in = parse(
-      "sp dma_copy dst=sbuf.bf16[0:1]+0[[1,12]] src=sbuf.fp32[8:8]+0[[1,4]] index=sbuf.u8[0:1]+256[[1,3]]");
+      "sp dma_copy dst=sbuf.bf16[0:1]+0[[1,12]] src=sbuf.fp32[8:8]+0[[1,4]] "
+      "index=sbuf.u8[0:1]+256[[1,3]]");
   std::vector<float> src;
   for (int p = 0; p < 8; ++p)
-    for (int f = 0; f < 4; ++f) src.push_back(static_cast<float>(p) + 0.25f * static_cast<float>(f));
+    for (int f = 0; f < 4; ++f)
+      src.push_back(static_cast<float>(p) + 0.25f * static_cast<float>(f));
   put(core.st, operand(in, Role::src), src);
   put_bits<uint8_t>(core.st, operand(in, Role::index), {5, 7, 0});
   execute(in, core.st);
@@ -189,7 +199,8 @@ TEST(DmaCopy, IndirectGathersOnChipPartitionsAndCasts) {
 TEST(DmaCopy, IndirectIndexOutOfRangeIsAnExecError) {
   Core core;
   auto [prog, in] = parse_with(
-      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]]",
+      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] "
+      "index=sbuf.i32[0:4]+0[[1,1]]",
       kDmaDecls);
   bind_tensors(prog, core.st, 0);
   put_bits<int32_t>(core.st, operand(in, Role::index), {0, 8, 1, 2});
@@ -209,7 +220,8 @@ TEST(DmaCopy, IndirectIndexOutOfRangeIsAnExecError) {
 
 TEST(DmaCopy, HbmAccessOutsideTheBindingIsAnExecErrorNamingTheTensor) {
   Core core;
-  auto [prog, in] = parse_with("sp dma_copy dst=sbuf.fp32[0:8]+0[[1,4]] src=hbm.fp32(y)+0[[4,8],[1,4]]", kDmaDecls);
+  auto [prog, in] = parse_with(
+      "sp dma_copy dst=sbuf.fp32[0:8]+0[[1,4]] src=hbm.fp32(y)+0[[4,8],[1,4]]", kDmaDecls);
   bind_tensors(prog, core.st, 0);
   core.st.tensors.at(2).size = 64;  // the run-time binding is smaller than the declaration
   ExecError e = exec_error(core, in);
@@ -227,11 +239,13 @@ TEST(DmaCopy, HbmAccessOutsideTheBindingIsAnExecErrorNamingTheTensor) {
 
 TEST(Matmul, SmallProductOverwritesThenAccumulates) {
   Core core;
-  const std::string ops = "dst=psum.fp32[0:2]+0[[1,3]] stationary=sbuf.fp32[0:2]+0[[1,2]] moving=sbuf.fp32[0:2]+64[[1,3]]";
+  const std::string ops =
+      "dst=psum.fp32[0:2]+0[[1,3]] stationary=sbuf.fp32[0:2]+0[[1,2]] "
+      "moving=sbuf.fp32[0:2]+64[[1,3]]";
   const auto mm = parse("pe matmul " + ops);
   const auto acc = parse("pe matmul " + ops + " accumulate=true");
-  put(core.st, operand(mm, Role::stationary), {1, 2, 3, 4});      // st[k][m]
-  put(core.st, operand(mm, Role::moving), {1, 0, -1, 2, 1, 0});   // mv[k][n]
+  put(core.st, operand(mm, Role::stationary), {1, 2, 3, 4});        // st[k][m]
+  put(core.st, operand(mm, Role::moving), {1, 0, -1, 2, 1, 0});     // mv[k][n]
   put(core.st, operand(mm, Role::dst), {99, NAN, 99, 99, 99, 99});  // overwritten, NaN included
   execute(mm, core.st);
   EXPECT_THAT(get(core.st, operand(mm, Role::dst)), ElementsAre(7, 3, -1, 10, 4, -2));
@@ -264,7 +278,8 @@ TEST(Matmul, Full128x128By128x512MatchesADoubleReference) {
 TEST(Matmul, Bf16AndFp8InputsAreUsedExactly) {
   Core core;
   const auto mm = parse(
-      "pe matmul dst=psum.fp32[0:3]+0[[1,5]] stationary=sbuf.bf16[0:4]+0[[1,3]] moving=sbuf.bf16[0:4]+64[[1,5]]");
+      "pe matmul dst=psum.fp32[0:3]+0[[1,5]] stationary=sbuf.bf16[0:4]+0[[1,3]] "
+      "moving=sbuf.bf16[0:4]+64[[1,5]]");
   // k/128 with |k| < 128 is exact in bf16; every product and sum is exact in FP32.
   std::vector<float> a(12), b(20);
   for (int i = 0; i < 12; ++i) a[i] = static_cast<float>((i * 37) % 255 - 127) / 128.0f;
@@ -282,19 +297,22 @@ TEST(Matmul, Bf16AndFp8InputsAreUsedExactly) {
       EXPECT_EQ(out[m * 5 + n], want) << m << "," << n;
     }
   const auto f8 = parse(
-      "pe matmul dst=psum.fp32[0:2]+2048[[1,2]] stationary=sbuf.fp8e4[0:2]+0[[1,2]] moving=sbuf.fp8e4[0:2]+64[[1,2]]");
+      "pe matmul dst=psum.fp32[0:2]+2048[[1,2]] stationary=sbuf.fp8e4[0:2]+0[[1,2]] "
+      "moving=sbuf.fp8e4[0:2]+64[[1,2]]");
   put(core.st, operand(f8, Role::stationary), {1.5f, -0.25f, 448.0f, 0.125f});
   put(core.st, operand(f8, Role::moving), {2.0f, 3.0f, -0.5f, 6.0f});
   execute(f8, core.st);
   // [m][n] = st[0][m]*mv[0][n] + st[1][m]*mv[1][n]
   EXPECT_THAT(get(core.st, operand(f8, Role::dst)),
-              ElementsAre(1.5 * 2 + 448 * -0.5, 1.5 * 3 + 448 * 6, -0.25 * 2 + 0.125 * -0.5, -0.25 * 3 + 0.125 * 6));
+              ElementsAre(1.5 * 2 + 448 * -0.5, 1.5 * 3 + 448 * 6, -0.25 * 2 + 0.125 * -0.5,
+                          -0.25 * 3 + 0.125 * 6));
 }
 
 TEST(Matmul, TransposeModeIsBitExactIncludingNaN) {
   Core core;
   const auto mm = parse(
-      "pe matmul dst=psum.bf16[0:8]+0[[1,4]] stationary=sbuf.bf16[0:4]+0[[1,4]] moving=sbuf.bf16[0:4]+64[[1,8]] "
+      "pe matmul dst=psum.bf16[0:8]+0[[1,4]] stationary=sbuf.bf16[0:4]+0[[1,4]] "
+      "moving=sbuf.bf16[0:4]+64[[1,8]] "
       "transpose=true");
   std::vector<uint16_t> bits(32);
   for (int i = 0; i < 32; ++i) bits[i] = static_cast<uint16_t>(0x3f00 + 3 * i);
@@ -310,7 +328,8 @@ TEST(Matmul, TransposeModeIsBitExactIncludingNaN) {
 
 TEST(Transpose, PeTransposes128x32IntoPsum) {
   Core core;
-  const auto in = parse("pe transpose dst=psum.fp32[0:32]+0[[1,128]] src=sbuf.fp32[0:128]+0[[1,32]]");
+  const auto in =
+      parse("pe transpose dst=psum.fp32[0:32]+0[[1,128]] src=sbuf.fp32[0:128]+0[[1,32]]");
   std::vector<float> src;
   for (int p = 0; p < 128; ++p)
     for (int f = 0; f < 32; ++f) src.push_back(static_cast<float>(1000 * p + f));
@@ -323,7 +342,8 @@ TEST(Transpose, PeTransposes128x32IntoPsum) {
 
 TEST(Transpose, DveTransposesInPlaceBitExact) {
   Core core;
-  const auto in = parse("dve transpose dst=sbuf.fp16[32:32]+64[[1,32]] src=sbuf.fp16[32:32]+64[[1,32]]");
+  const auto in =
+      parse("dve transpose dst=sbuf.fp16[32:32]+64[[1,32]] src=sbuf.fp16[32:32]+64[[1,32]]");
   std::vector<uint16_t> bits(32 * 32);
   for (int i = 0; i < 1024; ++i) bits[i] = static_cast<uint16_t>(i * 61 + 7);
   bits[3] = 0x7c01;  // fp16 signalling NaN
@@ -339,7 +359,8 @@ TEST(Transpose, DveTransposesInPlaceBitExact) {
 
 TEST(FailOnNan, ComputeInstructionsWritingNaNThrow) {
   Core core;
-  const auto act = parse("act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=log scale=1");
+  const auto act = parse(
+      "act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=log scale=1");
   put(core.st, operand(act, Role::src), {1, 2, 3, 4, 5, -1, 7, 8});
   execute(act, core.st);  // off by default: the NaN is stored
   EXPECT_TRUE(std::isnan(get(core.st, operand(act, Role::dst))[5]));
@@ -349,7 +370,8 @@ TEST(FailOnNan, ComputeInstructionsWritingNaNThrow) {
   EXPECT_THAT(e.what(), HasSubstr("act activation"));
   EXPECT_THAT(e.what(), HasSubstr("partition 1, element 1"));
   const auto div = parse(
-      "dve tensor_tensor dst=sbuf.bf16[0:1]+0[[1,2]] in0=sbuf.fp32[0:1]+64[[1,2]] in1=sbuf.fp32[0:1]+128[[1,2]] "
+      "dve tensor_tensor dst=sbuf.bf16[0:1]+0[[1,2]] in0=sbuf.fp32[0:1]+64[[1,2]] "
+      "in1=sbuf.fp32[0:1]+128[[1,2]] "
       "op=divide");
   put(core.st, operand(div, Role::in0), {1, 0});
   put(core.st, operand(div, Role::in1), {0, 0});
@@ -372,15 +394,17 @@ TEST(FailOnNan, DmaOfExistingNaNAndUntouchedElementsDoNotThrow) {
   put_bits<uint8_t>(core.st, operand(cp, Role::predicate), {1, 0});
   EXPECT_EQ(exec_error(core, cp).kind(), Kind::nan);
   // An integer destination cannot hold a NaN.
-  const auto to_int = parse("dve tensor_copy dst=sbuf.i32[0:1]+256[[1,2]] src=sbuf.fp32[0:1]+64[[1,2]]");
+  const auto to_int =
+      parse("dve tensor_copy dst=sbuf.i32[0:1]+256[[1,2]] src=sbuf.fp32[0:1]+64[[1,2]]");
   EXPECT_NO_THROW(execute(to_int, core.st));
 }
 
 TEST(Collectives, NeedTheSimulatorAndACommunicator) {
   Core core;
-  for (const char* line : {"sp all_reduce dst=sbuf.fp32[0:128]+0[[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] op=add",
-                           "sp send src=sbuf.fp32[0:128]+0[[1,512]] peer=1",
-                           "pool recv dst=sbuf.fp32[0:128]+0[[1,512]] peer=0"}) {
+  for (const char* line :
+       {"sp all_reduce dst=sbuf.fp32[0:128]+0[[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] op=add",
+        "sp send src=sbuf.fp32[0:128]+0[[1,512]] peer=1",
+        "pool recv dst=sbuf.fp32[0:128]+0[[1,512]] peer=0"}) {
     const ExecError e = exec_error(core, parse(line));
     EXPECT_EQ(e.kind(), Kind::unsupported) << line;
     EXPECT_THAT(e.what(),
@@ -390,7 +414,8 @@ TEST(Collectives, NeedTheSimulatorAndACommunicator) {
 
 TEST(Execute, EveryOpcodeOfTheExampleFileRuns) {
   const isa::Program p = isa::assemble(
-      test::read_text(std::string(NEURONSIM_SOURCE_DIR) + "/tests/data/every_opcode.s"), "every_opcode.s");
+      test::read_text(std::string(NEURONSIM_SOURCE_DIR) + "/tests/data/every_opcode.s"),
+      "every_opcode.s");
   Core core;
   bind_tensors(p, core.st, 4096);
   int ran = 0, collectives = 0;
@@ -424,9 +449,9 @@ TEST(RunFunctional, KernelBuilderProgramComputesTheRightOutput) {
   const auto ps = kb.psum_tile(isa::DType::fp32, 64, 96);
   const auto y = kb.sbuf_tile(isa::DType::fp32, 64, 96);
   kb.dma_copy(ta, a);
-  kb.dma_copy(tb, b);                                             // bf16 -> fp32 on the way
-  kb.matmul(ps, ta, tb);                                          // PE
-  kb.activation(y, ps, isa::ActFunc::identity, 0.5f);             // ACT: y = 0.5 * ps
+  kb.dma_copy(tb, b);                                                 // bf16 -> fp32 on the way
+  kb.matmul(ps, ta, tb);                                              // PE
+  kb.activation(y, ps, isa::ActFunc::identity, 0.5f);                 // ACT: y = 0.5 * ps
   kb.tensor_tensor(isa::Engine::DVE, y, y, y, isa::AluOp::multiply);  // DVE, in place: y = y*y
   kb.dma_copy(out, y);
   const isa::Program prog = kb.finish();
@@ -456,7 +481,8 @@ TEST(RunFunctional, HonoursEqualityWaitsAndSemaphoreSets) {
       "act memset dst=sbuf.fp32[0:1]+0[[1,2]] value=1 wait=S[0]==5 signal=S[0]=7\n"
       "dve tensor_scalar dst=sbuf.fp32[0:1]+0[[1,2]] src=sbuf.fp32[0:1]+0[[1,2]] op0=add imm0=10 "
       "wait=S[0]==7 signal=S[1]+=2\n"
-      "pool tensor_scalar dst=sbuf.fp32[0:1]+0[[1,2]] src=sbuf.fp32[0:1]+0[[1,2]] op0=multiply imm0=3 "
+      "pool tensor_scalar dst=sbuf.fp32[0:1]+0[[1,2]] src=sbuf.fp32[0:1]+0[[1,2]] op0=multiply "
+      "imm0=3 "
       "wait=S[1]>=2\n"
       "pe sem_wait wait=S[1]==2\n");
   Core core;
@@ -492,7 +518,8 @@ TEST(RunFunctional, ErrorsNameTheEngineAndInstructionIndex) {
       ".target trn2\n"
       ".tensor x float32 [8,4] input\n"
       "pool memset dst=sbuf.i32[0:4]+0[[1,1]] value=9\n"
-      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]]\n");
+      "pool dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] "
+      "index=sbuf.i32[0:4]+0[[1,1]]\n");
   Core core;
   bind_tensors(p, core.st, 0);
   try {

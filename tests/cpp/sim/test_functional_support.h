@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,14 +35,17 @@ struct Core {
 
 // Assembles `decls` (tensor declarations) followed by one instruction line and returns that
 // instruction (validated by the assembler) together with its program.
-inline std::pair<isa::Program, isa::Instruction> parse_with(const std::string& line, const std::string& decls) {
+inline std::pair<isa::Program, isa::Instruction> parse_with(const std::string& line,
+                                                            const std::string& decls) {
   isa::Program p = isa::assemble(".target trn2\n" + decls + "\n" + line + "\n");
   for (const auto& s : p.streams)
     if (!s.empty()) return {p, s.front()};
   throw std::runtime_error("no instruction in: " + line);
 }
 
-inline isa::Instruction parse(const std::string& line) { return parse_with(line, "").second; }
+inline isa::Instruction parse(const std::string& line) {
+  return parse_with(line, "").second;
+}
 
 inline const isa::AccessPattern& operand(const isa::Instruction& in, isa::Role r) {
   const isa::AccessPattern* ap = in.operand(r);
@@ -67,9 +70,11 @@ inline std::vector<std::pair<uint32_t, int64_t>> element_places(const isa::Acces
           for (uint32_t d = 0; d < size[3]; ++d) {
             const int64_t elems = a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3];
             if (ap.space == isa::MemSpace::HBM)
-              out.emplace_back(p, static_cast<int64_t>(ap.offset) + (p * ap.partition_stride + elems) * es);
+              out.emplace_back(
+                  p, static_cast<int64_t>(ap.offset) + (p * ap.partition_stride + elems) * es);
             else
-              out.emplace_back(ap.start_partition + p, static_cast<int64_t>(ap.offset) + elems * es);
+              out.emplace_back(ap.start_partition + p,
+                               static_cast<int64_t>(ap.offset) + elems * es);
           }
   return out;
 }
@@ -81,7 +86,9 @@ inline void put_raw(CoreState& st, const isa::AccessPattern& ap, size_t k, const
   if (ap.space == isa::MemSpace::HBM)
     st.hbm.write(st.tensors.at(ap.tensor).address + static_cast<uint64_t>(off), bytes, es);
   else
-    std::memcpy((ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)), bytes, es);
+    std::memcpy(
+        (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)),
+        bytes, es);
 }
 
 // Writes `values` (walk order) into `ap`, converted with the isa conversions.
@@ -96,7 +103,9 @@ inline void put(CoreState& st, const isa::AccessPattern& ap, const std::vector<f
     if (ap.space == isa::MemSpace::HBM)
       st.hbm.write(st.tensors.at(ap.tensor).address + static_cast<uint64_t>(off), b, es);
     else
-      std::memcpy((ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)), b, es);
+      std::memcpy(
+          (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)),
+          b, es);
   }
 }
 
@@ -115,8 +124,10 @@ std::vector<T> get_bits(CoreState& st, const isa::AccessPattern& ap) {
     if (ap.space == isa::MemSpace::HBM)
       st.hbm.read(st.tensors.at(ap.tensor).address + static_cast<uint64_t>(off), &v, sizeof v);
     else
-      std::memcpy(&v, (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)),
-                  sizeof v);
+      std::memcpy(
+          &v,
+          (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)),
+          sizeof v);
     out.push_back(v);
   }
   return out;
@@ -131,7 +142,10 @@ inline std::vector<float> get(CoreState& st, const isa::AccessPattern& ap) {
     if (ap.space == isa::MemSpace::HBM)
       st.hbm.read(st.tensors.at(ap.tensor).address + static_cast<uint64_t>(off), b, es);
     else
-      std::memcpy(b, (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)), es);
+      std::memcpy(
+          b,
+          (ap.space == isa::MemSpace::PSUM ? st.psum : st.sbuf).at(p, static_cast<uint64_t>(off)),
+          es);
     out.push_back(isa::load_as_float(ap.dtype, b, st.fp8));
   }
   return out;

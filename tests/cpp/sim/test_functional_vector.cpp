@@ -33,7 +33,8 @@ void expect_near_rel(const std::vector<float>& got, const std::vector<double>& w
 }
 
 // Equal values, NaN matching NaN.
-void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+void expect_same(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i]))
@@ -85,8 +86,9 @@ TEST(TensorTensor, EveryAluOperationOnFp32) {
   for (const AluCase& c : cases) {
     Core core;
     const std::string n = std::to_string(c.a.size());
-    const auto in = parse("dve tensor_tensor dst=sbuf.fp32[0:1]+512[[1," + n + "]] in0=sbuf.fp32[0:1]+0[[1," + n +
-                          "]] in1=sbuf.fp32[0:1]+256[[1," + n + "]] op=" + c.op);
+    const auto in =
+        parse("dve tensor_tensor dst=sbuf.fp32[0:1]+512[[1," + n + "]] in0=sbuf.fp32[0:1]+0[[1," +
+              n + "]] in1=sbuf.fp32[0:1]+256[[1," + n + "]] op=" + c.op);
     put(core.st, operand(in, Role::in0), c.a);
     put(core.st, operand(in, Role::in1), c.b);
     execute(in, core.st);
@@ -101,21 +103,30 @@ TEST(TensorTensor, BitwiseOperationsOnInt32Tensors) {
   };
   // Magnitudes stay below 2^24, where int32 values pass through FP32 exactly.
   const std::vector<Case> cases = {
-      {"bitwise_and", {0x00F0F0, 0x1234, -4096}, {0x0FF00F, 0x0FF0, 0x7FFF}, {0x00F000, 0x0230, 0x7000}},
+      {"bitwise_and",
+       {0x00F0F0, 0x1234, -4096},
+       {0x0FF00F, 0x0FF0, 0x7FFF},
+       {0x00F000, 0x0230, 0x7000}},
       {"bitwise_or", {0x00F0F0, 0x1234, -4096}, {0x0FF00F, 0x0FF0, 0x7FFF}, {0x0FF0FF, 0x1FF4, -1}},
-      {"bitwise_xor", {0x00F0F0, 0x1234, -4096}, {0x0FF00F, 0x0FF0, 0x7FFF}, {0x0F00FF, 0x1DC4, -28673}},
+      {"bitwise_xor",
+       {0x00F0F0, 0x1234, -4096},
+       {0x0FF00F, 0x0FF0, 0x7FFF},
+       {0x0F00FF, 0x1DC4, -28673}},
       {"left_shift", {0x00F0F0, 0x1234, -4096}, {8, 40, 11}, {0xF0F000, 0x123400, -8388608}},
       {"arith_shift_right", {0x00F0F0, 0x1234, -4096}, {4, 36, 3}, {0x0F0F, 0x123, -512}},
       {"logical_shift_right", {-256, -4096, 0x1234}, {24, 20, 4}, {0xFF, 0xFFF, 0x123}},
   };
   for (const Case& c : cases) {
     Core core;
-    const auto in = parse(std::string("pool tensor_tensor dst=sbuf.i32[0:1]+512[[1,3]] in0=sbuf.i32[0:1]+0[[1,3]] "
-                                      "in1=sbuf.i32[0:1]+256[[1,3]] op=") + c.op);
+    const auto in = parse(
+        std::string("pool tensor_tensor dst=sbuf.i32[0:1]+512[[1,3]] in0=sbuf.i32[0:1]+0[[1,3]] "
+                    "in1=sbuf.i32[0:1]+256[[1,3]] op=") +
+        c.op);
     put_bits(core.st, operand(in, Role::in0), c.a);
     put_bits(core.st, operand(in, Role::in1), c.b);
     execute(in, core.st);
-    EXPECT_THAT(get_bits<int32_t>(core.st, operand(in, Role::dst)), ElementsAreArray(c.want)) << c.op;
+    EXPECT_THAT(get_bits<int32_t>(core.st, operand(in, Role::dst)), ElementsAreArray(c.want))
+        << c.op;
   }
 }
 
@@ -126,8 +137,9 @@ void check_add_into(const std::string& dt, const std::vector<float>& a, const st
   Core core;
   core.st.fp8 = fp8;
   const std::string n = std::to_string(a.size());
-  const auto in = parse("dve tensor_tensor dst=sbuf." + dt + "[0:1]+512[[1," + n + "]] in0=sbuf.fp32[0:1]+0[[1," +
-                        n + "]] in1=sbuf.fp32[0:1]+256[[1," + n + "]] op=add");
+  const auto in =
+      parse("dve tensor_tensor dst=sbuf." + dt + "[0:1]+512[[1," + n +
+            "]] in0=sbuf.fp32[0:1]+0[[1," + n + "]] in1=sbuf.fp32[0:1]+256[[1," + n + "]] op=add");
   put(core.st, operand(in, Role::in0), a);
   put(core.st, operand(in, Role::in1), b);
   execute(in, core.st);
@@ -135,15 +147,20 @@ void check_add_into(const std::string& dt, const std::vector<float>& a, const st
 }
 
 TEST(TensorTensor, ResultsRoundToNearestEvenAndSaturateInEveryDtype) {
-  check_add_into<uint16_t>("bf16", {1, 1, 1}, {0x1p-8f, 3 * 0x1p-8f, 0x1p-8f + 0x1p-20f}, {0x3f80, 0x3f82, 0x3f81});
-  check_add_into<uint16_t>("fp16", {1, 65504, 6e-8f, 1e-8f}, {0x1p-11f, 16, 0, 0}, {0x3c00, 0x7c00, 0x0001, 0x0000});
-  check_add_into<uint8_t>("fp8e4", {300, 1, -1, 0.25}, {300, 0.0625, -0.1875, 0.05}, {0x7e, 0x38, 0xba, 0x2a});
-  check_add_into<uint8_t>("fp8e5", {1, 40000, -1, -1}, {0.125, 40000, -0.375, -0.3125}, {0x3c, 0x7b, 0xbe, 0xbd});
+  check_add_into<uint16_t>("bf16", {1, 1, 1}, {0x1p-8f, 3 * 0x1p-8f, 0x1p-8f + 0x1p-20f},
+                           {0x3f80, 0x3f82, 0x3f81});
+  check_add_into<uint16_t>("fp16", {1, 65504, 6e-8f, 1e-8f}, {0x1p-11f, 16, 0, 0},
+                           {0x3c00, 0x7c00, 0x0001, 0x0000});
+  check_add_into<uint8_t>("fp8e4", {300, 1, -1, 0.25}, {300, 0.0625, -0.1875, 0.05},
+                          {0x7e, 0x38, 0xba, 0x2a});
+  check_add_into<uint8_t>("fp8e5", {1, 40000, -1, -1}, {0.125, 40000, -0.375, -0.3125},
+                          {0x3c, 0x7b, 0xbe, 0xbd});
   check_add_into<int8_t>("i8", {100, -100, 1.5, -0.5}, {100, -100, 1, 0}, {127, -128, 2, 0});
   check_add_into<uint8_t>("u8", {-3, 200, 0.5, 1.5}, {1, 100, 0, 0}, {0, 255, 0, 2});
   check_add_into<int16_t>("i16", {30000, -0.5, -30000}, {30000, -1, -30000}, {32767, -2, -32768});
   check_add_into<uint16_t>("u16", {60000, -1}, {60000, 0.25}, {65535, 0});
-  check_add_into<int32_t>("i32", {2e9f, -2.5, -3e9f}, {2e9f, 0, 0}, {2147483647, -2, -2147483647 - 1});
+  check_add_into<int32_t>("i32", {2e9f, -2.5, -3e9f}, {2e9f, 0, 0},
+                          {2147483647, -2, -2147483647 - 1});
   check_add_into<uint32_t>("u32", {-5, 4e9f, 3e9f}, {1, 1e9f, 0}, {0, 4294967295u, 3000000000u});
   check_add_into<uint8_t>("bool", {0, 0.5, -1, NAN}, {0, 0, 1, 0}, {0, 1, 0, 1});
   // FP8 without saturation: e4m3 (fn layout) overflows to NaN, e5m2 to Inf.
@@ -161,7 +178,8 @@ TEST(TensorTensor, MixedInputDtypesAndInPlaceOperation) {
   Core core;
   // in0 bf16, in1 int16 from PSUM, dst overwrites in0.
   const auto in = parse(
-      "dve tensor_tensor dst=sbuf.bf16[0:2]+0[[1,3]] in0=sbuf.bf16[0:2]+0[[1,3]] in1=psum.i16[0:2]+64[[1,3]] "
+      "dve tensor_tensor dst=sbuf.bf16[0:2]+0[[1,3]] in0=sbuf.bf16[0:2]+0[[1,3]] "
+      "in1=psum.i16[0:2]+64[[1,3]] "
       "op=multiply");
   put(core.st, operand(in, Role::in0), {1.5, -2, 0.25, 3, 4, 5});
   put(core.st, operand(in, Role::in1), {2, 3, -4, 100, -1, 0});
@@ -177,17 +195,19 @@ void check_copy(const std::string& from, const std::string& to, const std::vecto
                 const std::vector<T>& want) {
   Core core;
   const std::string n = std::to_string(src.size());
-  const auto in = parse("act tensor_copy dst=sbuf." + to + "[0:1]+256[[1," + n + "]] src=sbuf." + from +
-                        "[0:1]+0[[1," + n + "]]");
+  const auto in = parse("act tensor_copy dst=sbuf." + to + "[0:1]+256[[1," + n + "]] src=sbuf." +
+                        from + "[0:1]+0[[1," + n + "]]");
   put(core.st, operand(in, Role::src), src);
   execute(in, core.st);
-  EXPECT_THAT(get_bits<T>(core.st, operand(in, Role::dst)), ElementsAreArray(want)) << from << "->" << to;
+  EXPECT_THAT(get_bits<T>(core.st, operand(in, Role::dst)), ElementsAreArray(want))
+      << from << "->" << to;
 }
 
 TEST(TensorCopy, CastsBetweenDtypes) {
   check_copy<uint16_t>("fp32", "bf16", {1.00390625f, 0.1f, -65504.0f}, {0x3f80, 0x3dcd, 0xc780});
   check_copy<uint16_t>("fp32", "fp16", {0.1f, -2.0f, 1e6f}, {0x2e66, 0xc000, 0x7c00});
-  check_copy<uint8_t>("fp32", "fp8e4", {1, 0.3f, 1000, -1000, 0x1p-9f}, {0x38, 0x2a, 0x7e, 0xfe, 0x01});
+  check_copy<uint8_t>("fp32", "fp8e4", {1, 0.3f, 1000, -1000, 0x1p-9f},
+                      {0x38, 0x2a, 0x7e, 0xfe, 0x01});
   check_copy<uint8_t>("fp32", "fp8e5", {1, 0.3f, 1e5f, -0.75f}, {0x3c, 0x35, 0x7b, 0xba});
   check_copy<int8_t>("fp32", "i8", {2.5, 3.5, -2.5, 300, -300, NAN}, {2, 4, -2, 127, -128, 0});
   check_copy<uint8_t>("fp32", "u8", {-1, 255.5, 254.5, 7.49f}, {0, 255, 254, 7});
@@ -248,7 +268,8 @@ TEST(Activation, ScaleAndBiasOperandsAndAddReduction) {
   Core core;
   const auto in = parse(
       "act activation dst=sbuf.fp32[0:4]+0[[1,16]] src=sbuf.fp32[0:4]+64[[1,16]] func=exp "
-      "scale=sbuf.fp32[0:4]+128[[1,1]] bias=sbuf.bf16[0:4]+132[[1,1]] reduce_dst=sbuf.fp32[0:4]+136[[1,1]] "
+      "scale=sbuf.fp32[0:4]+128[[1,1]] bias=sbuf.bf16[0:4]+132[[1,1]] "
+      "reduce_dst=sbuf.fp32[0:4]+136[[1,1]] "
       "reduce=add");
   const auto x = random_values(64, -2, 2, 7);
   const std::vector<float> s = {0.5, -1, 2, 0.25}, b = {0, 1, -0.5, 0.125};
@@ -276,16 +297,19 @@ TEST(Activation, ImmediateScaleMaxMinReductionsAndFunctions) {
   EXPECT_THAT(get(core.st, operand(relu, Role::dst)), ElementsAre(0, 6, 1, 0, 0, 0, 0, 0));
   EXPECT_THAT(get(core.st, operand(relu, Role::reduce_dst)), ElementsAre(6, 0));
   const auto sq = parse(
-      "act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=square scale=-1 "
+      "act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=square "
+      "scale=-1 "
       "bias=sbuf.fp32[0:2]+132[[1,1]] reduce_dst=sbuf.fp32[0:2]+128[[1,1]] reduce=min");
   put(core.st, operand(sq, Role::bias), {1, 10});
   execute(sq, core.st);
   // (-x + bias)^2
-  EXPECT_THAT(get(core.st, operand(sq, Role::dst)), ElementsAre(4, 4, 0.25, 25, 121, 144, 169, 110.25));
+  EXPECT_THAT(get(core.st, operand(sq, Role::dst)),
+              ElementsAre(4, 4, 0.25, 25, 121, 144, 169, 110.25));
   EXPECT_THAT(get(core.st, operand(sq, Role::reduce_dst)), ElementsAre(0.25, 110.25));
   // The immediate scale is used as given, 0 included: dst = func(bias).
   const auto zero = parse(
-      "act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=identity scale=0 "
+      "act activation dst=sbuf.fp32[0:2]+0[[1,4]] src=sbuf.fp32[0:2]+64[[1,4]] func=identity "
+      "scale=0 "
       "bias=sbuf.fp32[0:2]+132[[1,1]]");
   execute(zero, core.st);
   EXPECT_THAT(get(core.st, operand(zero, Role::dst)), ElementsAre(1, 1, 1, 1, 10, 10, 10, 10));
@@ -294,7 +318,8 @@ TEST(Activation, ImmediateScaleMaxMinReductionsAndFunctions) {
 TEST(Activation, ReductionUsesTheUnroundedResults) {
   Core core;
   const auto in = parse(
-      "act activation dst=sbuf.bf16[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+64[[1,4]] func=identity scale=1 "
+      "act activation dst=sbuf.bf16[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+64[[1,4]] func=identity "
+      "scale=1 "
       "reduce_dst=sbuf.fp32[0:1]+128[[1,1]] reduce=add");
   const float x = 1.0f + 0x1p-10f;  // rounds to 1 in bf16
   put(core.st, operand(in, Role::src), {x, x, x, x});
@@ -313,10 +338,12 @@ TEST(TensorScalar, ImmediatesReverseFlagsAndPerPartitionOperands) {
     execute(in, core.st);
     return get(core.st, operand(in, Role::dst));
   };
-  EXPECT_THAT(run("op0=multiply imm0=-1.5 op1=add imm1=0.25"), ElementsAre(-1.25, -2.75, -4.25, 1.75, 3.25, -0.5));
+  EXPECT_THAT(run("op0=multiply imm0=-1.5 op1=add imm1=0.25"),
+              ElementsAre(-1.25, -2.75, -4.25, 1.75, 3.25, -0.5));
   EXPECT_THAT(run("op0=subtract imm0=10"), ElementsAre(-9, -8, -7, -11, -12, -9.5));
   EXPECT_THAT(run("op0=subtract imm0=10 reverse0=true"), ElementsAre(9, 8, 7, 11, 12, 9.5));
-  EXPECT_THAT(run("op0=add imm0=1 op1=divide imm1=12 reverse1=true"), ElementsAre(6, 4, 3, kInf, -12, 8));
+  EXPECT_THAT(run("op0=add imm0=1 op1=divide imm1=12 reverse1=true"),
+              ElementsAre(6, 4, 3, kInf, -12, 8));
   EXPECT_THAT(run("op0=add imm0=1 op1=divide imm1=4"), ElementsAre(0.5, 0.75, 1, 0, -0.25, 0.375));
   EXPECT_THAT(run("op0=pow imm0=2 op1=bypass imm1=100"), ElementsAre(1, 4, 9, 1, 4, 0.25));
   // Per-partition scalars: c0 = {10, 20}, c1 = {8, 21}; dst = max(c0 - x, c1).
@@ -342,7 +369,8 @@ TEST(TensorReduce, OneAxisTwoAxesAndNegate) {
   Core core;
   const std::string src = "src=sbuf.fp32[0:2]+0[[8,4],[1,8]]";  // [2][4][8]
   const auto x = small_ints(64, 11);
-  put(core.st, operand(parse("dve tensor_copy dst=sbuf.fp32[0:2]+1024[[1,32]] " + src), Role::src), x);
+  put(core.st, operand(parse("dve tensor_copy dst=sbuf.fp32[0:2]+1024[[1,32]] " + src), Role::src),
+      x);
   const auto run = [&](const std::string& dst, const std::string& params) {
     const auto in = parse("dve tensor_reduce dst=" + dst + " " + src + " " + params);
     execute(in, core.st);
@@ -367,7 +395,8 @@ TEST(TensorReduce, OneAxisTwoAxesAndNegate) {
   }
   EXPECT_THAT(run("sbuf.fp32[0:2]+512[[1,4]]", "op=add axes=0x2"), ElementsAreArray(inner));
   EXPECT_THAT(run("sbuf.fp32[0:2]+512[[1,8]]", "op=min axes=0x1"), ElementsAreArray(outer));
-  EXPECT_THAT(run("sbuf.fp32[0:2]+512[[1,1]]", "op=add axes=0x3 negate=true"), ElementsAreArray(all));
+  EXPECT_THAT(run("sbuf.fp32[0:2]+512[[1,1]]", "op=add axes=0x3 negate=true"),
+              ElementsAreArray(all));
   EXPECT_THAT(run("sbuf.fp32[0:2]+512[[1,1],[1,1]]", "op=max axes=0x3 negate=true keepdims=true"),
               ElementsAreArray(neg_max));
 }
@@ -375,7 +404,8 @@ TEST(TensorReduce, OneAxisTwoAxesAndNegate) {
 TEST(TensorReduce, MiddleAxisOfThreeWithMultiply) {
   Core core;
   const auto in = parse(
-      "pool tensor_reduce dst=sbuf.bf16[0:2]+512[[4,2],[1,1],[1,4]] src=sbuf.fp32[0:2]+0[[12,2],[4,3],[1,4]] "
+      "pool tensor_reduce dst=sbuf.bf16[0:2]+512[[4,2],[1,1],[1,4]] "
+      "src=sbuf.fp32[0:2]+0[[12,2],[4,3],[1,4]] "
       "op=multiply axes=0x2 keepdims=true");
   std::vector<float> x(48);
   const float vals[] = {-2, -1, 0.5, 1, 2, 1.5};
@@ -399,7 +429,8 @@ TEST(TensorReduce, MiddleAxisOfThreeWithMultiply) {
 TEST(Select, PicksByPredicateAcrossDtypes) {
   Core core;
   const auto in = parse(
-      "dve select dst=sbuf.fp16[0:2]+0[[1,3]] predicate=sbuf.u8[0:2]+64[[1,3]] on_true=sbuf.fp32[0:2]+128[[1,3]] "
+      "dve select dst=sbuf.fp16[0:2]+0[[1,3]] predicate=sbuf.u8[0:2]+64[[1,3]] "
+      "on_true=sbuf.fp32[0:2]+128[[1,3]] "
       "on_false=sbuf.bf16[0:2]+256[[1,3]]");
   put_bits<uint8_t>(core.st, operand(in, Role::predicate), {0, 1, 2, 0, 0, 255});
   put(core.st, operand(in, Role::on_true), {1, 2, 3, 4, 5, 6});
@@ -411,16 +442,20 @@ TEST(Select, PicksByPredicateAcrossDtypes) {
 TEST(CopyPredicated, CopiesSelectedElementsAndLeavesOthersBitExact) {
   Core core;
   const std::string ops =
-      "dst=sbuf.bf16[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+64[[1,4]] predicate=sbuf.fp32[0:1]+128[[1,4]]";
+      "dst=sbuf.bf16[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+64[[1,4]] "
+      "predicate=sbuf.fp32[0:1]+128[[1,4]]";
   const auto in = parse("dve copy_predicated " + ops);
   const auto rev = parse("pool copy_predicated " + ops + " reverse=true");
-  put_bits<uint16_t>(core.st, operand(in, Role::dst), {0x4120, 0x41a0, 0x7f81, 0x4220});  // 10, 20, sNaN, 40
+  put_bits<uint16_t>(core.st, operand(in, Role::dst),
+                     {0x4120, 0x41a0, 0x7f81, 0x4220});  // 10, 20, sNaN, 40
   put(core.st, operand(in, Role::src), {1, 2, 3, 1.00390625f});
   put(core.st, operand(in, Role::predicate), {1, 0, 0, -0.5});
   execute(in, core.st);
-  EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)), ElementsAre(0x3f80, 0x41a0, 0x7f81, 0x3f80));
+  EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)),
+              ElementsAre(0x3f80, 0x41a0, 0x7f81, 0x3f80));
   execute(rev, core.st);
-  EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)), ElementsAre(0x3f80, 0x4000, 0x4040, 0x3f80));
+  EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)),
+              ElementsAre(0x3f80, 0x4000, 0x4040, 0x3f80));
 }
 
 // ---------------------------------------------------------------------------
@@ -454,13 +489,15 @@ TEST(BnStats, OddSizeSplitsIntoCeilAndFloorHalves) {
 
 TEST(BnStats, RandomRowsMatchADoubleComputation) {
   Core core;
-  const auto in = parse("dve bn_stats dst=sbuf.fp32[0:128]+0[[1,6]] src=sbuf.fp32[0:128]+64[[1,511]]");
+  const auto in =
+      parse("dve bn_stats dst=sbuf.fp32[0:128]+0[[1,6]] src=sbuf.fp32[0:128]+64[[1,511]]");
   const auto x = random_values(128 * 511, -3, 5, 21);
   put(core.st, operand(in, Role::src), x);
   execute(in, core.st);
   std::vector<double> want;
   for (int p = 0; p < 128; ++p) {
-    const Stats a = numpy_stats(x.data() + p * 511, 256), b = numpy_stats(x.data() + p * 511 + 256, 255);
+    const Stats a = numpy_stats(x.data() + p * 511, 256),
+                b = numpy_stats(x.data() + p * 511 + 256, 255);
     for (double v : {a.count, a.mean, a.m2, b.count, b.mean, b.m2}) want.push_back(v);
   }
   expect_near_rel(get(core.st, operand(in, Role::dst)), want, 1e-5);
@@ -469,10 +506,14 @@ TEST(BnStats, RandomRowsMatchADoubleComputation) {
 TEST(BnAggr, CombinesRecordsIntoMeanAndPopulationVariance) {
   Core core;
   // bn_stats of two 512-element chunks per partition, then bn_aggr of both records.
-  const auto s0 = parse("dve bn_stats dst=sbuf.fp32[0:128]+0[[1,6]] src=sbuf.fp32[0:128]+1024[[1,512]]");
-  const auto s1 = parse("dve bn_stats dst=sbuf.fp32[0:128]+24[[1,6]] src=sbuf.fp32[0:128]+3072[[1,512]]");
-  const auto ag = parse("dve bn_aggr dst=sbuf.bf16[0:128]+512[[1,2]] src=sbuf.fp32[0:128]+0[[1,12]]");
-  const auto agf = parse("dve bn_aggr dst=sbuf.fp32[0:128]+520[[1,2]] src=sbuf.fp32[0:128]+0[[1,12]]");
+  const auto s0 =
+      parse("dve bn_stats dst=sbuf.fp32[0:128]+0[[1,6]] src=sbuf.fp32[0:128]+1024[[1,512]]");
+  const auto s1 =
+      parse("dve bn_stats dst=sbuf.fp32[0:128]+24[[1,6]] src=sbuf.fp32[0:128]+3072[[1,512]]");
+  const auto ag =
+      parse("dve bn_aggr dst=sbuf.bf16[0:128]+512[[1,2]] src=sbuf.fp32[0:128]+0[[1,12]]");
+  const auto agf =
+      parse("dve bn_aggr dst=sbuf.fp32[0:128]+520[[1,2]] src=sbuf.fp32[0:128]+0[[1,12]]");
   const auto x = random_values(128 * 1024, -1, 3, 5);
   put(core.st, operand(parse("dve memset dst=sbuf.fp32[0:128]+1024[[1,1024]]"), Role::dst), x);
   for (const auto* in : {&s0, &s1, &ag, &agf}) execute(*in, core.st);
@@ -490,9 +531,9 @@ TEST(BnAggr, ClosedFormEmptyGroupsAndZeroCount) {
   Core core;
   const auto in = parse("dve bn_aggr dst=sbuf.fp32[0:3]+0[[1,2]] src=sbuf.fp32[0:3]+64[[1,12]]");
   put(core.st, operand(in, Role::src),
-      {4, 2.5, 5, 3, 30, 1400, 0, 0, 0, 0, 0, 0,     // {1,2,3,4,10,20,60} and two empty groups
-       1, 7, 0, 0, 0, 0, 2, -1, 8, 0, 0, 0,          // {7} and {-3, 1}
-       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});         // nothing
+      {4, 2.5, 5, 3, 30, 1400, 0, 0,  0, 0, 0, 0,    // {1,2,3,4,10,20,60} and two empty groups
+       1, 7,   0, 0, 0,  0,    2, -1, 8, 0, 0, 0,    // {7} and {-3, 1}
+       0, 0,   0, 0, 0,  0,    0, 0,  0, 0, 0, 0});  // nothing
   execute(in, core.st);
   const double v0[] = {1, 2, 3, 4, 10, 20, 60}, v1[] = {7, -3, 1};
   const auto popvar = [](const double* v, int n) {
@@ -512,7 +553,8 @@ TEST(BnAggr, ClosedFormEmptyGroupsAndZeroCount) {
 TEST(TensorTensorScan, LinearRecurrenceWithImmediateInitial) {
   Core core;
   const auto in = parse(
-      "dve tensor_tensor_scan dst=sbuf.fp32[0:2]+0[[1,6]] in0=sbuf.fp32[0:2]+64[[1,6]] in1=sbuf.fp32[0:2]+128[[1,6]] "
+      "dve tensor_tensor_scan dst=sbuf.fp32[0:2]+0[[1,6]] in0=sbuf.fp32[0:2]+64[[1,6]] "
+      "in1=sbuf.fp32[0:2]+128[[1,6]] "
       "op0=multiply op1=add initial=1");
   const auto a = random_values(12, 0.5, 1.5, 8), b = random_values(12, -1, 1, 9);
   put(core.st, operand(in, Role::in0), a);
@@ -529,7 +571,8 @@ TEST(TensorTensorScan, LinearRecurrenceWithImmediateInitial) {
 TEST(TensorTensorScan, InitialOperandMaxAddInPlace) {
   Core core;
   const auto in = parse(
-      "dve tensor_tensor_scan dst=sbuf.fp32[0:2]+64[[1,4]] in0=sbuf.fp32[0:2]+64[[1,4]] in1=sbuf.fp32[0:2]+128[[1,4]] "
+      "dve tensor_tensor_scan dst=sbuf.fp32[0:2]+64[[1,4]] in0=sbuf.fp32[0:2]+64[[1,4]] "
+      "in1=sbuf.fp32[0:2]+128[[1,4]] "
       "op0=max op1=add initial=sbuf.fp32[0:2]+256[[1,1]]");
   put(core.st, operand(in, Role::in0), {5, 1, 9, 2, 0, 0, 0, 0});
   put(core.st, operand(in, Role::in1), {1, 1, 1, 1, -1, -1, -1, -1});
@@ -545,7 +588,8 @@ TEST(TensorTensorScan, InitialOperandMaxAddInPlace) {
 TEST(Iota, PatternOffsetAndChannelMultiplier) {
   Core core;
   const auto in = parse(
-      "pool iota dst=sbuf.i32[0:128]+0[[1,64]] pattern=pattern[[8,8],[1,8]] offset=-3 channel_multiplier=64");
+      "pool iota dst=sbuf.i32[0:128]+0[[1,64]] pattern=pattern[[8,8],[1,8]] offset=-3 "
+      "channel_multiplier=64");
   execute(in, core.st);
   std::vector<int32_t> want;
   for (int p = 0; p < 128; ++p)
@@ -557,20 +601,26 @@ TEST(Iota, PatternOffsetAndChannelMultiplier) {
 TEST(Iota, NegativeStepsFloatIntegerSaturationAndLargeValues) {
   Core core;
   const auto f = parse(
-      "pool iota dst=sbuf.fp32[32:3]+0[[1,5]] pattern=pattern[[-2,5]] offset=1 channel_multiplier=-1");
+      "pool iota dst=sbuf.fp32[32:3]+0[[1,5]] pattern=pattern[[-2,5]] offset=1 "
+      "channel_multiplier=-1");
   execute(f, core.st);
   std::vector<float> want;
   for (int p = 0; p < 3; ++p)
     for (int j = 0; j < 5; ++j) want.push_back(static_cast<float>(1 - p - 2 * j));
   EXPECT_EQ(get(core.st, operand(f, Role::dst)), want);
-  const auto i8 = parse("pool iota dst=sbuf.i8[0:4]+0[[1,2]] pattern=pattern[[-300,2]] offset=100 channel_multiplier=10");
+  const auto i8 = parse(
+      "pool iota dst=sbuf.i8[0:4]+0[[1,2]] pattern=pattern[[-300,2]] offset=100 "
+      "channel_multiplier=10");
   execute(i8, core.st);
-  EXPECT_THAT(get_bits<int8_t>(core.st, operand(i8, Role::dst)), ElementsAre(100, -128, 110, -128, 120, -128, 127, -128));
+  EXPECT_THAT(get_bits<int8_t>(core.st, operand(i8, Role::dst)),
+              ElementsAre(100, -128, 110, -128, 120, -128, 127, -128));
   // 2^24 + 1 is exact in int32 (an FP32 detour would give 2^24); 257 rounds to even in bf16.
-  const auto big = parse("pool iota dst=sbuf.i32[0:1]+64[[1,2]] pattern=pattern[[1,2]] offset=16777217");
+  const auto big =
+      parse("pool iota dst=sbuf.i32[0:1]+64[[1,2]] pattern=pattern[[1,2]] offset=16777217");
   execute(big, core.st);
   EXPECT_THAT(get_bits<int32_t>(core.st, operand(big, Role::dst)), ElementsAre(16777217, 16777218));
-  const auto bf = parse("pool iota dst=sbuf.bf16[0:1]+128[[1,2]] pattern=pattern[[2,2]] offset=257");
+  const auto bf =
+      parse("pool iota dst=sbuf.bf16[0:1]+128[[1,2]] pattern=pattern[[2,2]] offset=257");
   execute(bf, core.st);
   EXPECT_THAT(get(core.st, operand(bf, Role::dst)), ElementsAre(256, 260));
 }
@@ -585,18 +635,22 @@ TEST(AffineSelect, CausalMask) {
   execute(in, core.st);
   const auto got = get(core.st, operand(in, Role::dst));
   for (int p = 0; p < 128; ++p)
-    for (int j = 0; j < 128; ++j) ASSERT_EQ(got[p * 128 + j], j <= p ? x[p * 128 + j] : -kInf) << p << "," << j;
+    for (int j = 0; j < 128; ++j)
+      ASSERT_EQ(got[p * 128 + j], j <= p ? x[p * 128 + j] : -kInf) << p << "," << j;
 }
 
 TEST(AffineSelect, EveryComparison) {
   // v = j - 2 for j in 0..4.
   const std::vector<std::pair<const char*, std::vector<float>>> cases = {
-      {"is_gt", {9, 9, 9, 3, 4}}, {"is_ge", {9, 9, 2, 3, 4}},     {"is_lt", {0, 1, 9, 9, 9}},
+      {"is_gt", {9, 9, 9, 3, 4}}, {"is_ge", {9, 9, 2, 3, 4}},    {"is_lt", {0, 1, 9, 9, 9}},
       {"is_le", {0, 1, 2, 9, 9}}, {"is_equal", {9, 9, 2, 9, 9}}, {"not_equal", {0, 1, 9, 3, 4}}};
   for (const auto& [cmp, want] : cases) {
     Core core;
-    const auto in = parse(std::string("pool affine_select dst=sbuf.i16[0:1]+0[[1,5]] on_true=sbuf.fp32[0:1]+64[[1,5]] "
-                                      "pattern=pattern[[1,5]] offset=-2 on_false=9 cmp=") + cmp);
+    const auto in =
+        parse(std::string(
+                  "pool affine_select dst=sbuf.i16[0:1]+0[[1,5]] on_true=sbuf.fp32[0:1]+64[[1,5]] "
+                  "pattern=pattern[[1,5]] offset=-2 on_false=9 cmp=") +
+              cmp);
     put(core.st, operand(in, Role::on_true), {0, 1, 2, 3, 4});
     execute(in, core.st);
     EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAreArray(want)) << cmp;
@@ -611,7 +665,8 @@ TEST(PartitionReduce, ReducesAcrossPartitions) {
   for (const char* op : {"add", "multiply", "max", "min"}) {
     Core core;
     const auto in = parse(std::string("pool partition_reduce dst=sbuf.fp32[32:1]+0[[1,16]] "
-                                      "src=sbuf.fp32[0:8]+0[[1,16]] op=") + op);
+                                      "src=sbuf.fp32[0:8]+0[[1,16]] op=") +
+                          op);
     put(core.st, operand(in, Role::src), x);
     execute(in, core.st);
     std::vector<float> want(16);
@@ -620,7 +675,10 @@ TEST(PartitionReduce, ReducesAcrossPartitions) {
       for (int p = 1; p < 8; ++p) {
         const double v = x[p * 16 + f];
         const std::string o = op;
-        acc = o == "add" ? acc + v : o == "multiply" ? acc * v : o == "max" ? std::max(acc, v) : std::min(acc, v);
+        acc = o == "add"        ? acc + v
+              : o == "multiply" ? acc * v
+              : o == "max"      ? std::max(acc, v)
+                                : std::min(acc, v);
       }
       want[f] = static_cast<float>(acc);
     }
@@ -630,11 +688,15 @@ TEST(PartitionReduce, ReducesAcrossPartitions) {
 
 TEST(PartitionShuffle, MasksPartitionsEvenInPlace) {
   Core core;
-  const auto in = parse("pool partition_shuffle dst=sbuf.bf16[0:4]+0[[1,2]] src=sbuf.fp32[32:4]+0[[1,2]] mask=[3,2,1]");
+  const auto in = parse(
+      "pool partition_shuffle dst=sbuf.bf16[0:4]+0[[1,2]] src=sbuf.fp32[32:4]+0[[1,2]] "
+      "mask=[3,2,1]");
   put(core.st, operand(in, Role::src), {0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5});
   execute(in, core.st);
   EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(3, 3.5, 2, 2.5, 1, 1.5, 0, 0.5));
-  const auto rev = parse("pool partition_shuffle dst=sbuf.bf16[0:4]+0[[1,2]] src=sbuf.bf16[0:4]+0[[1,2]] mask=[3,2,1,0]");
+  const auto rev = parse(
+      "pool partition_shuffle dst=sbuf.bf16[0:4]+0[[1,2]] src=sbuf.bf16[0:4]+0[[1,2]] "
+      "mask=[3,2,1,0]");
   execute(rev, core.st);
   EXPECT_THAT(get(core.st, operand(rev, Role::dst)), ElementsAre(0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5));
 }
@@ -655,7 +717,8 @@ TEST(LocalGather, GathersElementGroupsPerPartition) {
   std::vector<float> want;
   for (int p = 0; p < 32; ++p)
     for (int j = 0; j < 4; ++j)
-      for (int e = 0; e < 2; ++e) want.push_back(static_cast<float>(100 * p + 2 * idx[p * 4 + j] + e));
+      for (int e = 0; e < 2; ++e)
+        want.push_back(static_cast<float>(100 * p + 2 * idx[p * 4 + j] + e));
   EXPECT_EQ(get(core.st, operand(in, Role::dst)), want);
 }
 
@@ -682,7 +745,8 @@ TEST(LocalGather, UsesOnlyNumIndicesAndRejectsIndicesOutOfRange) {
 
 TEST(SemaphoreInstructions, TouchNoMemory) {
   Core core;
-  for (const char* line : {"sp sem_wait wait=S[9]>=100", "act sem_signal signal=S[4]+=2", "pool sem_set signal=S[5]=0"})
+  for (const char* line : {"sp sem_wait wait=S[9]>=100", "act sem_signal signal=S[4]+=2",
+                           "pool sem_set signal=S[5]=0"})
     EXPECT_NO_THROW(execute(parse(line), core.st));
   for (uint32_t p = 0; p < 128; p += 17)
     for (uint64_t b = 0; b < 229376; b += 4099) ASSERT_EQ(*core.st.sbuf.at(p, b), 0);

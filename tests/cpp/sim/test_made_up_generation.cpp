@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -38,7 +38,9 @@ constexpr uint64_t kSlowLink = 50'000'000'000;
 constexpr double kHopNs = 700, kIntraChipNs = 300, kHbmBytesPerNs = 1000;
 
 // {"value": v, "source": ...}
-ordered_json figure(const ordered_json& value) { return {{"value", value}, {"source", "made up for a test"}}; }
+ordered_json figure(const ordered_json& value) {
+  return {{"value", value}, {"source", "made up for a test"}};
+}
 
 // trnz: trn2's file with another name, its own ISA limits (128 KiB of SBUF per partition, a
 // moving free size of 1024), clocks, DMA, HBM, link latencies and algorithm thresholds.
@@ -63,8 +65,12 @@ ordered_json trnz_generation() {
 }
 
 ordered_json trnz_instance(uint64_t link_bytes_per_s) {
-  return {{"generation", "trnz"},  {"chips", 4},           {"cores_per_chip", 4},
-          {"topology", "ring"},    {"family", "trnz"},     {"size", "4xlarge"},
+  return {{"generation", "trnz"},
+          {"chips", 4},
+          {"cores_per_chip", 4},
+          {"topology", "ring"},
+          {"family", "trnz"},
+          {"size", "4xlarge"},
           {"source", "made up for a test"},
           {"neuronlink_bytes_per_s", figure(link_bytes_per_s)}};
 }
@@ -72,7 +78,8 @@ ordered_json trnz_instance(uint64_t link_bytes_per_s) {
 class MadeUpGeneration : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / fmt::format("neuronsim-made-up-{}", ::getpid()));
+    dir_ =
+        new fs::path(fs::temp_directory_path() / fmt::format("neuronsim-made-up-{}", ::getpid()));
     fs::create_directories(*dir_);
     std::ofstream(*dir_ / "trnz.json") << trnz_generation().dump(2);
     ordered_json instances = {{"description", "instances of a generation that does not exist"}};
@@ -112,8 +119,10 @@ TEST_F(MadeUpGeneration, LoadsAndAddsItsIsaTarget) {
   ::setenv("NEURONSIM_CONFIG_DIR", dir_->c_str(), 1);
   EXPECT_EQ(spec::load_instance("trnz.4xlarge-slow").neuronlink_bytes_per_s, kSlowLink);
   EXPECT_THROW(spec::load_instance("trn2.3xlarge"), spec::ConfigError);  // not in that directory
-  if (old) ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
-  else ::unsetenv("NEURONSIM_CONFIG_DIR");
+  if (old)
+    ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("NEURONSIM_CONFIG_DIR");
 }
 
 TEST_F(MadeUpGeneration, ProgramsFollowItsIsaLimits) {
@@ -122,8 +131,9 @@ TEST_F(MadeUpGeneration, ProgramsFollowItsIsaLimits) {
   EXPECT_NO_THROW(isa::assemble(".target trn2\n" + beyond_128k));
   EXPECT_THROW(isa::assemble(".target trnz\n" + beyond_128k), isa::AsmError);
   // A moving free size of 1024 (trn2: 512); core version 9 may write across PSUM banks, as v4 does.
-  const std::string moving_1024 = "pe matmul dst=psum.fp32[0:128]+0[[1,1024]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
-                                  "moving=sbuf.bf16[0:128]+256[[1,1024]]\n";
+  const std::string moving_1024 =
+      "pe matmul dst=psum.fp32[0:128]+0[[1,1024]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+      "moving=sbuf.bf16[0:128]+256[[1,1024]]\n";
   EXPECT_NO_THROW(isa::assemble(".target trnz\n" + moving_1024));
   try {
     isa::assemble(".target trn2\n" + moving_1024);
@@ -147,7 +157,9 @@ isa::Program square_plus_one(const std::string& target) {
   return kb.finish();
 }
 
-float x_value(size_t i) { return static_cast<float>(i % 97) * 0.25f - 3.0f; }
+float x_value(size_t i) {
+  return static_cast<float>(i % 97) * 0.25f - 3.0f;
+}
 
 struct KernelRun {
   RunResult result;
@@ -183,7 +195,8 @@ TEST_F(MadeUpGeneration, RunsAKernelThroughTheSimulatorWithItsFigures) {
   const spec::InstanceConfig trnz = instance();
   const isa::Program pz = square_plus_one("trnz");
   const KernelRun z = run_kernel(trnz, pz, 13);  // core 1 of chip 3
-  for (size_t i = 0; i < z.y.size(); i += 37) EXPECT_FLOAT_EQ(z.y[i], x_value(i) * x_value(i) + 1.0f) << i;
+  for (size_t i = 0; i < z.y.size(); i += 37)
+    EXPECT_FLOAT_EQ(z.y[i], x_value(i) * x_value(i) + 1.0f) << i;
   EXPECT_EQ(z.result.generation, "trnz");
   // The same kernel on trn2, whose ACT and DVE clocks are half of trnz's and whose DMA engines
   // move half the bytes per ns: the engines' busy times halve, the transfers go twice as fast.
@@ -194,13 +207,15 @@ TEST_F(MadeUpGeneration, RunsAKernelThroughTheSimulatorWithItsFigures) {
   for (isa::Opcode op : {isa::Opcode::activation, isa::Opcode::tensor_scalar}) {
     const InstructionRecord& a = record(z.result, op);
     const InstructionRecord& b = record(two.result, op);
-    EXPECT_NEAR(2.0 * static_cast<double>(a.end_ps - a.start_ps), static_cast<double>(b.end_ps - b.start_ps), 2.0)
+    EXPECT_NEAR(2.0 * static_cast<double>(a.end_ps - a.start_ps),
+                static_cast<double>(b.end_ps - b.start_ps), 2.0)
         << isa::opcode_info(op).name;
   }
   ASSERT_FALSE(z.result.dmas.empty());
   const DmaRecord& d = z.result.dmas.front();
   EXPECT_EQ(d.end_ps - d.start_ps, dma_transfer_ps(d.bytes, trnz.generation_config));
-  EXPECT_NE(dma_transfer_ps(d.bytes, trnz.generation_config), dma_transfer_ps(d.bytes, trn2.generation_config));
+  EXPECT_NE(dma_transfer_ps(d.bytes, trnz.generation_config),
+            dma_transfer_ps(d.bytes, trn2.generation_config));
 }
 
 TEST_F(MadeUpGeneration, FabricUsesItsLinkFigures) {
@@ -216,8 +231,10 @@ TEST_F(MadeUpGeneration, FabricUsesItsLinkFigures) {
   };
   // Chip to chip: one hop of the generation's latency at the instance's link bandwidth.
   const cc::Picos hop = static_cast<cc::Picos>(kHopNs) * cc::kPicosPerNs;
-  EXPECT_EQ(one_message(fast, cc::Placement::one_per_chip), hop + cc::Fabric::serialize_ps(bytes, kFastLink));
-  EXPECT_EQ(one_message(slow, cc::Placement::one_per_chip), hop + cc::Fabric::serialize_ps(bytes, kSlowLink));
+  EXPECT_EQ(one_message(fast, cc::Placement::one_per_chip),
+            hop + cc::Fabric::serialize_ps(bytes, kFastLink));
+  EXPECT_EQ(one_message(slow, cc::Placement::one_per_chip),
+            hop + cc::Fabric::serialize_ps(bytes, kSlowLink));
   // Core to core inside a chip: the generation's HBM bandwidth and intra-chip latency.
   EXPECT_EQ(one_message(fast, cc::Placement::packed),
             static_cast<cc::Picos>(kIntraChipNs) * cc::kPicosPerNs +
@@ -233,11 +250,13 @@ TEST_F(MadeUpGeneration, CollectiveOnItsFabric) {
   EXPECT_EQ(t.rdh_below_bytes, 2000u);
   const int R = 4;
   const uint64_t count = 1 << 18;  // 1 MiB of fp32 per rank
-  cc::CollectiveSpec all_reduce{cc::Op::all_reduce, cc::ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
+  cc::CollectiveSpec all_reduce{
+      cc::Op::all_reduce, cc::ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
   std::vector<std::vector<uint8_t>> inputs;
   for (int r = 0; r < R; ++r) {
     std::vector<float> v(count);
-    for (uint64_t i = 0; i < count; ++i) v[i] = static_cast<float>((r + 1) * static_cast<int>(i % 7));
+    for (uint64_t i = 0; i < count; ++i)
+      v[i] = static_cast<float>((r + 1) * static_cast<int>(i % 7));
     inputs.emplace_back(reinterpret_cast<const uint8_t*>(v.data()),
                         reinterpret_cast<const uint8_t*>(v.data()) + v.size() * sizeof(float));
   }
@@ -248,7 +267,8 @@ TEST_F(MadeUpGeneration, CollectiveOnItsFabric) {
   ASSERT_EQ(f.outputs.size(), static_cast<size_t>(R));
   for (int r = 0; r < R; ++r) {
     const auto* out = reinterpret_cast<const float*>(f.outputs[static_cast<size_t>(r)].data());
-    for (uint64_t i = 0; i < count; i += 1001) EXPECT_EQ(out[i], static_cast<float>(10 * (i % 7))) << r << " " << i;
+    for (uint64_t i = 0; i < count; i += 1001)
+      EXPECT_EQ(out[i], static_cast<float>(10 * (i % 7))) << r << " " << i;
   }
   // A ring all-reduce on 4 ranks is 2 x 3 steps, each one hop of a quarter of the data; halving
   // the link bandwidth doubles the serialization and leaves the hops.
@@ -290,8 +310,8 @@ TEST_F(MadeUpGeneration, CollectiveInstructionThroughTheSimulator) {
       CoreState& st = sim.core(core);
       bind_tensors(programs[static_cast<size_t>(r)], st, 0);
       std::vector<float> v(n, static_cast<float>(r + 1));
-      st.hbm.write(st.tensors.at(programs[static_cast<size_t>(r)].find_tensor("x")->var_id).address, v.data(),
-                   v.size() * sizeof(float));
+      st.hbm.write(st.tensors.at(programs[static_cast<size_t>(r)].find_tensor("x")->var_id).address,
+                   v.data(), v.size() * sizeof(float));
       sim.load(core, programs[static_cast<size_t>(r)]);
       o.collectives.ranks[core] = r;
     }
@@ -299,8 +319,8 @@ TEST_F(MadeUpGeneration, CollectiveInstructionThroughTheSimulator) {
     for (int r = 0; r < R; ++r) {
       CoreState& st = sim.core(static_cast<uint32_t>(r) * inst.cores_per_chip);
       std::vector<float> y(n);
-      st.hbm.read(st.tensors.at(programs[static_cast<size_t>(r)].find_tensor("y")->var_id).address, y.data(),
-                  y.size() * sizeof(float));
+      st.hbm.read(st.tensors.at(programs[static_cast<size_t>(r)].find_tensor("y")->var_id).address,
+                  y.data(), y.size() * sizeof(float));
       EXPECT_EQ(y, std::vector<float>(n, 10.0f)) << inst.name << " rank " << r;
     }
     const InstructionRecord& rec = record(result, isa::Opcode::all_reduce);
@@ -309,7 +329,8 @@ TEST_F(MadeUpGeneration, CollectiveInstructionThroughTheSimulator) {
   const uint64_t fast = run(instance()), slow = run(instance("trnz.4xlarge-slow"));
   // 16 KiB per rank: a ring (from 2,000 bytes on trnz) of 6 steps of 4 KiB each.
   const uint64_t chunk = n * 4 / R;
-  EXPECT_EQ(slow - fast, 6 * (cc::Fabric::serialize_ps(chunk, kSlowLink) - cc::Fabric::serialize_ps(chunk, kFastLink)));
+  EXPECT_EQ(slow - fast, 6 * (cc::Fabric::serialize_ps(chunk, kSlowLink) -
+                              cc::Fabric::serialize_ps(chunk, kFastLink)));
 }
 
 }  // namespace

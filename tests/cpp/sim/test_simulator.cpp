@@ -7,9 +7,9 @@
 
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/kernel_builder.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/cost_model.h"
 #include "neuronsim/sim/simulator.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {
 namespace {
@@ -35,7 +35,8 @@ void load(Simulator& sim, const isa::Program& p, uint32_t core = 0, uint64_t bas
   for (const isa::TensorDecl& t : p.tensors)
     if (t.kind == isa::TensorKind::input) {
       std::vector<float> values(t.num_elems());
-      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
       std::vector<uint8_t> bytes(t.size_bytes());
       isa::convert_from_float(t.dtype, values.data(), bytes.data(), values.size());
       st.hbm.write(st.tensors.at(t.var_id).address, bytes.data(), bytes.size());
@@ -43,7 +44,8 @@ void load(Simulator& sim, const isa::Program& p, uint32_t core = 0, uint64_t bas
   sim.load(core, p);
 }
 
-std::vector<float> read_tensor(Simulator& sim, const isa::Program& p, const std::string& name, uint32_t core = 0) {
+std::vector<float> read_tensor(Simulator& sim, const isa::Program& p, const std::string& name,
+                               uint32_t core = 0) {
   const isa::TensorDecl* t = p.find_tensor(name);
   CoreState& st = sim.core(core);
   std::vector<uint8_t> bytes(t->size_bytes());
@@ -93,8 +95,12 @@ TEST(Simulator, RunsAreDeterministicAndRepeatable) {
 }
 
 TEST(Simulator, IndependentEnginesOverlapAndDependentOnesSerialise) {
-  const std::string body = "act activation dst=sbuf.fp32[0:128]+0[[1,4096]] src=sbuf.fp32[0:128]+16384[[1,4096]] func=exp";
-  const std::string dve = "dve tensor_scalar dst=sbuf.fp32[0:128]+32768[[1,4096]] src=sbuf.fp32[0:128]+49152[[1,4096]] op0=add imm0=1";
+  const std::string body =
+      "act activation dst=sbuf.fp32[0:128]+0[[1,4096]] src=sbuf.fp32[0:128]+16384[[1,4096]] "
+      "func=exp";
+  const std::string dve =
+      "dve tensor_scalar dst=sbuf.fp32[0:128]+32768[[1,4096]] src=sbuf.fp32[0:128]+49152[[1,4096]] "
+      "op0=add imm0=1";
   const isa::Program independent = isa::assemble(".target trn2\n" + body + "\n" + dve + "\n");
   const isa::Program dependent =
       isa::assemble(".target trn2\n" + body + " signal=S[0]+=1\n" + dve + " wait=S[0]>=1\n");
@@ -134,7 +140,8 @@ TEST(Simulator, DmaBandwidthFollowsTheConfig) {
     const isa::Program p = isa::assemble(fmt::format(R"(.target trn2
 .tensor x fp32 [{0},8192] input
 sp dma_copy dst=sbuf.fp32[0:{0}]+0[[1,8192]] src=hbm.fp32(x)+0[[8192,{0}],[1,8192]]
-)", rows));
+)",
+                                                     rows));
     Simulator sim = make_simulator();
     load(sim, p);
     const RunResult r = sim.run(options(Mode::timing_only, true));
@@ -171,13 +178,15 @@ TEST(Simulator, MatmulTimeFollowsTheFormulaAsNGrows) {
     const isa::Program p = isa::assemble(fmt::format(R"(.target trn2
 pe matmul dst=psum.fp32[0:128]+0[[1,{0}]] stationary=sbuf.bf16[0:128]+0[[1,128]] moving=sbuf.bf16[0:128]+256[[1,{0}]]
 pe matmul dst=psum.fp32[0:128]+0[[1,{0}]] stationary=sbuf.bf16[0:128]+0[[1,128]] moving=sbuf.bf16[0:128]+256[[1,{0}]] accumulate=true
-)", n));
+)",
+                                                     n));
     Simulator sim = make_simulator();
     load(sim, p);
     const RunResult r = sim.run(options(Mode::timing_only, true));
     ASSERT_EQ(r.instructions.size(), 2u);
     const auto& second = r.instructions[1];
-    const double cycles = static_cast<double>(second.end_ps - second.start_ps) * gen.pe_ghz / 1000.0;
+    const double cycles =
+        static_cast<double>(second.end_ps - second.start_ps) * gen.pe_ghz / 1000.0;
     EXPECT_NEAR(cycles, std::max(64, n), 1.0) << n;  // back-to-back, same stationary
   }
 }

@@ -12,8 +12,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "neuronsim/isa/target.h"
 #include "neuronsim/spec/config.h"
@@ -27,7 +27,9 @@ using ::testing::HasSubstr;
 
 const char* const kGenerations[] = {"trn1", "trn2", "trn3"};
 
-fs::path source_configs() { return fs::path(NEURONSIM_SOURCE_DIR) / "spec/configs"; }
+fs::path source_configs() {
+  return fs::path(NEURONSIM_SOURCE_DIR) / "spec/configs";
+}
 
 ordered_json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -103,19 +105,22 @@ TEST(Config, GenerationFiguresMatchTheResearchNotes) {
 
 TEST(Config, PeakBf16Flops) {
   // 2 * 128 * 128 * 2.8 GHz = 91.75 TFLOPS ("92" in §2.1); 2.4 GHz gives 78.6 ("79").
-  EXPECT_DOUBLE_EQ(load_generation("trn1", source_configs()).peak_bf16_flops(), 2.0 * 128 * 128 * 2.8e9);
+  EXPECT_DOUBLE_EQ(load_generation("trn1", source_configs()).peak_bf16_flops(),
+                   2.0 * 128 * 128 * 2.8e9);
   EXPECT_NEAR(load_generation("trn2", source_configs()).peak_bf16_flops(), 78.64e12, 0.01e12);
 }
 
 TEST(Config, LoadsEveryInstance) {
   const std::vector<std::string> names = instance_names(source_configs());
-  for (const char* required : {"inf2.xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn2.3xlarge", "trn2.48xlarge"})
+  for (const char* required :
+       {"inf2.xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn2.3xlarge", "trn2.48xlarge"})
     EXPECT_THAT(names, ::testing::Contains(std::string(required)));
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const InstanceConfig inst = load_instance(name, source_configs());
     EXPECT_EQ(inst.name, name);
-    EXPECT_EQ(inst.cores_per_chip, load_generation(inst.generation, source_configs()).cores_per_chip);
+    EXPECT_EQ(inst.cores_per_chip,
+              load_generation(inst.generation, source_configs()).cores_per_chip);
   }
   const InstanceConfig big = load_instance("trn2.48xlarge", source_configs());
   EXPECT_EQ(big.generation, "trn2");
@@ -167,7 +172,8 @@ void expect_sourced(const ordered_json& node, const std::string& where) {
     }
     for (const auto& [key, child] : node.items()) expect_sourced(child, where + "." + key);
   } else if (node.is_array()) {
-    for (size_t i = 0; i < node.size(); ++i) expect_sourced(node[i], where + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < node.size(); ++i)
+      expect_sourced(node[i], where + "[" + std::to_string(i) + "]");
   } else {
     EXPECT_FALSE(node.is_number()) << where << " is a number without a source";
   }
@@ -179,9 +185,13 @@ TEST(Config, EveryFigureHasASource) {
     const ordered_json j = read_json(source_configs() / (std::string(name) + ".json"));
     expect_sourced(j, name);
     for (const auto& [key, value] : j.items())
-      figures += !value.is_object() ? 0 : value.contains("value") ? 1 : static_cast<int>(value.size());
+      figures += !value.is_object()        ? 0
+                 : value.contains("value") ? 1
+                                           : static_cast<int>(value.size());
   }
-  EXPECT_EQ(figures, 3 * 38);  // the 32 figures of GenerationConfig and 6 more of its ISA target, in each file
+  EXPECT_EQ(
+      figures,
+      3 * 38);  // the 32 figures of GenerationConfig and 6 more of its ISA target, in each file
   const ordered_json inst = read_json(source_configs() / "instances.json");
   ASSERT_TRUE(inst.contains("instances"));
   for (const auto& [name, entry] : inst["instances"].items()) {
@@ -199,8 +209,10 @@ TEST(Config, ConfigDirFollowsTheEnvironment) {
   EXPECT_EQ(config_dir(), fs::path());  // the built-in configs
   ::setenv("NEURONSIM_CONFIG_DIR", "/somewhere/else", 1);
   EXPECT_EQ(config_dir(), fs::path("/somewhere/else"));
-  if (old) ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
-  else ::unsetenv("NEURONSIM_CONFIG_DIR");
+  if (old)
+    ::setenv("NEURONSIM_CONFIG_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("NEURONSIM_CONFIG_DIR");
 }
 
 // The library carries the configs of the source tree, byte for byte, and reads them without it.
@@ -212,7 +224,8 @@ TEST(Config, BuiltInConfigsAreTheSourceFiles) {
   for (const auto& [name, text] : builtin_configs()) {
     builtin.insert(name);
     std::ifstream in(source_configs() / name, std::ios::binary);
-    const std::string on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string on_disk((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
     EXPECT_EQ(text, on_disk) << name;
   }
   EXPECT_EQ(builtin, files);
@@ -237,23 +250,26 @@ class ConfigErrors : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("neuronsim-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    dir_ = fs::temp_directory_path() / ("neuronsim-config-test-" + std::to_string(::getpid()) +
+                                        "-" + std::to_string(counter++));
     fs::create_directories(dir_);
     for (const auto& entry : fs::directory_iterator(source_configs()))
-      if (entry.path().extension() == ".json") fs::copy_file(entry.path(), dir_ / entry.path().filename());
+      if (entry.path().extension() == ".json")
+        fs::copy_file(entry.path(), dir_ / entry.path().filename());
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   // Writes <dir>/<file>.json as the pristine config with `edit` applied; returns the
   // ConfigError that loading it gives.
-  std::string break_generation(const std::string& file, const std::function<void(ordered_json&)>& edit) {
+  std::string break_generation(const std::string& file,
+                               const std::function<void(ordered_json&)>& edit) {
     ordered_json j = read_json(source_configs() / (file + ".json"));
     edit(j);
     write_json(dir_ / (file + ".json"), j);
     return config_error([&] { load_generation(file, dir_); });
   }
-  std::string break_instance(const std::string& name, const std::function<void(ordered_json&)>& edit) {
+  std::string break_instance(const std::string& name,
+                             const std::function<void(ordered_json&)>& edit) {
     ordered_json j = read_json(source_configs() / "instances.json");
     edit(j["instances"][name]);
     write_json(dir_ / "instances.json", j);
@@ -283,7 +299,8 @@ TEST_F(ConfigErrors, MissingClock) {
 }
 
 TEST_F(ConfigErrors, NonNumber) {
-  const std::string e = break_generation("trn3", [](ordered_json& j) { j["min_interval"]["value"] = "sixty-four"; });
+  const std::string e =
+      break_generation("trn3", [](ordered_json& j) { j["min_interval"]["value"] = "sixty-four"; });
   EXPECT_THAT(e, HasSubstr("trn3.json"));
   EXPECT_THAT(e, HasSubstr("'min_interval'"));
   EXPECT_THAT(e, HasSubstr("not a number"));
@@ -319,14 +336,16 @@ TEST_F(ConfigErrors, NonPositiveClocksAndBandwidths) {
 }
 
 TEST_F(ConfigErrors, PartitionsDisagreeWithTheIsaTarget) {
-  const std::string e = break_generation("trn1", [](ordered_json& j) { j["partitions"]["value"] = 64; });
+  const std::string e =
+      break_generation("trn1", [](ordered_json& j) { j["partitions"]["value"] = 64; });
   EXPECT_THAT(e, HasSubstr("trn1.json"));
   EXPECT_THAT(e, HasSubstr("'partitions'"));
   EXPECT_THAT(e, HasSubstr("ISA target"));
 }
 
 TEST_F(ConfigErrors, MemorySizesDisagreeWithTheIsaTarget) {
-  std::string e = break_generation("trn2", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 196608; });
+  std::string e = break_generation(
+      "trn2", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 196608; });
   EXPECT_THAT(e, HasSubstr("trn2.json"));
   EXPECT_THAT(e, HasSubstr("'sbuf_partition_bytes'"));
   EXPECT_THAT(e, HasSubstr("ISA target"));
@@ -336,7 +355,8 @@ TEST_F(ConfigErrors, MemorySizesDisagreeWithTheIsaTarget) {
 }
 
 TEST_F(ConfigErrors, IsaLimitsDisagreeWithTheIsaTarget) {
-  std::string e = break_generation("trn3", [](ordered_json& j) { j["isa"]["pe_moving_fmax"]["value"] = 512; });
+  std::string e =
+      break_generation("trn3", [](ordered_json& j) { j["isa"]["pe_moving_fmax"]["value"] = 512; });
   EXPECT_THAT(e, HasSubstr("trn3.json"));
   EXPECT_THAT(e, HasSubstr("'isa.pe_moving_fmax'"));
   EXPECT_THAT(e, HasSubstr("disagrees with the ISA target trn3 (4096)"));
@@ -349,7 +369,8 @@ TEST_F(ConfigErrors, IsaLimitsDisagreeWithTheIsaTarget) {
   e = break_generation("trn1", [](ordered_json& j) { j.erase("isa"); });
   EXPECT_THAT(e, HasSubstr("'isa'"));
   EXPECT_THAT(e, HasSubstr("missing"));
-  e = break_generation("trn1", [](ordered_json& j) { j["isa"]["psum_fre_max"] = j["isa"]["psum_free_max"]; });
+  e = break_generation(
+      "trn1", [](ordered_json& j) { j["isa"]["psum_fre_max"] = j["isa"]["psum_free_max"]; });
   EXPECT_THAT(e, HasSubstr("'isa.psum_fre_max'"));
   EXPECT_THAT(e, HasSubstr("unknown field"));
   e = break_generation("trn1", [](ordered_json& j) { j["isa"]["bn_stats_fmax"] = 512; });
@@ -368,7 +389,8 @@ TEST_F(ConfigErrors, NewGenerationAddsItsIsaTarget) {
     return config_error([&] { load_generation(name, dir_); });
   };
   ASSERT_FALSE(isa::find_target_name("trnq"));
-  EXPECT_EQ(made_up("trnq", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 131072; }), "<none>");
+  EXPECT_EQ(made_up("trnq", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 131072; }),
+            "<none>");
   const isa::Target& t = isa::target_by_name("trnq");
   EXPECT_EQ(t.sbuf_partition_bytes, 131072u);
   EXPECT_EQ(t.neff_target, "trnq-kelf");
@@ -376,8 +398,10 @@ TEST_F(ConfigErrors, NewGenerationAddsItsIsaTarget) {
   EXPECT_EQ(t.psum_bank_bytes, 2048u);
   EXPECT_EQ(load_generation("trnq", dir_).target, &t);  // loading again finds the same target
   // Once added, a target is checked like a built-in one.
-  std::string e = made_up("trnq", [](ordered_json& j) { j["sbuf_partition_bytes"]["value"] = 131072;
-                                                          j["isa"]["pe_moving_fmax"]["value"] = 256; });
+  std::string e = made_up("trnq", [](ordered_json& j) {
+    j["sbuf_partition_bytes"]["value"] = 131072;
+    j["isa"]["pe_moving_fmax"]["value"] = 256;
+  });
   EXPECT_THAT(e, HasSubstr("trnq.json"));
   EXPECT_THAT(e, HasSubstr("'isa.pe_moving_fmax'"));
   EXPECT_THAT(e, HasSubstr("disagrees with the ISA target trnq (512)"));
@@ -401,7 +425,8 @@ TEST_F(ConfigErrors, PsumNotDivisibleByBanks) {
   EXPECT_THAT(e, HasSubstr("trn3.json"));
   EXPECT_THAT(e, HasSubstr("'psum_banks'"));
   EXPECT_THAT(e, HasSubstr("not divisible"));
-  e = break_generation("trn3", [](ordered_json& j) { j["psum_banks"]["value"] = 4; });  // 4 KiB banks
+  e = break_generation("trn3",
+                       [](ordered_json& j) { j["psum_banks"]["value"] = 4; });  // 4 KiB banks
   EXPECT_THAT(e, HasSubstr("'psum_banks'"));
   EXPECT_THAT(e, HasSubstr("2048-byte banks"));
 }
@@ -416,12 +441,14 @@ TEST_F(ConfigErrors, DmaEnginesAndQueues) {
   EXPECT_THAT(e, HasSubstr("'dma_engines'"));
   e = break_generation("trn2", [](ordered_json& j) { j["dma_queues_per_engine"]["value"] = 4; });
   EXPECT_THAT(e, HasSubstr("'dma_queues_per_engine'"));
-  e = break_generation("trn2", [](ordered_json& j) { j["dma_queues_per_engine"]["value"] = 100000; });
+  e = break_generation("trn2",
+                       [](ordered_json& j) { j["dma_queues_per_engine"]["value"] = 100000; });
   EXPECT_THAT(e, HasSubstr("'dma_queues_per_engine'"));
 }
 
 TEST_F(ConfigErrors, IntegerFieldsAndIdentity) {
-  std::string e = break_generation("trn1", [](ordered_json& j) { j["pe_min_interval"]["value"] = 64.5; });
+  std::string e =
+      break_generation("trn1", [](ordered_json& j) { j["pe_min_interval"]["value"] = 64.5; });
   EXPECT_THAT(e, HasSubstr("'pe_min_interval'"));
   EXPECT_THAT(e, HasSubstr("integer"));
   e = break_generation("trn1", [](ordered_json& j) { j["core_version"]["value"] = 3; });
@@ -429,7 +456,9 @@ TEST_F(ConfigErrors, IntegerFieldsAndIdentity) {
   e = break_generation("trn1", [](ordered_json& j) { j["name"] = "trn2"; });
   EXPECT_THAT(e, HasSubstr("trn1.json"));
   EXPECT_THAT(e, HasSubstr("'name'"));
-  e = break_generation("trn1", [](ordered_json& j) { j["dma_engine_bytes_per_nss"] = j["dma_engine_bytes_per_ns"]; });
+  e = break_generation("trn1", [](ordered_json& j) {
+    j["dma_engine_bytes_per_nss"] = j["dma_engine_bytes_per_ns"];
+  });
   EXPECT_THAT(e, HasSubstr("'dma_engine_bytes_per_nss'"));
   EXPECT_THAT(e, HasSubstr("unknown field"));
 }
@@ -448,14 +477,16 @@ TEST_F(ConfigErrors, InvalidJsonAndUnknownGeneration) {
 }
 
 TEST_F(ConfigErrors, InstanceWithUnknownGeneration) {
-  const std::string e = break_instance("trn2.3xlarge", [](ordered_json& i) { i["generation"] = "trn7"; });
+  const std::string e =
+      break_instance("trn2.3xlarge", [](ordered_json& i) { i["generation"] = "trn7"; });
   EXPECT_THAT(e, HasSubstr("instances.json"));
   EXPECT_THAT(e, HasSubstr("'trn2.3xlarge.generation'"));
   EXPECT_THAT(e, HasSubstr("unknown generation 'trn7'"));
 }
 
 TEST_F(ConfigErrors, InstanceCoresDisagreeWithGeneration) {
-  const std::string e = break_instance("trn1.32xlarge", [](ordered_json& i) { i["cores_per_chip"] = 8; });
+  const std::string e =
+      break_instance("trn1.32xlarge", [](ordered_json& i) { i["cores_per_chip"] = 8; });
   EXPECT_THAT(e, HasSubstr("instances.json"));
   EXPECT_THAT(e, HasSubstr("'trn1.32xlarge.cores_per_chip'"));
   EXPECT_THAT(e, HasSubstr("trn1"));
@@ -483,12 +514,14 @@ TEST_F(ConfigErrors, InstanceFamilyAndSize) {
     e = break_instance("trn2.48xlarge", [&](ordered_json& i) { i["size"] = bad; });
     EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.size'")) << bad;
   }
-  EXPECT_EQ(break_instance("trn2.48xlarge", [](ordered_json& i) { i["size"] = "xlarge"; }), "<none>");
+  EXPECT_EQ(break_instance("trn2.48xlarge", [](ordered_json& i) { i["size"] = "xlarge"; }),
+            "<none>");
 }
 
 TEST_F(ConfigErrors, InstanceLinkFigures) {
   // Required where the topology has the links, refused where it has none.
-  std::string e = break_instance("inf2.24xlarge", [](ordered_json& i) { i.erase("neuronlink_bytes_per_s"); });
+  std::string e =
+      break_instance("inf2.24xlarge", [](ordered_json& i) { i.erase("neuronlink_bytes_per_s"); });
   EXPECT_THAT(e, HasSubstr("instances.json"));
   EXPECT_THAT(e, HasSubstr("'inf2.24xlarge.neuronlink_bytes_per_s'"));
   EXPECT_THAT(e, HasSubstr("missing field (topology 'ring')"));
@@ -497,7 +530,8 @@ TEST_F(ConfigErrors, InstanceLinkFigures) {
   });
   EXPECT_THAT(e, HasSubstr("'trn1.2xlarge.neuronlink_bytes_per_s'"));
   EXPECT_THAT(e, HasSubstr("not allowed (topology 'none')"));
-  e = break_instance("trn2u-ultraserver", [](ordered_json& i) { i.erase("instance_link_latency_ns"); });
+  e = break_instance("trn2u-ultraserver",
+                     [](ordered_json& i) { i.erase("instance_link_latency_ns"); });
   EXPECT_THAT(e, HasSubstr("'trn2u-ultraserver.instance_link_latency_ns'"));
   e = break_instance("trn2.48xlarge", [](ordered_json& i) { i.erase("efa_gbps"); });
   EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_latency_ns'"));
@@ -509,7 +543,8 @@ TEST_F(ConfigErrors, InstanceLinkFigures) {
   e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["efa_gbps"] = 3200; });
   EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.efa_gbps'"));
   EXPECT_THAT(e, HasSubstr("no source"));
-  e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["neuronlink_bytes_per_s"]["value"] = 0; });
+  e = break_instance("trn2.48xlarge",
+                     [](ordered_json& i) { i["neuronlink_bytes_per_s"]["value"] = 0; });
   EXPECT_THAT(e, HasSubstr("'trn2.48xlarge.neuronlink_bytes_per_s'"));
   EXPECT_THAT(e, HasSubstr("at least 1"));
   e = break_instance("trn2.48xlarge", [](ordered_json& i) { i["efa_latency_ns"]["value"] = -1; });

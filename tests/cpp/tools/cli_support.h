@@ -38,8 +38,8 @@ struct Result {
 // Runs `binary` with `args`, stdin from /dev/null, stdout and stderr through the two files
 // (read back into the result). A run that takes longer than `timeout` is killed.
 inline Result run_binary(const std::filesystem::path& binary, const std::vector<std::string>& args,
-                         const std::filesystem::path& out_path, const std::filesystem::path& err_path,
-                         std::chrono::seconds timeout) {
+                         const std::filesystem::path& out_path,
+                         const std::filesystem::path& err_path, std::chrono::seconds timeout) {
   std::vector<std::string> argv_s{binary.string()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -75,7 +75,8 @@ inline Result run_binary(const std::filesystem::path& binary, const std::vector<
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &r.status, 0);
-      ADD_FAILURE() << binary.filename().string() << " did not finish within " << timeout.count() << " s";
+      ADD_FAILURE() << binary.filename().string() << " did not finish within " << timeout.count()
+                    << " s";
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -98,7 +99,8 @@ class CliTest : public ::testing::Test {
     const char* bin = std::getenv("NEURON_SIM");
     if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "NEURON_SIM is not set (run through ctest)";
     binary_ = bin;
-    ASSERT_TRUE(std::filesystem::is_regular_file(binary_)) << "NEURON_SIM=" << binary_ << " is not a file";
+    ASSERT_TRUE(std::filesystem::is_regular_file(binary_))
+        << "NEURON_SIM=" << binary_ << " is not a file";
     std::string tmpl = (std::filesystem::temp_directory_path() / "neuron-sim-cli-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << "mkdtemp: " << std::strerror(errno);
     tmp_ = tmpl;
@@ -112,7 +114,8 @@ class CliTest : public ::testing::Test {
 
   // Runs the binary with `args`; stdout and stderr go through files in tmp_. A run that
   // takes longer than `timeout` is killed (and so fails its checks).
-  Result run(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  Result run(const std::vector<std::string>& args,
+             std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const std::string n = std::to_string(runs_++);
     return run_binary(binary_, args, tmp_ / ("stdout." + n), tmp_ / ("stderr." + n), timeout);
   }

@@ -2,11 +2,11 @@
 // subprocess; its table, metrics JSON, exit codes and error messages are checked.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,8 +29,8 @@ namespace neuronsim::tools {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 using test::Result;
 
@@ -77,11 +77,13 @@ class CcBenchCli : public test::CliTest {
 };
 
 TEST_F(CcBenchCli, CheckedAllReduceOnTwoRanksOfTrn1) {
-  const Result r = run({"cc-bench", "--op", "all-reduce", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
-                        "1K", "--maxbytes", "64K", "--stepfactor", "4", "--check"});
+  const Result r =
+      run({"cc-bench", "--op", "all-reduce", "--ranks", "2", "--instance", "trn1.32xlarge",
+           "--minbytes", "1K", "--maxbytes", "64K", "--stepfactor", "4", "--check"});
   ASSERT_TRUE(r.exited()) << r.describe();
   ASSERT_EQ(r.code(), 0) << r.describe();
-  for (const char* column : {"size(B)", "count(elems)", "type", "algo", "time(us)", "algbw(GiB/s)", "busbw(GiB/s)", "#wrong"})
+  for (const char* column : {"size(B)", "count(elems)", "type", "algo", "time(us)", "algbw(GiB/s)",
+                             "busbw(GiB/s)", "#wrong"})
     EXPECT_THAT(r.out, HasSubstr(column)) << r.describe();
   const std::vector<Row> rows = parse_table(r.out);
   ASSERT_EQ(rows.size(), 4u) << r.describe();
@@ -99,8 +101,8 @@ TEST_F(CcBenchCli, CheckedAllReduceOnTwoRanksOfTrn1) {
 // reported per size in #wrong, and the run exits 1 after printing the table.
 TEST_F(CcBenchCli, CheckReportsAWrongValueAndExitsOne) {
   setenv("NEURONSIM_CC_BENCH_CORRUPT", "1", 1);
-  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "1K", "--maxbytes",
-                        "4K", "--check"});
+  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes",
+                        "1K", "--maxbytes", "4K", "--check"});
   unsetenv("NEURONSIM_CC_BENCH_CORRUPT");
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 1) << r.describe();
@@ -111,9 +113,11 @@ TEST_F(CcBenchCli, CheckReportsAWrongValueAndExitsOne) {
 }
 
 TEST_F(CcBenchCli, CheckedOtherOperationsPass) {
-  for (const char* op : {"all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "permute", "send-recv"}) {
-    const Result r = run({"cc-bench", "--op", op, "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "256",
-                          "--maxbytes", "16K", "--stepfactor", "8", "--dtype", "bf16", "--reduce-op", "max", "--check"});
+  for (const char* op : {"all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce",
+                         "permute", "send-recv"}) {
+    const Result r = run({"cc-bench", "--op", op, "--ranks", "4", "--instance", "trn1.32xlarge",
+                          "--minbytes", "256", "--maxbytes", "16K", "--stepfactor", "8", "--dtype",
+                          "bf16", "--reduce-op", "max", "--check"});
     ASSERT_EQ(r.code(), 0) << op << "\n" << r.describe();
     for (const Row& row : parse_table(r.out)) EXPECT_EQ(row.wrong, 0) << op << "\n" << r.describe();
   }
@@ -121,8 +125,8 @@ TEST_F(CcBenchCli, CheckedOtherOperationsPass) {
 
 TEST_F(CcBenchCli, AllReduceBusBandwidthIsTwoTimesRMinusOneOverRTimesAlgbw) {
   for (int ranks : {2, 4, 16}) {
-    const Result r = run({"cc-bench", "--ranks", std::to_string(ranks), "--minbytes", "1K", "--maxbytes", "16M",
-                          "--stepfactor", "16", "--timing-only"});
+    const Result r = run({"cc-bench", "--ranks", std::to_string(ranks), "--minbytes", "1K",
+                          "--maxbytes", "16M", "--stepfactor", "16", "--timing-only"});
     ASSERT_EQ(r.code(), 0) << r.describe();
     const std::vector<Row> rows = parse_table(r.out);
     ASSERT_EQ(rows.size(), 4u) << r.describe();
@@ -130,17 +134,20 @@ TEST_F(CcBenchCli, AllReduceBusBandwidthIsTwoTimesRMinusOneOverRTimesAlgbw) {
     for (const Row& row : rows) {
       EXPECT_NEAR(row.busbw, factor * row.algbw, 0.002 + 1e-3 * row.busbw) << r.describe();
       // algbw = bytes / time, in GiB/s.
-      EXPECT_NEAR(row.algbw, static_cast<double>(row.bytes) / (row.time_us * 1e-6) / double(1u << 30), 0.002 + 1e-3 * row.algbw);
+      EXPECT_NEAR(row.algbw,
+                  static_cast<double>(row.bytes) / (row.time_us * 1e-6) / double(1u << 30),
+                  0.002 + 1e-3 * row.algbw);
     }
   }
 }
 
 TEST_F(CcBenchCli, TimingOnlyAtOneGibIsQuick) {
   const auto start = std::chrono::steady_clock::now();
-  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes", "1G", "--maxbytes",
-                        "1G", "--timing-only"},
+  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
+                        "1G", "--maxbytes", "1G", "--timing-only"},
                        std::chrono::seconds(30));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.code(), 0) << r.describe();
   const std::vector<Row> rows = parse_table(r.out);
   ASSERT_EQ(rows.size(), 1u) << r.describe();
@@ -152,21 +159,22 @@ TEST_F(CcBenchCli, TimingOnlyAtOneGibIsQuick) {
 // One rank per chip: two ranks on neighbouring trn1 chips approach the 96 GiB/s link
 // (docs/collectives.md, "Runner"); packed, they share a chip and go through HBM instead.
 TEST_F(CcBenchCli, OnePerChipPlacementCrossesNeuronLink) {
-  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes", "1G", "--maxbytes",
-                        "1G", "--timing-only", "--placement", "one-per-chip"});
+  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
+                        "1G", "--maxbytes", "1G", "--timing-only", "--placement", "one-per-chip"});
   ASSERT_EQ(r.code(), 0) << r.describe();
   const std::vector<Row> rows = parse_table(r.out);
   ASSERT_EQ(rows.size(), 1u) << r.describe();
   EXPECT_GT(rows[0].busbw, 90.0) << r.describe();
   EXPECT_LE(rows[0].busbw, 96.0) << r.describe();
-  expect_error({"--instance", "inf2.48xlarge", "--ranks", "13", "--placement", "one-per-chip"}, "no EFA figure");
+  expect_error({"--instance", "inf2.48xlarge", "--ranks", "13", "--placement", "one-per-chip"},
+               "no EFA figure");
   expect_error({"--placement", "scattered"}, "--placement 'scattered'");
 }
 
 TEST_F(CcBenchCli, MetricsJsonHasOneRecordPerSize) {
   const fs::path metrics = tmp_ / "metrics.json";
-  const Result r = run({"cc-bench", "--ranks", "8", "--minbytes", "1K", "--maxbytes", "1M", "--stepfactor", "4",
-                        "--timing-only", "--metrics", metrics.string()});
+  const Result r = run({"cc-bench", "--ranks", "8", "--minbytes", "1K", "--maxbytes", "1M",
+                        "--stepfactor", "4", "--timing-only", "--metrics", metrics.string()});
   ASSERT_EQ(r.code(), 0) << r.describe();
   json d;
   ASSERT_NO_THROW(d = json::parse(slurp(metrics))) << slurp(metrics);
@@ -183,7 +191,8 @@ TEST_F(CcBenchCli, MetricsJsonHasOneRecordPerSize) {
   for (const json& rec : results) {
     EXPECT_EQ(rec["size_bytes"], size);
     EXPECT_GT(rec["time_us"].get<double>(), 0.0);
-    EXPECT_NEAR(rec["busbw_gib_per_s"].get<double>(), 2.0 * 7 / 8 * rec["algbw_gib_per_s"].get<double>(), 1e-9);
+    EXPECT_NEAR(rec["busbw_gib_per_s"].get<double>(),
+                2.0 * 7 / 8 * rec["algbw_gib_per_s"].get<double>(), 1e-9);
     size *= 4;
   }
   EXPECT_EQ(d["metrics"][0]["name"], "cc_bench/all_reduce/1024B/time_us");
@@ -196,7 +205,8 @@ TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
   expect_error({"--reduce-op", "xor"}, "--reduce-op 'xor': unknown reduction");
   expect_error({"--instance", "trn9.huge"}, "trn9.huge");
   expect_error({"--instance", "inf2.48xlarge", "--ranks", "48"}, "inf2.48xlarge has no EFA figure");
-  expect_error({"--minbytes", "1M", "--maxbytes", "1K"}, "--minbytes 1M is larger than --maxbytes 1K");
+  expect_error({"--minbytes", "1M", "--maxbytes", "1K"},
+               "--minbytes 1M is larger than --maxbytes 1K");
   expect_error({"--stepfactor", "1"}, "--stepfactor 1: must be at least 2");
   expect_error({"--minbytes", "12Q"}, "--minbytes '12Q': expected a size");
   expect_error({"--ranks", "6", "--algorithm", "rdh"}, "rdh needs a power-of-two rank count");
@@ -211,12 +221,14 @@ TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
 // (checked on every rank) and the same simulated times.
 TEST_F(CcBenchCli, ProcessesGiveTheInProcessTable) {
   for (const char* ranks : {"2", "4"})
-    for (const char* op : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "send-recv"})
+    for (const char* op :
+         {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "send-recv"})
       for (const char* dtype : {"bf16", "int8"}) {
         SCOPED_TRACE(std::string(op) + " " + dtype + " on " + ranks + " ranks");
-        const std::vector<std::string> args{"cc-bench", "--op",       op,          "--ranks",    ranks,
-                                            "--dtype",  dtype,        "--instance", "trn1.32xlarge", "--minbytes",
-                                            "256",      "--maxbytes", "64K",        "--stepfactor", "16", "--check"};
+        const std::vector<std::string> args{"cc-bench",      "--op",         op,    "--ranks",
+                                            ranks,           "--dtype",      dtype, "--instance",
+                                            "trn1.32xlarge", "--minbytes",   "256", "--maxbytes",
+                                            "64K",           "--stepfactor", "16",  "--check"};
         const Result one = run(args);
         std::vector<std::string> multi = args;
         multi.push_back("--processes");
@@ -238,18 +250,20 @@ TEST_F(CcBenchCli, ProcessesGiveTheInProcessTable) {
 
 TEST_F(CcBenchCli, ProcessesReportAWrongValueOfAnyRank) {
   ::setenv("NEURONSIM_CC_BENCH_CORRUPT", "1", 1);
-  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes", "1K", "--maxbytes",
-                        "4K", "--check", "--processes"});
+  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn1.32xlarge", "--minbytes",
+                        "1K", "--maxbytes", "4K", "--check", "--processes"});
   ::unsetenv("NEURONSIM_CC_BENCH_CORRUPT");
   EXPECT_EQ(r.code(), 1) << r.describe();
-  for (const Row& row : parse_table(r.out)) EXPECT_EQ(row.wrong, 1);  // rank 3's flipped bit, counted by rank 0
+  for (const Row& row : parse_table(r.out))
+    EXPECT_EQ(row.wrong, 1);  // rank 3's flipped bit, counted by rank 0
   EXPECT_THAT(r.err, HasSubstr("rank 3 exited with status 1")) << r.describe();
 }
 
 // The automatic choice follows the generation config's thresholds unless overridden.
 TEST_F(CcBenchCli, ThresholdsComeFromTheConfigAndCanBeOverridden) {
-  const std::vector<std::string> base{"cc-bench", "--ranks", "8", "--instance", "trn1.32xlarge", "--minbytes", "64K",
-                                      "--maxbytes", "64M", "--stepfactor", "32", "--timing-only"};
+  const std::vector<std::string> base{"cc-bench",      "--ranks",      "8",   "--instance",
+                                      "trn1.32xlarge", "--minbytes",   "64K", "--maxbytes",
+                                      "64M",           "--stepfactor", "32",  "--timing-only"};
   const Result dflt = run(base);
   ASSERT_EQ(dflt.code(), 0) << dflt.describe();
   EXPECT_THAT(dflt.out, HasSubstr("auto (mesh below 1000000 B, rdh below 56000000 B)"));
@@ -261,26 +275,29 @@ TEST_F(CcBenchCli, ThresholdsComeFromTheConfigAndCanBeOverridden) {
   const Result ring = run(over);
   ASSERT_EQ(ring.code(), 0) << ring.describe();
   for (const Row& r : parse_table(ring.out)) EXPECT_EQ(r.algo, "ring");
-  expect_error({"--mesh-below", "2M", "--rdh-below", "1M"}, "--rdh-below 1048576 is below --mesh-below 2097152");
+  expect_error({"--mesh-below", "2M", "--rdh-below", "1M"},
+               "--rdh-below 1048576 is below --mesh-below 2097152");
 }
 
 TEST_F(CcBenchCli, RanksBeyondOneInstanceCrossEfa) {
-  const Result one = run({"cc-bench", "--ranks", "32", "--instance", "trn1.32xlarge", "--minbytes", "64M",
-                          "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
-  const Result two = run({"cc-bench", "--ranks", "64", "--instance", "trn1.32xlarge", "--minbytes", "64M",
-                          "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
+  const Result one = run({"cc-bench", "--ranks", "32", "--instance", "trn1.32xlarge", "--minbytes",
+                          "64M", "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
+  const Result two = run({"cc-bench", "--ranks", "64", "--instance", "trn1.32xlarge", "--minbytes",
+                          "64M", "--maxbytes", "64M", "--algorithm", "ring", "--timing-only"});
   ASSERT_EQ(one.code(), 0) << one.describe();
   ASSERT_EQ(two.code(), 0) << two.describe();
   EXPECT_THAT(two.out, HasSubstr("64 ranks of 2 x trn1.32xlarge"));
   EXPECT_THAT(two.out, HasSubstr("joined by EFA"));
   ASSERT_EQ(parse_table(one.out).size(), 1u);
   ASSERT_EQ(parse_table(two.out).size(), 1u);
-  EXPECT_LT(parse_table(two.out)[0].busbw, parse_table(one.out)[0].busbw / 5);  // 50 Gbps per chip vs NeuronLink
+  EXPECT_LT(parse_table(two.out)[0].busbw,
+            parse_table(one.out)[0].busbw / 5);  // 50 Gbps per chip vs NeuronLink
 }
 
 TEST_F(CcBenchCli, TimingOnlyAcrossProcesses) {
-  const Result r = run({"cc-bench", "--ranks", "4", "--instance", "trn2.48xlarge", "--minbytes", "1M", "--maxbytes",
-                        "1G", "--stepfactor", "32", "--timing-only", "--processes"});
+  const Result r =
+      run({"cc-bench", "--ranks", "4", "--instance", "trn2.48xlarge", "--minbytes", "1M",
+           "--maxbytes", "1G", "--stepfactor", "32", "--timing-only", "--processes"});
   ASSERT_EQ(r.code(), 0) << r.describe();
   EXPECT_EQ(parse_table(r.out).size(), 3u) << r.describe();
 }
@@ -288,8 +305,9 @@ TEST_F(CcBenchCli, TimingOnlyAcrossProcesses) {
 // Ranks started by hand, as on several machines: the address and the token come from the
 // environment; rank 1 is a separate command.
 TEST_F(CcBenchCli, RanksStartedByHand) {
-  const std::vector<std::string> common{"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
-                                        "1K", "--maxbytes", "8K", "--check", "--timeout", "20"};
+  const std::vector<std::string> common{
+      "cc-bench", "--ranks",    "2",  "--instance", "trn1.32xlarge", "--minbytes",
+      "1K",       "--maxbytes", "8K", "--check",    "--timeout",     "20"};
   // A port that is free now.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -30,10 +30,10 @@ namespace neuronsim::tools {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 
 constexpr const char* kProducer = "2.23.6484.0";
 
@@ -55,11 +55,11 @@ class NeuronSimCli : public test::CliTest {
   }
 };
 
-#define REQUIRE_FIXTURE(var)                                                               \
-  const fs::path var = fixture();                                                          \
-  if (var.empty())                                                                         \
-    GTEST_SKIP() << "fixtures not found at " << test::fixtures_dir()                       \
-                 << " (set NEURONSIM_FIXTURES to the folder holding neff/matmul_small.neff)"
+#define REQUIRE_FIXTURE(var)                                       \
+  const fs::path var = fixture();                                  \
+  if (var.empty())                                                 \
+  GTEST_SKIP() << "fixtures not found at " << test::fixtures_dir() \
+               << " (set NEURONSIM_FIXTURES to the folder holding neff/matmul_small.neff)"
 
 // Checks a failed run: a normal exit with a non-zero code (no crash, no signal) and a
 // non-empty message on stderr.
@@ -74,7 +74,8 @@ void expect_clean_failure(const Result& r) {
 void expect_error_naming(const Result& r, const fs::path& path) {
   expect_clean_failure(r);
   EXPECT_EQ(r.code(), 1) << r.describe();
-  EXPECT_THAT(r.err, AllOf(HasSubstr("neuron-sim: error:"), HasSubstr(path.string()))) << r.describe();
+  EXPECT_THAT(r.err, AllOf(HasSubstr("neuron-sim: error:"), HasSubstr(path.string())))
+      << r.describe();
 }
 
 // ------------------------------------------------------------------ info on the real NEFF
@@ -166,9 +167,10 @@ TEST_F(NeuronSimCli, AsmInfoDisasmAsmRoundTripIsByteExact) {
   const Result info = run({"info", first.string()});
   ASSERT_EQ(info.code(), 0) << info.describe();
   EXPECT_THAT(info.out, HasSubstr("executable by neuronsim: yes"));
-  EXPECT_THAT(info.out, testing::ContainsRegex("inputs:\n +a +float32 +\\[128, 512\\] +262144 bytes\n +b +float32 "
-                                               "+\\[128, 512\\] +262144 bytes\noutputs:\n +out +float32 "
-                                               "+\\[128, 512\\] +262144 bytes\n"))
+  EXPECT_THAT(info.out, testing::ContainsRegex(
+                            "inputs:\n +a +float32 +\\[128, 512\\] +262144 bytes\n +b +float32 "
+                            "+\\[128, 512\\] +262144 bytes\noutputs:\n +out +float32 "
+                            "+\\[128, 512\\] +262144 bytes\n"))
       << info.out;
   EXPECT_THAT(info.out, HasSubstr("instructions"));
 
@@ -211,7 +213,8 @@ TEST_F(NeuronSimCli, MissingFileIsNamed) {
   expect_error_naming(run({"info", missing.string()}), missing);
   expect_error_naming(run({"disasm", missing.string()}), missing);
   const fs::path missing_s = tmp_ / "no-such-file.s";
-  expect_error_naming(run({"asm", missing_s.string(), "-o", (tmp_ / "out.neff").string()}), missing_s);
+  expect_error_naming(run({"asm", missing_s.string(), "-o", (tmp_ / "out.neff").string()}),
+                      missing_s);
   EXPECT_FALSE(fs::exists(tmp_ / "out.neff"));
 }
 
@@ -287,7 +290,8 @@ TEST_F(NeuronSimCli, BadAssemblyNamesFileAndLine) {
 
 TEST_F(NeuronSimCli, UnwritableOutputIsNamed) {
   const fs::path out = tmp_ / "no-such-dir" / "add.neff";
-  const Result r = run({"asm", (test::source_dir() / "examples" / "add.s").string(), "-o", out.string()});
+  const Result r =
+      run({"asm", (test::source_dir() / "examples" / "add.s").string(), "-o", out.string()});
   expect_error_naming(r, out);
 }
 
@@ -322,7 +326,6 @@ TEST_F(NeuronSimCli, UsageErrorsExitNonZero) {
   }
 }
 
-
 // ---- neuron-sim run ---------------------------------------------------------------------------
 
 // A .npy of float32 values (version 1.0 header, padded to 64 bytes).
@@ -342,7 +345,8 @@ std::string npy_f32(const std::vector<int64_t>& shape, const std::vector<float>&
 }
 
 std::vector<float> npy_f32_values(const std::string& bytes) {
-  const size_t header = 10 + (static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8));
+  const size_t header =
+      10 + (static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8));
   std::vector<float> v((bytes.size() - header) / sizeof(float));
   std::memcpy(v.data(), bytes.data() + header, v.size() * sizeof(float));
   return v;
@@ -353,7 +357,8 @@ class NeuronSimRun : public NeuronSimCli {
   // The example add.neff: out = a + b over [128, 512] float32.
   fs::path add_neff() {
     const fs::path neff = tmp_ / "add.neff";
-    const Result r = run({"asm", (test::source_dir() / "examples/add.s").string(), "-o", neff.string()});
+    const Result r =
+        run({"asm", (test::source_dir() / "examples/add.s").string(), "-o", neff.string()});
     EXPECT_EQ(r.code(), 0) << r.describe();
     return neff;
   }
@@ -368,9 +373,10 @@ TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
   }
   write_file(tmp_ / "a.npy", npy_f32({128, 512}, a));
   write_file(tmp_ / "b.npy", npy_f32({128, 512}, b));
-  const Result r = run({"run", neff.string(), "--inputs", "a=" + (tmp_ / "a.npy").string(), "--inputs",
-                        "b=" + (tmp_ / "b.npy").string(), "--outputs-dir", (tmp_ / "out").string(), "--trace",
-                        (tmp_ / "trace.json").string(), "--metrics", (tmp_ / "metrics.json").string()});
+  const Result r =
+      run({"run", neff.string(), "--inputs", "a=" + (tmp_ / "a.npy").string(), "--inputs",
+           "b=" + (tmp_ / "b.npy").string(), "--outputs-dir", (tmp_ / "out").string(), "--trace",
+           (tmp_ / "trace.json").string(), "--metrics", (tmp_ / "metrics.json").string()});
   ASSERT_EQ(r.code(), 0) << r.describe();
   EXPECT_THAT(r.out, HasSubstr("trn2.3xlarge"));
   EXPECT_THAT(r.out, HasSubstr("Vector (DVE)"));
@@ -389,7 +395,8 @@ TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
     pids.insert(e["pid"].get<int>());
     if (e["ph"] == "X") {
       ASSERT_TRUE(e.contains("ts") && e.contains("dur") && e.contains("tid")) << e.dump();
-      slices[{e["pid"], e["tid"]}].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+      slices[{e["pid"], e["tid"]}].emplace_back(e["ts"].get<double>(),
+                                                e["ts"].get<double>() + e["dur"].get<double>());
       if (e.value("cat", "") == "Instruction") ++instructions;
     }
   }
@@ -397,7 +404,8 @@ TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
   EXPECT_EQ(instructions, 5);  // every instruction of add.s
   for (auto& [track, v] : slices) {
     std::sort(v.begin(), v.end());
-    for (size_t i = 1; i < v.size(); ++i) EXPECT_LE(v[i - 1].second, v[i].first + 1e-9) << "overlap on a track";
+    for (size_t i = 1; i < v.size(); ++i)
+      EXPECT_LE(v[i - 1].second, v[i].first + 1e-9) << "overlap on a track";
   }
   // The metrics: named records with units, and the run's time.
   const json metrics = json::parse(test::read_file(tmp_ / "metrics.json"));
@@ -411,8 +419,10 @@ TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
 
 TEST_F(NeuronSimRun, SameInputsGiveTheSameSimulatedTime) {
   const fs::path neff = add_neff();
-  const Result first = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics", (tmp_ / "m1.json").string()});
-  const Result second = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics", (tmp_ / "m2.json").string()});
+  const Result first = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics",
+                            (tmp_ / "m1.json").string()});
+  const Result second = run({"run", neff.string(), "--random-inputs", "--seed", "7", "--metrics",
+                             (tmp_ / "m2.json").string()});
   ASSERT_EQ(first.code(), 0) << first.describe();
   ASSERT_EQ(second.code(), 0) << second.describe();
   EXPECT_EQ(json::parse(test::read_file(tmp_ / "m1.json"))["metrics"],
@@ -427,11 +437,13 @@ TEST_F(NeuronSimRun, ModesAndRawInputs) {
   std::string raw(128 * 512 * 4, '\0');
   write_file(tmp_ / "a.bin", raw);
   write_file(tmp_ / "b.bin", raw);
-  const Result functional = run({"run", neff.string(), "--functional-only", "--inputs", "a=" + (tmp_ / "a.bin").string(),
-                                 "--inputs", "b=" + (tmp_ / "b.bin").string(), "--outputs-dir", (tmp_ / "o").string()});
+  const Result functional =
+      run({"run", neff.string(), "--functional-only", "--inputs", "a=" + (tmp_ / "a.bin").string(),
+           "--inputs", "b=" + (tmp_ / "b.bin").string(), "--outputs-dir", (tmp_ / "o").string()});
   EXPECT_EQ(functional.code(), 0) << functional.describe();
   EXPECT_TRUE(fs::is_regular_file(tmp_ / "o" / "out.npy"));
-  const Result raw_out = run({"run", neff.string(), "--random-inputs", "--raw-outputs", "--outputs-dir", (tmp_ / "r").string()});
+  const Result raw_out = run({"run", neff.string(), "--random-inputs", "--raw-outputs",
+                              "--outputs-dir", (tmp_ / "r").string()});
   EXPECT_EQ(raw_out.code(), 0) << raw_out.describe();
   EXPECT_EQ(fs::file_size(tmp_ / "r" / "out.bin"), 128u * 512 * 4);
   const Result both = run({"run", neff.string(), "--timing-only", "--functional-only"});
@@ -448,15 +460,19 @@ TEST_F(NeuronSimRun, BadInputsAreClearErrors) {
   };
   expect_error({"run", neff.string()}, "input 'a' (float32 [128, 512]) has no value");
   write_file(tmp_ / "small.npy", npy_f32({4, 4}, std::vector<float>(16)));
-  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "a=" + (tmp_ / "small.npy").string()},
-               "has shape [4, 4], the tensor needs [128, 512]");
+  expect_error(
+      {"run", neff.string(), "--random-inputs", "--inputs", "a=" + (tmp_ / "small.npy").string()},
+      "has shape [4, 4], the tensor needs [128, 512]");
   write_file(tmp_ / "short.bin", "1234");
-  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "b=" + (tmp_ / "short.bin").string()},
-               "holds 4 bytes");
-  expect_error({"run", neff.string(), "--random-inputs", "--inputs", "zz=" + (tmp_ / "short.bin").string()},
-               "the model has no input 'zz' (inputs: a, b)");
+  expect_error(
+      {"run", neff.string(), "--random-inputs", "--inputs", "b=" + (tmp_ / "short.bin").string()},
+      "holds 4 bytes");
+  expect_error(
+      {"run", neff.string(), "--random-inputs", "--inputs", "zz=" + (tmp_ / "short.bin").string()},
+      "the model has no input 'zz' (inputs: a, b)");
   expect_error({"run", neff.string(), "--random-inputs", "--instance", "trn9.huge"}, "trn9.huge");
-  expect_error({"run", neff.string(), "--random-inputs", "--instance", "trn1.2xlarge"}, "built for trn2");
+  expect_error({"run", neff.string(), "--random-inputs", "--instance", "trn1.2xlarge"},
+               "built for trn2");
   expect_error({"run", neff.string(), "--random-inputs", "--core", "99"}, "no core 99");
   const fs::path real = fixture();
   if (!real.empty()) expect_error({"run", real.string()}, "cannot execute");

@@ -414,8 +414,8 @@ TEST_F(ChromeTraceTest, CountersAreNonNegativeAndBandwidthIntegratesToTheBytesMo
       names.insert(e.at("name"));
       for (const auto& [k, v] : e.at("args").items()) EXPECT_GE(v.get<double>(), 0.0) << e;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"HBM bandwidth", "DMA transfers", "DMA engines", "SBUF occupancy",
-                                            "PSUM occupancy"}));
+    EXPECT_EQ(names, (std::set<std::string>{"HBM bandwidth", "DMA transfers", "DMA engines",
+                                            "SBUF occupancy", "PSUM occupancy"}));
     EXPECT_NEAR(integrate_bandwidth(t, 3), 98'304.0, 1e-6) << "bucket " << bucket;
     EXPECT_NEAR(integrate_bandwidth(t, 6), 8'192.0, 1e-6) << "bucket " << bucket;
   }

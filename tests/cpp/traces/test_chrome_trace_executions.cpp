@@ -42,7 +42,8 @@ struct Session {
       inst(Engine::DVE, 0, 0, 1'000'000);
       inst(Engine::DVE, 1, 2'100'000, kLength);
       result.dmas.push_back({0, Engine::SP, 0, 0, 3, 8192, 8192, t + 1'000'000, t + 2'000'000});
-      result.flows.push_back({0, 0, Engine::SP, 0, true, t + 2'000'000, Engine::DVE, 1, t + 2'100'000});
+      result.flows.push_back(
+          {0, 0, Engine::SP, 0, true, t + 2'000'000, Engine::DVE, 1, t + 2'100'000});
       result.executions.push_back({0, k + 1, names[k], &p, t, t + kLength});
     }
     result.executions.push_back({1, 4, "idle", &a, 0, 1'000'000});

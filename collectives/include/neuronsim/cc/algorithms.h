@@ -17,7 +17,17 @@
 
 namespace neuronsim::cc {
 
-enum class Op { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, permute, barrier, all_to_all_v };
+enum class Op {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  broadcast,
+  reduce,
+  permute,
+  barrier,
+  all_to_all_v
+};
 enum class ReduceOp { sum, prod, max, min, avg };
 // ring; mesh (direct: every rank talks to every rank); rdh (recursive halving-doubling, and its
 // tree forms for broadcast/reduce, dissemination for barrier); hier2d (all_reduce on a grid of
@@ -46,7 +56,8 @@ struct Thresholds {
 //   broadcast:      in count at root    -> out count everywhere
 //   reduce:         in count            -> out count at root, empty elsewhere
 //   permute:        in count            -> out count at peers[r] (empty where nobody sends);
-//                   peers[r] is where rank r sends (-1: nowhere). send/recv is a permute of one pair.
+//                   peers[r] is where rank r sends (-1: nowhere). send/recv is a permute of one
+//                   pair.
 //   barrier:        no data
 //   all_to_all_v:   `count` unused; counts[s * ranks + d] elements go from rank s to rank d;
 //                   in: the blocks for d = 0, 1, ... in order; out: the blocks from s = 0, 1, ...
@@ -105,8 +116,10 @@ struct RankBuffers {
 };
 
 // Lays out a rank's buffers from its input (see CollectiveSpec), and extracts its result.
-RankBuffers prepare_buffers(const CollectiveSpec& spec, int ranks, int rank, const std::vector<uint8_t>& input);
-std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int ranks, int rank, RankBuffers& buffers);
+RankBuffers prepare_buffers(const CollectiveSpec& spec, int ranks, int rank,
+                            const std::vector<uint8_t>& input);
+std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int ranks, int rank,
+                                    RankBuffers& buffers);
 
 // Executes the plans of the ranks in `local` (all ranks in-process; one rank per process over a
 // transport) on `net`. `buffers[i]` belongs to `local[i]`; with `buffers` null only time is

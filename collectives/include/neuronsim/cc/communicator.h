@@ -22,10 +22,10 @@ struct RankCall {
 
 struct CollectiveOutcome {
   Algorithm algorithm = Algorithm::auto_select;  // the one that ran
-  Picos start_ps = 0;  // the first arrival of any rank
-  Picos end_ps = 0;    // the last rank's finish; every rank of the job sees the same value
-  std::vector<Picos> finish_ps;                  // per local rank (absolute simulated time)
-  std::vector<std::vector<uint8_t>> outputs;     // per local rank (empty when timing only)
+  Picos start_ps = 0;                            // the first arrival of any rank
+  Picos end_ps = 0;  // the last rank's finish; every rank of the job sees the same value
+  std::vector<Picos> finish_ps;               // per local rank (absolute simulated time)
+  std::vector<std::vector<uint8_t>> outputs;  // per local rank (empty when timing only)
   Picos duration_ps() const { return end_ps - start_ps; }
 };
 
@@ -37,7 +37,8 @@ class Communicator {
   virtual const std::vector<int>& local_ranks() const = 0;
   // Runs one collective; `calls[i]` is local_ranks()[i]'s part. Every rank of the job must call
   // with the same spec, in the same order of collectives. `with_data` false: timing only.
-  virtual CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) = 0;
+  virtual CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls,
+                                bool with_data) = 0;
 };
 
 // The simulated times of one collective whose ranks arrive at `arrivals_ps` (one per rank of
@@ -53,7 +54,8 @@ class FabricCommunicator final : public Communicator {
   FabricCommunicator(spec::InstanceConfig inst, int world_size, RunOptions options = {});
   int world_size() const override { return static_cast<int>(ranks_.size()); }
   const std::vector<int>& local_ranks() const override { return ranks_; }
-  CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) override;
+  CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls,
+                        bool with_data) override;
 
  private:
   spec::InstanceConfig inst_;

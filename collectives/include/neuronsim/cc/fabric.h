@@ -19,8 +19,8 @@ namespace neuronsim::cc {
 
 // Bandwidths are bytes per second (integers, so that time is exact integer arithmetic).
 struct FabricParams {
-  uint64_t link_bytes_per_s = 0;     // one direction of one chip-to-chip NeuronLink
-  Picos link_latency_ps = 0;         // per hop between chips
+  uint64_t link_bytes_per_s = 0;        // one direction of one chip-to-chip NeuronLink
+  Picos link_latency_ps = 0;            // per hop between chips
   uint64_t intra_chip_bytes_per_s = 0;  // core-to-core inside a chip, through HBM
   Picos intra_chip_latency_ps = 0;
   // Between the instances of one entry joined by NeuronLink (instance_link "ring", the Trn2
@@ -30,10 +30,11 @@ struct FabricParams {
   // EFA between instances not joined by NeuronLink: one direction of all of one instance's NICs
   // together; 0 where the notes give no EFA figure (a job must then fit in one entry).
   uint64_t efa_bytes_per_s = 0;  // one chip's share of its instance's EFA, each way
-  Picos efa_latency_ps = 0;  // instance to instance, charged once, on the egress
+  Picos efa_latency_ps = 0;      // instance to instance, charged once, on the egress
   // Figures for an instance (see fabric.cpp for the sources); throws std::invalid_argument
   // for an instance whose link figures are not known.
-  static FabricParams for_instance(const spec::InstanceConfig& inst, const spec::GenerationConfig& gen);
+  static FabricParams for_instance(const spec::InstanceConfig& inst,
+                                   const spec::GenerationConfig& gen);
   // The same with the instance's own generation (generation_of).
   static FabricParams for_instance(const spec::InstanceConfig& inst);
 };
@@ -50,7 +51,7 @@ const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst);
 enum class Placement { packed, one_per_chip };
 
 struct CoreId {
-  uint32_t chip = 0;      // inside its instance
+  uint32_t chip = 0;  // inside its instance
   uint32_t core = 0;
   uint32_t instance = 0;  // which instance of the job: 0, 1, ...
 };
@@ -63,23 +64,28 @@ class Fabric final : public Network {
   // instance has no EFA figure.
   Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
   // Convenience: the instance's figures (FabricParams::for_instance) and `ranks` ranks placed.
-  static Fabric make(const spec::InstanceConfig& inst, int ranks, Placement placement = Placement::packed);
-  static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks, Placement placement);
+  static Fabric make(const spec::InstanceConfig& inst, int ranks,
+                     Placement placement = Placement::packed);
+  static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks,
+                                   Placement placement);
 
   int num_ranks() const override { return static_cast<int>(cores_.size()); }
   Picos now() const override { return now_; }
-  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done) override;
-  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag, Callback on_done) override;
+  void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+            Callback on_done) override;
+  void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag,
+            Callback on_done) override;
   void schedule(Picos delay, Callback fn) override;
   Picos run() override;
 
   // The links (by index) a message from rank `src` to rank `dst` crosses, in order.
   std::vector<int> route(int src, int dst) const;
   struct Link {
-    std::string name;  // "chip3+x", "chip0.hbm"; with several instances "inst1.chip3+z", "inst0.chip3.efa.out"
+    std::string name;  // "chip3+x", "chip0.hbm"; with several instances "inst1.chip3+z",
+                       // "inst0.chip3.efa.out"
     uint64_t bytes_per_s = 0;
     Picos latency_ps = 0;
-    Picos free_at = 0;     // when the last reserved message leaves it
+    Picos free_at = 0;  // when the last reserved message leaves it
     uint64_t bytes_carried = 0;
     uint64_t messages = 0;
   };

@@ -18,24 +18,28 @@ struct RunOptions {
 };
 
 struct CollectiveResult {
-  std::vector<std::vector<uint8_t>> outputs;  // per rank (empty in timing-only runs)
-  Picos duration_ps = 0;                      // simulated time from start to the last delivery
+  std::vector<std::vector<uint8_t>> outputs;     // per rank (empty in timing-only runs)
+  Picos duration_ps = 0;                         // simulated time from start to the last delivery
   Algorithm algorithm = Algorithm::auto_select;  // the one that ran
   uint64_t messages = 0;
-  std::vector<Picos> rank_done_ps;            // when each rank finished (from the start)
+  std::vector<Picos> rank_done_ps;  // when each rank finished (from the start)
   double seconds() const { return static_cast<double>(duration_ps) * 1e-12; }
 };
 
 // Runs `spec` on `ranks` ranks of `inst`; `inputs[r]` is rank r's input (see CollectiveSpec).
-CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>& inputs, const RunOptions& options = {});
+CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks,
+                                const CollectiveSpec& spec,
+                                const std::vector<std::vector<uint8_t>>& inputs,
+                                const RunOptions& options = {});
 // Timing only: the same messages, sizes and schedule, no data (for sizes too large to hold).
-CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks, const CollectiveSpec& spec,
-                                 const RunOptions& options = {});
-// The same two on a fabric the caller made (its own figures or placement); the fabric must be fresh.
-// `starts`, when given, delays rank r's first step by starts[r] (ranks arriving at different times).
+CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks,
+                                 const CollectiveSpec& spec, const RunOptions& options = {});
+// The same two on a fabric the caller made (its own figures or placement); the fabric must be
+// fresh. `starts`, when given, delays rank r's first step by starts[r] (ranks arriving at different
+// times).
 CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
-                                const std::vector<std::vector<uint8_t>>* inputs, const RunOptions& options = {},
+                                const std::vector<std::vector<uint8_t>>* inputs,
+                                const RunOptions& options = {},
                                 const std::vector<Picos>* starts = nullptr);
 
 // The automatic choice's thresholds of the instance's generation (spec/configs/<gen>.json, as it

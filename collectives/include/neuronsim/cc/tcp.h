@@ -29,7 +29,7 @@ namespace neuronsim::cc {
 // What went wrong between ranks; the runtime maps it to an NRT_STATUS.
 enum class CommFault {
   timeout,    // a rank did not arrive, or did not answer, within the timeout  (NRT_TIMEOUT)
-  peer_lost,  // a rank's connection closed mid-job (it died or left)          (NRT_EXEC_HW_ERR_COLLECTIVES)
+  peer_lost,  // a rank's connection closed mid-job (it died or left) (NRT_EXEC_HW_ERR_COLLECTIVES)
   rejected,   // the job turned this rank away (world size, duplicate, token)   (NRT_INVALID)
   protocol,   // bad bytes on a link, or the ranks disagree on a collective    (NRT_FAILURE)
   config,     // bad settings: address, token missing                           (NRT_INVALID)
@@ -45,13 +45,13 @@ class CommError : public std::runtime_error {
 };
 
 struct TcpOptions {
-  std::string root;    // rank 0's address, "host:port" (NEURON_RT_ROOT_COMM_ID)
+  std::string root;  // rank 0's address, "host:port" (NEURON_RT_ROOT_COMM_ID)
   int rank = 0;
   int world_size = 1;
-  std::string token;   // the job's secret (NEURONSIM_JOB_TOKEN); every rank must have the same
+  std::string token;  // the job's secret (NEURONSIM_JOB_TOKEN); every rank must have the same
   std::chrono::milliseconds timeout{30'000};  // rendezvous, and any wait for a peer mid-job
-  spec::InstanceConfig instance;  // the simulated instance every rank must agree on
-  RunOptions run;      // algorithm, thresholds, placement (run.cores is filled by connect)
+  spec::InstanceConfig instance;              // the simulated instance every rank must agree on
+  RunOptions run;  // algorithm, thresholds, placement (run.cores is filled by connect)
   // This rank's core, announced to the others. When every rank gives one, the announced cores
   // are the placement; when none does, run.placement places the ranks. Mixing is an error.
   std::optional<CoreId> core;
@@ -75,7 +75,8 @@ class TcpCommunicator final : public Communicator {
   // `calls` holds this process's one rank. Exchanges arrival times (and a digest of the spec,
   // so ranks that disagree on the collective fail with CommError(protocol), not a wrong result),
   // moves the data, and simulates the timing of the whole job.
-  CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls, bool with_data) override;
+  CollectiveOutcome run(const CollectiveSpec& spec, std::vector<RankCall> calls,
+                        bool with_data) override;
 
   struct Impl;
 

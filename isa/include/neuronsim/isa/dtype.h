@@ -42,9 +42,9 @@ bool is_signed_int(DType t);
 
 // How FP8 values overflow, per NEFF def.json "fp8_conversion_config".
 struct Fp8Config {
-  int emax_e4m3 = 8;    // largest unbiased exponent of a finite e4m3 value (8 -> max 448)
-  int emax_e5m2 = 15;   // largest unbiased exponent of a finite e5m2 value (15 -> max 57344)
-  bool saturate = true; // overflow clamps to +-max finite (ocp_sat); otherwise becomes Inf/NaN
+  int emax_e4m3 = 8;     // largest unbiased exponent of a finite e4m3 value (8 -> max 448)
+  int emax_e5m2 = 15;    // largest unbiased exponent of a finite e5m2 value (15 -> max 57344)
+  bool saturate = true;  // overflow clamps to +-max finite (ocp_sat); otherwise becomes Inf/NaN
 };
 
 // Largest finite value representable in `t` under `cfg`.

@@ -68,8 +68,23 @@ struct AccessPattern {
 
 // Named operand slots. Each opcode uses a fixed subset (see OpcodeInfo).
 enum class Role : uint8_t {
-  dst = 0, src, in0, in1, stationary, moving, bias, scale, reduce_dst, operand0, operand1,
-  pattern, on_true, on_false, predicate, index, initial,
+  dst = 0,
+  src,
+  in0,
+  in1,
+  stationary,
+  moving,
+  bias,
+  scale,
+  reduce_dst,
+  operand0,
+  operand1,
+  pattern,
+  on_true,
+  on_false,
+  predicate,
+  index,
+  initial,
 };
 inline constexpr int kNumRoles = 17;
 std::string_view role_name(Role r);
@@ -85,10 +100,30 @@ struct Operand {
 // operands converted to int32.
 enum class AluOp : uint8_t {
   bypass = 0,  // result is the first operand; as op1 of tensor_scalar: no second op
-  add, subtract, multiply, divide, max, min, pow, mod, abs_max,
-  is_equal, not_equal, is_gt, is_ge, is_lt, is_le,
-  logical_and, logical_or, logical_xor,
-  bitwise_and, bitwise_or, bitwise_xor, left_shift, arith_shift_right, logical_shift_right,
+  add,
+  subtract,
+  multiply,
+  divide,
+  max,
+  min,
+  pow,
+  mod,
+  abs_max,
+  is_equal,
+  not_equal,
+  is_gt,
+  is_ge,
+  is_lt,
+  is_le,
+  logical_and,
+  logical_or,
+  logical_xor,
+  bitwise_and,
+  bitwise_or,
+  bitwise_xor,
+  left_shift,
+  arith_shift_right,
+  logical_shift_right,
 };
 inline constexpr int kNumAluOps = 25;
 std::string_view alu_op_name(AluOp op);
@@ -96,8 +131,28 @@ std::optional<AluOp> parse_alu_op(std::string_view name);
 
 // The ScalarE activation function table.
 enum class ActFunc : uint8_t {
-  identity = 0, exp, log, tanh, sigmoid, relu, gelu, gelu_tanh, silu, softplus,
-  sqrt, rsqrt, reciprocal, square, sin, cos, erf, abs, sign, negate, arctan, mish,
+  identity = 0,
+  exp,
+  log,
+  tanh,
+  sigmoid,
+  relu,
+  gelu,
+  gelu_tanh,
+  silu,
+  softplus,
+  sqrt,
+  rsqrt,
+  reciprocal,
+  square,
+  sin,
+  cos,
+  erf,
+  abs,
+  sign,
+  negate,
+  arctan,
+  mish,
 };
 inline constexpr int kNumActFuncs = 22;
 std::string_view act_func_name(ActFunc f);
@@ -106,20 +161,40 @@ float apply_act_func(ActFunc f, float x);
 
 enum class Opcode : uint8_t {
   // TensorE
-  matmul = 0, transpose,
+  matmul = 0,
+  transpose,
   // ScalarE
   activation,
   // VectorE / GpSimd / ScalarE elementwise and reductions
-  tensor_tensor, tensor_scalar, tensor_reduce, tensor_copy, memset,
-  select, copy_predicated, bn_stats, bn_aggr, tensor_tensor_scan,
+  tensor_tensor,
+  tensor_scalar,
+  tensor_reduce,
+  tensor_copy,
+  memset,
+  select,
+  copy_predicated,
+  bn_stats,
+  bn_aggr,
+  tensor_tensor_scan,
   // GpSimd
-  iota, affine_select, partition_reduce, partition_shuffle, local_gather,
+  iota,
+  affine_select,
+  partition_reduce,
+  partition_shuffle,
+  local_gather,
   // DMA, triggered from an engine's stream, executed on one of its queues
   dma_copy,
   // Synchronisation
-  sem_wait, sem_signal, sem_set,
+  sem_wait,
+  sem_signal,
+  sem_set,
   // Collectives over a rank group (run by the simulator through a cc::Communicator)
-  all_reduce, all_gather, reduce_scatter, all_to_all, send, recv,
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  send,
+  recv,
 };
 inline constexpr int kNumOpcodes = 28;
 
@@ -146,13 +221,13 @@ struct SemSignal {
 
 // Boolean instruction options, by opcode (see OpcodeInfo::params).
 enum Flag : uint16_t {
-  kAccumulate = 1u << 0,   // matmul: add into PSUM instead of overwriting
+  kAccumulate = 1u << 0,     // matmul: add into PSUM instead of overwriting
   kTransposeMode = 1u << 1,  // matmul: bit-exact transpose of `moving`
-  kNegate = 1u << 2,       // tensor_reduce: negate the result
-  kKeepDims = 1u << 3,     // tensor_reduce: reduced dims stay (size 1) in dst
-  kReverse0 = 1u << 4,     // tensor_scalar: operand0 <op0> data instead of data <op0> operand0
-  kReverse1 = 1u << 5,     // tensor_scalar: same for op1
-  kReversePred = 1u << 6,  // copy_predicated: copy where the predicate is zero
+  kNegate = 1u << 2,         // tensor_reduce: negate the result
+  kKeepDims = 1u << 3,       // tensor_reduce: reduced dims stay (size 1) in dst
+  kReverse0 = 1u << 4,       // tensor_scalar: operand0 <op0> data instead of data <op0> operand0
+  kReverse1 = 1u << 5,       // tensor_scalar: same for op1
+  kReversePred = 1u << 6,    // copy_predicated: copy where the predicate is zero
 };
 
 // One instruction. Opcode-specific parameters live in the generic fields below;
@@ -180,12 +255,25 @@ struct Instruction {
 };
 
 // Where an opcode parameter is stored in Instruction.
-enum class ParamField : uint8_t { func, alu0, alu1, axes, imm0, imm1, int0, int1, int2, int3, flag, mask };
+enum class ParamField : uint8_t {
+  func,
+  alu0,
+  alu1,
+  axes,
+  imm0,
+  imm1,
+  int0,
+  int1,
+  int2,
+  int3,
+  flag,
+  mask
+};
 
 struct ParamInfo {
   std::string_view name;  // assembly keyword
   ParamField field;
-  uint16_t flag = 0;      // for ParamField::flag
+  uint16_t flag = 0;  // for ParamField::flag
   std::string_view doc;
   float default_value = 0.0f;  // for imm0/imm1: the value when the assembly omits it
 };

@@ -57,20 +57,21 @@ class KernelBuilder {
 
   // Shorthands for the common instructions.
   void dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger = Engine::SP);
-  void matmul(const AccessPattern& dst, const AccessPattern& stationary, const AccessPattern& moving,
-              bool accumulate = false);
+  void matmul(const AccessPattern& dst, const AccessPattern& stationary,
+              const AccessPattern& moving, bool accumulate = false);
   void transpose(Engine engine, const AccessPattern& dst, const AccessPattern& src);
-  void activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func, float scale = 1.0f,
-                  const AccessPattern* bias = nullptr, const AccessPattern* reduce_dst = nullptr,
-                  AluOp reduce = AluOp::add);
+  void activation(const AccessPattern& dst, const AccessPattern& src, ActFunc func,
+                  float scale = 1.0f, const AccessPattern* bias = nullptr,
+                  const AccessPattern* reduce_dst = nullptr, AluOp reduce = AluOp::add);
   void tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& in0,
                      const AccessPattern& in1, AluOp op);
   // dst = (src op0 imm0) op1 imm1; per-partition operands replace the immediates when given.
-  void tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op0, float imm0,
-                     AluOp op1 = AluOp::bypass, float imm1 = 0.0f, const AccessPattern* operand0 = nullptr,
+  void tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op0,
+                     float imm0, AluOp op1 = AluOp::bypass, float imm1 = 0.0f,
+                     const AccessPattern* operand0 = nullptr,
                      const AccessPattern* operand1 = nullptr);
-  void tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op, uint8_t axes,
-                     bool negate = false);
+  void tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op,
+                     uint8_t axes, bool negate = false);
   void tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src);
   void memset(Engine engine, const AccessPattern& dst, float value);
   void bn_stats(const AccessPattern& dst, const AccessPattern& src);
@@ -125,8 +126,8 @@ class KernelBuilder {
 
   AccessPattern tile(MemSpace space, uint64_t& used, uint64_t align, uint64_t capacity, DType dtype,
                      uint16_t partitions, uint32_t free);
-  AccessPattern hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorKind kind,
-                           std::vector<uint8_t> data);
+  AccessPattern hbm_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                           TensorKind kind, std::vector<uint8_t> data);
   int agent_index(const Instruction& inst);
   static bool writes(Role role);
   static std::optional<Region> region_of(const AccessPattern& ap);

@@ -24,20 +24,20 @@ inline constexpr size_t kHeaderSize = 1024;
 
 // The documented header fields, at their documented offsets.
 struct Header {
-  uint64_t pkg_version = 2;       // 0
-  uint64_t header_size = kHeaderSize;  // 8
-  uint64_t data_size = 0;         // 16: bytes of the gzip tar that follows
-  uint64_t neff_version_major = 2;  // 24
-  uint64_t neff_version_minor = 0;  // 32
-  std::string build_version;      // 40, 128 bytes, NUL padded
-  uint32_t num_tpb = 1;           // 168
-  std::array<uint8_t, 32> hash{};  // 172: MD5 of the tar as 4 LE words, rest zero
-  std::array<uint8_t, 16> uuid{};  // 204
-  std::string name = "file.neff";  // 220, 256 bytes
-  uint32_t requested_tpb_count = 1;  // 476
+  uint64_t pkg_version = 2;                 // 0
+  uint64_t header_size = kHeaderSize;       // 8
+  uint64_t data_size = 0;                   // 16: bytes of the gzip tar that follows
+  uint64_t neff_version_major = 2;          // 24
+  uint64_t neff_version_minor = 0;          // 32
+  std::string build_version;                // 40, 128 bytes, NUL padded
+  uint32_t num_tpb = 1;                     // 168
+  std::array<uint8_t, 32> hash{};           // 172: MD5 of the tar as 4 LE words, rest zero
+  std::array<uint8_t, 16> uuid{};           // 204
+  std::string name = "file.neff";           // 220, 256 bytes
+  uint32_t requested_tpb_count = 1;         // 476
   std::array<uint8_t, 64> tpb_per_node{1};  // 480
-  uint64_t feature_bits = 0;      // 544
-  uint32_t lnc_size = 1;          // 552
+  uint64_t feature_bits = 0;                // 544
+  uint32_t lnc_size = 1;                    // 552
 };
 
 // Parses the first 1,024 bytes of `data`; `source` names the file in errors.
@@ -51,7 +51,7 @@ struct Variable {
   std::string name;
   std::string type;  // input, output, state-buffer, file, virtual, tmp-buf, pointer, dge-table
   int var_id = 0;
-  uint64_t size = 0;  // bytes (0 when the NEFF gives none)
+  uint64_t size = 0;      // bytes (0 when the NEFF gives none)
   std::string file_name;  // for type "file": the member holding its value (.npy)
 };
 
@@ -67,8 +67,8 @@ struct DmaQueue {
 // One tensor from sgNN/tensor_map.json.
 struct Tensor {
   std::string name;
-  std::string dtype_name;     // as written in the NEFF ("float16", ...)
-  std::optional<DType> dtype; // when we know the type
+  std::string dtype_name;      // as written in the NEFF ("float16", ...)
+  std::optional<DType> dtype;  // when we know the type
   std::vector<int64_t> shape;
   std::string kind;  // input, output, or "" for constants
   bool is_const = false;
@@ -76,19 +76,20 @@ struct Tensor {
 };
 
 // Engine stream names as the NEFF spells them, in def.json key order.
-inline constexpr std::array<const char*, 5> kEngineNames = {"PE", "Activation", "DVE", "Pool", "SP"};
+inline constexpr std::array<const char*, 5> kEngineNames = {"PE", "Activation", "DVE", "Pool",
+                                                            "SP"};
 inline constexpr std::array<const char*, 5> kEngineDefKeys = {"pe", "act", "dve", "pool", "sp"};
 
 struct EngineStream {
-  std::string name;        // PE, Activation, DVE, Pool, SP
-  std::string json_member; // sgNN/PE.json
-  std::string bin_member;  // sgNN/PE.bin
+  std::string name;           // PE, Activation, DVE, Pool, SP
+  std::string json_member;    // sgNN/PE.json
+  std::string bin_member;     // sgNN/PE.bin
   std::vector<uint8_t> code;  // the .bin contents
-  nlohmann::json meta;     // the <ENGINE>.json contents
+  nlohmann::json meta;        // the <ENGINE>.json contents
 };
 
 struct Subgraph {
-  std::string name;  // sg00
+  std::string name;    // sg00
   nlohmann::json def;  // def.json as read (or as written)
   std::vector<Variable> variables;
   std::vector<DmaQueue> dma_queues;
@@ -105,7 +106,7 @@ struct Neff {
   nlohmann::json kelf;       // kelf-0.json
   nlohmann::json info;       // info.json
   std::string target;        // kelf "target": cayman (trn2), or ours: trn1/trn2/trn3
-  std::string producer;      // info.json tool_version, e.g. "2.23.6484.0+3b612583" or "neuronsim 0.1.0"
+  std::string producer;  // info.json tool_version, e.g. "2.23.6484.0+3b612583" or "neuronsim 0.1.0"
   std::optional<int> isa_version;  // set only for NEFFs whose streams use our encoding
   std::vector<Subgraph> subgraphs;
   std::map<std::string, std::vector<uint8_t>> other_members;  // top-level members we do not model

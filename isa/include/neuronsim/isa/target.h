@@ -13,10 +13,10 @@
 namespace neuronsim::isa {
 
 struct Target {
-  std::string_view name;        // trn1, trn2, trn3
-  std::string_view neff_target; // kelf-0.json "target" we write
-  int core_version;             // NeuronCore-v2, v3, v4
-  uint32_t num_partitions;      // SBUF and PSUM partitions
+  std::string_view name;         // trn1, trn2, trn3
+  std::string_view neff_target;  // kelf-0.json "target" we write
+  int core_version;              // NeuronCore-v2, v3, v4
+  uint32_t num_partitions;       // SBUF and PSUM partitions
   uint32_t sbuf_partition_bytes;
   uint32_t psum_partition_bytes;
   uint32_t psum_bank_bytes;

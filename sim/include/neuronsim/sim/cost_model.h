@@ -14,16 +14,18 @@ namespace neuronsim::sim {
 
 // What the engine knows when it issues an instruction.
 struct IssueContext {
-  bool waited_on_semaphore = false;         // this instruction's wait was not yet satisfied at issue
+  bool waited_on_semaphore = false;  // this instruction's wait was not yet satisfied at issue
   const isa::Instruction* previous = nullptr;  // the engine's previous instruction, if any
 };
 
 // Engine-busy time of a compute or control instruction in picoseconds (rounded
 // to whole engine cycles). For dma_copy this is the trigger cost on its engine.
-uint64_t instruction_ps(const isa::Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx);
+uint64_t instruction_ps(const isa::Instruction& inst, const spec::GenerationConfig& gen,
+                        const IssueContext& ctx);
 
 // The same in cycles of the instruction's engine clock.
-uint64_t instruction_cycles(const isa::Instruction& inst, const spec::GenerationConfig& gen, const IssueContext& ctx);
+uint64_t instruction_cycles(const isa::Instruction& inst, const spec::GenerationConfig& gen,
+                            const IssueContext& ctx);
 
 // One piece of a dma_copy, carried by one DMA engine.
 struct DmaTransfer {

@@ -30,9 +30,9 @@
 
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/program.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/run_result.h"
 #include "neuronsim/sim/simulator.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {
 
@@ -129,7 +129,8 @@ class Device {
   // of it on its own (named "<generation>-chip").
   static std::unique_ptr<Device> open_generation(const std::string& generation,
                                                  DeviceOptions options = {});
-  Device(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions options = {});
+  Device(spec::InstanceConfig instance, spec::GenerationConfig generation,
+         DeviceOptions options = {});
   ~Device();  // waits for the work in the queues
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

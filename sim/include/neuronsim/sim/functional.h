@@ -40,7 +40,7 @@ struct CoreState {
   CoreState(const isa::Target& target, SparseMemory& hbm);
   OnChipMemory sbuf;
   OnChipMemory psum;
-  SparseMemory& hbm;                                   // shared by the cores of a chip
+  SparseMemory& hbm;                                    // shared by the cores of a chip
   std::unordered_map<uint16_t, TensorBinding> tensors;  // by var_id
   isa::Fp8Config fp8;
   bool fail_on_nan = false;  // a NaN written to memory raises ExecError(Kind::nan)

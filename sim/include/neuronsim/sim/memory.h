@@ -19,8 +19,12 @@ class OnChipMemory {
   uint32_t partitions() const { return partitions_; }
   uint32_t partition_bytes() const { return partition_bytes_; }
   // Address of byte `offset` of `partition`; callers pass validated access patterns.
-  uint8_t* at(uint32_t partition, uint64_t offset) { return bytes_.data() + index(partition, offset); }
-  const uint8_t* at(uint32_t partition, uint64_t offset) const { return bytes_.data() + index(partition, offset); }
+  uint8_t* at(uint32_t partition, uint64_t offset) {
+    return bytes_.data() + index(partition, offset);
+  }
+  const uint8_t* at(uint32_t partition, uint64_t offset) const {
+    return bytes_.data() + index(partition, offset);
+  }
   void clear();
 
  private:

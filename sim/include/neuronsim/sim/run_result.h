@@ -17,10 +17,10 @@ namespace neuronsim::sim {
 struct InstructionRecord {
   uint32_t core = 0;
   isa::Engine engine = isa::Engine::SP;
-  uint32_t index = 0;                       // position in the engine's stream
-  const isa::Instruction* inst = nullptr;   // owned by the loaded program
-  uint64_t start_ps = 0, end_ps = 0;        // engine busy interval
-  uint64_t wait_ps = 0;                     // time blocked on its semaphore wait before start
+  uint32_t index = 0;                      // position in the engine's stream
+  const isa::Instruction* inst = nullptr;  // owned by the loaded program
+  uint64_t start_ps = 0, end_ps = 0;       // engine busy interval
+  uint64_t wait_ps = 0;                    // time blocked on its semaphore wait before start
 };
 
 struct DmaRecord {
@@ -39,11 +39,11 @@ struct FlowRecord {
   uint16_t semaphore = 0;
   isa::Engine from_engine = isa::Engine::SP;  // producer (for DMA: the triggering engine)
   uint32_t from_index = 0;
-  bool from_dma = false;                      // the signal came from a DMA transfer's completion
-  uint64_t from_ps = 0;                       // when the signal landed
+  bool from_dma = false;  // the signal came from a DMA transfer's completion
+  uint64_t from_ps = 0;   // when the signal landed
   isa::Engine to_engine = isa::Engine::SP;
   uint32_t to_index = 0;
-  uint64_t to_ps = 0;                         // when the waiting instruction started
+  uint64_t to_ps = 0;  // when the waiting instruction started
 };
 
 struct EngineStats {
@@ -53,33 +53,33 @@ struct EngineStats {
 
 struct CoreStats {
   std::array<EngineStats, isa::kNumEngines> engines{};
-  uint64_t end_ps = 0;          // when the core's last engine or transfer finished
-  uint64_t dma_bytes = 0;       // all DMA traffic
-  uint64_t dma_busy_ps = 0;     // summed busy time of the core's DMA engines
+  uint64_t end_ps = 0;       // when the core's last engine or transfer finished
+  uint64_t dma_bytes = 0;    // all DMA traffic
+  uint64_t dma_busy_ps = 0;  // summed busy time of the core's DMA engines
   uint64_t dma_transfers = 0;
   uint64_t hbm_read_bytes = 0;
   uint64_t hbm_write_bytes = 0;
-  uint64_t flops = 0;           // 2 per MAC on TensorE, 1 per element elsewhere
-  uint64_t matmul_flops = 0;    // TensorE only (for MFU)
+  uint64_t flops = 0;         // 2 per MAC on TensorE, 1 per element elsewhere
+  uint64_t matmul_flops = 0;  // TensorE only (for MFU)
 };
 
 // One execution on the device clock (sim::Device), for the kernel rows of a trace.
 struct ExecutionRecord {
   uint32_t core = 0;
-  uint64_t seq = 0;     // the device's sequence number of the work
-  std::string name;     // the op or model name the caller gave
+  uint64_t seq = 0;                       // the device's sequence number of the work
+  std::string name;                       // the op or model name the caller gave
   const isa::Program* program = nullptr;  // kept alive by whoever holds the records
   uint64_t start_ps = 0, end_ps = 0;
 };
 
 struct RunResult {
-  std::string instance;         // e.g. trn2.3xlarge
-  std::string generation;       // e.g. trn2
+  std::string instance;            // e.g. trn2.3xlarge
+  std::string generation;          // e.g. trn2
   double peak_flops_per_core = 0;  // dense BF16, for MFU
   double hbm_bytes_per_ns = 0;     // per chip, for achieved-bandwidth ratios
-  uint64_t start_ps = 0;        // where the run began on the device clock (records are relative to it)
-  uint64_t total_ps = 0;        // from the start of the run to the last event
-  std::vector<CoreStats> cores; // one per core that ran a program
+  uint64_t start_ps = 0;  // where the run began on the device clock (records are relative to it)
+  uint64_t total_ps = 0;  // from the start of the run to the last event
+  std::vector<CoreStats> cores;    // one per core that ran a program
   std::vector<uint32_t> core_ids;  // instance-wide index of each entry of `cores`
   // Filled when recording is on (traces); empty otherwise.
   std::vector<InstructionRecord> instructions;

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "neuronsim/isa/program.h"
-#include "neuronsim/spec/config.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/memory.h"
 #include "neuronsim/sim/run_result.h"
+#include "neuronsim/spec/config.h"
 
 namespace neuronsim::cc {
 class Communicator;

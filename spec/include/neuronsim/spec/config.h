@@ -38,20 +38,21 @@ struct GenerationConfig {
   uint32_t psum_banks = 8;
 
   // TensorE, §4.1-4.2.
-  uint32_t pe_min_interval = 64;      // MM_INIT_LATENCY: minimum initiation interval (PE cycles)
-  uint32_t pe_fp32_factor = 4;        // FP32 matmul passes
+  uint32_t pe_min_interval = 64;        // MM_INIT_LATENCY: minimum initiation interval (PE cycles)
+  uint32_t pe_fp32_factor = 4;          // FP32 matmul passes
   uint32_t pe_weight_load_speedup = 4;  // fast weight load vs a moving pass of the same size
-  double pe_fp8_rate = 1.0;           // FP8 throughput relative to BF16 (2 with double_row on v3+)
+  double pe_fp8_rate = 1.0;  // FP8 throughput relative to BF16 (2 with double_row on v3+)
 
   // ACT/DVE/POOL, §4.1-4.2.
-  uint32_t min_interval = 64;          // MIN_II (engine cycles)
-  uint32_t access_overhead = 60;       // fixed cycles to start a tensor access
-  uint32_t dependent_overhead = 100;   // static overhead when an instruction waited on a semaphore
-  uint32_t pool_startup = 150;         // GpSimd library start-up
-  uint32_t dve_elems_per_cycle_16bit = 1;  // DVE lanes multiplier for BF16/FP16 (v3: 512/128 = 4 modes)
+  uint32_t min_interval = 64;         // MIN_II (engine cycles)
+  uint32_t access_overhead = 60;      // fixed cycles to start a tensor access
+  uint32_t dependent_overhead = 100;  // static overhead when an instruction waited on a semaphore
+  uint32_t pool_startup = 150;        // GpSimd library start-up
+  uint32_t dve_elems_per_cycle_16bit =
+      1;  // DVE lanes multiplier for BF16/FP16 (v3: 512/128 = 4 modes)
 
   // DMA, §3.
-  uint32_t dma_engines = 16;           // per core
+  uint32_t dma_engines = 16;  // per core
   uint32_t dma_queues_per_engine = 16;
   double dma_engine_bytes_per_ns = 0;  // sustained per engine
   double dma_fixed_ns = 0;             // per transfer (descriptor processing)
@@ -60,8 +61,8 @@ struct GenerationConfig {
   // HBM, §1, §2.3.
   uint32_t cores_per_chip = 0;
   uint32_t hbm_stacks = 0;
-  double hbm_bytes_per_ns = 0;         // per chip
-  uint64_t hbm_bytes = 0;              // per chip
+  double hbm_bytes_per_ns = 0;  // per chip
+  uint64_t hbm_bytes = 0;       // per chip
 
   // Links, §5: one hop between chips over NeuronLink, and core to core inside a chip (through
   // HBM, at hbm_bytes_per_ns).
@@ -83,18 +84,21 @@ struct InstanceConfig {
   std::string name;        // trn2.3xlarge
   std::string generation;  // trn2
   uint32_t chips = 1;
-  uint32_t cores_per_chip = 0;  // physical NeuronCores per chip
-  std::string topology;    // inside one instance: none, ring, torus-4x4
-  uint32_t instances = 1;  // instances joined by NeuronLink in this entry
+  uint32_t cores_per_chip = 0;         // physical NeuronCores per chip
+  std::string topology;                // inside one instance: none, ring, torus-4x4
+  uint32_t instances = 1;              // instances joined by NeuronLink in this entry
   std::string instance_link = "none";  // none; ring: same-position chips of the instances in a ring
   // nrt_get_instance_info's classification (libnrt-api.md §6.4, §6.5).
   std::string family;  // trn1, trn1n, inf2, trn2, trn2u, ...
   std::string size;    // xlarge, 2xlarge, ..., 48xlarge
   // Links, one direction of one link each, §1, §5; 0 where the instance has none.
-  uint64_t neuronlink_bytes_per_s = 0;     // chip to chip inside an instance (topology ring, torus-4x4)
-  uint64_t instance_link_bytes_per_s = 0;  // between the instances of this entry (instance_link ring)
+  uint64_t neuronlink_bytes_per_s =
+      0;  // chip to chip inside an instance (topology ring, torus-4x4)
+  uint64_t instance_link_bytes_per_s =
+      0;  // between the instances of this entry (instance_link ring)
   double instance_link_latency_ns = 0;
-  uint64_t efa_gbps = 0;      // EFA of one instance, all its NICs (10^9 bit/s); 0: none, a job fits one entry
+  uint64_t efa_gbps =
+      0;  // EFA of one instance, all its NICs (10^9 bit/s); 0: none, a job fits one entry
   double efa_latency_ns = 0;  // instance to instance over EFA
   // The figures of `generation`, read by load_instance from the same place as the instance, so
   // that whoever holds the instance (the fabric, the collectives' algorithm choice) has the whole
@@ -111,10 +115,12 @@ struct InstanceConfig {
 std::filesystem::path config_dir();
 
 // Loads and validates <dir>/<name>.json. Throws ConfigError.
-GenerationConfig load_generation(const std::string& name, const std::filesystem::path& dir = config_dir());
+GenerationConfig load_generation(const std::string& name,
+                                 const std::filesystem::path& dir = config_dir());
 // Loads <dir>/instances.json and returns one instance, with the figures of its generation from
 // the same place (generation_config). Throws ConfigError (unknown names list the known ones).
-InstanceConfig load_instance(const std::string& name, const std::filesystem::path& dir = config_dir());
+InstanceConfig load_instance(const std::string& name,
+                             const std::filesystem::path& dir = config_dir());
 std::vector<std::string> instance_names(const std::filesystem::path& dir = config_dir());
 // The generations in `dir` (its *.json files but instances.json), sorted.
 std::vector<std::string> generation_names(const std::filesystem::path& dir = config_dir());
