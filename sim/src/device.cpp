@@ -175,7 +175,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
 
   // Queues and completions (mu).
   mutable std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable work_cv;  // the worker waits here for work
+  std::condition_variable done_cv;  // callers wait here for completions
   std::vector<std::deque<Work>> queues;
   std::set<uint64_t> pending;               // enqueued, not yet done
   std::map<uint64_t, Completion> finished;  // done, not yet taken
@@ -184,7 +185,9 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   std::thread worker;
   std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
   uint64_t clock_ps = 0;
-  uint64_t host_floor_ps = 0;  // the latest end the host has waited for: later work starts after
+  uint64_t host_floor_ps = 0;
+  bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)  //
+                      // the latest end the host has waited for: later work starts after
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
 
@@ -221,14 +224,14 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     if (allocators[chip].free(address)) sim.hbm(chip).unmap(address);
   }
 
-  uint64_t push(Work w) {
+  uint64_t push(Work w, bool wake_worker = true) {
     place(w);
     w.after_ps = host_floor_ps;
     w.seq = next_seq++;
     pending.insert(w.seq);
     const uint32_t core = w.core;
     queues[core].push_back(std::move(w));
-    cv.notify_all();
+    if (wake_worker) work_cv.notify_one();
     return next_seq - 1;
   }
 
@@ -289,37 +292,46 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   void work_loop() {
     std::unique_lock lock(mu);
     for (;;) {
-      cv.wait(lock, [&] { return stop || !pending.empty(); });
-      std::vector<Work*> batch = take();
-      if (batch.empty()) {
+      work_cv.wait(lock, [&] { return stop || (!pending.empty() && !busy); });
+      if (!step(lock)) {
         if (stop && pending.empty()) return;
-        cv.wait(lock);  // a group waits for members that are not at their heads yet
-        continue;
+        work_cv.wait(lock);  // a group waits for members that are not at their heads yet
       }
-      std::vector<Completion> done;
-      try {
-        done = run_batch(batch, lock);
-      } catch (...) {  // anything the windows did not catch fails the batch, never the worker
-        if (!lock.owns_lock()) lock.lock();
-        done.clear();
-        for (Work* w : batch) {
-          Completion c;
-          c.seq = w->seq;
-          c.core = w->core;
-          c.error = std::current_exception();
-          c.start_ps = c.end_ps = core_free_ps[w->core];
-          done.push_back(std::move(c));
-        }
-      }
-      for (size_t i = 0; i < batch.size(); ++i) finish(*batch[i], done[i]);
-      for (Work* w : batch) queues[w->core].pop_front();
-      for (Completion& c : done) {
-        pending.erase(c.seq);
-        clock_ps = std::max(clock_ps, c.end_ps);
-        finished.emplace(c.seq, std::move(c));
-      }
-      cv.notify_all();
     }
+  }
+
+  // Runs what can run next and records its completions (mu held, released while simulating).
+  // False when nothing could run. Only one thread steps at a time (busy).
+  bool step(std::unique_lock<std::mutex>& lock) {
+    std::vector<Work*> batch = take();
+    if (batch.empty()) return false;
+    busy = true;
+    std::vector<Completion> done;
+    try {
+      done = run_batch(batch, lock);
+    } catch (...) {  // anything the windows did not catch fails the batch, never the worker
+      if (!lock.owns_lock()) lock.lock();
+      done.clear();
+      for (Work* w : batch) {
+        Completion c;
+        c.seq = w->seq;
+        c.core = w->core;
+        c.error = std::current_exception();
+        c.start_ps = c.end_ps = core_free_ps[w->core];
+        done.push_back(std::move(c));
+      }
+    }
+    for (size_t i = 0; i < batch.size(); ++i) finish(*batch[i], done[i]);
+    for (Work* w : batch) queues[w->core].pop_front();
+    for (Completion& c : done) {
+      pending.erase(c.seq);
+      clock_ps = std::max(clock_ps, c.end_ps);
+      finished.emplace(c.seq, std::move(c));
+    }
+    busy = false;
+    done_cv.notify_all();
+    if (!pending.empty()) work_cv.notify_one();  // a caller stepped: what is left is the worker's
+    return true;
   }
 
   // When work may start: after its queue, what it must follow (after_ps), the last writes of
@@ -534,7 +546,7 @@ Device::~Device() {
     std::lock_guard lock(impl_->mu);
     impl_->stop = true;
   }
-  impl_->cv.notify_all();
+  impl_->work_cv.notify_all();
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 
@@ -715,7 +727,7 @@ Completion Device::wait(uint64_t seq) {
   std::unique_lock lock(impl_->mu);
   if (seq == 0 || seq >= impl_->next_seq)
     throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
-  impl_->cv.wait(lock, [&] { return !impl_->pending.count(seq); });
+  impl_->done_cv.wait(lock, [&] { return !impl_->pending.count(seq); });
   auto it = impl_->finished.find(seq);
   if (it == impl_->finished.end())
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));
@@ -727,14 +739,29 @@ Completion Device::wait(uint64_t seq) {
 }
 
 Completion Device::run(Execution execution) {
-  Completion c = wait(enqueue(std::move(execution)));
+  if (!execution.program) throw std::invalid_argument("run: an execution without a program");
+  uint64_t seq = 0;
+  {
+    // On an idle device a functional-only execution runs on the caller's thread: no hand-off
+    // to the worker and back (two thread switches, most of a small op's cost). Functional-only
+    // windows never touch SystemC, so which thread runs them does not matter.
+    std::unique_lock lock(impl_->mu);
+    const bool inline_run =
+        impl_->options.mode == Mode::functional_only && !impl_->busy && impl_->pending.empty();
+    Work w;
+    w.core = execution.program->core();
+    w.execution = std::move(execution);
+    seq = impl_->push(std::move(w), !inline_run);
+    if (inline_run) impl_->step(lock);
+  }
+  Completion c = wait(seq);
   if (c.error) std::rethrow_exception(c.error);
   return c;
 }
 
 void Device::synchronize() {
   std::unique_lock lock(impl_->mu);
-  impl_->cv.wait(lock, [&] { return impl_->pending.empty(); });
+  impl_->done_cv.wait(lock, [&] { return impl_->pending.empty(); });
   impl_->host_floor_ps = std::max(impl_->host_floor_ps, impl_->clock_ps);
 }
 
@@ -758,7 +785,8 @@ TraceSession Device::stop_trace(uint64_t session) {
   if (it == impl_->sessions.end())
     throw std::invalid_argument(fmt::format("stop_trace: no trace session {}", session));
   const uint64_t last = impl_->next_seq - 1;
-  impl_->cv.wait(lock, [&] { return impl_->pending.empty() || *impl_->pending.begin() > last; });
+  impl_->done_cv.wait(lock,
+                      [&] { return impl_->pending.empty() || *impl_->pending.begin() > last; });
   TraceSession out = std::move(it->second.data);
   impl_->sessions.erase(it);
   return out;

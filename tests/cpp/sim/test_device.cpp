@@ -263,6 +263,23 @@ TEST(Device, FunctionalOnlyComputesValuesWithoutTime) {
   EXPECT_FLOAT_EQ(at(dev->read_tensor(*p, io, "y"), 0), 10.0f);
 }
 
+TEST(Device, RunAfterQueuedWorkKeepsQueueOrderInFunctionalOnlyMode) {
+  // An idle device runs a functional-only execution on the caller's thread; a busy one must
+  // not let it overtake what is queued ahead of it.
+  DeviceOptions o;
+  o.mode = Mode::functional_only;
+  auto dev = Device::open("trn2.3xlarge", o);
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  Bindings io = dev->allocate_io(*p);
+  io[p->tensor("y").var_id] = io.at(p->tensor("x").var_id);  // in place: x <- x * x + 1
+  dev->write_tensor(*p, io, "x", floats(kElems, 0.0f, 0.0f));
+  std::vector<uint64_t> queued;
+  for (int i = 0; i < 3; ++i) queued.push_back(dev->enqueue({p, io, "queued"}));
+  const Completion last = dev->run({p, io, "last"});
+  for (uint64_t s : queued) EXPECT_LT(s, last.seq);
+  EXPECT_FLOAT_EQ(at(dev->read_tensor(*p, io, "x"), 0), 26.0f);  // 0 -> 1 -> 2 -> 5 -> 26
+}
+
 TEST(Device, KeepsTheHostProgramsBlasThreads) {
   // A matmul runs on one BLAS thread for determinism, without changing the host's setting.
   openblas_set_num_threads(2);
