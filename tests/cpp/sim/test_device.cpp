@@ -66,6 +66,17 @@ TEST(Device, RunsAProgramByTensorNames) {
   EXPECT_EQ(dev->now_ps(), c.end_ps);
 }
 
+TEST(Device, LoadsANeffAsWellAsAProgram) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, isa::to_neff(square_plus_one(), "square.neff"), "square.neff");
+  EXPECT_EQ(p->name(), "square.neff");
+  EXPECT_EQ(p->program(), square_plus_one());
+  const Bindings io = dev->allocate_io(*p);
+  dev->write_tensor(*p, io, "x", floats(kElems, 2.0f, 0.0f));
+  dev->run({p, io, "square"});
+  EXPECT_FLOAT_EQ(at(dev->read_tensor(*p, io, "y"), 7), 5.0f);
+}
+
 TEST(Device, TheClockCarriesAcrossExecutionsOfAQueue) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");
