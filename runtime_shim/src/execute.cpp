@@ -138,7 +138,7 @@ NRT_STATUS execute_plain(ExecRequest& req) {
   sim::Device& device = *req.session->device;
   sim::Completion c;
   try {
-    c = device.wait(device.enqueue(std::move(req.execution)));
+    c = device.complete(std::move(req.execution));
   } catch (const std::exception& e) {
     log(kError, "nrt_execute", "execution failed (status {}): {}", static_cast<int>(NRT_FAILURE),
         e.what());

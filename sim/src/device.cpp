@@ -739,6 +739,12 @@ Completion Device::wait(uint64_t seq) {
 }
 
 Completion Device::run(Execution execution) {
+  Completion c = complete(std::move(execution));
+  if (c.error) std::rethrow_exception(c.error);
+  return c;
+}
+
+Completion Device::complete(Execution execution) {
   if (!execution.program) throw std::invalid_argument("run: an execution without a program");
   uint64_t seq = 0;
   {
@@ -754,9 +760,7 @@ Completion Device::run(Execution execution) {
     seq = impl_->push(std::move(w), !inline_run);
     if (inline_run) impl_->step(lock);
   }
-  Completion c = wait(seq);
-  if (c.error) std::rethrow_exception(c.error);
-  return c;
+  return wait(seq);
 }
 
 void Device::synchronize() {

@@ -190,7 +190,10 @@ class Device {
   bool done(uint64_t seq) const;
   // Blocks until the work is done and hands its completion over (once).
   Completion wait(uint64_t seq);
-  // Waits and rethrows the work's fault.
+  // Enqueues, waits and hands the completion over (its fault in `error`). On an idle
+  // functional-only device the execution runs on the caller's thread.
+  Completion complete(Execution execution);
+  // The same, rethrowing the work's fault.
   Completion run(Execution execution);
   // Blocks until every queue is empty.
   void synchronize();
