@@ -200,7 +200,9 @@ NRT_STATUS nrt_async_drain_queued_execs(int32_t vnc) {
   std::lock_guard<std::mutex> lock(rt().mu);
   if (vnc < 0 || static_cast<size_t>(vnc) >= rt().session->config.visible.size())
     return NRT_INVALID;
-  return NRT_SUCCESS;  // executions are synchronous: nothing is ever queued when this runs
+  // The implicit-async queue: nrt_execute is synchronous here (no implicit-async mode), so it
+  // is empty whenever this runs. The explicit nrta_* queues are drained by their own calls.
+  return NRT_SUCCESS;
 }
 
 NRT_STATUS nrt_tensor_check_output_completion(const nrt_tensor_t* tensor, int64_t timeout,
