@@ -193,4 +193,29 @@ inline std::vector<float> iota(size_t n, float scale, float start = 0) {
   return v;
 }
 
+// An indirect dma_copy whose row index comes from the input `idx`: rows 0-7 of `x` exist.
+constexpr const char* kGather = R"(.target trn2
+.tensor x float32 [8,4] input
+.tensor idx int32 [4,1] input
+.tensor y float32 [4,4] output
+sp dma_copy dst=sbuf.i32[0:4]+0[[1,1]] src=hbm.i32(idx)+0[[1,4],[1,1]] queue=0 signal=S[0]+=1
+sp dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]] queue=1 wait=S[0]>=1 signal=S[1]+=1
+sp dma_copy dst=hbm.fp32(y)+0[[4,4],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] queue=2 wait=S[1]>=1
+)";
+
+// Loads the kGather NEFF on core 0 with device tensors x, idx (inputs) and y (output).
+inline void load_gather(const std::vector<uint8_t>& neff, nrt_model_t** model,
+                        std::map<std::string, nrt_tensor_t*>& t, nrt_tensor_set_t** in,
+                        nrt_tensor_set_t** out) {
+  ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, model), NRT_SUCCESS);
+  nrt_allocate_tensor_set(in);
+  nrt_allocate_tensor_set(out);
+  for (auto [name, bytes] :
+       {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
+    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]),
+              NRT_SUCCESS);
+    nrt_add_tensor_to_tensor_set(std::string(name) == "y" ? *out : *in, name, t[name]);
+  }
+}
+
 }  // namespace nrt_test

@@ -185,32 +185,14 @@ TEST_F(NrtAsync, EventFdsSignalCompletions) {
   close(per_seq);
 }
 
-// An indirect dma_copy whose row index comes from the input `idx`: rows 0-7 of `x` exist.
-constexpr const char* kGather = R"(.target trn2
-.tensor x float32 [8,4] input
-.tensor idx int32 [4,1] input
-.tensor y float32 [4,4] output
-sp dma_copy dst=sbuf.i32[0:4]+0[[1,1]] src=hbm.i32(idx)+0[[1,4],[1,1]] queue=0 signal=S[0]+=1
-sp dma_copy dst=sbuf.fp32[0:4]+64[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]] index=sbuf.i32[0:4]+0[[1,1]] queue=1 wait=S[0]>=1 signal=S[1]+=1
-sp dma_copy dst=hbm.fp32(y)+0[[4,4],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] queue=2 wait=S[1]>=1
-)";
-
 TEST_F(NrtAsync, AFaultArrivesInExecRetAndLaterRequestsStillRun) {
   const auto neff = assemble("async_gather", kGather);
   if (neff.empty())
     GTEST_SKIP() << "neuron-sim (NEURON_SIM) not available to assemble the test NEFF";
   nrt_model_t* model = nullptr;
-  ASSERT_EQ(nrt_load(neff.data(), neff.size(), 0, 1, &model), NRT_SUCCESS);
   std::map<std::string, nrt_tensor_t*> t;
   nrt_tensor_set_t *in = nullptr, *out = nullptr;
-  nrt_allocate_tensor_set(&in);
-  nrt_allocate_tensor_set(&out);
-  for (auto [name, bytes] :
-       {std::pair{"x", 8 * 4 * 4}, std::pair{"idx", 4 * 4}, std::pair{"y", 4 * 4 * 4}}) {
-    ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, name, &t[name]),
-              NRT_SUCCESS);
-    nrt_add_tensor_to_tensor_set(std::string(name) == "y" ? out : in, name, t[name]);
-  }
+  ASSERT_NO_FATAL_FAILURE(load_gather(neff, &model, t, &in, &out));
   const std::vector<int32_t> bad = {1, 9, 0, 0}, good = {2, 2, 2, 2};
   NRT_STATUS ret[4] = {NRT_FAILURE, NRT_SUCCESS, NRT_FAILURE, NRT_FAILURE};
   nrta_seq_t seq[4] = {};
