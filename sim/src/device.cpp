@@ -126,18 +126,8 @@ void add_stats(RunResult& to, const RunResult& from, uint64_t shift_ps) {
     }
     CoreStats& s = to.cores[static_cast<size_t>(it - to.core_ids.begin())];
     const CoreStats& f = from.cores[i];
-    for (size_t e = 0; e < s.engines.size(); ++e) {
-      s.engines[e].busy_ps += f.engines[e].busy_ps;
-      s.engines[e].instructions += f.engines[e].instructions;
-    }
+    s += f;
     s.end_ps = std::max(s.end_ps, f.end_ps + shift_ps);
-    s.dma_bytes += f.dma_bytes;
-    s.dma_busy_ps += f.dma_busy_ps;
-    s.dma_transfers += f.dma_transfers;
-    s.hbm_read_bytes += f.hbm_read_bytes;
-    s.hbm_write_bytes += f.hbm_write_bytes;
-    s.flops += f.flops;
-    s.matmul_flops += f.matmul_flops;
   }
   to.total_ps = std::max(to.total_ps, from.total_ps + shift_ps);
 }

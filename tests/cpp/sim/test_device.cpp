@@ -246,6 +246,12 @@ TEST(Device, ATraceSessionSpansManyExecutionsOnOneTimeAxis) {
             t.result.executions.back().end_ps);
   EXPECT_EQ(t.result.total_ps, t.result.executions.back().end_ps);
   EXPECT_EQ(t.dropped_events, 0u);
+  // The session's totals are the windows' summed.
+  ASSERT_EQ(t.result.cores.size(), 1u);
+  uint64_t instructions = 0;
+  for (const EngineStats& e : t.result.cores[0].engines) instructions += e.instructions;
+  EXPECT_EQ(instructions, 100 * p->program().num_instructions());
+  EXPECT_EQ(t.result.cores[0].hbm_read_bytes, 100 * p->tensor("x").size_bytes());
 }
 
 TEST(Device, ATraceSessionKeepsToItsLimits) {

@@ -61,6 +61,22 @@ struct CoreStats {
   uint64_t hbm_write_bytes = 0;
   uint64_t flops = 0;         // 2 per MAC on TensorE, 1 per element elsewhere
   uint64_t matmul_flops = 0;  // TensorE only (for MFU)
+
+  // Adds another run's counts of the same core (end_ps is left to the caller: it is a time).
+  CoreStats& operator+=(const CoreStats& o) {
+    for (size_t e = 0; e < engines.size(); ++e) {
+      engines[e].busy_ps += o.engines[e].busy_ps;
+      engines[e].instructions += o.engines[e].instructions;
+    }
+    dma_bytes += o.dma_bytes;
+    dma_busy_ps += o.dma_busy_ps;
+    dma_transfers += o.dma_transfers;
+    hbm_read_bytes += o.hbm_read_bytes;
+    hbm_write_bytes += o.hbm_write_bytes;
+    flops += o.flops;
+    matmul_flops += o.matmul_flops;
+    return *this;
+  }
 };
 
 // One execution on the device clock (sim::Device), for the kernel rows of a trace.
