@@ -53,22 +53,6 @@ bool unit_inner(const AccessPattern& ap) {
   return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1;
 }
 
-double engine_ghz(Engine e, const spec::GenerationConfig& g) {
-  switch (e) {
-    case Engine::PE:
-      return g.pe_ghz;
-    case Engine::ACT:
-      return g.act_ghz;
-    case Engine::DVE:
-      return g.dve_ghz;
-    case Engine::POOL:
-      return g.pool_ghz;
-    case Engine::SP:
-      return g.sp_ghz;
-  }
-  return g.sp_ghz;
-}
-
 bool is_collective(Opcode op) {
   switch (op) {
     case Opcode::all_reduce:
@@ -329,7 +313,7 @@ uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfi
 uint64_t instruction_ps(const Instruction& inst, const spec::GenerationConfig& gen,
                         const IssueContext& ctx) {
   const uint64_t cycles = instruction_cycles(inst, gen, ctx);
-  const double ps_per_cycle = 1000.0 / engine_ghz(inst.engine, gen);
+  const double ps_per_cycle = 1000.0 / gen.ghz(inst.engine);
   return static_cast<uint64_t>(std::llround(static_cast<double>(cycles) * ps_per_cycle));
 }
 

@@ -283,6 +283,22 @@ const isa::Target* isa_target(const fs::path& file, const Json& root, FigureRead
 
 }  // namespace
 
+double GenerationConfig::ghz(isa::Engine engine) const {
+  switch (engine) {
+    case isa::Engine::PE:
+      return pe_ghz;
+    case isa::Engine::ACT:
+      return act_ghz;
+    case isa::Engine::DVE:
+      return dve_ghz;
+    case isa::Engine::POOL:
+      return pool_ghz;
+    case isa::Engine::SP:
+      return sp_ghz;
+  }
+  return sp_ghz;
+}
+
 double GenerationConfig::peak_bf16_flops() const {
   return 2.0 * 128 * 128 * pe_ghz * 1e9;
 }

@@ -53,22 +53,6 @@ std::string_view short_dtype(isa::DType t) {
   }
 }
 
-double engine_ghz(Engine e, const spec::GenerationConfig& g) {
-  switch (e) {
-    case Engine::PE:
-      return g.pe_ghz;
-    case Engine::ACT:
-      return g.act_ghz;
-    case Engine::DVE:
-      return g.dve_ghz;
-    case Engine::POOL:
-      return g.pool_ghz;
-    case Engine::SP:
-      return g.sp_ghz;
-  }
-  return g.sp_ghz;
-}
-
 // [128, N] SBUF tile of `t` at byte `offset`.
 std::string tile(isa::DType t, uint64_t offset, uint32_t n, std::string_view space = "sbuf") {
   return fmt::format("{}.{}[0:128]+{}[[1,{}]]", space, short_dtype(t), offset, n);
@@ -281,7 +265,7 @@ MicroResult run_one(const Platform& p, const Spec& spec) {
       break;
   }
   if (spec.kind != Kind::bytes) {
-    const double cycles = ps * engine_ghz(spec.engine, g) / 1000.0;
+    const double cycles = ps * g.ghz(spec.engine) / 1000.0;
     out.cycles_per_instruction = cycles / static_cast<double>(spec.instructions);
     if (spec.kind == Kind::elems) out.achieved = spec.work / cycles;
   }

@@ -103,6 +103,16 @@ TEST(Config, GenerationFiguresMatchTheResearchNotes) {
   EXPECT_DOUBLE_EQ(t2.pe_fp8_rate, 2);
 }
 
+TEST(Config, EachEngineRunsAtItsOwnClock) {
+  const GenerationConfig g = load_generation("trn2");
+  EXPECT_DOUBLE_EQ(g.ghz(isa::Engine::PE), g.pe_ghz);
+  EXPECT_DOUBLE_EQ(g.ghz(isa::Engine::ACT), g.act_ghz);
+  EXPECT_DOUBLE_EQ(g.ghz(isa::Engine::DVE), g.dve_ghz);
+  EXPECT_DOUBLE_EQ(g.ghz(isa::Engine::POOL), g.pool_ghz);
+  EXPECT_DOUBLE_EQ(g.ghz(isa::Engine::SP), g.sp_ghz);
+  EXPECT_NE(g.ghz(isa::Engine::PE), g.ghz(isa::Engine::DVE));  // trn2: 2.4 vs 0.96 GHz
+}
+
 TEST(Config, PeakBf16Flops) {
   // 2 * 128 * 128 * 2.8 GHz = 91.75 TFLOPS ("92" in §2.1); 2.4 GHz gives 78.6 ("79").
   EXPECT_DOUBLE_EQ(load_generation("trn1", source_configs()).peak_bf16_flops(),

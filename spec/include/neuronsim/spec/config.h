@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "neuronsim/isa/instruction.h"
 #include "neuronsim/isa/target.h"
 
 namespace neuronsim::spec {
@@ -76,6 +77,8 @@ struct GenerationConfig {
 
   // Peak dense BF16 FLOP/s of one core, for MFU: 2 * 128 * 128 * pe_ghz * 1e9.
   double peak_bf16_flops() const;
+  // The clock of an engine (GHz).
+  double ghz(isa::Engine engine) const;
 };
 
 // One instance type: how many chips of which generation. An entry may join several instances
