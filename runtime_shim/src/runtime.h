@@ -27,6 +27,7 @@
 
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/sim/device.h"
+#include "neuronsim/sim/environment.h"
 #include "neuronsim/spec/config.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
@@ -60,24 +61,13 @@ void log(int level, const char* function, fmt::format_string<Args...> f, Args&&.
 }
 
 // ---- configuration (env.cpp) ---------------------------------------------
-struct Config {
-  std::string instance_name;
-  spec::InstanceConfig instance;
-  spec::GenerationConfig generation;
-  uint32_t lnc = 1;               // physical cores per logical core
-  std::vector<uint32_t> visible;  // absolute logical core ids, visible index -> id
-  double exec_timeout_s = 0;      // 0 = none
-  std::string root_comm_id;       // NEURON_RT_ROOT_COMM_ID: collectives across processes
-  bool fail_on_nan = false;
-  sim::Mode mode = sim::Mode::functional_and_timing;
-  std::string trace_path;  // NEURONSIM_TRACE
-  bool inspect = false;    // NEURON_RT_INSPECT_ENABLE
+struct Config : sim::Environment {
+  double exec_timeout_s = 0;  // 0 = none
+  std::string root_comm_id;   // NEURON_RT_ROOT_COMM_ID: collectives across processes
+  std::string trace_path;     // NEURONSIM_TRACE
+  bool inspect = false;       // NEURON_RT_INSPECT_ENABLE
   std::string inspect_dir = "./output";
   uint64_t inspect_max_events = 1000000;  // NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC
-
-  // The instance-wide physical core and the chip of a visible logical core.
-  uint32_t physical_core(uint32_t vnc) const { return visible.at(vnc) * lnc; }
-  uint32_t chip_of(uint32_t vnc) const { return physical_core(vnc) / instance.cores_per_chip; }
 };
 // Reads the environment. Returns an error message when something is invalid.
 std::optional<std::string> read_config(Config& out);
