@@ -1,0 +1,233 @@
+// A caching allocator over the simulated HBM. Freed blocks stay reserved in a per-device
+// cache and are handed out again for requests of nearly the same size, so that a
+// training loop does not go back to the device allocator every step; empty_cache()
+// returns them. When the device is full the cache is emptied and the allocation
+// retried before it fails with an OutOfMemoryError that says what was asked, what is
+// allocated, what is cached and what is free.
+#include "allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "guard.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kRound = 512;              // allocation granularity, as CUDA's allocator
+constexpr size_t kSmall = size_t{1} << 20;  // blocks up to 1 MiB count as the small pool
+
+size_t round_up(size_t n) { return (n + kRound - 1) / kRound * kRound; }
+
+void stat_add(Stat& s, int64_t amount) {
+  s.current += amount;
+  s.peak = std::max(s.peak, s.current);
+  if (amount > 0)
+    s.allocated += amount;
+  else
+    s.freed -= amount;
+}
+
+void stats_add(c10::CachingAllocator::StatArray& a, size_t size, int64_t amount) {
+  stat_add(a[static_cast<size_t>(StatType::AGGREGATE)], amount);
+  stat_add(a[static_cast<size_t>(size <= kSmall ? StatType::SMALL_POOL : StatType::LARGE_POOL)],
+           amount);
+}
+
+void free_block(void* context);
+
+class HbmAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    const c10::DeviceIndex device = current_device();
+    const c10::Device where(c10::DeviceType::PrivateUse1, device);
+    if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_block, where);
+    std::lock_guard lock(mu_);
+    Block* block = take_cached(device, n);
+    if (block == nullptr) block = reserve(device, n);
+    block->requested = n;
+    PerDevice& d = devices_[device];
+    stats_add(d.stats.allocation, block->size, 1);
+    stats_add(d.stats.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+    stats_add(d.stats.active, block->size, 1);
+    stats_add(d.stats.active_bytes, block->size, static_cast<int64_t>(block->size));
+    stats_add(d.stats.requested_bytes, block->size, static_cast<int64_t>(n));
+    live_[block->host] = block;
+    return c10::DataPtr(block->host, block, &free_block, where);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+
+  // Device bytes are host bytes, so a copy between two of them is a host copy.
+  void copy_data(void* dst, const void* src, size_t count) const override {
+    std::memcpy(dst, src, count);
+  }
+
+  void release(Block* block) {
+    std::lock_guard lock(mu_);
+    PerDevice& d = devices_[block->device];
+    stats_add(d.stats.allocated_bytes, block->size, -static_cast<int64_t>(block->size));
+    stats_add(d.stats.allocation, block->size, -1);
+    stats_add(d.stats.active, block->size, -1);
+    stats_add(d.stats.active_bytes, block->size, -static_cast<int64_t>(block->size));
+    stats_add(d.stats.requested_bytes, block->size, -static_cast<int64_t>(block->requested));
+    live_.erase(block->host);
+    d.cache.emplace(block->size, block);
+  }
+
+  const Block* find(const void* host) const {
+    std::lock_guard lock(mu_);
+    auto it = live_.upper_bound(static_cast<const uint8_t*>(host));
+    if (it == live_.begin()) return nullptr;
+    --it;
+    const Block* b = it->second;
+    return static_cast<const uint8_t*>(host) < b->host + b->size ? b : nullptr;
+  }
+
+  bool initialized() override { return true; }
+
+  void emptyCache(c10::MempoolId_t /*pool*/) override {
+    std::lock_guard lock(mu_);
+    for (auto& [device, d] : devices_) empty_cache(d);
+  }
+
+  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {
+    // Every stream of a device is one in-order queue here, so no block can be reused
+    // while another stream still reads it.
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    std::lock_guard lock(mu_);
+    return devices_[device].stats;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    std::lock_guard lock(mu_);
+    DeviceStats& s = devices_[device].stats;
+    for (auto* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                    &s.active_bytes, &s.requested_bytes})
+      for (Stat& st : *a) st.allocated = st.freed = 0;
+    s.num_alloc_retries = s.num_ooms = 0;
+    s.num_device_alloc = s.num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    std::lock_guard lock(mu_);
+    DeviceStats& s = devices_[device].stats;
+    for (auto* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                    &s.active_bytes, &s.requested_bytes})
+      for (Stat& st : *a) st.peak = st.current;
+  }
+
+  // (free, total) bytes of the HBM of the device's chip, which its cores share.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    Backend& b = Backend::get();
+    b.check_index(device);
+    const sim::Device::MemoryUse use = b.device().memory(b.chip_of(device));
+    return {use.capacity - use.used, use.capacity};
+  }
+
+ private:
+  struct PerDevice {
+    std::multimap<size_t, Block*> cache;  // reserved, not in use, by size
+    DeviceStats stats;
+  };
+
+  // A cached block of at least n bytes and at most a quarter more (or 4 KiB more for
+  // small requests), so that a big block is not spent on a small tensor.
+  Block* take_cached(c10::DeviceIndex device, size_t n) {
+    auto& cache = devices_[device].cache;
+    const size_t want = round_up(n);
+    auto it = cache.lower_bound(want);
+    if (it == cache.end() || it->first > std::max(want + want / 4, want + 4096)) return nullptr;
+    Block* block = it->second;
+    cache.erase(it);
+    return block;
+  }
+
+  Block* reserve(c10::DeviceIndex device, size_t n) {
+    Backend& b = Backend::get();
+    b.check_index(device);
+    const size_t size = round_up(n);
+    const uint32_t chip = b.chip_of(device);
+    PerDevice& d = devices_[device];
+    void* host = std::aligned_alloc(64, size);
+    TORCH_CHECK(host != nullptr, "neuron: the host has no memory left for ", size,
+                " bytes of simulated HBM");
+    auto address = b.device().allocate(chip, size, static_cast<uint8_t*>(host));
+    if (!address) {
+      ++d.stats.num_alloc_retries;
+      for (auto& [other, od] : devices_) empty_cache(od);
+      address = b.device().allocate(chip, size, static_cast<uint8_t*>(host));
+    }
+    if (!address) {
+      std::free(host);
+      ++d.stats.num_ooms;
+      const sim::Device::MemoryUse use = b.device().memory(chip);
+      const auto& a = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)];
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, false,
+          fmt::format("neuron:{}: out of memory: tried to allocate {} bytes; the HBM of chip {} "
+                      "({} bytes, shared by its cores) has {} bytes in use, {} free; this device "
+                      "holds {} bytes in tensors",
+                      device, n, chip, use.capacity, use.used, use.capacity - use.used,
+                      a.current));
+    }
+    ++d.stats.num_device_alloc;
+    stats_add(d.stats.segment, size, 1);
+    stats_add(d.stats.reserved_bytes, size, static_cast<int64_t>(size));
+    return new Block{device, chip, *address, static_cast<uint8_t*>(host), size, n};
+  }
+
+  void empty_cache(PerDevice& d) {
+    Backend& b = Backend::get();
+    for (auto& [size, block] : d.cache) {
+      b.device().free(block->chip, block->address);
+      std::free(block->host);
+      ++d.stats.num_device_free;
+      stats_add(d.stats.segment, size, -1);
+      stats_add(d.stats.reserved_bytes, size, -static_cast<int64_t>(size));
+      delete block;
+    }
+    d.cache.clear();
+  }
+
+  mutable std::mutex mu_;
+  std::unordered_map<c10::DeviceIndex, PerDevice> devices_;
+  std::map<const uint8_t*, Block*> live_;  // by host address, for getDeviceFromPtr
+};
+
+HbmAllocator g_allocator;
+
+void free_block(void* context) {
+  if (context != nullptr) g_allocator.release(static_cast<Block*>(context));
+}
+
+}  // namespace
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+c10::DeviceAllocator& hbm_allocator() { return g_allocator; }
+
+const Block& block_of(const c10::DataPtr& ptr) {
+  TORCH_CHECK(ptr.get_deleter() == &free_block && ptr.get_context() != nullptr,
+              "neuron: a tensor's storage was not allocated on the neuron device");
+  return *static_cast<const Block*>(ptr.get_context());
+}
+
+const Block* find_block(const void* host) { return g_allocator.find(host); }
+
+}  // namespace neuronsim::pytorch

@@ -1,0 +1,84 @@
+// The simulated instance behind PyTorch's "neuron" devices.
+//
+// One Backend per process: the machine the Neuron runtime's environment
+// variables select (sim::Environment), opened as one sim::Device on first use.
+// Torch device i is the i-th visible logical NeuronCore: its tensors live in the
+// HBM of that core's chip, its kernels run on that core. Every aten kernel of
+// the backend reaches the simulator through run_kernel(); every tensor's bytes
+// are host-mapped HBM, so the host reaches them without a copy (host_alias).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "neuronsim/isa/program.h"
+#include "neuronsim/sim/device.h"
+#include "neuronsim/sim/environment.h"
+
+namespace neuronsim::pytorch {
+
+// Thrown (as c10::Error) for everything the user did wrong; the message names the op.
+[[noreturn]] void fail(const std::string& message);
+
+class Backend {
+ public:
+  // The process's backend, opened on first use; throws c10::Error naming the bad
+  // environment variable when the environment is invalid.
+  static Backend& get();
+  // The visible device count, or 0 when the environment is invalid (never throws).
+  static int device_count_noexcept();
+
+  const sim::Environment& env() const { return env_; }
+  sim::Device& device() { return *device_; }
+  int device_count() const { return static_cast<int>(env_.visible.size()); }
+  // Throws c10::Error naming the index and the count when the index is not a device.
+  void check_index(int index) const;
+  uint32_t core_of(int index) const { return env_.physical_core(static_cast<uint32_t>(index)); }
+  uint32_t chip_of(int index) const { return env_.chip_of(static_cast<uint32_t>(index)); }
+  std::string target() const { return env_.instance.generation; }
+
+  // The program `build` makes, loaded once per (device, key) and kept; null when the
+  // kernel refuses the case (std::invalid_argument), so that the op falls back.
+  sim::ProgramRef program(int index, const std::string& key,
+                          const std::function<isa::Program()>& build);
+  // Runs `program` on its core with the named tensors bound to the tensors' bytes
+  // (each a strided view of device memory), and waits. The execution is named `op`
+  // on traces; a fault is rethrown as c10::Error naming the op.
+  void run_kernel(const std::string& op, const sim::ProgramRef& program,
+                  const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  // A DMA copy of `bytes` between two device places, on the destination's queue.
+  void copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes);
+  // The device clock, in picoseconds: where the simulated work of every core has reached.
+  uint64_t now_ps() const { return device_->now_ps(); }
+  uint64_t kernels_run() const { return kernels_run_; }
+
+ private:
+  Backend();
+  sim::Environment env_;
+  std::unique_ptr<sim::Device> device_;
+  std::mutex mu_;  // guards programs_
+  std::unordered_map<std::string, sim::ProgramRef> programs_;
+  std::atomic<uint64_t> kernels_run_{0};
+};
+
+// Where a tensor's first element lives on the device: its chip and HBM address.
+struct DevicePlace {
+  uint32_t chip = 0;
+  uint64_t address = 0;
+};
+DevicePlace device_place(const at::Tensor& tensor);
+// Bytes from the first to one past the last element the view reaches (0 when empty).
+uint64_t extent_bytes(const at::Tensor& tensor);
+// A CPU tensor over the same bytes, sizes and strides (no copy): the host's view of a
+// neuron tensor. A CPU tensor is returned as it is.
+at::Tensor host_alias(const at::Tensor& tensor);
+
+}  // namespace neuronsim::pytorch

@@ -1,0 +1,221 @@
+// The counted CPU fallback of every op the backend has no kernel for (see fallback.h).
+//
+// Each neuron tensor argument becomes a CPU tensor over the same storage (same base,
+// sizes, strides, offset), so in-place ops and out= arguments write the device bytes
+// directly. A returned tensor that is one of those aliases, or a view into one of
+// their storages, maps back to the neuron tensor or a neuron view of the same
+// storage; any other result is copied into a new neuron tensor.
+#include "fallback.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "backend.h"
+#include "guard.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+std::mutex g_mu;
+std::map<std::string, uint64_t> g_counts;
+bool g_strict = [] {
+  const char* v = std::getenv("NEURONSIM_STRICT");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}();
+
+thread_local int t_inspecting = 0;
+
+std::string op_name(const c10::FunctionSchema& schema) {
+  return schema.overload_name().empty() ? schema.name()
+                                        : schema.name() + "." + schema.overload_name();
+}
+
+// What the fallback converted, so results can be mapped back.
+struct Conversion {
+  c10::optional<c10::Device> device;                      // the op's neuron device
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> originals;  // alias -> neuron tensor
+  std::unordered_map<const void*, at::Tensor> storages;   // storage base -> a neuron tensor on it
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (alias, neuron) of every argument
+  uint64_t largest = 1;                                   // elements of the largest argument
+};
+
+void note_device(Conversion& c, const c10::Device& d, const std::string& op) {
+  if (!c.device) {
+    c.device = d;
+  } else if (*c.device != d) {
+    fail(fmt::format("{}: expected all tensors on one device, but found {} and {}", op,
+                     c.device->str(), d.str()));
+  }
+}
+
+at::Tensor to_host(Conversion& c, const at::Tensor& t, const std::string& op) {
+  if (!t.defined() || !t.device().is_privateuseone()) return t;
+  note_device(c, t.device(), op);
+  at::Tensor alias = host_alias(t);
+  c.originals.emplace(alias.unsafeGetTensorImpl(), t);
+  if (t.storage().data() != nullptr) c.storages.emplace(t.storage().data(), t);
+  c.written.emplace_back(alias, t);
+  c.largest = std::max<uint64_t>(c.largest, static_cast<uint64_t>(t.numel()));
+  return alias;
+}
+
+c10::IValue arg_to_host(Conversion& c, const c10::IValue& v, const c10::Argument& arg,
+                        const std::string& op) {
+  if (v.isTensor()) return to_host(c, v.toTensor(), op);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_host(c, t, op));
+    return out;
+  }
+  if (v.isList() && arg.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isNone() ? std::nullopt : std::optional(to_host(c, e.toTensor(), op)));
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().is_privateuseone()) {
+    note_device(c, v.toDevice(), op);
+    return c10::Device(c10::kCPU);
+  }
+  return v;
+}
+
+// A neuron tensor with the result's contents, made without copying where it aliases
+// one of the arguments.
+at::Tensor to_device(Conversion& c, const at::Tensor& r) {
+  if (!r.defined() || !r.device().is_cpu()) return r;
+  if (auto it = c.originals.find(r.unsafeGetTensorImpl()); it != c.originals.end())
+    return it->second;
+  if (auto it = c.storages.find(r.storage().data()); it != c.storages.end()) {
+    const at::Tensor& base = it->second;
+    return at::empty({0}, base.options())
+        .set_(base.storage(), r.storage_offset(), r.sizes(), r.strides());
+  }
+  const c10::Device device = c.device.value_or(c10::Device(c10::DeviceType::PrivateUse1, 0));
+  at::Tensor out = r.is_non_overlapping_and_dense()
+                       ? at::empty_strided(r.sizes(), r.strides(), r.options().device(device))
+                       : at::empty(r.sizes(), r.options().device(device));
+  host_alias(out).copy_(r);
+  return out;
+}
+
+c10::IValue result_to_device(Conversion& c, const c10::IValue& v) {
+  if (v.isTensor()) return to_device(c, v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_device(c, t));
+    return out;
+  }
+  return v;
+}
+
+// A CPU op may have resized an out= argument, moving its alias to new host memory:
+// the neuron tensor takes the new shape and bytes.
+void write_back_resized(Conversion& c) {
+  for (auto& [alias, original] : c.written) {
+    if (alias.storage().data() == original.storage().data() &&
+        alias.sizes() == original.sizes() && alias.strides() == original.strides())
+      continue;
+    if (alias.storage().data() == original.storage().data()) {
+      original.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(),
+                                                            alias.storage_offset());
+      continue;
+    }
+    original.resize_(alias.sizes());
+    if (original.strides() != alias.strides())
+      original.as_strided_(alias.sizes(), alias.strides(), original.storage_offset());
+    host_alias(original).copy_(alias);
+  }
+}
+
+}  // namespace
+
+void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = handle.schema();
+  const std::string op = op_name(schema);
+  count_fallback(op);
+
+  const size_t num_args = schema.arguments().size();
+  Conversion c;
+  const size_t first = stack->size() - num_args;
+  std::optional<size_t> generator_arg;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::Argument& arg = schema.arguments()[i];
+    c10::IValue& v = (*stack)[first + i];
+    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
+        arg.type()->expectRef<c10::OptionalType>().getElementType()->kind() ==
+            c10::TypeKind::GeneratorType)
+      generator_arg = i;
+    v = arg_to_host(c, v, arg, op);
+  }
+  // A random op draws from the device's generator, through a CPU generator seeded by it.
+  if (generator_arg) {
+    c10::IValue& v = (*stack)[first + *generator_arg];
+    if (v.isNone() || is_neuron_generator(v.toGenerator())) {
+      const c10::DeviceIndex index = c.device ? c.device->index() : current_device();
+      const at::Generator neuron = v.isNone() ? default_generator(index) : v.toGenerator();
+      v = cpu_generator_for(neuron, c.largest);
+    }
+  }
+
+  handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  write_back_resized(c);
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i)
+    (*stack)[i] = result_to_device(c, (*stack)[i]);
+}
+
+void begin_host_inspection() { ++t_inspecting; }
+void end_host_inspection() { --t_inspecting; }
+
+void count_fallback(const std::string& op) {
+  if (t_inspecting > 0) return;
+  bool first = false;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_strict)
+      fail(fmt::format("{} has no neuron kernel, and strict mode (NEURONSIM_STRICT=1) forbids "
+                       "running it on the CPU",
+                       op));
+    first = g_counts[op]++ == 0;
+  }
+  if (first)
+    TORCH_WARN(op, " has no neuron kernel: it runs on the CPU (counted in "
+                   "neuronsim.fallback_counts(); NEURONSIM_STRICT=1 makes it an error)");
+}
+
+std::map<std::string, uint64_t> fallback_counts() {
+  std::lock_guard lock(g_mu);
+  return g_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard lock(g_mu);
+  g_counts.clear();
+}
+
+bool strict() {
+  std::lock_guard lock(g_mu);
+  return g_strict;
+}
+
+void set_strict(bool on) {
+  std::lock_guard lock(g_mu);
+  g_strict = on;
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+}  // namespace neuronsim::pytorch

@@ -1,0 +1,28 @@
+// Device selection, streams, events, generators and the PrivateUse1 hooks of "neuron".
+//
+// Every stream of a device is the device's core queue: kernels run in the order they
+// are issued (each completes before the call returns), which is a valid schedule for
+// any set of streams. An event records the device clock when it is recorded, so that
+// Event.elapsed_time() gives simulated milliseconds.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
+
+namespace neuronsim::pytorch {
+
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);  // checks the index
+
+// The default generator of a device: a (seed, offset) pair, whose state bytes end with
+// the int64 seed and the int64 offset as CUDA's Philox generator (DTensor reads them).
+const at::Generator& default_generator(c10::DeviceIndex index);
+// A CPU generator for one random op on a neuron device: seeded from the neuron
+// generator's (seed, offset), whose offset then advances by `numel`, so each op
+// draws a fresh deterministic stream.
+at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel);
+bool is_neuron_generator(const at::Generator& g);
+
+}  // namespace neuronsim::pytorch

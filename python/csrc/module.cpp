@@ -1,0 +1,76 @@
+// neuronsim._C: what the Python package needs from the backend. Importing it registers
+// the allocator, the guard, the hooks and the kernels (static registrations).
+#include <string>
+
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "allocator.h"
+#include "backend.h"
+#include "fallback.h"
+#include "guard.h"
+#include "neuronsim/sim/simulator.h"
+#include "neuronsim/traces/chrome_trace.h"
+
+namespace py = pybind11;
+using neuronsim::pytorch::Backend;
+
+namespace {
+
+py::dict device_properties(int index) {
+  Backend& b = Backend::get();
+  b.check_index(index);
+  const auto& env = b.env();
+  py::dict d;
+  d["name"] = fmt::format("NeuronCore ({} {}, simulated)", env.instance.generation,
+                          env.instance_name);
+  d["instance"] = env.instance_name;
+  d["generation"] = env.instance.generation;
+  d["chip"] = b.chip_of(index);
+  d["physical_core"] = b.core_of(index);
+  d["physical_cores_per_device"] = env.lnc;
+  d["total_memory"] = b.device().memory(b.chip_of(index)).capacity;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "neuronsim's PyTorch backend (device 'neuron' over the simulator)";
+  m.def("device_count", &Backend::device_count_noexcept);
+  m.def("init", [] { Backend::get(); });
+  m.def("current_device", [] { return static_cast<int>(neuronsim::pytorch::current_device()); });
+  m.def("set_device", [](int index) {
+    neuronsim::pytorch::set_current_device(static_cast<c10::DeviceIndex>(index));
+  });
+  m.def("synchronize", [] {
+    py::gil_scoped_release release;
+    Backend::get().device().synchronize();
+  });
+  m.def("device_properties", &device_properties);
+  m.def("default_generator", [](int index) {
+    const at::Generator& g = neuronsim::pytorch::default_generator(static_cast<c10::DeviceIndex>(index));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
+  });
+  m.def("instance", [] { return Backend::get().env().instance_name; });
+  m.def("mode", [] { return std::string(neuronsim::sim::mode_name(Backend::get().env().mode)); });
+  m.def("simulated_time_ps", [] { return Backend::get().now_ps(); },
+        "The device clock: simulated picoseconds of work done on the device.");
+  m.def("kernels_run", [] { return Backend::get().kernels_run(); });
+  m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
+  m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
+  m.def("strict", &neuronsim::pytorch::strict);
+  m.def("set_strict", &neuronsim::pytorch::set_strict);
+  m.def("begin_host_inspection", &neuronsim::pytorch::begin_host_inspection);
+  m.def("end_host_inspection", &neuronsim::pytorch::end_host_inspection);
+  m.def("start_trace", [] { return Backend::get().device().start_trace(); });
+  m.def("stop_trace", [](uint64_t session, const std::string& path) {
+    py::gil_scoped_release release;
+    const neuronsim::sim::TraceSession t = Backend::get().device().stop_trace(session);
+    neuronsim::traces::write_chrome_trace(t.result, {}, path);
+    return t.result.executions.size();
+  });
+}

@@ -1,0 +1,153 @@
+// The tensor basics of "neuron": creation, views, resizing, copies and scalars. With
+// these, tensors can be made, viewed, moved between the host and the device and
+// printed; every other op is a kernel (ops.cpp) or the counted CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "allocator.h"
+#include "backend.h"
+#include "fallback.h"
+#include "guard.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+constexpr auto kNeuronKey = c10::DispatchKey::PrivateUse1;
+
+// The engines have no complex type: complex tensors are refused where they are made,
+// so that no op computes them wrongly later. float64 and int64 tensors can be made
+// (printing converts to float64; token ids are int64): no kernel claims float64, so
+// its ops run on the CPU, counted.
+void check_dtype(c10::ScalarType dtype, const char* op) {
+  if (at::isComplexType(dtype))
+    fail(fmt::format("{}: neuron tensors cannot be {}: the NeuronCore has no complex type; keep "
+                     "this tensor on the CPU",
+                     op, c10::toString(dtype)));
+}
+
+c10::DeviceIndex device_index(std::optional<c10::Device> device) {
+  if (!device || !device->has_index()) return current_device();
+  return device->index();
+}
+
+// Runs with the device current, so the allocator places the tensor on it.
+template <typename F>
+at::Tensor on_device(std::optional<c10::Device> device, F make) {
+  const c10::DeviceIndex index = device_index(device);
+  Backend::get().check_index(index);
+  const c10::DeviceIndex old = current_device();
+  set_current_device(index);
+  at::Tensor t = make();
+  set_current_device(old);
+  return t;
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> /*layout*/,
+                               std::optional<c10::Device> device, std::optional<bool> /*pin*/,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(type, "aten::empty");
+  return on_device(device, [&] {
+    return at::detail::empty_generic(size, &hbm_allocator(), c10::DispatchKeySet(kNeuronKey),
+                                     type, memory_format);
+  });
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
+                         std::optional<bool> /*pin*/) {
+  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(type, "aten::empty_strided");
+  return on_device(device, [&] {
+    return at::detail::empty_strided_generic(size, stride, &hbm_allocator(),
+                                             c10::DispatchKeySet(kNeuronKey), type);
+  });
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  // Device bytes are host bytes: the CPU's resize (allocate through the storage's
+  // allocator, copy the old bytes) is right for them.
+  at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), C10_AS_INTARRAYREF_SLOW(size),
+                               std::nullopt);
+  if (memory_format) self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+// dst <- src where at least one is a neuron tensor.
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (src.numel() == 0) return dst;
+  const bool both_neuron = src.device().is_privateuseone() && dst.device().is_privateuseone();
+  const bool same_layout = src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
+                           src.strides() == dst.strides() && src.is_non_overlapping_and_dense();
+  if (both_neuron && same_layout) {
+    // A DMA on the destination's queue, timed by the simulator.
+    const DevicePlace s = device_place(src), d = device_place(dst);
+    Backend::get().copy(dst.device().index(), d.address, src.device().index(), s.address,
+                        extent_bytes(src));
+    return dst;
+  }
+  if (both_neuron) count_fallback("aten::copy_ (cast or relayout on the device)");
+  check_dtype(src.scalar_type(), "aten::copy_");
+  // To or from the host, or a conversion: the host's copy on the same bytes.
+  host_alias(dst).copy_(host_alias(src));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  dst.resize_(src.sizes());
+  return copy_from(src, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) { return host_alias(self).item(); }
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  return at::native::set_(self, std::move(source));
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source,
+                                      c10::SymInt offset, c10::SymIntArrayRef size,
+                                      c10::SymIntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, std::move(source), offset.guard_int(__FILE__, __LINE__),
+                                      C10_AS_INTARRAYREF_SLOW(size),
+                                      C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &hbm_allocator(), true);
+  return at::native::set_(self, std::move(storage));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+}
+
+}  // namespace neuronsim::pytorch
