@@ -187,15 +187,29 @@ void plan_blocks(TilePlan& plan, uint32_t max_free) {
   });
 }
 
+void check_dims_left(std::string_view kernel, const std::vector<int64_t>& sizes) {
+  require(sizes.size() <= 5, kernel,
+          fmt::format("the views keep {} dims after coalescing, [{}]; one DMA access pattern "
+                      "walks rows and 4 free dims",
+                      sizes.size(), fmt::join(sizes, ", ")));
+}
+
 }  // namespace
+
+TilePlan plan_rows(std::string_view kernel, std::vector<int64_t> sizes, uint32_t max_free) {
+  check_dims_left(kernel, sizes);
+  TilePlan plan;
+  plan.sizes = std::move(sizes);
+  plan.cut = plan.sizes.size() - 1;
+  plan.part = plan.cut - 1;
+  plan_blocks(plan, max_free);
+  return plan;
+}
 
 TilePlan plan_tiles(std::string_view kernel, std::vector<int64_t> sizes, uint32_t max_free) {
   if (sizes.empty()) sizes = {1};
   const size_t n = sizes.size();
-  require(n <= 5, kernel,
-          fmt::format("the views keep {} dims after coalescing, [{}]; one DMA access pattern "
-                      "walks rows and 4 free dims",
-                      n, fmt::join(sizes, ", ")));
+  check_dims_left(kernel, sizes);
   TilePlan plan;
   plan.sizes = sizes;
   // The outermost dim that leaves few enough elements inside it: long rows, few tiles.

@@ -64,6 +64,11 @@ struct TilePlan {
 // caller has coalesced them). Throws when more than 5 dims are left.
 TilePlan plan_tiles(std::string_view kernel, std::vector<int64_t> sizes, uint32_t max_free);
 
+// Blocks over `sizes` (2-5 dims) with partitions along the next-to-last dim and
+// the last one cut into stretches of up to `max_free`: the tiles of a reduction
+// along the last dim, one kept index per partition.
+TilePlan plan_rows(std::string_view kernel, std::vector<int64_t> sizes, uint32_t max_free);
+
 // The HBM side of tile `t` for a tensor walked with `strides` (one per plan dim).
 AccessPattern hbm_tile(std::string_view kernel, const AccessPattern& tensor,
                        std::span<const int64_t> strides, const TilePlan& plan,
