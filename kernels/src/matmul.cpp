@@ -15,9 +15,22 @@
 //
 // Engines: SP triggers the loads (A, streamed B), ACT's queues load a resident B,
 // POOL only triggers stores, so no compute stream ever waits behind a DMA.
+//
+// The eager matmul over views (eager.h) runs the same loop nest over every batch,
+// with each operand addressed through its strides, and loads A^T straight from HBM:
+// a strided DMA puts k on partitions and m along the free axis, whatever A's
+// layout. The cost model charges a DMA by its bytes, not by its descriptors
+// (docs/cost-model.md §4, §6), so that load costs what the contiguous one does and
+// saves the PE transposes and their PSUM evacuations: cheaper in simulated time,
+// though real hardware pays per element for such a DMA. Transposed B (linear's
+// weight.t()) is likewise one strided DMA per tile. matmul() keeps its PE
+// transposes, and its cycle counts, unchanged.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common.h"
+#include "eager_common.h"
+#include "neuronsim/kernels/eager.h"
 #include "neuronsim/kernels/kernels.h"
 
 namespace neuronsim::kernels {
@@ -31,41 +44,99 @@ constexpr uint32_t kNTile = 512;     // FP32 columns of one 2 KiB PSUM bank = mo
 constexpr uint32_t kAccBanks = 4;    // PSUM banks for accumulation: PE runs ahead of the copies
 constexpr uint32_t kStreamBufs = 4;  // B tiles in flight when B is streamed
 
+// One operand's matrices in HBM: element (r, c) of batch b at
+// b * batch + r * row + c * col of tensor `t`.
+struct HbmMatrix {
+  AccessPattern t;
+  int64_t row = 0, col = 1, batch = 0;
+
+  // Rows [r0, r0 + nr) x columns [c0, c0 + nc) of batch b, rows on partitions.
+  AccessPattern block(std::string_view kernel, uint32_t b, uint32_t r0, uint32_t nr, uint32_t c0,
+                      uint32_t nc) const {
+    AccessPattern ap = t;
+    ap.offset = static_cast<uint64_t>(b * batch + r0 * row + c0 * col) * isa::dtype_size(t.dtype);
+    ap.num_partitions = u16(nr);
+    ap.partition_stride = row;
+    ap.num_dims = 1;
+    ap.dims[0] = {dim_stride(kernel, col), nc};
+    return ap;
+  }
+};
+
+// A matrix [rows, cols] of a 2-D tensor declared by the builder, unit column stride.
+HbmMatrix dense(const AccessPattern& t) {
+  return {t, t.partition_stride, 1, 0};
+}
+
+// An eager view's matrices: the last two dims, and the batch dim when there is one
+// (stride 0 when the operand is broadcast over the batch).
+HbmMatrix strided(const AccessPattern& t, const View& v) {
+  const size_t r = v.sizes.size() - 2;
+  const int64_t batch = r == 1 && v.sizes[0] > 1 ? v.strides[0] : 0;
+  return {t, v.strides[r], v.strides[r + 1], batch};
+}
+
+// What differs between matmul() and the eager matmul over views.
+struct MatmulShape {
+  uint32_t batches = 1;
+  bool a_direct = false;  // A^T loaded by a strided DMA instead of PE transposes
+  bool b_shared = true;   // one B for every batch (it may stay resident)
+};
+
 class MatmulKernel {
  public:
   MatmulKernel(std::string_view target, int64_t M, int64_t K, int64_t N, DType dtype,
                DType out_dtype, uint64_t b_resident_budget)
       : kb_(target), M_(u32(M)), K_(u32(K)), N_(u32(N)), dt_(dtype), out_dt_(out_dtype) {
-    a_ = kb_.input("a", dt_, {M, K});
-    b_ = kb_.input("b", dt_, {K, N});
-    c_ = kb_.output("c", out_dt_, {M, N});
+    a_ = dense(kb_.input("a", dt_, {M, K}));
+    b_ = dense(kb_.input("b", dt_, {K, N}));
+    c_ = dense(kb_.output("c", out_dt_, {M, N}));
     allocate(b_resident_budget);
+  }
+
+  MatmulKernel(std::string_view target, const View& a, const View& b, const View& out,
+               const MatmulShape& shape)
+      : kb_(target),
+        M_(u32(out.sizes[out.sizes.size() - 2])),
+        K_(u32(a.sizes.back())),
+        N_(u32(out.sizes.back())),
+        dt_(a.dtype),
+        out_dt_(out.dtype),
+        shape_(shape) {
+    a_ = strided(declare_input(kb_, "a", a), a);
+    b_ = strided(declare_input(kb_, "b", b), b);
+    c_ = strided(declare_output(kb_, "out", out), out);
+    allocate(kb_.target().sbuf_partition_bytes / 2);
   }
 
   isa::Program build() {
     if (b_resident_) load_resident_b();
     pipeline(
-        mtiles_.count(), 1, [&](uint32_t m) { load_a(m); }, [&](uint32_t m) { compute(m); });
+        shape_.batches * mtiles_.count(), 1, [&](uint32_t i) { load_a(i); },
+        [&](uint32_t i) { compute(i); });
     return kb_.finish();
   }
 
  private:
   uint32_t k_parts(uint32_t kt) const { return tile_len(K_, kPartitions, kt); }
   uint32_t n_cols(uint32_t nt) const { return tile_len(N_, kNTile, nt); }
+  // Step i of the pipeline is M tile m_of(i) of batch batch_of(i).
+  uint32_t batch_of(uint32_t i) const { return i / mtiles_.count(); }
+  uint32_t m_of(uint32_t i) const { return i % mtiles_.count(); }
 
   void allocate(uint64_t b_resident_budget) {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes;
-    const uint64_t fixed = 2 * tile_bytes(dt_, K_) +
+    const uint64_t fixed = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
                            2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions) +
                            2 * tile_bytes(out_dt_, N_);
     const uint64_t resident = KT_ * tile_bytes(dt_, N_);
     const uint64_t streamed = kStreamBufs * tile_bytes(dt_, kNTile);
-    b_resident_ = resident <= b_resident_budget && fixed + resident <= capacity;
+    b_resident_ = shape_.b_shared && resident <= b_resident_budget && fixed + resident <= capacity;
     require(fixed + streamed <= capacity, kName,
             fmt::format("K={}, N={} need {} bytes per SBUF partition, {} has {}", K_, N_,
                         fixed + streamed, kb_.target().name, capacity));
     for (int i = 0; i < 2; ++i) {
-      a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
+      if (!shape_.a_direct) a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
       a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, KT_ * kPartitions);
       out_rows_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
     }
@@ -75,7 +146,8 @@ class MatmulKernel {
     // PSUM: two banks for transposes, four for accumulation (6 of 8 banks).
     const uint32_t bank_elems =
         kb_.target().psum_bank_bytes / static_cast<uint32_t>(isa::dtype_size(dt_));
-    for (auto& t : trans_) t = psum(kb_, kName, dt_, kPartitions, bank_elems);
+    if (!shape_.a_direct)
+      for (auto& t : trans_) t = psum(kb_, kName, dt_, kPartitions, bank_elems);
     for (auto& t : acc_) t = psum(kb_, kName, DType::fp32, kPartitions, kNTile);
     blocks_per_bank_ = bank_elems / kPartitions;
   }
@@ -84,24 +156,43 @@ class MatmulKernel {
   void load_resident_b() {
     for (uint32_t kt = 0; kt < KT_; ++kt)
       kb_.dma_copy(isa::rows(b_tiles_[kt], 0, k_parts(kt)),
-                   hbm_block(b_, kt * kPartitions, k_parts(kt), 0, N_), Engine::ACT);
+                   b_.block(kName, 0, kt * kPartitions, k_parts(kt), 0, N_), Engine::ACT);
   }
 
   // The moving operand for chunk kt of N tile nt: a view of resident B, or a
   // freshly loaded streaming buffer.
-  AccessPattern b_tile(uint32_t kt, uint32_t nt) {
+  AccessPattern b_tile(uint32_t batch, uint32_t kt, uint32_t nt) {
     const uint32_t kp = k_parts(kt), nn = n_cols(nt);
     if (b_resident_) return isa::cols(isa::rows(b_tiles_[kt], 0, kp), nt * kNTile, nn);
     const AccessPattern t =
         isa::cols(isa::rows(b_tiles_[stream_next_++ % kStreamBufs], 0, kp), 0, nn);
-    kb_.dma_copy(t, hbm_block(b_, kt * kPartitions, kp, nt * kNTile, nn), Engine::SP);
+    kb_.dma_copy(t, b_.block(kName, batch, kt * kPartitions, kp, nt * kNTile, nn), Engine::SP);
     return t;
   }
 
-  void load_a(uint32_t m) {
-    const uint32_t mp = mtiles_.parts(m);
-    kb_.dma_copy(isa::rows(a_rows_[m % 2], 0, mp), hbm_block(a_, mtiles_.first(m), mp, 0, K_),
-                 Engine::SP);
+  void load_a(uint32_t i) {
+    if (shape_.a_direct) return load_a_t(i);
+    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    kb_.dma_copy(isa::rows(a_rows_[i % 2], 0, mp),
+                 a_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, K_), Engine::SP);
+  }
+
+  // A^T for step i straight from HBM, in transpose_a's layout: the full 128-row K
+  // chunks in one DMA (an outer dim steps 128 k), the last partial one in another.
+  void load_a_t(uint32_t i) {
+    const uint32_t m = m_of(i), mp = mtiles_.parts(m), full = K_ / kPartitions;
+    const HbmMatrix a_t{a_.t, a_.col, a_.row, a_.batch};  // k on rows, m on columns
+    if (full > 0) {
+      AccessPattern src = a_t.block(kName, batch_of(i), 0, kPartitions, mtiles_.first(m), mp);
+      src.num_dims = 2;
+      src.dims[1] = src.dims[0];
+      src.dims[0] = {dim_stride(kName, a_t.row * kPartitions), full};
+      kb_.dma_copy(isa::cols(a_t_[i % 2], 0, full * mp), src, Engine::SP);
+    }
+    if (const uint32_t rest = K_ % kPartitions; rest > 0)
+      kb_.dma_copy(isa::cols(isa::rows(a_t_[i % 2], 0, rest), full * mp, mp),
+                   a_t.block(kName, batch_of(i), full * kPartitions, rest, mtiles_.first(m), mp),
+                   Engine::SP);
   }
 
   // PSUM -> SBUF copies alternate between ScalarE and VectorE, the two engines
@@ -110,12 +201,12 @@ class MatmulKernel {
     kb_.tensor_copy(evac_next_++ % 2 ? Engine::DVE : Engine::ACT, dst, src);
   }
 
-  // A^T for M tile m: chunk kt lands at columns [kt*mp, (kt+1)*mp) of a_t, with
+  // A^T for step i: chunk kt lands at columns [kt*mp, (kt+1)*mp) of a_t, with
   // the k index on partitions. Blocks of equal height share one PSUM bank.
-  void transpose_a(uint32_t m) {
-    const uint32_t mp = mtiles_.parts(m);
-    const AccessPattern a_rows = isa::rows(a_rows_[m % 2], 0, mp);
-    const AccessPattern& a_t = a_t_[m % 2];
+  void transpose_a(uint32_t i) {
+    const uint32_t mp = mtiles_.parts(m_of(i));
+    const AccessPattern a_rows = isa::rows(a_rows_[i % 2], 0, mp);
+    const AccessPattern& a_t = a_t_[i % 2];
     for (uint32_t kt0 = 0; kt0 < KT_;) {
       const uint32_t kp = k_parts(kt0);
       uint32_t count = 0;
@@ -130,39 +221,76 @@ class MatmulKernel {
     }
   }
 
-  void compute(uint32_t m) {
+  void compute(uint32_t i) {
     // TensorE transposes the next A block before the matmuls of this one, so it
     // has work while ACT/DVE copy this block's A^T out of PSUM.
-    if (m == 0) transpose_a(0);
-    if (m + 1 < mtiles_.count()) transpose_a(m + 1);
-    const uint32_t mp = mtiles_.parts(m);
-    const AccessPattern out = isa::rows(out_rows_[m % 2], 0, mp);
+    if (!shape_.a_direct) {
+      if (i == 0) transpose_a(0);
+      if (i + 1 < shape_.batches * mtiles_.count()) transpose_a(i + 1);
+    }
+    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    const AccessPattern out = isa::rows(out_rows_[i % 2], 0, mp);
     for (uint32_t nt = 0; nt < NT_; ++nt) {
       const AccessPattern acc =
           isa::cols(isa::rows(acc_[acc_next_++ % kAccBanks], 0, mp), 0, n_cols(nt));
       for (uint32_t kt = 0; kt < KT_; ++kt) {
         const AccessPattern stationary =
-            isa::cols(isa::rows(a_t_[m % 2], 0, k_parts(kt)), kt * mp, mp);
-        kb_.matmul(acc, stationary, b_tile(kt, nt), /*accumulate=*/kt > 0);
+            isa::cols(isa::rows(a_t_[i % 2], 0, k_parts(kt)), kt * mp, mp);
+        kb_.matmul(acc, stationary, b_tile(batch_of(i), kt, nt), /*accumulate=*/kt > 0);
       }
       evacuate(isa::cols(out, nt * kNTile, n_cols(nt)), acc);  // casts FP32 to out_dtype
     }
-    kb_.dma_copy(hbm_block(c_, mtiles_.first(m), mp, 0, N_), out, Engine::POOL);
+    kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), out, Engine::POOL);
   }
 
   KernelBuilder kb_;
   uint32_t M_, K_, N_;
   DType dt_, out_dt_;
+  MatmulShape shape_;
   RowTiles mtiles_{M_};
   uint32_t KT_ = ceil_div(K_, kPartitions);
   uint32_t NT_ = ceil_div(N_, kNTile);
-  AccessPattern a_, b_, c_;
+  HbmMatrix a_, b_, c_;
   AccessPattern a_rows_[2], a_t_[2], out_rows_[2], trans_[2], acc_[kAccBanks];
   std::vector<AccessPattern> b_tiles_;
   bool b_resident_ = false;
   uint32_t blocks_per_bank_ = 1;
   uint32_t stream_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0;
 };
+
+// Sizes [.., M, K] x [.., K, N] -> [.., M, N] with one batch count (a broadcast
+// operand may say 1); returns what the kernel needs to know beyond the views.
+MatmulShape check_views(const View& a, const View& b, const View& out) {
+  check_view(kName, "a", a);
+  check_view(kName, "b", b);
+  check_view(kName, "out", out);
+  check_no_self_overlap(kName, "out", out);
+  const size_t r = out.sizes.size();
+  require((r == 2 || r == 3) && a.sizes.size() == r && b.sizes.size() == r, kName,
+          fmt::format("a, b and out must all be 2-D or all 3-D, not {}-D, {}-D and {}-D",
+                      a.sizes.size(), b.sizes.size(), r));
+  const int64_t M = out.sizes[r - 2], K = a.sizes[r - 1], N = out.sizes[r - 1];
+  require(a.sizes[r - 2] == M && b.sizes[r - 2] == K && b.sizes[r - 1] == N, kName,
+          fmt::format("a [{}] times b [{}] is not out [{}]", fmt::join(a.sizes, ", "),
+                      fmt::join(b.sizes, ", "), fmt::join(out.sizes, ", ")));
+  check_dims(kName, {{"M", M}, {"K", K}, {"N", N}});
+  MatmulShape shape;
+  shape.a_direct = true;
+  if (r == 3) {
+    const int64_t B = out.sizes[0];
+    for (const View* v : {&a, &b})
+      require(v->sizes[0] == B || v->sizes[0] == 1, kName,
+              fmt::format("batch {} of an operand is neither out's {} nor 1", v->sizes[0], B));
+    check_dims(kName, {{"batch", B}});
+    shape.batches = u32(B);
+    shape.b_shared = b.sizes[0] == 1 || b.strides[0] == 0;
+  }
+  require(a.dtype == b.dtype, kName,
+          fmt::format("a is {} but b is {}", isa::dtype_name(a.dtype), isa::dtype_name(b.dtype)));
+  check_float(kName, "a", a.dtype);
+  check_float(kName, "out", out.dtype);
+  return shape;
+}
 
 }  // namespace
 
@@ -183,6 +311,10 @@ isa::Program matmul(std::string_view target, int64_t M, int64_t K, int64_t N, DT
   // B stays resident when it takes at most half of SBUF, leaving room for A and C.
   const uint64_t budget = isa::target_by_name(target).sbuf_partition_bytes / 2;
   return detail::matmul(target, M, K, N, dtype, out_dtype, budget);
+}
+
+isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out) {
+  return MatmulKernel(target, a, b, out, check_views(a, b, out)).build();
 }
 
 }  // namespace neuronsim::kernels

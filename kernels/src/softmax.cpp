@@ -8,6 +8,11 @@
 //   DVE  tensor_scalar e * rsum          -> result, written over the x tile
 // The exponentials stay FP32 whatever the dtype. SP loads, the otherwise idle
 // POOL triggers the stores, so neither compute engine waits behind a DMA.
+//
+// log_softmax, out = x - max_r - log(sum_r), shares the first two steps and ends
+//   ACT  activation log(sum)             -> lse [P, 1] (in the rsum slot)
+//   DVE  tensor_scalar (x + nmax) - lse  -> result, written over the x tile
+// so no division and no log of a rounded quotient.
 #include <vector>
 
 #include "common.h"
@@ -21,8 +26,6 @@ using isa::ActFunc;
 using isa::AluOp;
 using isa::Engine;
 
-constexpr std::string_view kName = "softmax";
-
 struct Slot {
   AccessPattern x;     // [128, cols] dtype: the input, then the result
   AccessPattern e;     // [128, cols] fp32 exponentials
@@ -31,11 +34,10 @@ struct Slot {
   AccessPattern rsum;  // [128, 1] fp32
 };
 
-}  // namespace
-
-isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType dtype) {
-  check_dims(kName, {{"rows", rows}, {"cols", cols}});
-  check_float(kName, "dtype", dtype);
+isa::Program row_softmax(std::string_view kernel, std::string_view target, int64_t rows,
+                         int64_t cols, DType dtype, bool log) {
+  check_dims(kernel, {{"rows", rows}, {"cols", cols}});
+  check_float(kernel, "dtype", dtype);
   KernelBuilder kb(target);
   const AccessPattern x = kb.input("x", dtype, {rows, cols});
   const AccessPattern out = kb.output("out", dtype, {rows, cols});
@@ -44,13 +46,14 @@ isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType 
 
   const uint64_t slot_bytes =
       tile_bytes(dtype, C) + tile_bytes(DType::fp32, C) + 3 * tile_bytes(DType::fp32, 1);
-  const uint32_t nbuf = buffer_count(kb, kName, 0, slot_bytes, "a row tile");
+  const uint32_t nbuf = buffer_count(kb, kernel, 0, slot_bytes, "a row tile");
   std::vector<Slot> slots;
   for (uint32_t i = 0; i < nbuf; ++i)
-    slots.push_back(
-        {sbuf(kb, kName, dtype, kPartitions, C), sbuf(kb, kName, DType::fp32, kPartitions, C),
-         sbuf(kb, kName, DType::fp32, kPartitions, 1), sbuf(kb, kName, DType::fp32, kPartitions, 1),
-         sbuf(kb, kName, DType::fp32, kPartitions, 1)});
+    slots.push_back({sbuf(kb, kernel, dtype, kPartitions, C),
+                     sbuf(kb, kernel, DType::fp32, kPartitions, C),
+                     sbuf(kb, kernel, DType::fp32, kPartitions, 1),
+                     sbuf(kb, kernel, DType::fp32, kPartitions, 1),
+                     sbuf(kb, kernel, DType::fp32, kPartitions, 1)});
 
   auto load = [&](uint32_t i) {
     const uint32_t p = tiles.parts(i);
@@ -74,12 +77,27 @@ isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType 
     const AccessPattern nmax = isa::rows(s.nmax, 0, p), sum = isa::rows(s.sum, 0, p);
     const AccessPattern rsum = isa::rows(s.rsum, 0, p);
     kb.activation(et, xt, ActFunc::exp, 1.0f, &nmax, &sum, AluOp::add);
-    kb.activation(rsum, sum, ActFunc::reciprocal);
-    kb.tensor_scalar(Engine::DVE, xt, et, AluOp::multiply, 0.0f, AluOp::bypass, 0.0f, &rsum);
+    if (log) {
+      kb.activation(rsum, sum, ActFunc::log);
+      kb.tensor_scalar(Engine::DVE, xt, xt, AluOp::add, 0.0f, AluOp::subtract, 0.0f, &nmax, &rsum);
+    } else {
+      kb.activation(rsum, sum, ActFunc::reciprocal);
+      kb.tensor_scalar(Engine::DVE, xt, et, AluOp::multiply, 0.0f, AluOp::bypass, 0.0f, &rsum);
+    }
     kb.dma_copy(isa::rows(out, tiles.first(i), p), xt, Engine::POOL);
   };
   pipeline(tiles.count(), nbuf - 1, load, compute);
   return kb.finish();
+}
+
+}  // namespace
+
+isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType dtype) {
+  return row_softmax("softmax", target, rows, cols, dtype, /*log=*/false);
+}
+
+isa::Program log_softmax(std::string_view target, int64_t rows, int64_t cols, DType dtype) {
+  return row_softmax("log_softmax", target, rows, cols, dtype, /*log=*/true);
 }
 
 }  // namespace neuronsim::kernels

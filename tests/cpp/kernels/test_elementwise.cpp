@@ -66,13 +66,8 @@ TEST(Elementwise, AlternatesVectorAndGpSimd) {
   const isa::Program p =
       elementwise("trn2", ElementwiseOp::add, 1024, 1024, DType::fp32);  // 4 tiles
   EXPECT_EQ(test::count_opcode(p, isa::Opcode::tensor_tensor), 4u);
-  size_t dve = 0, pool = 0;
-  for (const isa::Instruction& in : p.stream(isa::Engine::DVE))
-    dve += in.opcode == isa::Opcode::tensor_tensor;
-  for (const isa::Instruction& in : p.stream(isa::Engine::POOL))
-    pool += in.opcode == isa::Opcode::tensor_tensor;
-  EXPECT_EQ(dve, 2u);
-  EXPECT_EQ(pool, 2u);
+  EXPECT_EQ(test::count_opcode(p, isa::Engine::DVE, isa::Opcode::tensor_tensor), 2u);
+  EXPECT_EQ(test::count_opcode(p, isa::Engine::POOL, isa::Opcode::tensor_tensor), 2u);
 }
 
 }  // namespace

@@ -134,11 +134,16 @@ inline size_t count_opcode(const isa::Program& p, isa::Opcode op) {
   return n;
 }
 
+// `op` instructions in the stream of `engine`.
+inline size_t count_opcode(const isa::Program& p, isa::Engine engine, isa::Opcode op) {
+  size_t n = 0;
+  for (const isa::Instruction& in : p.stream(engine)) n += in.opcode == op;
+  return n;
+}
+
 // dma_copy instructions triggered by `engine`.
 inline size_t count_dma(const isa::Program& p, isa::Engine engine) {
-  size_t n = 0;
-  for (const isa::Instruction& in : p.stream(engine)) n += in.opcode == isa::Opcode::dma_copy;
-  return n;
+  return count_opcode(p, engine, isa::Opcode::dma_copy);
 }
 
 }  // namespace neuronsim::kernels::test

@@ -1,4 +1,4 @@
-// The row kernels (softmax, rmsnorm, layernorm) against double-precision
+// The row kernels (softmax, log_softmax, rmsnorm, layernorm) against double-precision
 // references computed from the dtype-rounded inputs.
 //
 // Tolerances follow the FP32 error analysis of each kernel (u = 2^-24, C = cols,
@@ -56,26 +56,59 @@ const auto kRowCases = ::testing::Values(
 
 // ---------------------------------------------------------------------------
 
+// A case's input and, per row, its max and sum(exp(x - max)) in double.
+struct SoftmaxRows {
+  std::vector<float> x;
+  std::vector<double> max, sum;
+};
+
+SoftmaxRows softmax_rows(const RowCase& c) {
+  const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
+  SoftmaxRows s{test::random_values(R * C, 5, c.lo, c.hi, c.dtype), {}, {}};
+  for (size_t r = 0; r < R; ++r) {
+    const float* row = s.x.data() + r * C;
+    s.max.push_back(*std::max_element(row, row + C));
+    double sum = 0;
+    for (size_t j = 0; j < C; ++j) sum += std::exp(row[j] - s.max[r]);
+    s.sum.push_back(sum);
+  }
+  return s;
+}
+
 class SoftmaxTest : public ::testing::TestWithParam<RowCase> {};
 
 TEST_P(SoftmaxTest, MatchesDoubleReference) {
   const RowCase& c = GetParam();
-  const auto R = static_cast<size_t>(c.rows), C = static_cast<size_t>(c.cols);
-  const std::vector<float> x = test::random_values(R * C, 5, c.lo, c.hi, c.dtype);
+  const auto C = static_cast<size_t>(c.cols);
+  const SoftmaxRows s = softmax_rows(c);
   const std::vector<float> got =
-      test::run(softmax("trn2", c.rows, c.cols, c.dtype), {{"x", x}}).at("out");
+      test::run(softmax("trn2", c.rows, c.cols, c.dtype), {{"x", s.x}}).at("out");
 
-  std::vector<double> want(R * C);
-  for (size_t r = 0; r < R; ++r) {
-    const float* row = x.data() + r * C;
-    const double mx = *std::max_element(row, row + C);
-    double sum = 0;
-    for (size_t j = 0; j < C; ++j) sum += want[r * C + j] = std::exp(row[j] - mx);
-    for (size_t j = 0; j < C; ++j) want[r * C + j] /= sum;
-  }
+  std::vector<double> want(s.x.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::exp(s.x[i] - s.max[i / C]) / s.sum[i / C];
   const double rel =
       double(C + 16) * kU32 + double(c.hi - c.lo) * kU32 + 2 * test::rounding(c.dtype);
   test::expect_close(got, want, C, [&](size_t i) { return rel * want[i]; });
+}
+
+// log_softmax: y = x - max - log(sum), absolute error (C + 16) u from the log of
+// the FP32 sum, a few u of the terms |x - max| and log(sum) from the two adds, and
+// the final rounding.
+TEST_P(SoftmaxTest, LogSoftmaxMatchesDoubleReference) {
+  const RowCase& c = GetParam();
+  const auto C = static_cast<size_t>(c.cols);
+  const SoftmaxRows s = softmax_rows(c);
+  const std::vector<float> got =
+      test::run(log_softmax("trn2", c.rows, c.cols, c.dtype), {{"x", s.x}}).at("out");
+
+  std::vector<double> want(s.x.size()), tol(s.x.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double shifted = s.x[i] - s.max[i / C], lse = std::log(s.sum[i / C]);
+    want[i] = shifted - lse;
+    tol[i] = double(C + 16) * kU32 + 4 * kU32 * (std::fabs(shifted) + lse) +
+             2 * test::rounding(c.dtype) * std::fabs(want[i]);
+  }
+  test::expect_close(got, want, C, [&](size_t i) { return tol[i]; });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SoftmaxTest, kRowCases, case_name);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "neuronsim/isa/program.h"
+#include "neuronsim/kernels/eager.h"
 #include "neuronsim/kernels/kernels.h"
 #include "test_kernels_support.h"
 
@@ -46,6 +47,37 @@ const std::vector<KernelCase>& kernel_cases() {
       {"rmsnorm", [](std::string_view t) { return rmsnorm(t, 200, 600, 1e-6f, DType::bf16); }},
       {"layernorm", [](std::string_view t) { return layernorm(t, 200, 1100, 1e-5f, DType::fp32); }},
       {"transpose", [](std::string_view t) { return transpose(t, 300, 200, DType::fp32); }},
+      {"log_softmax", [](std::string_view t) { return log_softmax(t, 200, 600, DType::bf16); }},
+      {"pointwise",
+       [](std::string_view t) {
+         PointwiseExpr e;  // gelu(x.t()) * y + 1
+         e.alu_imm(
+             isa::AluOp::add,
+             e.alu(isa::AluOp::multiply, e.activation(isa::ActFunc::gelu, e.load(0)), e.load(1)),
+             1.0f);
+         const View x{DType::bf16, {300, 200}, {1, 300}}, y{DType::fp32, {200}, {1}};
+         return pointwise(t, e, std::vector<View>{x, y}, View{DType::bf16, {300, 200}, {200, 1}});
+       }},
+      {"fill",
+       [](std::string_view t) {
+         return fill(t, View{DType::fp32, {300, 70}, {100, 1}}, 2.5f);
+       }},
+      {"reduce",
+       [](std::string_view t) {
+         return reduce(t, ReduceOp::mean, View{DType::fp32, {300, 200}, {200, 1}}, 0,
+                       View{DType::fp32, {200}, {1}});
+       }},
+      {"argmax",
+       [](std::string_view t) {
+         return reduce(t, ReduceOp::argmax, View{DType::bf16, {300, 200}, {200, 1}}, 1,
+                       View{DType::int32, {300}, {1}});
+       }},
+      {"matmul_views",
+       [](std::string_view t) {
+         return matmul(t, View{DType::bf16, {2, 130, 256}, {256 * 130, 256, 1}},
+                       View{DType::bf16, {2, 256, 600}, {0, 1, 256}},
+                       View{DType::fp32, {2, 130, 600}, {600 * 130, 600, 1}});
+       }},
   };
   return cases;
 }
@@ -123,6 +155,7 @@ TEST(InvalidArguments, RowKernels) {
   expect_rejects([] { softmax("trn2", 128, 128, DType::int16); }, "softmax",
                  "dtype must be a float dtype");
   expect_rejects([] { softmax("trn2", 128, 60000); }, "softmax", "bytes per SBUF partition");
+  expect_rejects([] { log_softmax("trn2", 0, 128); }, "log_softmax", "rows must be at least 1");
   expect_rejects([] { rmsnorm("trn2", 70000, 8); }, "rmsnorm", "rows = 70000 exceeds");
   expect_rejects([] { rmsnorm("trn2", 8, 8, -1.0f); }, "rmsnorm", "eps must be finite");
   expect_rejects([] { rmsnorm("trn2", 128, 40000); }, "rmsnorm", "bytes per SBUF partition");

@@ -51,6 +51,11 @@ isa::Program elementwise(std::string_view target, ElementwiseOp op, int64_t rows
 isa::Program softmax(std::string_view target, int64_t rows, int64_t cols,
                      isa::DType dtype = isa::DType::fp32);
 
+// out[r, :] = log_softmax(x[r, :]) = x - max - log(sum(exp(x - max))), with the
+// tensors, tiling and limits of softmax.
+isa::Program log_softmax(std::string_view target, int64_t rows, int64_t cols,
+                         isa::DType dtype = isa::DType::fp32);
+
 // y = x / sqrt(mean(x^2) + eps) * gamma, per row. Tensors: inputs "x" [rows, cols]
 // and "gamma" [cols], output "out" [rows, cols], all `dtype` (float). A whole row
 // in one tile: on trn2 cols <= 11456 for fp32, 14304 for bf16.

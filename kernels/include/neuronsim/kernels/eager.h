@@ -1,0 +1,143 @@
+// Kernels for the PyTorch eager backend ("neuron" device): each aten op becomes
+// one KernelBuilder program on one NeuronCore, reading and writing tensors as
+// strided views of HBM.
+//
+// The backend binds every program tensor to the address of its view's first
+// element, with a byte size of View::extent_elems() elements, and passes the
+// view's sizes and strides (in elements; stride 0 = broadcast) here. Kernels walk
+// the views with strided DMA access patterns, so no operand needs to be
+// contiguous. Every function returns a validated isa::Program for `target` and
+// throws std::invalid_argument("<kernel>: <what is wrong>") for what it does not
+// support; the backend then falls back to the CPU. Refused everywhere: empty views
+// (numel 0: nothing to run), negative strides, sizes and strides that disagree in
+// rank, extents of 2^32 elements or more, and views that still have more dims
+// than one DMA access pattern walks (rows + 4 free dims) after coalescing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "neuronsim/isa/dtype.h"
+#include "neuronsim/isa/instruction.h"
+#include "neuronsim/isa/program.h"
+
+namespace neuronsim::kernels {
+
+// A strided view of HBM. sizes and strides have one entry per dim (none for a
+// 0-dim scalar); strides are in elements and never negative.
+struct View {
+  isa::DType dtype = isa::DType::fp32;
+  std::vector<int64_t> sizes, strides;
+
+  int64_t numel() const;
+  // Elements from the first one to the last one the view reaches, both included:
+  // (max reachable element index + 1); the program tensor holds that many.
+  int64_t extent_elems() const;
+};
+
+// The views, all of one shape (the first one's sizes), with the same element walk
+// over fewer dims: size-1 dims dropped, and adjacent dims merged where every view
+// is contiguous across them (stride[i] == stride[i+1] * size[i+1], which stride-0
+// broadcast dims also satisfy). A 0-dim walk becomes one dim of size 1. Throws
+// std::invalid_argument when the views differ in shape.
+std::vector<View> coalesce(std::span<const View> views);
+
+// A small register program evaluated elementwise, per tile, in FP32 on chip: the
+// IR of the eager pointwise ops and of the fusions torch.compile will emit.
+// Each step computes one value, named by its Reg (the step's index) and readable
+// by later steps only (SSA). The last step is the result. Steps:
+//   load(i)                  input i ("in<i>"), broadcast to the output's shape
+//   constant(v)              v everywhere
+//   activation(f, x, s)      f(x * s) on ScalarE (isa::ActFunc)
+//   alu(op, a, b)            a <op> b (isa::AluOp: arithmetic, max/min/pow/mod,
+//                            comparisons giving 1/0, logical and bitwise ops)
+//   alu_imm(op, a, v, rev)   a <op> v, or v <op> a with rev (rsub, v / x, ...)
+//   select(p, t, f)          p != 0 ? t : f (torch.where)
+// Intermediate values are FP32; the last step writes out.dtype directly, so the
+// result is rounded once (a cast is just load(0) stored into another dtype).
+class PointwiseExpr {
+ public:
+  using Reg = int32_t;
+  enum class Op : uint8_t { load, constant, activation, alu, alu_imm, select };
+  struct Step {
+    Op op = Op::load;
+    std::vector<Reg> args;  // activation, alu_imm: {x}; alu: {a, b}; select: {p, t, f}
+    int32_t input = 0;      // load
+    isa::ActFunc func = isa::ActFunc::identity;
+    isa::AluOp alu = isa::AluOp::bypass;
+    float imm = 0.0f;      // constant: the value; alu_imm: the immediate; activation: the scale
+    bool reverse = false;  // alu_imm: imm <op> a
+  };
+
+  Reg load(int32_t input);
+  Reg constant(float value);
+  Reg activation(isa::ActFunc func, Reg x, float scale = 1.0f);
+  Reg alu(isa::AluOp op, Reg a, Reg b);
+  Reg alu_imm(isa::AluOp op, Reg a, float imm, bool reverse = false);
+  Reg select(Reg predicate, Reg on_true, Reg on_false);
+
+  // One-step programs of the common eager ops.
+  static PointwiseExpr unary(isa::ActFunc func, float scale = 1.0f);  // f(in0 * scale)
+  static PointwiseExpr binary(isa::AluOp op);                         // in0 <op> in1
+  static PointwiseExpr scalar(isa::AluOp op, float imm, bool reverse = false);
+  static PointwiseExpr copy();  // in0, stored as out.dtype: copy_, to(dtype), contiguous()
+
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  Reg push(Step step);
+  std::vector<Step> steps_;
+};
+
+// out = expr(in0, in1, ...) elementwise. Tensors "in0", "in1", ... (one per
+// input, in its dtype) and "out". Inputs broadcast to out.sizes by numpy rules
+// (dims aligned on the right; a missing or size-1 dim, or a stride-0 one, is
+// repeated). out may be strided (an in-place op on a slice, a transposed view)
+// but must not overlap itself: sorted by stride, each of its dims must step past
+// all the elements of the dims inside it. An input may be the very view out is
+// (in-place ops): each element is read by its tile before that tile stores it;
+// partially overlapping inputs and outputs are undefined, as torch refuses them.
+// Any dtype: floats compute in FP32; integer and bool values are exact where FP32
+// holds them exactly (|v| <= 2^24; int32/uint32 beyond that round), and results
+// round to nearest and saturate to out.dtype (bool: v != 0).
+// Tiling: dims ordered by out's strides and coalesced; tiles of up to 128
+// partitions x 2048 elements alternate between VectorE and GpSimd, activations
+// run on ScalarE, and the loads of later tiles overlap the compute (2-3 buffers).
+isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
+                       std::span<const View> inputs, const View& out);
+
+// Every element of out = value, rounded to out.dtype as a store does (integers:
+// nearest, saturated). Tensor "out"; out may be strided as for pointwise.
+isa::Program fill(std::string_view target, const View& out, float value);
+
+enum class ReduceOp : uint8_t { sum, mean, max, min, argmax, argmin };
+
+// out = op over dim `dim` of in. Tensors "in" and "out". out has in's sizes with
+// `dim` removed or kept with size 1 (keepdim), any strides (no self-overlap).
+// sum/mean/max/min accumulate in FP32 (integers exact while partial sums stay
+// within 2^24) and round once to out.dtype; mean needs a float out.dtype.
+// argmax/argmin give the first index of the max/min (torch's tie rule) into an
+// int32 out; NaN is not treated specially (torch returns a NaN's index).
+// Layout: every kept index gets a partition and the reduced dim runs along the
+// free axis, whatever the strides, so each reduction is one VectorE/GpSimd
+// tensor_reduce per tile. A strided DMA costs its bytes in the cost model like a
+// contiguous one (docs/cost-model.md §4), so this is cheaper in simulated time
+// than a TensorE ones-vector matmul, which would also be FP32-rate (4x) to stay
+// exact and could not do max/min. A reduced dim longer than one tile is reduced
+// in chunks and the chunk results once more; argmax/argmin need the reduced dim
+// in one tile (trn2: up to 8192 elements). Fewer than 128 kept indices leave
+// partitions idle: a full reduction (x.sum() as a 1-D view) runs on one partition,
+// about 20x the simulated time of copying the same bytes.
+isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,
+                    const View& out);
+
+// out = a @ b on TensorE: [M, K] x [K, N] -> [M, N], or batched [B, M, K] x
+// [B, K, N] -> [B, M, N], where a or b may have batch stride 0 (broadcast).
+// Tensors "a", "b" (same float dtype) and "out" (float dtype; FP32 accumulation,
+// rounded once). Any strides: a transposed a or b (linear's weight.t(), strides
+// [1, K]) is read with a strided DMA. Tiling and limits as matmul() in kernels.h.
+isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out);
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,440 @@
+// pointwise: a PointwiseExpr evaluated over strided views; fill: a memset.
+//
+// The views (out and every input broadcast to out's sizes) are put in out's
+// memory order and coalesced together, then cut into tiles by plan_tiles: every
+// tile is one DMA per operand whatever the strides, because the HBM side of a
+// tile is just an access pattern with the operand's strides (stride 0 repeats a
+// broadcast element). Tiles of different indices never touch the same output
+// element, so stores need no order among them.
+//
+// The expression is compiled once into a schedule that every tile repeats:
+//   * loads of the same input are shared, steps the result does not need are
+//     dropped, and an alu_imm whose only user is another alu_imm becomes the first
+//     op of that user's two-op tensor_scalar;
+//   * every value lives in a register slot, an FP32-sized [128, F] SBUF tile,
+//     reused once its last reader has run (never by that reader itself: a 16-bit
+//     load read by an FP32 write in place would be overwritten before it is read);
+//   * constants get one tile each, set once before the loop.
+// Each buffer (2-3, for double buffering as in elementwise.cpp) has its own set of
+// slots, so tile i+1's loads and tile i's compute overlap, and tiles on VectorE
+// and GpSimd (alternating) run side by side. Activations run on ScalarE. Loads are
+// triggered by SP, and by ACT too when no step needs ScalarE; the engine of the
+// last step stores when it can trigger DMA (ACT, POOL), else SP.
+#include <array>
+
+#include <fmt/format.h>
+
+#include "eager_common.h"
+
+namespace neuronsim::kernels {
+
+using Reg = PointwiseExpr::Reg;
+using Op = PointwiseExpr::Op;
+
+Reg PointwiseExpr::push(Step step) {
+  steps_.push_back(std::move(step));
+  return static_cast<Reg>(steps_.size() - 1);
+}
+
+Reg PointwiseExpr::load(int32_t input) {
+  Step s;
+  s.input = input;
+  return push(std::move(s));
+}
+Reg PointwiseExpr::constant(float value) {
+  Step s;
+  s.op = Op::constant;
+  s.imm = value;
+  return push(std::move(s));
+}
+Reg PointwiseExpr::activation(isa::ActFunc func, Reg x, float scale) {
+  Step s;
+  s.op = Op::activation;
+  s.args = {x};
+  s.func = func;
+  s.imm = scale;
+  return push(std::move(s));
+}
+Reg PointwiseExpr::alu(isa::AluOp op, Reg a, Reg b) {
+  Step s;
+  s.op = Op::alu;
+  s.args = {a, b};
+  s.alu = op;
+  return push(std::move(s));
+}
+Reg PointwiseExpr::alu_imm(isa::AluOp op, Reg a, float imm, bool reverse) {
+  Step s;
+  s.op = Op::alu_imm;
+  s.args = {a};
+  s.alu = op;
+  s.imm = imm;
+  s.reverse = reverse;
+  return push(std::move(s));
+}
+Reg PointwiseExpr::select(Reg predicate, Reg on_true, Reg on_false) {
+  Step s;
+  s.op = Op::select;
+  s.args = {predicate, on_true, on_false};
+  return push(std::move(s));
+}
+
+PointwiseExpr PointwiseExpr::unary(isa::ActFunc func, float scale) {
+  PointwiseExpr e;
+  e.activation(func, e.load(0), scale);
+  return e;
+}
+PointwiseExpr PointwiseExpr::binary(isa::AluOp op) {
+  PointwiseExpr e;
+  e.alu(op, e.load(0), e.load(1));
+  return e;
+}
+PointwiseExpr PointwiseExpr::scalar(isa::AluOp op, float imm, bool reverse) {
+  PointwiseExpr e;
+  e.alu_imm(op, e.load(0), imm, reverse);
+  return e;
+}
+PointwiseExpr PointwiseExpr::copy() {
+  PointwiseExpr e;
+  e.load(0);
+  return e;
+}
+
+namespace {
+
+using namespace detail;
+using isa::Engine;
+
+constexpr uint32_t kChunk = 2048;  // elements per partition and tile, as in elementwise.cpp
+
+size_t arity(Op op) {
+  switch (op) {
+    case Op::load:
+    case Op::constant:
+      return 0;
+    case Op::activation:
+    case Op::alu_imm:
+      return 1;
+    case Op::alu:
+      return 2;
+    case Op::select:
+      return 3;
+  }
+  return 0;
+}
+
+// The per-tile schedule of an expression (see the top of the file).
+struct Schedule {
+  std::vector<int> rep;       // per step: the step whose value it is (shared loads)
+  std::vector<int> slot;      // per step: register slot, -1 if it has none
+  std::vector<int> constant;  // per step: constant tile, -1 if none
+  std::vector<int> fused;     // per step: the alu_imm absorbed as op0, -1 if none
+  std::vector<int> order;     // steps emitted as instructions, in order
+  std::vector<int> loads;     // load steps, one per input read
+  int result = 0, slots = 0, constants = 0;
+  bool uses_act = false;
+};
+
+void check_expr(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
+  const auto& steps = expr.steps();
+  require(!steps.empty(), kernel, "the expression has no steps");
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PointwiseExpr::Step& st = steps[s];
+    require(st.args.size() == arity(st.op), kernel,
+            fmt::format("step {} takes {} registers, not {}", s, arity(st.op), st.args.size()));
+    for (Reg a : st.args)
+      require(a >= 0 && static_cast<size_t>(a) < s, kernel,
+              fmt::format("step {} reads register {}, which is not an earlier step", s, a));
+    require(st.op != Op::load || (st.input >= 0 && static_cast<size_t>(st.input) < inputs), kernel,
+            fmt::format("step {} loads input {} of {}", s, st.input, inputs));
+  }
+}
+
+// Which steps the result needs, after sharing loads; and how often each is read.
+void mark_live(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc, std::vector<bool>& live,
+               std::vector<int>& uses) {
+  std::vector<int> first_load;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    sc.rep.push_back(static_cast<int>(s));
+    if (steps[s].op != Op::load) continue;
+    const size_t in = static_cast<size_t>(steps[s].input);
+    if (first_load.size() <= in) first_load.resize(in + 1, -1);
+    if (first_load[in] < 0) first_load[in] = static_cast<int>(s);
+    sc.rep[s] = first_load[in];
+  }
+  sc.result = sc.rep.back();
+  live.assign(steps.size(), false);
+  uses.assign(steps.size(), 0);
+  live[static_cast<size_t>(sc.result)] = true;
+  for (size_t s = steps.size(); s-- > 0;) {
+    if (!live[s] || sc.rep[s] != static_cast<int>(s)) continue;
+    for (Reg a : steps[s].args) {
+      live[static_cast<size_t>(sc.rep[static_cast<size_t>(a)])] = true;
+      ++uses[static_cast<size_t>(sc.rep[static_cast<size_t>(a)])];
+    }
+  }
+}
+
+// The registers step s reads when it is emitted (a fused step reads its op0's input).
+std::vector<int> reads(const std::vector<PointwiseExpr::Step>& steps, const Schedule& sc, int s) {
+  const int from = sc.fused[static_cast<size_t>(s)] >= 0 ? sc.fused[static_cast<size_t>(s)] : s;
+  std::vector<int> regs;
+  for (Reg a : steps[static_cast<size_t>(from)].args)
+    regs.push_back(sc.rep[static_cast<size_t>(a)]);
+  return regs;
+}
+
+// Register slots by a linear scan: loads are live from the start of the tile,
+// a computed value from its step; a slot frees after the value's last reader.
+void allocate_slots(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc) {
+  const size_t n = steps.size();
+  std::vector<int> last_use(n, -1);
+  for (int s : sc.order)
+    for (int r : reads(steps, sc, s)) last_use[static_cast<size_t>(r)] = s;
+  last_use[static_cast<size_t>(sc.result)] = static_cast<int>(n);  // read by the store
+  sc.slot.assign(n, -1);
+  std::vector<int> free_slots;
+  auto take = [&](int s) {
+    if (free_slots.empty()) {
+      sc.slot[static_cast<size_t>(s)] = sc.slots++;
+    } else {
+      sc.slot[static_cast<size_t>(s)] = free_slots.back();
+      free_slots.pop_back();
+    }
+  };
+  for (int s : sc.loads) take(s);
+  for (int s : sc.order) {
+    take(s);
+    for (int r : reads(steps, sc, s))
+      if (last_use[static_cast<size_t>(r)] == s && sc.slot[static_cast<size_t>(r)] >= 0) {
+        free_slots.push_back(sc.slot[static_cast<size_t>(r)]);
+        last_use[static_cast<size_t>(r)] = -1;  // a value read twice by s frees once
+      }
+  }
+}
+
+Schedule schedule(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
+  check_expr(kernel, expr, inputs);
+  const auto& steps = expr.steps();
+  Schedule sc;
+  std::vector<bool> live;
+  std::vector<int> uses;
+  mark_live(steps, sc, live, uses);
+  sc.fused.assign(steps.size(), -1);
+  sc.constant.assign(steps.size(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    if (!live[s] || sc.rep[s] != static_cast<int>(s)) continue;
+    const PointwiseExpr::Step& st = steps[s];
+    if (st.op == Op::load) sc.loads.push_back(static_cast<int>(s));
+    if (st.op == Op::constant) sc.constant[s] = sc.constants++;
+    if (st.op == Op::load || st.op == Op::constant) continue;
+    sc.uses_act |= st.op == Op::activation;
+    if (st.op == Op::alu_imm) {
+      const int a = sc.rep[static_cast<size_t>(st.args[0])];
+      const auto au = static_cast<size_t>(a);
+      if (steps[au].op == Op::alu_imm && uses[au] == 1 && sc.fused[au] < 0 && a != sc.result) {
+        sc.fused[s] = a;
+        std::erase(sc.order, a);  // emitted as op0 of s
+      }
+    }
+    sc.order.push_back(static_cast<int>(s));
+  }
+  allocate_slots(steps, sc);
+  return sc;
+}
+
+// tensor_scalar with both reverse flags (the builder's shorthand has none).
+void scalar_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst, const AccessPattern& src,
+               const PointwiseExpr::Step* op0, const PointwiseExpr::Step& op1) {
+  isa::Instruction in;
+  in.opcode = isa::Opcode::tensor_scalar;
+  in.engine = engine;
+  in.operands = {{isa::Role::dst, dst}, {isa::Role::src, src}};
+  const PointwiseExpr::Step& first = op0 ? *op0 : op1;
+  in.alu0 = first.alu;
+  in.imm0 = first.imm;
+  in.flags |= first.reverse ? isa::kReverse0 : 0;
+  if (op0) {
+    in.alu1 = op1.alu;
+    in.imm1 = op1.imm;
+    in.flags |= op1.reverse ? isa::kReverse1 : 0;
+  }
+  kb.emit(std::move(in));
+}
+
+void select_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst,
+               const AccessPattern& pred, const AccessPattern& on_true,
+               const AccessPattern& on_false) {
+  isa::Instruction in;
+  in.opcode = isa::Opcode::select;
+  in.engine = engine;
+  in.operands = {{isa::Role::dst, dst},
+                 {isa::Role::predicate, pred},
+                 {isa::Role::on_true, on_true},
+                 {isa::Role::on_false, on_false}};
+  kb.emit(std::move(in));
+}
+
+class PointwiseKernel {
+ public:
+  PointwiseKernel(std::string_view kernel, std::string_view target, const PointwiseExpr& expr,
+                  std::span<const View> inputs, const View& out)
+      : kernel_(kernel), kb_(target), expr_(expr) {
+    check_view(kernel, "out", out);
+    check_no_self_overlap(kernel, "out", out);
+    std::vector<View> views{out};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string name = fmt::format("in{}", i);
+      check_view(kernel, name.c_str(), inputs[i]);
+      views.push_back(broadcast_to(kernel, name.c_str(), inputs[i], out.sizes));
+    }
+    views_ = coalesce(order_dims(std::move(views), 0));
+    sc_ = schedule(kernel, expr, inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      in_.push_back(declare_input(kb_, fmt::format("in{}", i), inputs[i]));
+    out_ = declare_output(kb_, "out", out);
+    allocate();
+  }
+
+  isa::Program build() {
+    for (size_t s = 0; s < expr_.steps().size(); ++s)
+      if (sc_.constant[s] >= 0)
+        kb_.memset(Engine::DVE, constants_[static_cast<size_t>(sc_.constant[s])],
+                   expr_.steps()[s].imm);
+    pipeline(
+        static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
+        [&](uint32_t i) { compute(i); });
+    return kb_.finish();
+  }
+
+ private:
+  const PointwiseExpr::Step& step(int s) const { return expr_.steps()[static_cast<size_t>(s)]; }
+  DType out_dtype() const { return views_[0].dtype; }
+
+  // Per element and partition: 4 bytes per slot and buffer, 4 per constant. Three
+  // buffers while they leave tiles of a quarter chunk or more, else two.
+  void allocate() {
+    const uint64_t capacity = kb_.target().sbuf_partition_bytes;
+    auto free_for = [&](uint32_t nbuf) {
+      const uint64_t per_elem = 4 * (uint64_t{nbuf} * u32(sc_.slots) + u32(sc_.constants));
+      return static_cast<uint32_t>(std::min<uint64_t>(kChunk, capacity / per_elem / 16 * 16));
+    };
+    nbuf_ = free_for(3) >= kChunk / 4 ? 3 : 2;
+    require(free_for(nbuf_) >= 16, kernel_,
+            fmt::format("the expression needs {} registers; {} SBUF holds too few tiles of them",
+                        sc_.slots, kb_.target().name));
+    plan_ = plan_tiles(kernel_, views_[0].sizes, free_for(nbuf_));
+    const uint32_t free = plan_.max_free();
+    for (uint32_t b = 0; b < nbuf_; ++b)
+      for (int r = 0; r < sc_.slots; ++r)
+        slots_.push_back(sbuf(kb_, kernel_, DType::fp32, kPartitions, free));
+    for (size_t s = 0; s < expr_.steps().size(); ++s)
+      if (sc_.constant[s] >= 0)
+        constants_.push_back(sbuf(kb_, kernel_,
+                                  static_cast<int>(s) == sc_.result ? out_dtype() : DType::fp32,
+                                  kPartitions, free));
+  }
+
+  // The dtype a value is kept in: its input's for loads, out's for the result, else FP32.
+  DType dtype_of(int s) const {
+    if (step(s).op == Op::load) return views_[static_cast<size_t>(step(s).input) + 1].dtype;
+    if (s == sc_.result) return out_dtype();
+    return DType::fp32;
+  }
+
+  AccessPattern value(int s, uint32_t i) const {
+    const TilePlan::Tile& t = plan_.tiles[i];
+    const auto su = static_cast<size_t>(s);
+    const AccessPattern& tile = sc_.constant[su] >= 0
+                                    ? constants_[static_cast<size_t>(sc_.constant[su])]
+                                    : slots_[(i % nbuf_) * u32(sc_.slots) + u32(sc_.slot[su])];
+    return on_chip(tile, t.parts, plan_.free_elems(t),
+                   sc_.constant[su] >= 0 ? tile.dtype : dtype_of(s));
+  }
+
+  AccessPattern hbm(size_t view, const AccessPattern& tensor, uint32_t i) const {
+    return hbm_tile(kernel_, tensor, views_[view].strides, plan_, plan_.tiles[i]);
+  }
+
+  void load(uint32_t i) {
+    uint32_t k = 0;
+    for (int s : sc_.loads) {
+      const auto in = static_cast<size_t>(step(s).input);
+      const Engine trigger = !sc_.uses_act && k++ % 2 ? Engine::ACT : Engine::SP;
+      kb_.dma_copy(value(s, i), hbm(in + 1, in_[in], i), trigger);
+    }
+  }
+
+  void compute(uint32_t i) {
+    const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
+    for (int s : sc_.order) emit(s, i, engine);
+    kb_.dma_copy(hbm(0, out_, i), value(sc_.result, i), store_engine(i, engine));
+  }
+
+  // The engine that computed the result triggers its store when it can (no
+  // semaphore wait: its own earlier instruction); DVE cannot trigger DMA. Stores of
+  // a constant (fill) spread over every trigger engine's queues.
+  Engine store_engine(uint32_t i, Engine engine) const {
+    switch (step(sc_.result).op) {
+      case Op::activation:
+        return Engine::ACT;
+      case Op::load:
+        return Engine::SP;
+      case Op::constant:
+        return std::array{Engine::SP, Engine::ACT, Engine::POOL}[i % 3];
+      default:
+        return engine == Engine::POOL ? Engine::POOL : Engine::SP;
+    }
+  }
+
+  void emit(int s, uint32_t i, Engine engine) {
+    const PointwiseExpr::Step& st = step(s);
+    const std::vector<int> regs = reads(expr_.steps(), sc_, s);
+    const AccessPattern dst = value(s, i);
+    switch (st.op) {
+      case Op::activation:
+        kb_.activation(dst, value(regs[0], i), st.func, st.imm);
+        break;
+      case Op::alu:
+        kb_.tensor_tensor(engine, dst, value(regs[0], i), value(regs[1], i), st.alu);
+        break;
+      case Op::alu_imm: {
+        const int f = sc_.fused[static_cast<size_t>(s)];
+        scalar_op(kb_, engine, dst, value(regs[0], i), f >= 0 ? &step(f) : nullptr, st);
+        break;
+      }
+      case Op::select:
+        select_op(kb_, engine, dst, value(regs[0], i), value(regs[1], i), value(regs[2], i));
+        break;
+      case Op::load:
+      case Op::constant:
+        break;  // never in the order: loads are DMAs, constants are set once
+    }
+  }
+
+  std::string_view kernel_;
+  KernelBuilder kb_;
+  const PointwiseExpr& expr_;
+  std::vector<View> views_;  // out, then the inputs, ordered and coalesced
+  Schedule sc_;
+  std::vector<AccessPattern> in_;
+  AccessPattern out_;
+  TilePlan plan_;
+  uint32_t nbuf_ = 2;
+  std::vector<AccessPattern> slots_;  // [buffer][slot]
+  std::vector<AccessPattern> constants_;
+};
+
+}  // namespace
+
+isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
+                       std::span<const View> inputs, const View& out) {
+  return PointwiseKernel("pointwise", target, expr, inputs, out).build();
+}
+
+isa::Program fill(std::string_view target, const View& out, float value) {
+  PointwiseExpr expr;
+  expr.constant(value);
+  return PointwiseKernel("fill", target, expr, {}, out).build();
+}
+
+}  // namespace neuronsim::kernels

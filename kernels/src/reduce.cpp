@@ -1,0 +1,242 @@
+// reduce: sum / mean / max / min / argmax / argmin over one dim of a strided view.
+//
+// Every kept index gets a partition and the reduced dim runs along the free axis:
+// the kept dims (ordered by out's strides and coalesced with out) put their
+// largest dim on the partitions, 128 indices a tile, and loop over the others;
+// the reduced dim, whatever its stride, is the free dim of the tile's DMA (see
+// eager.h for why this beats a TensorE ones-vector in simulated time). Per tile:
+//   sum/mean/max/min  tensor_reduce of each chunk of the reduced dim into one
+//                     column of an FP32 partials tile; after the last chunk, one
+//                     more tensor_reduce over the columns (or, for one chunk, the
+//                     first one) writes out.dtype, or FP32 that mean divides by D;
+//   argmax/argmin     m = max (min) of the row; eq = (x == m) as 1/0; eq * (j - D)
+//                     is negative exactly at the matches, so its min is the first
+//                     match minus D; + D gives j, written as int32. j - D comes
+//                     from one iota, made once.
+// Tiles alternate between VectorE and GpSimd; loads alternate between SP's and
+// ACT's queues (ACT computes nothing here); POOL stores what it computed, SP the rest.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "eager_common.h"
+
+namespace neuronsim::kernels {
+namespace {
+
+using namespace detail;
+using isa::AluOp;
+using isa::Engine;
+
+constexpr std::string_view kName = "reduce";
+constexpr uint32_t kMaxChunk = 8192;  // elements per partition of one chunk of the reduced dim
+
+bool is_arg(ReduceOp op) {
+  return op == ReduceOp::argmax || op == ReduceOp::argmin;
+}
+
+AluOp alu_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max:
+    case ReduceOp::argmax:
+      return AluOp::max;
+    case ReduceOp::min:
+    case ReduceOp::argmin:
+      return AluOp::min;
+    default:
+      return AluOp::add;
+  }
+}
+
+View without(const View& v, size_t dim) {
+  View out = v;
+  out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));
+  out.strides.erase(out.strides.begin() + static_cast<std::ptrdiff_t>(dim));
+  return out;
+}
+
+// The dim as an index into in's dims (negative counts from the end, as in torch).
+size_t check_views(ReduceOp op, const View& in, int64_t dim, const View& out) {
+  check_view(kName, "in", in);
+  check_view(kName, "out", out);
+  check_no_self_overlap(kName, "out", out);
+  const auto rank = static_cast<int64_t>(in.sizes.size());
+  require(dim >= -rank && dim < rank, kName,
+          fmt::format("dim {} is out of range for a {}-D input", dim, rank));
+  const auto d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
+  std::vector<int64_t> kept = without(in, d).sizes, keepdim = in.sizes;
+  keepdim[d] = 1;
+  require(out.sizes == kept || out.sizes == keepdim, kName,
+          fmt::format("out has sizes [{}]; reducing dim {} of [{}] gives [{}] or [{}]",
+                      fmt::join(out.sizes, ", "), dim, fmt::join(in.sizes, ", "),
+                      fmt::join(kept, ", "), fmt::join(keepdim, ", ")));
+  if (is_arg(op))
+    require(out.dtype == DType::int32, kName,
+            fmt::format("argmax/argmin write int32 indices, not {}", isa::dtype_name(out.dtype)));
+  if (op == ReduceOp::mean) check_float(kName, "out of mean", out.dtype);
+  return d;
+}
+
+// An iota instruction: dst[p, j] = offset + j.
+void iota(KernelBuilder& kb, const AccessPattern& dst, int32_t offset) {
+  isa::Instruction in;
+  in.opcode = isa::Opcode::iota;
+  in.engine = Engine::POOL;
+  AccessPattern pattern;
+  pattern.space = isa::MemSpace::Pattern;
+  pattern.dtype = DType::int32;
+  pattern.dims[0] = {1, static_cast<uint32_t>(dst.free_elems())};
+  in.operands = {{isa::Role::dst, dst}, {isa::Role::pattern, pattern}};
+  in.ints[0] = offset;
+  kb.emit(std::move(in));
+}
+
+class ReduceKernel {
+ public:
+  ReduceKernel(std::string_view target, ReduceOp op, const View& in, int64_t dim, const View& out)
+      : kb_(target), op_(op) {
+    const size_t d = check_views(op, in, dim, out);
+    reduced_ = in.sizes[d];
+    layout(in, d, out);
+    in_ = declare_input(kb_, "in", in);
+    out_ = declare_output(kb_, "out", out);
+    allocate();
+  }
+
+  isa::Program build() {
+    if (is_arg(op_)) iota(kb_, iota_, -static_cast<int32_t>(reduced_));
+    pipeline(
+        static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
+        [&](uint32_t i) { compute(i); });
+    return kb_.finish();
+  }
+
+ private:
+  // The index space [kept dims..., reduced]: kept dims in out's memory order and
+  // coalesced with out, the largest of them last (on the partitions).
+  void layout(const View& in, size_t d, const View& out) {
+    const View out_kept = out.sizes.size() == in.sizes.size() ? without(out, d) : out;
+    std::vector<View> kept = coalesce(order_dims({without(in, d), out_kept}, 1));
+    std::vector<int64_t>& sizes = kept[0].sizes;
+    const auto big =
+        static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
+    for (View& v : kept) {
+      std::rotate(v.sizes.begin() + static_cast<std::ptrdiff_t>(big),
+                  v.sizes.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.sizes.end());
+      std::rotate(v.strides.begin() + static_cast<std::ptrdiff_t>(big),
+                  v.strides.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.strides.end());
+    }
+    sizes_ = kept[0].sizes;
+    sizes_.push_back(reduced_);
+    in_strides_ = kept[0].strides;
+    in_strides_.push_back(in.strides[d]);
+    out_strides_ = kept[1].strides;
+    out_strides_.push_back(0);
+  }
+
+  // Per element and partition, per buffer: the input chunk (FP32-sized) and, for
+  // argmax/argmin, the candidates; those also share one iota. Three buffers when
+  // they fit, else two.
+  void allocate() {
+    const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4096;  // the [P, 1] tiles
+    const uint64_t per_buf = is_arg(op_) ? 8 : 4, shared = is_arg(op_) ? 4 : 0;
+    auto chunk_for = [&](uint32_t nbuf) {
+      return std::min<uint64_t>(kMaxChunk, capacity / (nbuf * per_buf + shared) / 16 * 16);
+    };
+    const auto need = static_cast<uint64_t>(reduced_);
+    nbuf_ = chunk_for(3) >= std::min<uint64_t>(need, kMaxChunk) ? 3 : 2;
+    const auto chunk = static_cast<uint32_t>(chunk_for(nbuf_));
+    require(!is_arg(op_) || need <= chunk, kName,
+            fmt::format("argmax/argmin need the reduced dim ({} elements) in one tile; {} holds {}",
+                        need, kb_.target().name, chunk));
+    plan_ = plan_rows(kName, sizes_, chunk);
+    chunks_ = ceil_div(need, plan_.tiles.front().len);
+    require(chunks_ <= kMaxChunk, kName,
+            fmt::format("the reduced dim of {} elements needs {} chunks, more than {}", need,
+                        chunks_, kMaxChunk));
+    const uint32_t len = plan_.tiles.front().len;
+    for (uint32_t b = 0; b < nbuf_; ++b) {
+      x_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
+      if (is_arg(op_)) cand_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
+    }
+    if (is_arg(op_)) iota_ = sbuf(kb_, kName, DType::fp32, kPartitions, len);
+    for (int b = 0; b < 2; ++b) {
+      partials_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, chunks_);
+      result_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
+    }
+  }
+
+  const TilePlan::Tile& tile(uint32_t i) const { return plan_.tiles[i]; }
+  uint32_t chunk_of(uint32_t i) const { return i % chunks_; }
+  uint32_t block_of(uint32_t i) const { return i / chunks_; }
+
+  void load(uint32_t i) {
+    const TilePlan::Tile& t = tile(i);
+    kb_.dma_copy(on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype),
+                 hbm_tile(kName, in_, in_strides_, plan_, t), i % 2 ? Engine::ACT : Engine::SP);
+  }
+
+  void compute(uint32_t i) {
+    const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
+    const TilePlan::Tile& t = tile(i);
+    const AccessPattern x = on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype);
+    const AccessPattern partials =
+        on_chip(partials_[block_of(i) % 2], t.parts, chunks_, DType::fp32);
+    const AccessPattern result = on_chip(result_[block_of(i) % 2], t.parts, 1, out_.dtype);
+    if (is_arg(op_)) {
+      arg_reduce(engine, x, on_chip(cand_[i % nbuf_], t.parts, t.len, DType::fp32), partials,
+                 result);
+    } else if (chunks_ == 1 && op_ != ReduceOp::mean) {
+      kb_.tensor_reduce(engine, result, x, alu_of(op_), 0x1);
+    } else {
+      kb_.tensor_reduce(engine, isa::cols(partials, chunk_of(i), 1), x, alu_of(op_), 0x1);
+      if (chunk_of(i) + 1 < chunks_) return;
+      finish_row(engine, partials, result);
+    }
+    TilePlan::Tile row = t;
+    row.first = 0;
+    row.len = 1;
+    kb_.dma_copy(hbm_tile(kName, out_, out_strides_, plan_, row), result,
+                 engine == Engine::POOL ? Engine::POOL : Engine::SP);
+  }
+
+  // The chunk results of one row block into the result, divided by D for mean.
+  void finish_row(Engine engine, const AccessPattern& partials, const AccessPattern& result) {
+    if (op_ != ReduceOp::mean) return kb_.tensor_reduce(engine, result, partials, alu_of(op_), 0x1);
+    AccessPattern sum = result;
+    sum.dtype = DType::fp32;
+    if (chunks_ > 1) kb_.tensor_reduce(engine, sum, partials, AluOp::add, 0x1);
+    kb_.tensor_scalar(engine, result, chunks_ > 1 ? sum : partials, AluOp::divide,
+                      static_cast<float>(reduced_));
+  }
+
+  void arg_reduce(Engine engine, const AccessPattern& x, const AccessPattern& cand,
+                  const AccessPattern& partials, const AccessPattern& result) {
+    const AccessPattern best = isa::cols(partials, 0, 1);
+    kb_.tensor_reduce(engine, best, x, alu_of(op_), 0x1);
+    kb_.tensor_scalar(engine, cand, x, AluOp::is_equal, 0.0f, AluOp::bypass, 0.0f, &best);
+    kb_.tensor_tensor(engine, cand, cand, isa::rows(iota_, 0, x.num_partitions), AluOp::multiply);
+    AccessPattern first = result;
+    first.dtype = DType::fp32;
+    kb_.tensor_reduce(engine, first, cand, AluOp::min, 0x1);
+    kb_.tensor_scalar(engine, result, first, AluOp::add, static_cast<float>(reduced_));
+  }
+
+  KernelBuilder kb_;
+  ReduceOp op_;
+  int64_t reduced_ = 1;  // D, the reduced dim's size
+  std::vector<int64_t> sizes_, in_strides_, out_strides_;
+  AccessPattern in_, out_;
+  TilePlan plan_;
+  uint32_t nbuf_ = 2, chunks_ = 1;
+  std::vector<AccessPattern> x_, cand_;
+  AccessPattern iota_, partials_[2], result_[2];
+};
+
+}  // namespace
+
+isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,
+                    const View& out) {
+  return ReduceKernel(target, op, in, dim, out).build();
+}
+
+}  // namespace neuronsim::kernels
