@@ -175,9 +175,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   std::thread worker;
   std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
   uint64_t clock_ps = 0;
-  uint64_t host_floor_ps = 0;
-  bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)  //
-                      // the latest end the host has waited for: later work starts after
+  uint64_t host_floor_ps = 0;  // the latest end the host has waited for: later work starts after
+  bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
 
@@ -370,10 +369,16 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
                          [&](Work* w) { return s.second.records(w->execution.program.get()); });
     });
     lock.unlock();
-    std::vector<Completion> out = simulate(batch, starts, record);
-    if (out.front().error && batch.size() > 1 && !batch.front()->group) {
-      // One window covered them all: run each alone to find which one faulted.
+    // Several executions that are no group share one window; when it faults, each runs again
+    // alone to find which one faulted. What the window wrote is undone first, so that an
+    // execution that updates its own bytes (out = in + 1 in place) is applied once. A single
+    // execution or a group never runs again, and keeps no log.
+    const bool may_rerun = batch.size() > 1 && !batch.front()->group;
+    UndoLog undo;
+    std::vector<Completion> out = simulate(batch, starts, record, may_rerun ? &undo : nullptr);
+    if (out.front().error && may_rerun) {
       const std::exception_ptr fault = out.front().error;
+      undo.restore();
       out.clear();
       for (size_t i = 0; i < batch.size(); ++i) {
         out.push_back(simulate({batch[i]}, {starts[i]}, record).front());
@@ -386,8 +391,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   }
 
   // One window: the executions of `batch`, each starting at its start on the device clock.
+  // With `undo`, it keeps there what the executions' HBM writes overwrite.
   std::vector<Completion> simulate(const std::vector<Work*>& batch,
-                                   const std::vector<uint64_t>& starts, bool record) {
+                                   const std::vector<uint64_t>& starts, bool record,
+                                   UndoLog* undo = nullptr) {
     const uint64_t base = *std::min_element(starts.begin(), starts.end());
     RunOptions ro;
     ro.mode = options.mode;
@@ -417,6 +424,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         cs.fp8 = p.fp8_;
         sim.load(p.core(), p.program());
         loaded.push_back(p.core());
+        cs.undo = undo;
         if (starts[i] > base) ro.core_start_ps[p.core()] = starts[i] - base;
       }
       *result = sim.run(ro);
@@ -424,7 +432,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     } catch (...) {
       error = std::current_exception();
     }
-    for (uint32_t core : loaded) sim.unload(core);
+    for (uint32_t core : loaded) {
+      sim.unload(core);
+      sim.core(core).undo = nullptr;
+    }
     for (size_t i = 0; i < batch.size(); ++i) {
       Completion& c = out[i];
       const Work& w = *batch[i];

@@ -99,7 +99,8 @@ struct Completion {
   std::exception_ptr error;  // the fault, when it failed
   // Set when the execution first ran in a window with `batch_size` executions that faulted,
   // and so ran again alone to find which one faulted: that window's fault (`error` and
-  // `run` are from the run alone).
+  // `run` are from the run alone). The window's writes to HBM were undone before the runs
+  // alone, so each execution's effect on memory is applied once.
   std::exception_ptr batch_fault;
   uint32_t batch_size = 0;
 };
