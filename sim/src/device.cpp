@@ -78,36 +78,36 @@ bool is_output(const isa::TensorDecl& t) {
   return t.kind == isa::TensorKind::output;
 }
 
-// Appends `from` to `to`, shifted by `shift_ps`, while the event budget lasts.
-void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps, uint64_t max_events,
+// Appends `from` to `to`, shifted by `shift_ps`, while the event budgets last: the session's
+// and its core's (`per_core`: the records each core has in `to`).
+void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps,
+                    const TraceLimits& limits, std::map<uint32_t, uint64_t>& per_core,
                     uint64_t& dropped) {
-  auto room = [&] {
+  auto keep = [&](uint32_t core) {
     const uint64_t have = to.instructions.size() + to.dmas.size() + to.flows.size();
-    return max_events == 0 || have < max_events;
+    uint64_t& of_core = per_core[core];
+    if ((limits.max_events != 0 && have >= limits.max_events) ||
+        (limits.max_events_per_core != 0 && of_core >= limits.max_events_per_core)) {
+      ++dropped;
+      return false;
+    }
+    ++of_core;
+    return true;
   };
   for (InstructionRecord r : from.instructions) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.start_ps += shift_ps;
     r.end_ps += shift_ps;
     to.instructions.push_back(r);
   }
   for (DmaRecord r : from.dmas) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.start_ps += shift_ps;
     r.end_ps += shift_ps;
     to.dmas.push_back(r);
   }
   for (FlowRecord r : from.flows) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.from_ps += shift_ps;
     r.to_ps += shift_ps;
     to.flows.push_back(r);
@@ -136,6 +136,7 @@ struct Session {
   TraceLimits limits;
   TraceSession data;
   std::set<const LoadedProgram*> programs;
+  std::map<uint32_t, uint64_t> core_events;  // the records kept of each core
   std::shared_ptr<const RunResult> last_window;
   bool records(const LoadedProgram* p) const { return programs.empty() || programs.count(p); }
   bool wants(const Work& w, uint64_t start, uint64_t end) const {
@@ -498,7 +499,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
           d.result.peak_flops_per_core = r.peak_flops_per_core;
           d.result.hbm_bytes_per_ns = r.hbm_bytes_per_ns;
         }
-        append_records(d.result, r, r.start_ps, s.limits.max_events, d.dropped_events);
+        append_records(d.result, r, r.start_ps, s.limits, s.core_events, d.dropped_events);
         add_stats(d.result, r, r.start_ps);
       }
       d.result.executions.push_back(

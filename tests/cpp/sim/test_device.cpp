@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
 
 #include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/sim/device.h"
@@ -269,6 +270,28 @@ TEST(Device, ATraceSessionKeepsToItsLimits) {
   EXPECT_EQ(t.result.instructions.size() + t.result.dmas.size() + t.result.flows.size(), 10u);
   EXPECT_GT(t.dropped_events, 0u);
   EXPECT_EQ(t.result.executions.size(), 5u);
+}
+
+TEST(Device, ATraceSessionCapsTheEventsOfEachCore) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p0 = dev->load(0, square_plus_one(), "square");
+  const ProgramRef p1 = dev->load(1, square_plus_one(), "square");
+  const Bindings io0 = dev->allocate_io(*p0), io1 = dev->allocate_io(*p1);
+  TraceLimits limits;
+  limits.max_events_per_core = 10;
+  const uint64_t session = dev->start_trace(limits);
+  for (int i = 0; i < 5; ++i) {
+    dev->enqueue({p0, io0, "op"});
+    dev->enqueue({p1, io1, "op"});
+  }
+  const TraceSession t = dev->stop_trace(session);
+  std::map<uint32_t, uint64_t> events;
+  for (const InstructionRecord& r : t.result.instructions) ++events[r.core];
+  for (const DmaRecord& r : t.result.dmas) ++events[r.core];
+  for (const FlowRecord& r : t.result.flows) ++events[r.core];
+  EXPECT_EQ(events, (std::map<uint32_t, uint64_t>{{0, 10}, {1, 10}}));
+  EXPECT_GT(t.dropped_events, 0u);
+  EXPECT_EQ(t.result.executions.size(), 10u);
 }
 
 TEST(Device, FunctionalOnlyComputesValuesWithoutTime) {

@@ -107,9 +107,10 @@ struct Completion {
 
 // What a trace session keeps. Zero means no limit.
 struct TraceLimits {
-  uint64_t max_events = 0;  // instruction, DMA and flow records together
-  uint64_t from_ps = 0;     // only windows that end after this device time...
-  uint64_t to_ps = 0;       // ...and start before this one
+  uint64_t max_events = 0;           // instruction, DMA and flow records together
+  uint64_t max_events_per_core = 0;  // the same, of each core
+  uint64_t from_ps = 0;              // only windows that end after this device time...
+  uint64_t to_ps = 0;                // ...and start before this one
   // Only executions of these programs (empty: all).
   std::vector<const LoadedProgram*> programs;
 };
