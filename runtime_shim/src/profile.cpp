@@ -27,9 +27,9 @@ TraceFile start_trace(Session& s, sim::TraceLimits limits, std::string path, std
   return f;
 }
 
-TraceFile start_inspect(Session& s, const std::string& dir, uint64_t max_events) {
+TraceFile start_inspect(Session& s, const std::string& dir, uint64_t max_events_per_nc) {
   sim::TraceLimits limits;
-  limits.max_events = max_events;
+  limits.max_events_per_core = max_events_per_nc;
   const std::filesystem::path d(dir);
   return start_trace(s, std::move(limits), (d / kInspectTrace).string(),
                      (d / kInspectMetrics).string(), "inspect");
@@ -80,7 +80,7 @@ using namespace neuronsim::rt;
 // refused by their setters (here and in unsupported.cpp), so that none is silently ignored.
 struct nrt_inspect_config {
   std::string output_dir = "./output";
-  uint64_t max_events = 1000000;  // sys_trace_max_events_per_nc: a cap on the whole trace
+  uint64_t max_events = 1000000;  // sys_trace_max_events_per_nc: a cap on each core's events
   bool enable_inspect = false;
 };
 
@@ -100,7 +100,8 @@ NRT_STATUS restart_inspect(const char* fn, const std::optional<nrt_inspect_confi
     if (next) {
       s->inspect = start_inspect(*s, next->output_dir, next->max_events);
       log(kInfo, fn,
-          "tracing every execution to {} (Chrome trace) and {} (metrics), at most {} events",
+          "tracing every execution to {} (Chrome trace) and {} (metrics), at most {} events per "
+          "NeuronCore",
           s->inspect->path, s->inspect->metrics, next->max_events);
     }
   }

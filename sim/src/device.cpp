@@ -78,36 +78,36 @@ bool is_output(const isa::TensorDecl& t) {
   return t.kind == isa::TensorKind::output;
 }
 
-// Appends `from` to `to`, shifted by `shift_ps`, while the event budget lasts.
-void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps, uint64_t max_events,
+// Appends `from` to `to`, shifted by `shift_ps`, while the event budgets last: the session's
+// and its core's (`per_core`: the records each core has in `to`).
+void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps,
+                    const TraceLimits& limits, std::map<uint32_t, uint64_t>& per_core,
                     uint64_t& dropped) {
-  auto room = [&] {
+  auto keep = [&](uint32_t core) {
     const uint64_t have = to.instructions.size() + to.dmas.size() + to.flows.size();
-    return max_events == 0 || have < max_events;
+    uint64_t& of_core = per_core[core];
+    if ((limits.max_events != 0 && have >= limits.max_events) ||
+        (limits.max_events_per_core != 0 && of_core >= limits.max_events_per_core)) {
+      ++dropped;
+      return false;
+    }
+    ++of_core;
+    return true;
   };
   for (InstructionRecord r : from.instructions) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.start_ps += shift_ps;
     r.end_ps += shift_ps;
     to.instructions.push_back(r);
   }
   for (DmaRecord r : from.dmas) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.start_ps += shift_ps;
     r.end_ps += shift_ps;
     to.dmas.push_back(r);
   }
   for (FlowRecord r : from.flows) {
-    if (!room()) {
-      ++dropped;
-      continue;
-    }
+    if (!keep(r.core)) continue;
     r.from_ps += shift_ps;
     r.to_ps += shift_ps;
     to.flows.push_back(r);
@@ -136,6 +136,7 @@ struct Session {
   TraceLimits limits;
   TraceSession data;
   std::set<const LoadedProgram*> programs;
+  std::map<uint32_t, uint64_t> core_events;  // the records kept of each core
   std::shared_ptr<const RunResult> last_window;
   bool records(const LoadedProgram* p) const { return programs.empty() || programs.count(p); }
   bool wants(const Work& w, uint64_t start, uint64_t end) const {
@@ -175,9 +176,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   std::thread worker;
   std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
   uint64_t clock_ps = 0;
-  uint64_t host_floor_ps = 0;
-  bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)  //
-                      // the latest end the host has waited for: later work starts after
+  uint64_t host_floor_ps = 0;  // the latest end the host has waited for: later work starts after
+  bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
 
@@ -370,10 +370,16 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
                          [&](Work* w) { return s.second.records(w->execution.program.get()); });
     });
     lock.unlock();
-    std::vector<Completion> out = simulate(batch, starts, record);
-    if (out.front().error && batch.size() > 1 && !batch.front()->group) {
-      // One window covered them all: run each alone to find which one faulted.
+    // Several executions that are no group share one window; when it faults, each runs again
+    // alone to find which one faulted. What the window wrote is undone first, so that an
+    // execution that updates its own bytes (out = in + 1 in place) is applied once. A single
+    // execution or a group never runs again, and keeps no log.
+    const bool may_rerun = batch.size() > 1 && !batch.front()->group;
+    UndoLog undo;
+    std::vector<Completion> out = simulate(batch, starts, record, may_rerun ? &undo : nullptr);
+    if (out.front().error && may_rerun) {
       const std::exception_ptr fault = out.front().error;
+      undo.restore();
       out.clear();
       for (size_t i = 0; i < batch.size(); ++i) {
         out.push_back(simulate({batch[i]}, {starts[i]}, record).front());
@@ -386,8 +392,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   }
 
   // One window: the executions of `batch`, each starting at its start on the device clock.
+  // With `undo`, it keeps there what the executions' HBM writes overwrite.
   std::vector<Completion> simulate(const std::vector<Work*>& batch,
-                                   const std::vector<uint64_t>& starts, bool record) {
+                                   const std::vector<uint64_t>& starts, bool record,
+                                   UndoLog* undo = nullptr) {
     const uint64_t base = *std::min_element(starts.begin(), starts.end());
     RunOptions ro;
     ro.mode = options.mode;
@@ -417,6 +425,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         cs.fp8 = p.fp8_;
         sim.load(p.core(), p.program());
         loaded.push_back(p.core());
+        cs.undo = undo;
         if (starts[i] > base) ro.core_start_ps[p.core()] = starts[i] - base;
       }
       *result = sim.run(ro);
@@ -424,7 +433,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     } catch (...) {
       error = std::current_exception();
     }
-    for (uint32_t core : loaded) sim.unload(core);
+    for (uint32_t core : loaded) {
+      sim.unload(core);
+      sim.core(core).undo = nullptr;
+    }
     for (size_t i = 0; i < batch.size(); ++i) {
       Completion& c = out[i];
       const Work& w = *batch[i];
@@ -487,7 +499,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
           d.result.peak_flops_per_core = r.peak_flops_per_core;
           d.result.hbm_bytes_per_ns = r.hbm_bytes_per_ns;
         }
-        append_records(d.result, r, r.start_ps, s.limits.max_events, d.dropped_events);
+        append_records(d.result, r, r.start_ps, s.limits, s.core_events, d.dropped_events);
         add_stats(d.result, r, r.start_ps);
       }
       d.result.executions.push_back(

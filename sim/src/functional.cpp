@@ -236,9 +236,15 @@ void write_run(const Ctx& c, const AccessPattern& ap, const Run& r, const uint8_
     return;
   }
   const uint64_t addr = hbm_address(c, ap, r);
-  if (packed) return c.st.hbm.write(addr, in, r.count * es);
-  for (uint32_t i = 0; i < r.count; ++i)
-    c.st.hbm.write(addr + static_cast<uint64_t>(i * r.stride), in + i * es, es);
+  if (packed) {
+    if (c.st.undo) c.st.undo->save(c.st.hbm, addr, r.count * es);
+    return c.st.hbm.write(addr, in, r.count * es);
+  }
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const uint64_t a = addr + static_cast<uint64_t>(i * r.stride);
+    if (c.st.undo) c.st.undo->save(c.st.hbm, a, es);
+    c.st.hbm.write(a, in + i * es, es);
+  }
 }
 
 size_t inner_run_bytes(const AccessPattern& ap) {

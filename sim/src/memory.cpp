@@ -155,4 +155,31 @@ void SparseMemory::fill_pages(uint64_t addr, uint8_t value, uint64_t n) {
   }
 }
 
+void UndoLog::save(SparseMemory& memory, uint64_t addr, uint64_t n) {
+  if (n == 0) return;
+  const size_t at = bytes_.size();
+  bytes_.resize(at + n);
+  try {
+    memory.read(addr, bytes_.data() + at, n);
+  } catch (...) {
+    bytes_.resize(at);
+    throw;
+  }
+  Entry& last = entries_.empty() ? entries_.emplace_back(Entry{&memory, addr, 0}) : entries_.back();
+  if (last.memory == &memory && last.addr + last.size == addr)
+    last.size += n;  // the next run of one operand
+  else
+    entries_.push_back({&memory, addr, n});
+}
+
+void UndoLog::restore() {
+  size_t end = bytes_.size();
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    end -= it->size;
+    it->memory->write(it->addr, bytes_.data() + end, it->size);
+  }
+  entries_.clear();
+  bytes_.clear();
+}
+
 }  // namespace neuronsim::sim

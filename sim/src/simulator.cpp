@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -31,19 +30,17 @@ std::mutex& kernel_mutex() {
   return m;
 }
 
-// SystemC prints a banner on first use unless SC_COPYRIGHT_MESSAGE=DISABLE. Set when the
-// library is loaded, before the program's own threads can be reading the environment (a
-// setenv later, from a device's worker, would race with getenv elsewhere); a value the user
-// set is kept.
-const bool banner_off = [] { return setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0) == 0; }();
-
+// SystemC's banner needs no setting (SC_COPYRIGHT_MESSAGE) to stay away: SystemC prints it
+// only from sc_elab_and_sim, which its own main() calls before sc_main (sc_main_main.cpp calls
+// pln(), from 2.3.0 to 3.0.x); creating the kernel, setting the time resolution and sc_start
+// print nothing. Every program that uses the simulator has a main of its own (see
+// support/sc_main.cpp), so the library leaves the process environment alone.
 void init_kernel() {
   static const bool done = [] {
     sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
     return true;
   }();
   (void)done;
-  (void)banner_off;
 }
 
 uint64_t now_ps() {

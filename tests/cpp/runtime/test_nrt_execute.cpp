@@ -410,16 +410,20 @@ TEST_F(NrtExecute, InspectEnvTraceIsWrittenAtClose) {
                  {"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC", "4"}});
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   {
-    Loaded m;
-    ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
-    for (int i = 0; i < 3; ++i) ASSERT_EQ(m.execute(), NRT_SUCCESS);
+    Loaded m0, m1;
+    ASSERT_EQ(m0.load("add.neff", 0), NRT_SUCCESS);
+    ASSERT_EQ(m1.load("add.neff", 1), NRT_SUCCESS);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(m0.execute(), NRT_SUCCESS);
+      ASSERT_EQ(m1.execute(), NRT_SUCCESS);
+    }
   }
   nrt_close();
   const TraceFile trace = read_trace(dir / "neuronsim_session.trace.json");
   ASSERT_TRUE(trace.valid);
-  EXPECT_EQ(trace.kernels.size(), 3u) << "executions are kept past the event limit";
-  EXPECT_EQ(trace.instructions, 4u)
-      << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records";
+  EXPECT_EQ(trace.kernels.size(), 6u) << "executions are kept past the event limit";
+  EXPECT_EQ(trace.instructions, 8u)
+      << "NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC caps the records of each core";
   std::filesystem::remove_all(dir);
 }
 

@@ -5,7 +5,11 @@
 
 #include <cblas.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <map>
 
 #include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/sim/device.h"
@@ -268,6 +272,28 @@ TEST(Device, ATraceSessionKeepsToItsLimits) {
   EXPECT_EQ(t.result.executions.size(), 5u);
 }
 
+TEST(Device, ATraceSessionCapsTheEventsOfEachCore) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p0 = dev->load(0, square_plus_one(), "square");
+  const ProgramRef p1 = dev->load(1, square_plus_one(), "square");
+  const Bindings io0 = dev->allocate_io(*p0), io1 = dev->allocate_io(*p1);
+  TraceLimits limits;
+  limits.max_events_per_core = 10;
+  const uint64_t session = dev->start_trace(limits);
+  for (int i = 0; i < 5; ++i) {
+    dev->enqueue({p0, io0, "op"});
+    dev->enqueue({p1, io1, "op"});
+  }
+  const TraceSession t = dev->stop_trace(session);
+  std::map<uint32_t, uint64_t> events;
+  for (const InstructionRecord& r : t.result.instructions) ++events[r.core];
+  for (const DmaRecord& r : t.result.dmas) ++events[r.core];
+  for (const FlowRecord& r : t.result.flows) ++events[r.core];
+  EXPECT_EQ(events, (std::map<uint32_t, uint64_t>{{0, 10}, {1, 10}}));
+  EXPECT_GT(t.dropped_events, 0u);
+  EXPECT_EQ(t.result.executions.size(), 10u);
+}
+
 TEST(Device, FunctionalOnlyComputesValuesWithoutTime) {
   DeviceOptions o;
   o.mode = Mode::functional_only;
@@ -380,6 +406,61 @@ TEST(Device, AFaultInASharedWindowIsAttributedByRunningEachAlone) {
   }
   EXPECT_TRUE(shared);
   dev->synchronize();
+}
+
+// y = x squared 16 times: keeps a core busy much longer than square_plus_one.
+isa::Program long_square() {
+  isa::KernelBuilder kb("trn2");
+  const auto x = kb.input("x", isa::DType::fp32, {128, 512});
+  const auto y = kb.output("y", isa::DType::fp32, {128, 512});
+  const auto t = kb.sbuf_tile(isa::DType::fp32, 128, 512);
+  kb.dma_copy(t, x);
+  for (int i = 0; i < 16; ++i) kb.activation(t, t, isa::ActFunc::square);
+  kb.dma_copy(y, t);
+  return kb.finish();
+}
+
+TEST(Device, AFaultedSharedWindowAppliesAnInPlaceExecutionOnce) {
+  // The worker is held in its first window (a long execution on core 1) until two executions
+  // are queued that then share one window: core 0's in place (x <- x * x + 1) from time 0, and
+  // core 1's faulting one after the long one, so the in-place one has written x by the fault.
+  std::promise<void> entered, open;
+  std::future<void> in_first_window = entered.get_future();
+  const std::shared_future<void> gate = open.get_future().share();
+  std::atomic<bool> first{true};
+  DeviceOptions o;
+  o.progress = [&](uint64_t, uint64_t) {
+    if (first.exchange(false)) entered.set_value();
+    gate.wait();
+  };
+  auto dev = Device::open("trn2.3xlarge", o);
+  const ProgramRef hold = dev->load(1, long_square(), "hold");
+  const ProgramRef bad = dev->load(1, out_of_bounds(), "bad");
+  const ProgramRef in_place = dev->load(0, square_plus_one(), "in_place");
+  Bindings io = dev->allocate_io(*in_place);
+  io[in_place->tensor("y").var_id] = io.at(in_place->tensor("x").var_id);
+  dev->write_tensor(*in_place, io, "x", floats(kElems, 2.0f, 0.0f));
+  const uint64_t sh = dev->enqueue({hold, dev->allocate_io(*hold), "hold"});
+  if (in_first_window.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    open.set_value();
+    FAIL() << "the first window reported no progress";
+  }
+  const uint64_t si = dev->enqueue({in_place, io, "in place"});
+  const uint64_t sb = dev->enqueue({bad, dev->allocate_io(*bad), "bad"});
+  open.set_value();
+  EXPECT_FALSE(dev->wait(sh).error);
+  const Completion ci = dev->wait(si), cb = dev->wait(sb);
+  ASSERT_TRUE(ci.batch_fault) << "the two shared a window, and it faulted";
+  EXPECT_EQ(ci.batch_size, 2u);
+  EXPECT_EQ(cb.batch_fault, ci.batch_fault);
+  EXPECT_FALSE(ci.error) << "the in-place execution did not fault";
+  ASSERT_TRUE(cb.error);
+  EXPECT_THAT([&] { std::rethrow_exception(cb.error); },
+              ::testing::Throws<ExecError>(::testing::Property(
+                  &ExecError::kind, ::testing::Eq(ExecError::Kind::out_of_bounds))));
+  const auto x = dev->read_tensor(*in_place, io, "x");
+  for (size_t i = 0; i < kElems; i += 97)
+    ASSERT_FLOAT_EQ(at(x, i), 5.0f) << "2 * 2 + 1 once (26 when applied twice), element " << i;
 }
 
 }  // namespace

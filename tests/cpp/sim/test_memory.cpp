@@ -104,5 +104,28 @@ TEST(SparseMemory, AccessesOutsideTheCapacityThrowWithTheAddress) {
   EXPECT_EQ(m.bytes_allocated(), kPage);
 }
 
+TEST(UndoLog, PutsBackWhatWritesOverwroteInHbmAndHostBytes) {
+  SparseMemory m(kGiB);
+  std::vector<uint8_t> host(16, 0x11);
+  m.map(kPage, host.data(), host.size());
+  const std::vector<uint8_t> before = {1, 2, 3, 4, 5, 6, 7, 8};
+  m.write(kPage - 4, before.data(), 8);  // half in the pages, half in the host bytes
+  UndoLog undo;
+  const uint8_t ones[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  const uint8_t twos[4] = {7, 7, 7, 7};
+  undo.save(m, kPage - 4, 8);
+  m.write(kPage - 4, ones, 8);
+  undo.save(m, kPage - 2, 4);  // overlaps the first: restored newest first
+  m.write(kPage - 2, twos, 4);
+  EXPECT_THROW(undo.save(m, kGiB - 2, 4), std::out_of_range);
+  undo.restore();
+  EXPECT_TRUE(undo.empty());
+  std::vector<uint8_t> after(8);
+  m.read(kPage - 4, after.data(), 8);
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(host[0], 5);
+  EXPECT_EQ(host[4], 0x11);
+}
+
 }  // namespace
 }  // namespace neuronsim::sim

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/sim/cost_model.h"
@@ -15,6 +18,7 @@ namespace neuronsim::sim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 RunOptions options(Mode mode, bool record = false) {
   RunOptions o;
@@ -77,6 +81,32 @@ TEST(Simulator, ComputesTheSameValuesAsTheFunctionalPlane) {
   const auto y = read_tensor(timed, p, "y");
   const auto x_in = [](size_t i) { return static_cast<float>(i % 97) * 0.25f - 3.0f; };
   for (size_t i = 0; i < y.size(); i += 101) EXPECT_FLOAT_EQ(y[i], x_in(i) * x_in(i) + 1.0f) << i;
+}
+
+// Whether `name` was in the environment the process started with: /proc/self/environ is the
+// block exec gave it, which setenv leaves as it was.
+bool in_initial_environment(const std::string& name) {
+  std::ifstream f("/proc/self/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(f, entry, '\0'))
+    if (entry.starts_with(name + "=")) return true;
+  return false;
+}
+
+TEST(Simulator, ATimedRunPrintsNoBannerAndLeavesTheEnvironmentAlone) {
+  // ctest runs each test in a process of its own, so this is SystemC's first use.
+  for (const char* name : {"SC_COPYRIGHT_MESSAGE", "SYSTEMC_DISABLE_COPYRIGHT_MESSAGE"})
+    if (in_initial_environment(name)) GTEST_SKIP() << name << " is set where the test runs";
+  const isa::Program p = load_compute_store();
+  Simulator sim = make_simulator();
+  load(sim, p);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  sim.run();
+  const std::string printed =
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(printed, Not(HasSubstr("SystemC"))) << printed;
+  EXPECT_EQ(std::getenv("SC_COPYRIGHT_MESSAGE"), nullptr) << "the library sets no variable";
 }
 
 TEST(Simulator, RunsAreDeterministicAndRepeatable) {

@@ -99,16 +99,18 @@ struct Completion {
   std::exception_ptr error;  // the fault, when it failed
   // Set when the execution first ran in a window with `batch_size` executions that faulted,
   // and so ran again alone to find which one faulted: that window's fault (`error` and
-  // `run` are from the run alone).
+  // `run` are from the run alone). The window's writes to HBM were undone before the runs
+  // alone, so each execution's effect on memory is applied once.
   std::exception_ptr batch_fault;
   uint32_t batch_size = 0;
 };
 
 // What a trace session keeps. Zero means no limit.
 struct TraceLimits {
-  uint64_t max_events = 0;  // instruction, DMA and flow records together
-  uint64_t from_ps = 0;     // only windows that end after this device time...
-  uint64_t to_ps = 0;       // ...and start before this one
+  uint64_t max_events = 0;           // instruction, DMA and flow records together
+  uint64_t max_events_per_core = 0;  // the same, of each core
+  uint64_t from_ps = 0;              // only windows that end after this device time...
+  uint64_t to_ps = 0;                // ...and start before this one
   // Only executions of these programs (empty: all).
   std::vector<const LoadedProgram*> programs;
 };

@@ -44,6 +44,7 @@ struct CoreState {
   std::unordered_map<uint16_t, TensorBinding> tensors;  // by var_id
   isa::Fp8Config fp8;
   bool fail_on_nan = false;  // a NaN written to memory raises ExecError(Kind::nan)
+  UndoLog* undo = nullptr;   // when set, keeps what each HBM write overwrites
 };
 
 // Places the program's tensors in HBM from `base` upwards (aligned to 64 bytes),

@@ -90,4 +90,26 @@ class SparseMemory {
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
 };
 
+// The bytes a run overwrote, kept so that its writes can be undone: sim::Device keeps one for
+// a window of several executions, which it runs again one by one when the window faults.
+// Used by one thread at a time (the window's).
+class UndoLog {
+ public:
+  // Keeps the `n` bytes at `addr` of `memory`, about to be overwritten (std::out_of_range as
+  // SparseMemory::read).
+  void save(SparseMemory& memory, uint64_t addr, uint64_t n);
+  // Writes every kept range back, newest first (so each byte gets its value from before the
+  // first save), and empties the log.
+  void restore();
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  struct Entry {
+    SparseMemory* memory;
+    uint64_t addr, size;
+  };
+  std::vector<Entry> entries_;
+  std::vector<uint8_t> bytes_;  // the entries' old bytes, in order
+};
+
 }  // namespace neuronsim::sim
