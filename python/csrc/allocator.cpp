@@ -164,13 +164,21 @@ class HbmAllocator final : public c10::DeviceAllocator {
     const size_t size = round_up(n);
     const uint32_t chip = b.chip_of(device);
     PerDevice& d = devices_[device];
-    void* host = std::aligned_alloc(64, size);
-    TORCH_CHECK(host != nullptr, "neuron: the host has no memory left for ", size,
-                " bytes of simulated HBM");
-    auto address = b.device().allocate(chip, size, static_cast<uint8_t*>(host));
-    if (!address) {
+    // What cannot fit in the chip's HBM fails before any host memory is taken for it.
+    const auto fits = [&] {
+      const sim::Device::MemoryUse use = b.device().memory(chip);
+      return size <= use.capacity - use.used;
+    };
+    if (!fits()) {
       ++d.stats.num_alloc_retries;
       for (auto& [other, od] : devices_) empty_cache(od);
+    }
+    void* host = nullptr;
+    std::optional<uint64_t> address;
+    if (fits()) {
+      host = std::aligned_alloc(64, size);
+      TORCH_CHECK(host != nullptr, "neuron: the host has no memory left for ", size,
+                  " bytes of simulated HBM");
       address = b.device().allocate(chip, size, static_cast<uint8_t*>(host));
     }
     if (!address) {

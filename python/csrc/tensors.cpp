@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "fallback.h"
 #include "guard.h"
+#include "kernel_call.h"
 
 namespace neuronsim::pytorch {
 
@@ -97,7 +98,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
                         extent_bytes(src));
     return dst;
   }
-  if (both_neuron) count_fallback("aten::copy_ (cast or relayout on the device)");
+  if (both_neuron && copy_on_device(src, dst)) return dst;
+  if (both_neuron) count_fallback("aten::copy_ (between devices, or of int64/float64)");
   check_dtype(src.scalar_type(), "aten::copy_");
   // To or from the host, or a conversion: the host's copy on the same bytes.
   host_alias(dst).copy_(host_alias(src));

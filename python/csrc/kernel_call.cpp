@@ -1,0 +1,142 @@
+// Shared plumbing of the backend's aten kernels (see kernel_call.h).
+#include "kernel_call.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "backend.h"
+
+namespace neuronsim::pytorch {
+
+std::optional<isa::DType> engine_dtype(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return isa::DType::fp32;
+    case at::kBFloat16: return isa::DType::bf16;
+    case at::kHalf: return isa::DType::fp16;
+    case at::kChar: return isa::DType::int8;
+    case at::kByte: return isa::DType::uint8;
+    case at::kShort: return isa::DType::int16;
+    case at::kInt: return isa::DType::int32;
+    case at::kBool: return isa::DType::boolean;
+    default: return std::nullopt;
+  }
+}
+
+bool is_engine_float(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
+bool exact_in_fp32(c10::ScalarType t) {
+  return is_engine_float(t) || t == at::kChar || t == at::kByte || t == at::kShort ||
+         t == at::kBool;
+}
+
+kernels::View view_of(const at::Tensor& t) {
+  kernels::View v;
+  v.dtype = *engine_dtype(t.scalar_type());
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.strides.assign(t.strides().begin(), t.strides().end());
+  return v;
+}
+
+std::string layout_key(const at::Tensor& t) {
+  return fmt::format("{}[{}:{}]", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ","),
+                     fmt::join(t.strides(), ","));
+}
+
+int op_device(const char* op, const std::vector<at::Tensor>& tensors) {
+  std::optional<c10::Device> device;
+  for (const at::Tensor& t : tensors) {
+    if (!device) device = t.device();
+    if (t.device() != *device)
+      fail(fmt::format("{}: expected all tensors on one device, but found {} and {}", op,
+                       device->str(), t.device().str()));
+  }
+  return device ? device->index() : 0;
+}
+
+int op_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  std::vector<at::Tensor> all;
+  for (const at::Tensor* t : tensors) all.push_back(*t);
+  return op_device(op, all);
+}
+
+bool run_kernel(const char* op, int device, const std::string& key,
+                const std::function<isa::Program()>& build,
+                const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  Backend& b = Backend::get();
+  const sim::ProgramRef program = b.program(device, key, build);
+  if (!program) return false;
+  b.run_kernel(op, program, tensors);
+  return true;
+}
+
+std::string target() { return Backend::get().target(); }
+
+namespace {
+
+// An input may be the output itself (in-place), but not a different view of its bytes.
+bool overlaps_out(const at::Tensor& in, const at::Tensor& out) {
+  if (!in.is_alias_of(out)) return false;
+  return !(in.data_ptr() == out.data_ptr() && in.sizes() == out.sizes() &&
+           in.strides() == out.strides());
+}
+
+}  // namespace
+
+bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
+                   const std::vector<at::Tensor>& inputs, const at::Tensor& out) {
+  if (!out.device().is_privateuseone() || !engine_dtype(out.scalar_type())) return false;
+  std::vector<at::Tensor> all = inputs;
+  all.push_back(out);
+  const int device = op_device(op, all);
+  if (out.numel() == 0) return true;
+  std::vector<at::Tensor> expanded;
+  std::vector<kernels::View> views;
+  std::string key = fmt::format("{} {} ->{}", op, name, layout_key(out));
+  for (const at::Tensor& in : inputs) {
+    if (!engine_dtype(in.scalar_type()) || overlaps_out(in, out)) return false;
+    expanded.push_back(in.expand(out.sizes()));
+    views.push_back(view_of(expanded.back()));
+    key += " " + layout_key(expanded.back());
+  }
+  std::vector<std::pair<std::string, at::Tensor>> bound;
+  for (size_t i = 0; i < expanded.size(); ++i)
+    bound.emplace_back(fmt::format("in{}", i), expanded[i]);
+  bound.emplace_back("out", out);
+  const kernels::View out_view = view_of(out);
+  const std::string chip = target();
+  return run_kernel(op, device, key,
+                    [&] { return kernels::pointwise(chip, expr, views, out_view); }, bound);
+}
+
+bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, int64_t dim,
+                const at::Tensor& out) {
+  if (!engine_dtype(in.scalar_type()) || !engine_dtype(out.scalar_type())) return false;
+  const int device = op_device(op, {&in, &out});
+  if (out.numel() == 0) return true;
+  if (in.numel() == 0) return false;  // torch's identities (0, -inf, errors): the CPU's
+  const kernels::View in_view = view_of(in), out_view = view_of(out);
+  const std::string chip = target();
+  return run_kernel(op, device,
+                    fmt::format("{} {} dim={} {} ->{}", op, static_cast<int>(reduce), dim,
+                                layout_key(in), layout_key(out)),
+                    [&] { return kernels::reduce(chip, reduce, in_view, dim, out_view); },
+                    {{"in", in}, {"out", out}});
+}
+
+std::optional<at::Tensor> int64_low_words(const at::Tensor& int64) {
+  if (!int64.is_contiguous()) return std::nullopt;
+  at::Tensor words = int64.reshape({-1}).view(at::kInt);
+  if (words.numel() > 0) {
+    const kernels::View all = view_of(words);
+    const std::string chip = target();
+    if (!run_kernel("aten::zero_", int64.device().index(),
+                    fmt::format("aten::zero_ int64 {}", layout_key(words)),
+                    [&] { return kernels::fill(chip, all, 0.0f); }, {{"out", words}}))
+      return std::nullopt;
+  }
+  return words.slice(0, 0, c10::nullopt, 2).view(int64.sizes());
+}
+
+}  // namespace neuronsim::pytorch

@@ -1,0 +1,73 @@
+// What every aten kernel of the backend shares: the engines' dtype of a torch dtype,
+// the kernels' View of a tensor, the cache key of a call, and running a kernel from
+// kernels/ on the op's device. The ops (ops_*.cpp) use only these.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+
+#include "fallback.h"
+#include "neuronsim/isa/program.h"
+#include "neuronsim/kernels/eager.h"
+
+namespace neuronsim::pytorch {
+
+// Calls the counted CPU fallback for aten op `Op` (ATEN_OP / ATEN_OP2).
+template <class Op>
+using Fallback = at::native::call_fallback_fn<&neuron_cpu_fallback, Op>;
+template <class Op>
+using FallbackSymInt = at::native::call_fallback_fn_symint<&neuron_cpu_fallback, Op>;
+
+// The engines' type of a torch dtype; none for int64, float64 (no such ALU types).
+std::optional<isa::DType> engine_dtype(c10::ScalarType t);
+// float32, bfloat16 and float16: what the float kernels compute in.
+bool is_engine_float(c10::ScalarType t);
+// Every value of the dtype is exact in FP32 (the engines' compute type).
+bool exact_in_fp32(c10::ScalarType t);
+
+// The kernels' view of a neuron tensor (sizes and strides in elements).
+kernels::View view_of(const at::Tensor& t);
+// Part of a cache key: dtype, sizes and strides.
+std::string layout_key(const at::Tensor& t);
+
+// The neuron device of an op's tensors; throws naming both devices when they differ.
+int op_device(const char* op, std::initializer_list<const at::Tensor*> tensors);
+int op_device(const char* op, const std::vector<at::Tensor>& tensors);
+
+// Loads (once per device and key) the program `build` makes and runs it with the named
+// tensors. Returns false, running nothing, when the kernel refuses the case.
+bool run_kernel(const char* op, int device, const std::string& key,
+                const std::function<isa::Program()>& build,
+                const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+// The target of the simulated chip ("trn2", ...).
+std::string target();
+
+// out <- expr(inputs) elementwise, the inputs broadcast to out's sizes. `name` says what
+// expr computes (it is part of the cache key). Returns false when the case is not
+// covered (a dtype without an engine type, a layout the kernel refuses, an input
+// overlapping out other than exactly).
+bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
+                   const std::vector<at::Tensor>& inputs, const at::Tensor& out);
+
+// dst <- src on one device as one pointwise copy (a cast, or a change of layout). False
+// when not covered (int64, float64, two devices).
+bool copy_on_device(const at::Tensor& src, const at::Tensor& dst);
+
+// out <- op over `dim` of `in` (out has in's sizes with dim kept as 1 or removed).
+bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, int64_t dim,
+                const at::Tensor& out);
+
+// An int32 view of the low words of an int64 tensor's elements, after zeroing every word:
+// a kernel that writes non-negative int32 values there (indices) leaves a correct
+// int64 tensor. False when the zero fill is not covered.
+std::optional<at::Tensor> int64_low_words(const at::Tensor& int64);
+
+}  // namespace neuronsim::pytorch

@@ -1,0 +1,76 @@
+// Matrix products on TensorE: mm, bmm, addmm. The kernel reads transposed operands
+// (linear's weight.t()) through strided access patterns, so no copy is made first;
+// it accumulates in FP32 and rounds once into the output dtype.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "kernel_call.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+bool matmul_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  if (!is_engine_float(a.scalar_type()) || a.scalar_type() != b.scalar_type() ||
+      !is_engine_float(out.scalar_type()) || a.numel() == 0 || b.numel() == 0)
+    return false;
+  const int device = op_device(op, {&a, &b, &out});
+  const kernels::View va = view_of(a), vb = view_of(b), vo = view_of(out);
+  const std::string chip = target();
+  return run_kernel(op, device,
+                    fmt::format("{} {} {} ->{}", op, layout_key(a), layout_key(b), layout_key(out)),
+                    [&] { return kernels::matmul(chip, va, vb, vo); },
+                    {{"a", a}, {"b", b}, {"out", out}});
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0)) {
+    at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+    if (matmul_into("aten::mm", a, b, out)) return out;
+  }
+  return Fallback<ATEN_OP(mm)>::call(a, b);
+}
+
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1)) {
+    at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+    if (matmul_into("aten::bmm", a, b, out)) return out;
+  }
+  return Fallback<ATEN_OP(bmm)>::call(a, b);
+}
+
+// beta * bias + alpha * (a @ b): the product on TensorE, then one pointwise kernel.
+at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                 const at::Scalar& beta, const at::Scalar& alpha) {
+  if (a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) && bias.device() == a.device() &&
+      bias.scalar_type() == a.scalar_type()) {
+    at::Tensor product = at::empty({a.size(0), b.size(1)}, a.options());
+    if (matmul_into("aten::addmm", a, b, product)) {
+      const float fa = static_cast<float>(alpha.toDouble()), fb = static_cast<float>(beta.toDouble());
+      kernels::PointwiseExpr e;
+      kernels::PointwiseExpr::Reg p = e.load(0), c = e.load(1);
+      if (fa != 1.0f) p = e.alu_imm(isa::AluOp::multiply, p, fa);
+      if (fb != 1.0f) c = e.alu_imm(isa::AluOp::multiply, c, fb);
+      e.alu(isa::AluOp::add, p, c);
+      at::Tensor out = at::empty_like(product);
+      if (fb == 0.0f) {
+        if (fa == 1.0f) return product;
+      } else if (run_pointwise("aten::addmm", fmt::format("alpha={} beta={}", fa, fb), e,
+                               {product, bias}, out)) {
+        return out;
+      }
+    }
+  }
+  return Fallback<ATEN_OP(addmm)>::call(bias, a, b, beta, alpha);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", mm);
+  m.impl("bmm", bmm);
+  m.impl("addmm", addmm);
+}
+
+}  // namespace neuronsim::pytorch

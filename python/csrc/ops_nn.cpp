@@ -1,0 +1,218 @@
+// The network ops a transformer needs beyond elementwise, reductions and matmuls:
+// softmax and log_softmax (forward on the row kernels, backward as reductions and
+// pointwise kernels), layer norm, concatenation, and the choice of attention kernel
+// (the math path, which decomposes into the ops above).
+#include <ATen/ATen.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/TypeProperties.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "kernel_call.h"
+#include "neuronsim/kernels/kernels.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+using isa::ActFunc;
+using isa::AluOp;
+using Expr = kernels::PointwiseExpr;
+using Reg = Expr::Reg;
+
+// ---- softmax --------------------------------------------------------------------
+
+// softmax or log_softmax over the last dim of a contiguous float tensor.
+at::Tensor row_softmax(const char* op, bool log, const at::Tensor& x, int64_t dim,
+                       bool half_to_float) {
+  if (half_to_float || !is_engine_float(x.scalar_type()) || !x.device().is_privateuseone() ||
+      x.dim() == 0 || at::maybe_wrap_dim(dim, x.dim()) != x.dim() - 1 || !x.is_contiguous() ||
+      x.numel() == 0)
+    return {};
+  const int64_t cols = x.size(-1), rows = x.numel() / cols;
+  if (rows > 65535 || cols > 65535) return {};
+  at::Tensor out = at::empty_like(x);
+  const isa::DType dtype = *engine_dtype(x.scalar_type());
+  const std::string chip = target();
+  const bool ran = run_kernel(
+      op, x.device().index(), fmt::format("{} {}", op, layout_key(x)),
+      [&] {
+        return log ? kernels::log_softmax(chip, rows, cols, dtype)
+                   : kernels::softmax(chip, rows, cols, dtype);
+      },
+      {{"x", x}, {"out", out}});
+  return ran ? out : at::Tensor();
+}
+
+at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
+  if (at::Tensor out = row_softmax("aten::_softmax", false, x, dim, half_to_float); out.defined())
+    return out;
+  return Fallback<ATEN_OP(_softmax)>::call(x, dim, half_to_float);
+}
+
+at::Tensor log_softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
+  if (at::Tensor out = row_softmax("aten::_log_softmax", true, x, dim, half_to_float);
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(_log_softmax)>::call(x, dim, half_to_float);
+}
+
+// sum over `dim` with keepdim, in FP32.
+at::Tensor sum_keepdim(const char* op, const at::Tensor& x, int64_t dim) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes[static_cast<size_t>(dim)] = 1;
+  at::Tensor out = at::empty(sizes, x.options().dtype(at::kFloat));
+  return run_reduce(op, kernels::ReduceOp::sum, x, dim, out) ? out : at::Tensor();
+}
+
+bool softmax_backward_covered(const at::Tensor& grad, const at::Tensor& output,
+                              c10::ScalarType input_dtype) {
+  return grad.device().is_privateuseone() && is_engine_float(grad.scalar_type()) &&
+         grad.scalar_type() == output.scalar_type() && grad.sizes() == output.sizes() &&
+         input_dtype == grad.scalar_type() && grad.numel() > 0;
+}
+
+// softmax': y * (g - sum(g * y))
+at::Tensor softmax_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                            c10::ScalarType input_dtype) {
+  const char* op = "aten::_softmax_backward_data";
+  if (softmax_backward_covered(grad, output, input_dtype)) {
+    dim = at::maybe_wrap_dim(dim, grad.dim());
+    at::Tensor gy = at::empty(grad.sizes(), grad.options().dtype(at::kFloat));
+    Expr prod;
+    prod.alu(AluOp::multiply, prod.load(0), prod.load(1));
+    if (run_pointwise(op, "g*y", prod, {grad, output}, gy)) {
+      if (at::Tensor s = sum_keepdim(op, gy, dim); s.defined()) {
+        Expr e;
+        const Reg g = e.load(0), y = e.load(1), sum = e.load(2);
+        e.alu(AluOp::multiply, y, e.alu(AluOp::subtract, g, sum));
+        at::Tensor out = at::empty_like(grad);
+        if (run_pointwise(op, "y*(g-s)", e, {grad, output, s}, out)) return out;
+      }
+    }
+  }
+  return Fallback<ATEN_OP(_softmax_backward_data)>::call(grad, output, dim, input_dtype);
+}
+
+// log_softmax': g - exp(y) * sum(g)
+at::Tensor log_softmax_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                c10::ScalarType input_dtype) {
+  const char* op = "aten::_log_softmax_backward_data";
+  if (softmax_backward_covered(grad, output, input_dtype)) {
+    dim = at::maybe_wrap_dim(dim, grad.dim());
+    if (at::Tensor s = sum_keepdim(op, grad, dim); s.defined()) {
+      Expr e;
+      const Reg g = e.load(0), y = e.load(1), sum = e.load(2);
+      e.alu(AluOp::subtract, g, e.alu(AluOp::multiply, e.activation(ActFunc::exp, y), sum));
+      at::Tensor out = at::empty_like(grad);
+      if (run_pointwise(op, "g-exp(y)*s", e, {grad, output, s}, out)) return out;
+    }
+  }
+  return Fallback<ATEN_OP(_log_softmax_backward_data)>::call(grad, output, dim, input_dtype);
+}
+
+// ---- layer norm -----------------------------------------------------------------
+
+// Over the last dim: mean, then the mean of squared deviations (two-pass, as torch's
+// CPU kernel), rstd = 1/sqrt(var + eps), out = (x - mean) * rstd * weight + bias.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
+    const at::Tensor& x, c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps) {
+  const char* op = "aten::native_layer_norm";
+  const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
+  if (normalized_shape.size() == 1 && x.dim() >= 1 && x.device().is_privateuseone() &&
+      is_engine_float(x.scalar_type()) && x.numel() > 0 &&
+      (!has_w || weight->scalar_type() == x.scalar_type()) &&
+      (!has_b || bias->scalar_type() == x.scalar_type())) {
+    const int64_t last = x.dim() - 1;
+    std::vector<int64_t> stat_sizes(x.sizes().begin(), x.sizes().end());
+    stat_sizes.back() = 1;
+    const auto f32 = x.options().dtype(at::kFloat);
+    at::Tensor mean = at::empty(stat_sizes, f32), var = at::empty(stat_sizes, f32);
+    at::Tensor dev2 = at::empty(x.sizes(), f32), rstd = at::empty(stat_sizes, f32);
+    Expr sq;
+    const Reg d = sq.alu(AluOp::subtract, sq.load(0), sq.load(1));
+    sq.alu(AluOp::multiply, d, d);
+    Expr inv;
+    inv.activation(ActFunc::rsqrt, inv.alu_imm(AluOp::add, inv.load(0), static_cast<float>(eps)));
+    Expr norm;
+    Reg y = norm.alu(AluOp::multiply, norm.alu(AluOp::subtract, norm.load(0), norm.load(1)),
+                     norm.load(2));
+    std::vector<at::Tensor> inputs{x, mean, rstd};
+    if (has_w) {
+      inputs.push_back(*weight);
+      y = norm.alu(AluOp::multiply, y, norm.load(static_cast<int32_t>(inputs.size() - 1)));
+    }
+    if (has_b) {
+      inputs.push_back(*bias);
+      norm.alu(AluOp::add, y, norm.load(static_cast<int32_t>(inputs.size() - 1)));
+    }
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    if (run_reduce(op, kernels::ReduceOp::mean, x, last, mean) &&
+        run_pointwise(op, "(x-m)^2", sq, {x, mean}, dev2) &&
+        run_reduce(op, kernels::ReduceOp::mean, dev2, last, var) &&
+        run_pointwise(op, fmt::format("rsqrt(v+{})", eps), inv, {var}, rstd) &&
+        run_pointwise(op, fmt::format("norm w={} b={}", has_w, has_b), norm, inputs, out)) {
+      const auto stat_dtype = x.scalar_type();
+      return {out, mean.to(stat_dtype), rstd.to(stat_dtype)};
+    }
+  }
+  return FallbackSymInt<ATEN_OP(native_layer_norm)>::call(x, normalized_shape, weight, bias, eps);
+}
+
+// ---- cat ------------------------------------------------------------------------
+
+// One pointwise copy per input, into its slice of the output.
+at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
+  std::vector<at::Tensor> tensors;
+  for (const at::Tensor& t : list)
+    if (!(t.dim() == 1 && t.size(0) == 0)) tensors.push_back(t);  // torch skips legacy empties
+  bool covered = !tensors.empty();
+  for (const at::Tensor& t : tensors)
+    covered = covered && t.device().is_privateuseone() && engine_dtype(t.scalar_type()) &&
+              t.dim() == tensors.front().dim();
+  if (covered) {
+    dim = at::maybe_wrap_dim(dim, tensors.front().dim());
+    at::native::ResultTypeState promotion{};
+    for (const at::Tensor& t : tensors) promotion = at::native::update_result_type_state(t, promotion);
+    const c10::ScalarType dtype = at::native::result_type(promotion);
+    std::vector<int64_t> sizes(tensors.front().sizes().begin(), tensors.front().sizes().end());
+    int64_t total = 0;
+    for (const at::Tensor& t : tensors) total += t.size(dim);
+    sizes[static_cast<size_t>(dim)] = total;
+    at::Tensor out = at::empty(sizes, tensors.front().options().dtype(dtype));
+    int64_t at_offset = 0;
+    for (const at::Tensor& t : tensors) {
+      const at::Tensor slice = out.narrow(dim, at_offset, t.size(dim));
+      at_offset += t.size(dim);
+      if (t.numel() == 0) continue;
+      covered = covered && t.sizes() == slice.sizes() && copy_on_device(t, slice);
+    }
+    if (covered) return out;
+  }
+  return Fallback<ATEN_OP(cat)>::call(list, dim);
+}
+
+// ---- attention ------------------------------------------------------------------
+
+// scaled_dot_product_attention asks the device which fused kernel to use; "math" (0)
+// runs it as matmuls, a softmax and masks, which are this backend's kernels.
+int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                         const std::optional<at::Tensor>&, double, bool, std::optional<double>,
+                         bool) {
+  return 0;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", softmax);
+  m.impl("_log_softmax", log_softmax);
+  m.impl("_softmax_backward_data", softmax_backward);
+  m.impl("_log_softmax_backward_data", log_softmax_backward);
+  m.impl("native_layer_norm", layer_norm);
+  m.impl("cat", cat);
+  m.impl("_fused_sdp_choice", fused_sdp_choice);
+}
+
+}  // namespace neuronsim::pytorch

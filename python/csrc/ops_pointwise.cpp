@@ -1,0 +1,486 @@
+// Elementwise aten ops on the simulator: arithmetic, comparisons, logical ops, where,
+// activations and their backward formulas, casts and copies on the device, fill.
+// Each builds one kernels::PointwiseExpr (FP32 inside, rounded once into the output
+// dtype, as torch's CPU kernels compute reduced-precision floats) and runs it with
+// broadcasting. Type promotion is torch's (at::result_type); integer arithmetic and
+// comparisons of types not exact in FP32 (int32) run on the CPU, counted, because the
+// engines compute in FP32 and would round them.
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "kernel_call.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+using isa::ActFunc;
+using isa::AluOp;
+using Expr = kernels::PointwiseExpr;
+using Reg = Expr::Reg;
+
+// An operand of a binary op: a neuron tensor, or a CPU scalar (Python numbers arrive as
+// 0-dim CPU tensors), which the kernel takes as an immediate.
+struct Operand {
+  std::optional<at::Tensor> tensor;
+  float value = 0;
+};
+
+std::optional<Operand> operand(const at::Tensor& t) {
+  if (t.device().is_privateuseone()) return Operand{t, 0};
+  if (t.device().is_cpu() && t.dim() == 0 && !at::isComplexType(t.scalar_type()))
+    return Operand{std::nullopt, static_cast<float>(t.item<double>())};
+  return std::nullopt;
+}
+
+at::Tensor scalar_tensor(const at::Scalar& s) { return at::scalar_to_tensor(s); }
+
+// Which results the engines compute exactly as torch does.
+enum class Kind { arithmetic, comparison, logical };
+
+bool computable(Kind kind, c10::ScalarType compute) {
+  switch (kind) {
+    case Kind::arithmetic: return is_engine_float(compute);
+    case Kind::comparison: return exact_in_fp32(compute);
+    case Kind::logical: return engine_dtype(compute).has_value();
+  }
+  return false;
+}
+
+// out <- a <alu> (alpha * b). False when not covered.
+bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, const at::Tensor& b,
+                 double alpha, const at::Tensor& out) {
+  const auto x = operand(a), y = operand(b);
+  if (!x || !y || (!x->tensor && !y->tensor)) return false;
+  if (!computable(kind, at::result_type(a, b))) return false;
+  const float scale = static_cast<float>(alpha);
+  Expr e;
+  std::vector<at::Tensor> inputs;
+  std::string name = fmt::format("{}", isa::alu_op_name(alu));
+  auto load = [&](const Operand& o) {
+    inputs.push_back(*o.tensor);
+    return e.load(static_cast<int32_t>(inputs.size() - 1));
+  };
+  if (x->tensor && y->tensor) {
+    const Reg ra = load(*x);
+    Reg rb = load(*y);
+    if (scale != 1.0f) rb = e.alu_imm(AluOp::multiply, rb, scale);
+    e.alu(alu, ra, rb);
+    name += fmt::format(" alpha={}", scale);
+  } else if (x->tensor) {
+    e.alu_imm(alu, load(*x), y->value * scale);
+    name += fmt::format(" b={}", y->value * scale);
+  } else {
+    Reg rb = load(*y);
+    if (scale != 1.0f) rb = e.alu_imm(AluOp::multiply, rb, scale);
+    e.alu_imm(alu, rb, x->value, /*reverse=*/true);
+    name += fmt::format(" a={} alpha={}", x->value, scale);
+  }
+  return run_pointwise(op, name, e, inputs, out);
+}
+
+at::Tensor new_output(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dtype) {
+  const at::Tensor& like = a.device().is_privateuseone() ? a : b;
+  return at::empty(at::infer_size(a.sizes(), b.sizes()), like.options().dtype(dtype));
+}
+
+// ---- arithmetic -----------------------------------------------------------------
+
+// a <alu> alpha * b into a new tensor, or undefined when not covered.
+at::Tensor binary(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
+                  double alpha, Kind kind = Kind::arithmetic) {
+  const c10::ScalarType dtype = kind == Kind::arithmetic ? at::result_type(a, b) : at::kBool;
+  if (at::Tensor out = new_output(a, b, dtype); binary_into(op, alu, kind, a, b, alpha, out))
+    return out;
+  return {};
+}
+
+// In place: self <- self <alu> alpha * other, when the result type casts to self's.
+bool binary_inplace(const char* op, AluOp alu, const at::Tensor& self, const at::Tensor& other,
+                    double alpha, Kind kind = Kind::arithmetic) {
+  const c10::ScalarType result = kind == Kind::arithmetic ? at::result_type(self, other) : at::kBool;
+  if (!c10::canCast(result, self.scalar_type())) return false;
+  if (other.dim() > self.dim() || at::infer_size(self.sizes(), other.sizes()) != self.sizes())
+    return false;
+  return binary_into(op, alu, kind, self, other, alpha, self);
+}
+
+#define NEURON_BINARY(fn, OP, ALU, KIND)                                                 \
+  at::Tensor fn(const at::Tensor& a, const at::Tensor& b) {                               \
+    if (at::Tensor out = binary("aten::" #fn, ALU, a, b, 1.0, KIND); out.defined())   \
+      return out;                                                                         \
+    return Fallback<OP>::call(a, b);                                                      \
+  }
+
+at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  if (at::Tensor out = binary("aten::add", AluOp::add, a, b,
+                                                                 alpha.toDouble());
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP2(add, Tensor)>::call(a, b, alpha);
+}
+
+at::Tensor sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  if (at::Tensor out = binary("aten::sub", AluOp::subtract, a, b,
+                                                                      alpha.toDouble());
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP2(sub, Tensor)>::call(a, b, alpha);
+}
+
+at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (binary_inplace("aten::add_", AluOp::add, self, other, alpha.toDouble())) return self;
+  return Fallback<ATEN_OP2(add_, Tensor)>::call(self, other, alpha);
+}
+
+at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (binary_inplace("aten::sub_", AluOp::subtract, self, other, alpha.toDouble())) return self;
+  return Fallback<ATEN_OP2(sub_, Tensor)>::call(self, other, alpha);
+}
+
+at::Tensor& mul_(at::Tensor& self, const at::Tensor& other) {
+  if (binary_inplace("aten::mul_", AluOp::multiply, self, other, 1.0)) return self;
+  return Fallback<ATEN_OP2(mul_, Tensor)>::call(self, other);
+}
+
+at::Tensor& div_(at::Tensor& self, const at::Tensor& other) {
+  if (is_engine_float(self.scalar_type()) &&
+      binary_inplace("aten::div_", AluOp::divide, self, other, 1.0))
+    return self;
+  return Fallback<ATEN_OP2(div_, Tensor)>::call(self, other);
+}
+
+NEURON_BINARY(mul, ATEN_OP2(mul, Tensor), AluOp::multiply, Kind::arithmetic)
+NEURON_BINARY(maximum, ATEN_OP(maximum), AluOp::max, Kind::arithmetic)
+NEURON_BINARY(minimum, ATEN_OP(minimum), AluOp::min, Kind::arithmetic)
+NEURON_BINARY(eq, ATEN_OP2(eq, Tensor), AluOp::is_equal, Kind::comparison)
+NEURON_BINARY(ne, ATEN_OP2(ne, Tensor), AluOp::not_equal, Kind::comparison)
+NEURON_BINARY(gt, ATEN_OP2(gt, Tensor), AluOp::is_gt, Kind::comparison)
+NEURON_BINARY(ge, ATEN_OP2(ge, Tensor), AluOp::is_ge, Kind::comparison)
+NEURON_BINARY(lt, ATEN_OP2(lt, Tensor), AluOp::is_lt, Kind::comparison)
+NEURON_BINARY(le, ATEN_OP2(le, Tensor), AluOp::is_le, Kind::comparison)
+NEURON_BINARY(logical_and, ATEN_OP(logical_and), AluOp::logical_and, Kind::logical)
+NEURON_BINARY(logical_or, ATEN_OP(logical_or), AluOp::logical_or, Kind::logical)
+NEURON_BINARY(logical_xor, ATEN_OP(logical_xor), AluOp::logical_xor, Kind::logical)
+
+// True division: integers divide as floats (torch's rule), so the result is float.
+at::Tensor div(const at::Tensor& a, const at::Tensor& b) {
+  const c10::ScalarType result = at::result_type(a, b);
+  if (is_engine_float(result)) {
+    at::Tensor out = new_output(a, b, result);
+    if (binary_into("aten::div", AluOp::divide, Kind::arithmetic, a, b, 1.0, out)) return out;
+  }
+  return Fallback<ATEN_OP2(div, Tensor)>::call(a, b);
+}
+
+#define NEURON_COMPARE_SCALAR(fn, OP, ALU)                                               \
+  at::Tensor fn(const at::Tensor& a, const at::Scalar& b) {                               \
+    if (at::Tensor out = binary("aten::" #fn, ALU, a, scalar_tensor(b), 1.0,          \
+                                         Kind::comparison);                               \
+        out.defined())                                                                    \
+      return out;                                                                         \
+    return Fallback<OP>::call(a, b);                                                      \
+  }
+
+NEURON_COMPARE_SCALAR(eq_scalar, ATEN_OP2(eq, Scalar), AluOp::is_equal)
+NEURON_COMPARE_SCALAR(ne_scalar, ATEN_OP2(ne, Scalar), AluOp::not_equal)
+NEURON_COMPARE_SCALAR(gt_scalar, ATEN_OP2(gt, Scalar), AluOp::is_gt)
+NEURON_COMPARE_SCALAR(ge_scalar, ATEN_OP2(ge, Scalar), AluOp::is_ge)
+NEURON_COMPARE_SCALAR(lt_scalar, ATEN_OP2(lt, Scalar), AluOp::is_lt)
+NEURON_COMPARE_SCALAR(le_scalar, ATEN_OP2(le, Scalar), AluOp::is_le)
+
+// other - alpha * self
+at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (at::Tensor out = binary("aten::rsub", AluOp::subtract, other, self,
+                                                                        alpha.toDouble());
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP2(rsub, Tensor)>::call(self, other, alpha);
+}
+
+at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
+  if (at::Tensor out = binary("aten::rsub", AluOp::subtract, scalar_tensor(other), self, alpha.toDouble());
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP2(rsub, Scalar)>::call(self, other, alpha);
+}
+
+// ---- unary ---------------------------------------------------------------------
+
+// out <- expr(x) for a float x; the expression is built by `make` on register load(0).
+template <class F>
+at::Tensor unary(const char* op, const std::string& name, const at::Tensor& x, F make) {
+  if (!is_engine_float(x.scalar_type()) || !x.device().is_privateuseone()) return {};
+  Expr e;
+  make(e, e.load(0));
+  at::Tensor out = at::empty_like(x, at::MemoryFormat::Preserve);
+  if (!out.is_non_overlapping_and_dense()) out = at::empty(x.sizes(), x.options());
+  if (!run_pointwise(op, name, e, {x}, out)) return {};
+  return out;
+}
+
+template <class F>
+bool unary_inplace(const char* op, const std::string& name, const at::Tensor& x, F make) {
+  if (!is_engine_float(x.scalar_type()) || !x.device().is_privateuseone()) return false;
+  Expr e;
+  make(e, e.load(0));
+  return run_pointwise(op, name, e, {x}, x);
+}
+
+#define NEURON_ACTIVATION(fn, OP, FUNC)                                                   \
+  at::Tensor fn(const at::Tensor& x) {                                                   \
+    if (at::Tensor out = unary("aten::" #fn, #FUNC, x,                                   \
+                               [](Expr& e, Reg r) { e.activation(FUNC, r); });           \
+        out.defined())                                                                   \
+      return out;                                                                        \
+    return Fallback<OP>::call(x);                                                        \
+  }
+
+NEURON_ACTIVATION(exp, ATEN_OP(exp), ActFunc::exp)
+NEURON_ACTIVATION(log, ATEN_OP(log), ActFunc::log)
+NEURON_ACTIVATION(sqrt, ATEN_OP(sqrt), ActFunc::sqrt)
+NEURON_ACTIVATION(rsqrt, ATEN_OP(rsqrt), ActFunc::rsqrt)
+NEURON_ACTIVATION(reciprocal, ATEN_OP(reciprocal), ActFunc::reciprocal)
+NEURON_ACTIVATION(sigmoid, ATEN_OP(sigmoid), ActFunc::sigmoid)
+NEURON_ACTIVATION(tanh, ATEN_OP(tanh), ActFunc::tanh)
+NEURON_ACTIVATION(relu, ATEN_OP(relu), ActFunc::relu)
+NEURON_ACTIVATION(silu, ATEN_OP(silu), ActFunc::silu)
+NEURON_ACTIVATION(sin, ATEN_OP(sin), ActFunc::sin)
+NEURON_ACTIVATION(cos, ATEN_OP(cos), ActFunc::cos)
+NEURON_ACTIVATION(erf, ATEN_OP(erf), ActFunc::erf)
+NEURON_ACTIVATION(neg, ATEN_OP(neg), ActFunc::negate)
+NEURON_ACTIVATION(abs, ATEN_OP(abs), ActFunc::abs)
+
+at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
+  const bool tanh = approximate == "tanh";
+  if (at::Tensor out = unary("aten::gelu", tanh ? "gelu_tanh" : "gelu", x,
+                             [&](Expr& e, Reg r) {
+                               e.activation(tanh ? ActFunc::gelu_tanh : ActFunc::gelu, r);
+                             });
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(gelu)>::call(x, approximate);
+}
+
+// x ** p: the common exponents as the operations torch uses for them.
+at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
+  const double p = exponent.toDouble();
+  const auto make = [p](Expr& e, Reg r) {
+    if (p == 2.0) e.alu(AluOp::multiply, r, r);
+    else if (p == 1.0) e.alu_imm(AluOp::multiply, r, 1.0f);
+    else if (p == 0.5) e.activation(ActFunc::sqrt, r);
+    else if (p == -0.5) e.activation(ActFunc::rsqrt, r);
+    else if (p == -1.0) e.activation(ActFunc::reciprocal, r);
+    else if (p == 3.0) e.alu(AluOp::multiply, e.alu(AluOp::multiply, r, r), r);
+    else e.alu_imm(AluOp::pow, r, static_cast<float>(p));
+  };
+  if (exponent.isFloatingPoint() || exponent.isIntegral(false))
+    if (at::Tensor out = unary("aten::pow", fmt::format("pow {}", p), x, make); out.defined())
+      return out;
+  return Fallback<ATEN_OP2(pow, Tensor_Scalar)>::call(x, exponent);
+}
+
+// ---- backward formulas ------------------------------------------------------------
+
+// grad * f(x): the derivative formulas of the activations, from torch's definitions.
+template <class F>
+at::Tensor grad_times(const char* op, const char* name, const at::Tensor& grad,
+                      const at::Tensor& x, F derivative) {
+  if (!is_engine_float(grad.scalar_type()) || grad.scalar_type() != x.scalar_type() ||
+      !grad.device().is_privateuseone() || grad.sizes() != x.sizes())
+    return {};
+  Expr e;
+  const Reg g = e.load(0), v = e.load(1);
+  e.alu(AluOp::multiply, g, derivative(e, v));
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  if (!run_pointwise(op, name, e, {grad, x}, out)) return {};
+  return out;
+}
+
+at::Tensor silu_backward(const at::Tensor& grad, const at::Tensor& x) {
+  // d/dx x*s(x) = s * (1 + x * (1 - s))
+  if (at::Tensor out = grad_times("aten::silu_backward", "silu'", grad, x,
+                                  [](Expr& e, Reg v) {
+                                    const Reg s = e.activation(ActFunc::sigmoid, v);
+                                    const Reg one_minus = e.alu_imm(AluOp::subtract, s, 1.0f, true);
+                                    const Reg t = e.alu_imm(AluOp::add,
+                                                            e.alu(AluOp::multiply, v, one_minus), 1.0f);
+                                    return e.alu(AluOp::multiply, s, t);
+                                  });
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(silu_backward)>::call(grad, x);
+}
+
+at::Tensor sigmoid_backward(const at::Tensor& grad, const at::Tensor& y) {
+  // y * (1 - y), y the forward output
+  if (at::Tensor out = grad_times("aten::sigmoid_backward", "sigmoid'", grad, y,
+                                  [](Expr& e, Reg v) {
+                                    return e.alu(AluOp::multiply, v,
+                                                 e.alu_imm(AluOp::subtract, v, 1.0f, true));
+                                  });
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(sigmoid_backward)>::call(grad, y);
+}
+
+at::Tensor tanh_backward(const at::Tensor& grad, const at::Tensor& y) {
+  // 1 - y^2, y the forward output
+  if (at::Tensor out = grad_times("aten::tanh_backward", "tanh'", grad, y,
+                                  [](Expr& e, Reg v) {
+                                    return e.alu_imm(AluOp::subtract, e.alu(AluOp::multiply, v, v),
+                                                     1.0f, true);
+                                  });
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(tanh_backward)>::call(grad, y);
+}
+
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& x,
+                              const at::Scalar& threshold) {
+  // relu's backward: grad where x > threshold, else 0
+  const float t = static_cast<float>(threshold.toDouble());
+  if (at::Tensor out = grad_times("aten::threshold_backward",
+                                  fmt::format("threshold' {}", t).c_str(), grad, x,
+                                  [t](Expr& e, Reg v) { return e.alu_imm(AluOp::is_gt, v, t); });
+      out.defined())
+    return out;
+  return Fallback<ATEN_OP(threshold_backward)>::call(grad, x, threshold);
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
+                         c10::string_view approximate) {
+  // exact gelu: Phi(x) + x * phi(x) = 0.5 * (1 + erf(x / sqrt 2)) + x * exp(-x^2 / 2) / sqrt(2 pi)
+  if (approximate == "none")
+    if (at::Tensor out = grad_times(
+            "aten::gelu_backward", "gelu'", grad, x,
+            [](Expr& e, Reg v) {
+              const Reg cdf = e.alu_imm(
+                  AluOp::add,
+                  e.alu_imm(AluOp::multiply, e.activation(ActFunc::erf, v, float(M_SQRT1_2)), 0.5f),
+                  0.5f);
+              const Reg pdf = e.alu_imm(
+                  AluOp::multiply,
+                  e.activation(ActFunc::exp, e.alu(AluOp::multiply, v, v), -0.5f),
+                  float(0.5 * M_2_SQRTPI * M_SQRT1_2));
+              return e.alu(AluOp::add, cdf, e.alu(AluOp::multiply, v, pdf));
+            });
+        out.defined())
+      return out;
+  return Fallback<ATEN_OP(gelu_backward)>::call(grad, x, approximate);
+}
+
+// ---- where, fill, copies ---------------------------------------------------------
+
+at::Tensor where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+  const auto x = operand(a), y = operand(b);
+  const c10::ScalarType result = at::result_type(a, b);
+  if (x && y && cond.device().is_privateuseone() && cond.scalar_type() == at::kBool &&
+      exact_in_fp32(result)) {
+    Expr e;
+    std::vector<at::Tensor> inputs{cond};
+    const Reg p = e.load(0);
+    std::string name = "where";
+    auto reg = [&](const Operand& o) {
+      if (!o.tensor) {
+        name += fmt::format(" {}", o.value);
+        return e.constant(o.value);
+      }
+      inputs.push_back(*o.tensor);
+      name += " t";
+      return e.load(static_cast<int32_t>(inputs.size() - 1));
+    };
+    const Reg rt = reg(*x), rf = reg(*y);
+    e.select(p, rt, rf);
+    const auto sizes = at::infer_size(cond.sizes(), at::infer_size(a.sizes(), b.sizes()));
+    at::Tensor out = at::empty(sizes, cond.options().dtype(result));
+    if (run_pointwise("aten::where", name, e, inputs, out)) return out;
+  }
+  return Fallback<ATEN_OP2(where, self)>::call(cond, a, b);
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  const double v = value.toDouble();
+  const bool exact = is_engine_float(self.scalar_type()) ||
+                     (engine_dtype(self.scalar_type()) && std::abs(v) <= (1 << 24));
+  if (self.device().is_privateuseone() && exact && !value.isComplex()) {
+    if (self.numel() == 0) return self;
+    const kernels::View out = view_of(self);
+    const std::string chip = target();
+    const float f = static_cast<float>(v);
+    if (run_kernel("aten::fill_", self.device().index(),
+                   fmt::format("aten::fill_ {} {}", f, layout_key(self)),
+                   [&] { return kernels::fill(chip, out, f); }, {{"out", self}}))
+      return self;
+  }
+  return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
+}
+
+at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, at::Scalar(0)); }
+
+}  // namespace
+
+// dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
+bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.device() != dst.device() || !engine_dtype(src.scalar_type())) return false;
+  return run_pointwise("aten::copy_", "copy", Expr::copy(), {src}, dst);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", add);
+  m.impl("add_.Tensor", add_);
+  m.impl("sub.Tensor", sub);
+  m.impl("sub_.Tensor", sub_);
+  m.impl("mul.Tensor", mul);
+  m.impl("mul_.Tensor", mul_);
+  m.impl("div.Tensor", div);
+  m.impl("div_.Tensor", div_);
+  m.impl("rsub.Tensor", rsub);
+  m.impl("rsub.Scalar", rsub_scalar);
+  m.impl("maximum", maximum);
+  m.impl("minimum", minimum);
+  m.impl("eq.Tensor", eq);
+  m.impl("ne.Tensor", ne);
+  m.impl("gt.Tensor", gt);
+  m.impl("ge.Tensor", ge);
+  m.impl("lt.Tensor", lt);
+  m.impl("le.Tensor", le);
+  m.impl("eq.Scalar", eq_scalar);
+  m.impl("ne.Scalar", ne_scalar);
+  m.impl("gt.Scalar", gt_scalar);
+  m.impl("ge.Scalar", ge_scalar);
+  m.impl("lt.Scalar", lt_scalar);
+  m.impl("le.Scalar", le_scalar);
+  m.impl("logical_and", logical_and);
+  m.impl("logical_or", logical_or);
+  m.impl("logical_xor", logical_xor);
+  m.impl("exp", exp);
+  m.impl("log", log);
+  m.impl("sqrt", sqrt);
+  m.impl("rsqrt", rsqrt);
+  m.impl("reciprocal", reciprocal);
+  m.impl("sigmoid", sigmoid);
+  m.impl("tanh", tanh);
+  m.impl("relu", relu);
+  m.impl("silu", silu);
+  m.impl("sin", sin);
+  m.impl("cos", cos);
+  m.impl("erf", erf);
+  m.impl("neg", neg);
+  m.impl("abs", abs);
+  m.impl("gelu", gelu);
+  m.impl("pow.Tensor_Scalar", pow_scalar);
+  m.impl("silu_backward", silu_backward);
+  m.impl("sigmoid_backward", sigmoid_backward);
+  m.impl("tanh_backward", tanh_backward);
+  m.impl("threshold_backward", threshold_backward);
+  m.impl("gelu_backward", gelu_backward);
+  m.impl("where.self", where);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("zero_", zero);
+}
+
+}  // namespace neuronsim::pytorch

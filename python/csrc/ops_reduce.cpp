@@ -1,0 +1,208 @@
+// Reductions on the simulator: sum, mean, amax, amin over any dims, argmax/argmin and
+// max/min over one dim. The kernel reduces one dim at a time (kernels::reduce); a
+// reduction over several dims chains them, with FP32 partial results, so that a bf16
+// sum rounds once as torch's CPU kernel does. int64 results (sums of integers, the
+// int64 of argmax) are what the engines cannot compute: sums of integers run on the
+// CPU, counted; argmax indices are written as the low words of a zeroed int64 tensor.
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include "kernel_call.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+using kernels::ReduceOp;
+
+// The dims to reduce, wrapped and in descending order (all when `dims` is empty).
+std::vector<int64_t> reduce_dims(const at::Tensor& x, at::OptionalIntArrayRef dims) {
+  std::vector<int64_t> out;
+  if (!dims || dims->empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
+  } else {
+    for (int64_t d : *dims) out.push_back(at::maybe_wrap_dim(d, x.dim()));
+  }
+  std::sort(out.rbegin(), out.rend());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// x reduced over `dims` with keepdim, into `dtype`; undefined when not covered.
+at::Tensor reduce_keepdim(const char* op, ReduceOp reduce, at::Tensor x,
+                          const std::vector<int64_t>& dims, c10::ScalarType dtype) {
+  // A whole contiguous tensor reduces as [128, n/128]: every partition takes a share.
+  if (dims.size() == static_cast<size_t>(x.dim()) && x.dim() >= 1 && x.is_contiguous() &&
+      x.numel() >= 256 && x.numel() % 128 == 0 ) {
+    at::Tensor shares = reduce_keepdim(op, reduce, x.view({128, x.numel() / 128}), {1}, at::kFloat);
+    if (!shares.defined()) return {};
+    at::Tensor total = reduce_keepdim(op, reduce, shares, {0}, dtype);
+    if (!total.defined()) return {};
+    std::vector<int64_t> ones(static_cast<size_t>(x.dim()), 1);
+    return total.view(ones);
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {
+    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+    sizes[static_cast<size_t>(dims[i])] = 1;
+    const bool last = i + 1 == dims.size();
+    const bool exact_partials = reduce == ReduceOp::max || reduce == ReduceOp::min;
+    at::Tensor out = at::empty(sizes, x.options().dtype(last || exact_partials ? dtype : at::kFloat));
+    if (!run_reduce(op, reduce, x, dims[i], out)) return {};
+    x = out;
+  }
+  return x;
+}
+
+std::vector<int64_t> without_dims(const at::Tensor& x, const std::vector<int64_t>& dims,
+                                  bool keepdim) {
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced) sizes.push_back(x.size(d));
+    else if (keepdim) sizes.push_back(1);
+  }
+  return sizes;
+}
+
+at::Tensor reduce(const char* op, ReduceOp kind, const at::Tensor& x, at::OptionalIntArrayRef dim,
+                  bool keepdim, c10::ScalarType dtype) {
+  if (!x.device().is_privateuseone() || x.numel() == 0 || !engine_dtype(x.scalar_type()) ||
+      !engine_dtype(dtype))
+    return {};
+  const std::vector<int64_t> dims = reduce_dims(x, dim);
+  if (dims.empty()) return {};
+  at::Tensor r = reduce_keepdim(op, kind, x, dims, dtype);
+  if (!r.defined()) return {};
+  return r.view(without_dims(x, dims, keepdim));
+}
+
+at::Tensor sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+               std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, dim, keepdim, out); r.defined())
+      return r;
+  return Fallback<ATEN_OP2(sum, dim_IntList)>::call(x, dim, keepdim, dtype);
+}
+
+at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (is_engine_float(out) && is_engine_float(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::mean", ReduceOp::mean, x, dim, keepdim, out); r.defined())
+      return r;
+  return Fallback<ATEN_OP2(mean, dim)>::call(x, dim, keepdim, dtype);
+}
+
+at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, std::nullopt, false, out);
+        r.defined())
+      return r;
+  return Fallback<ATEN_OP(sum)>::call(x, dtype);
+}
+
+at::Tensor mean_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (is_engine_float(out) && is_engine_float(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::mean", ReduceOp::mean, x, std::nullopt, false, out);
+        r.defined())
+      return r;
+  return Fallback<ATEN_OP(mean)>::call(x, dtype);
+}
+
+at::Tensor amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  if (exact_in_fp32(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::amax", ReduceOp::max, x, dim, keepdim, x.scalar_type());
+        r.defined())
+      return r;
+  return Fallback<ATEN_OP(amax)>::call(x, dim, keepdim);
+}
+
+at::Tensor amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  if (exact_in_fp32(x.scalar_type()))
+    if (at::Tensor r = reduce("aten::amin", ReduceOp::min, x, dim, keepdim, x.scalar_type());
+        r.defined())
+      return r;
+  return Fallback<ATEN_OP(amin)>::call(x, dim, keepdim);
+}
+
+// The int64 index of the max (or min) over one dim, first occurrence.
+at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_t dim,
+                      bool keepdim) {
+  if (!x.device().is_privateuseone() || x.numel() == 0 || !exact_in_fp32(x.scalar_type()))
+    return {};
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes[static_cast<size_t>(dim)] = 1;
+  at::Tensor index = at::empty(sizes, x.options().dtype(at::kLong));
+  const auto low = int64_low_words(index);
+  if (!low || !run_reduce(op, kind, x, dim, *low)) return {};
+  return keepdim ? index : index.squeeze(dim);
+}
+
+at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor r;
+  if (dim)
+    r = arg_reduce("aten::argmax", ReduceOp::argmax, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
+  else if (x.is_contiguous() && x.dim() > 0)
+    r = arg_reduce("aten::argmax", ReduceOp::argmax, x.view({-1}), 0, false);
+  if (r.defined()) return r;
+  return Fallback<ATEN_OP(argmax)>::call(x, dim, keepdim);
+}
+
+at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor r;
+  if (dim)
+    r = arg_reduce("aten::argmin", ReduceOp::argmin, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
+  else if (x.is_contiguous() && x.dim() > 0)
+    r = arg_reduce("aten::argmin", ReduceOp::argmin, x.view({-1}), 0, false);
+  if (r.defined()) return r;
+  return Fallback<ATEN_OP(argmin)>::call(x, dim, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
+  if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
+    dim = at::maybe_wrap_dim(dim, x.dim());
+    at::Tensor values = reduce("aten::max", ReduceOp::max, x, at::IntArrayRef{dim}, keepdim,
+                               x.scalar_type());
+    at::Tensor index = values.defined()
+                           ? arg_reduce("aten::max", ReduceOp::argmax, x, dim, keepdim)
+                           : at::Tensor();
+    if (index.defined()) return {values, index};
+  }
+  return Fallback<ATEN_OP2(max, dim)>::call(x, dim, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
+  if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
+    dim = at::maybe_wrap_dim(dim, x.dim());
+    at::Tensor values = reduce("aten::min", ReduceOp::min, x, at::IntArrayRef{dim}, keepdim,
+                               x.scalar_type());
+    at::Tensor index = values.defined()
+                           ? arg_reduce("aten::min", ReduceOp::argmin, x, dim, keepdim)
+                           : at::Tensor();
+    if (index.defined()) return {values, index};
+  }
+  return Fallback<ATEN_OP2(min, dim)>::call(x, dim, keepdim);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.dim_IntList", sum);
+  m.impl("mean.dim", mean);
+  m.impl("sum", sum_all);
+  m.impl("mean", mean_all);
+  m.impl("amax", amax);
+  m.impl("amin", amin);
+  m.impl("argmax", argmax);
+  m.impl("argmin", argmin);
+  m.impl("max.dim", max_dim);
+  m.impl("min.dim", min_dim);
+}
+
+}  // namespace neuronsim::pytorch
