@@ -67,7 +67,7 @@ at::Tensor sum_keepdim(const char* op, const at::Tensor& x, int64_t dim) {
 
 bool softmax_backward_covered(const at::Tensor& grad, const at::Tensor& output,
                               c10::ScalarType input_dtype) {
-  return grad.device().is_privateuseone() && is_engine_float(grad.scalar_type()) &&
+  return grad.device().is_privateuseone() && grad.dim() > 0 && is_engine_float(grad.scalar_type()) &&
          grad.scalar_type() == output.scalar_type() && grad.sizes() == output.sizes() &&
          input_dtype == grad.scalar_type() && grad.numel() > 0;
 }
@@ -167,7 +167,7 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
   std::vector<at::Tensor> tensors;
   for (const at::Tensor& t : list)
     if (!(t.dim() == 1 && t.size(0) == 0)) tensors.push_back(t);  // torch skips legacy empties
-  bool covered = !tensors.empty();
+  bool covered = !tensors.empty() && tensors.front().dim() > 0;
   for (const at::Tensor& t : tensors)
     covered = covered && t.device().is_privateuseone() && engine_dtype(t.scalar_type()) &&
               t.dim() == tensors.front().dim();

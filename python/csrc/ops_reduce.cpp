@@ -69,8 +69,8 @@ std::vector<int64_t> without_dims(const at::Tensor& x, const std::vector<int64_t
 
 at::Tensor reduce(const char* op, ReduceOp kind, const at::Tensor& x, at::OptionalIntArrayRef dim,
                   bool keepdim, c10::ScalarType dtype) {
-  if (!x.device().is_privateuseone() || x.numel() == 0 || !engine_dtype(x.scalar_type()) ||
-      !engine_dtype(dtype))
+  if (!x.device().is_privateuseone() || x.dim() == 0 || x.numel() == 0 ||
+      !engine_dtype(x.scalar_type()) || !engine_dtype(dtype))
     return {};
   const std::vector<int64_t> dims = reduce_dims(x, dim);
   if (dims.empty()) return {};
@@ -134,7 +134,8 @@ at::Tensor amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
 // The int64 index of the max (or min) over one dim, first occurrence.
 at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_t dim,
                       bool keepdim) {
-  if (!x.device().is_privateuseone() || x.numel() == 0 || !exact_in_fp32(x.scalar_type()))
+  if (!x.device().is_privateuseone() || x.dim() == 0 || x.numel() == 0 ||
+      !exact_in_fp32(x.scalar_type()))
     return {};
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
   sizes[static_cast<size_t>(dim)] = 1;

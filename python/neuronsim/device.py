@@ -237,9 +237,14 @@ class Stream(torch.Stream):
 class Event(torch.Event):
     """An event; elapsed_time() between two events is simulated milliseconds."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ):
         return super().__new__(
-            cls, device=_neuron(), enable_timing=enable_timing, blocking=blocking,
+            cls,
+            device=_neuron(),
+            enable_timing=enable_timing,
+            blocking=blocking,
             interprocess=interprocess,
         )
 
@@ -249,7 +254,9 @@ def current_stream(device: DeviceLike = None) -> torch.Stream:
 
 
 def default_stream(device: DeviceLike = None) -> torch.Stream:
-    return torch.Stream(stream_id=0, device_index=_index(device), device_type=torch.device(_TYPE).type)
+    return torch.Stream(
+        stream_id=0, device_index=_index(device), device_type=torch.device(_TYPE).type
+    )
 
 
 def set_stream(stream: torch.Stream) -> None:
