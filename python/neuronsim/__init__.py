@@ -39,9 +39,9 @@ def _refuse_aws_torch_neuronx() -> None:
 
 _refuse_aws_torch_neuronx()
 
-import torch  # noqa: E402
+import torch
 
-from . import _C  # noqa: E402  (registers the allocator, guard, hooks and kernels)
+from . import _C
 
 
 def _register() -> None:

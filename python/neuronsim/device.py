@@ -70,7 +70,7 @@ def set_device(device: DeviceLike) -> None:
     _C.set_device(_index(device))
 
 
-class device:  # noqa: N801 (torch.cuda.device's spelling)
+class device:
     """Context manager that makes `device` current inside the block."""
 
     def __init__(self, device: DeviceLike):

@@ -77,7 +77,10 @@ CLAIMED = {
 DTYPES = (torch.float32, torch.bfloat16)
 # The engines compute in FP32 like the CPU, but reduce and accumulate in another order
 # and evaluate activations with their own tables.
-TOLERANCE = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+TOLERANCE = {
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+}
 
 OPS = sorted(
     (o for o in op_db if (o.name, o.variant_test_name) in CLAIMED),
