@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything neuronsim needs, idempotently: Debian packages and a
 # Python virtual environment at .venv with pinned packages.
-# Usage: scripts/setup.sh [--no-python]
+# Usage: scripts/setup.sh [--no-python]   (--no-python: Debian packages only)
+# Then it builds the neuronsim Python package (the PyTorch device "neuron") from this
+# tree into .venv, against the torch installed there (no build isolation, so pip never
+# fetches another torch); its CMake build lives in build/python and is incremental.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -39,3 +42,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/python" -m pip install -q -r "$requirements"
   echo "$want" >"$stamp"
 fi
+
+echo "setup: building the neuronsim package into .venv (build/python)"
+if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+fi
+"$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
