@@ -30,7 +30,9 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kRound = 512;              // allocation granularity, as CUDA's allocator
 constexpr size_t kSmall = size_t{1} << 20;  // blocks up to 1 MiB count as the small pool
 
-size_t round_up(size_t n) { return (n + kRound - 1) / kRound * kRound; }
+size_t round_up(size_t n) {
+  return (n + kRound - 1) / kRound * kRound;
+}
 
 void stat_add(Stat& s, int64_t amount) {
   s.current += amount;
@@ -191,8 +193,7 @@ class HbmAllocator final : public c10::DeviceAllocator {
           fmt::format("neuron:{}: out of memory: tried to allocate {} bytes; the HBM of chip {} "
                       "({} bytes, shared by its cores) has {} bytes in use, {} free; this device "
                       "holds {} bytes in tensors",
-                      device, n, chip, use.capacity, use.used, use.capacity - use.used,
-                      a.current));
+                      device, n, chip, use.capacity, use.used, use.capacity - use.used, a.current));
     }
     ++d.stats.num_device_alloc;
     stats_add(d.stats.segment, size, 1);
@@ -228,7 +229,9 @@ void free_block(void* context) {
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
-c10::DeviceAllocator& hbm_allocator() { return g_allocator; }
+c10::DeviceAllocator& hbm_allocator() {
+  return g_allocator;
+}
 
 const Block& block_of(const c10::DataPtr& ptr) {
   TORCH_CHECK(ptr.get_deleter() == &free_block && ptr.get_context() != nullptr,
@@ -236,6 +239,8 @@ const Block& block_of(const c10::DataPtr& ptr) {
   return *static_cast<const Block*>(ptr.get_context());
 }
 
-const Block* find_block(const void* host) { return g_allocator.find(host); }
+const Block* find_block(const void* host) {
+  return g_allocator.find(host);
+}
 
 }  // namespace neuronsim::pytorch

@@ -10,7 +10,9 @@
 
 namespace neuronsim::pytorch {
 
-void fail(const std::string& message) { TORCH_CHECK(false, message); }
+void fail(const std::string& message) {
+  TORCH_CHECK(false, message);
+}
 
 namespace {
 
@@ -113,7 +115,9 @@ uint64_t extent_bytes(const at::Tensor& tensor) {
 
 namespace {
 
-void release_alias(void* context) { delete static_cast<c10::Storage*>(context); }
+void release_alias(void* context) {
+  delete static_cast<c10::Storage*>(context);
+}
 
 }  // namespace
 
@@ -125,9 +129,10 @@ at::Tensor host_alias(const at::Tensor& tensor) {
   // storage offsets and a view made on the host maps back to the same device storage.
   const c10::Storage& storage = tensor.storage();
   void* base = storage.mutable_data();
-  c10::Storage cpu(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                   c10::DataPtr(base, new c10::Storage(storage), &release_alias, at::Device(at::kCPU)),
-                   c10::GetCPUAllocator(), /*resizable=*/true);
+  c10::Storage cpu(
+      c10::Storage::use_byte_size_t(), storage.nbytes(),
+      c10::DataPtr(base, new c10::Storage(storage), &release_alias, at::Device(at::kCPU)),
+      c10::GetCPUAllocator(), /*resizable=*/true);
   at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
       std::move(cpu), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),

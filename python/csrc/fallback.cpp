@@ -41,11 +41,12 @@ std::string op_name(const c10::FunctionSchema& schema) {
 
 // What the fallback converted, so results can be mapped back.
 struct Conversion {
-  c10::optional<c10::Device> device;                      // the op's neuron device
+  c10::optional<c10::Device> device;                                 // the op's neuron device
   std::unordered_map<const c10::TensorImpl*, at::Tensor> originals;  // alias -> neuron tensor
-  std::unordered_map<const void*, at::Tensor> storages;   // storage base -> a neuron tensor on it
+  std::unordered_map<const void*, at::Tensor> storages;    // storage base -> a neuron tensor on it
   std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (alias, neuron) of every argument
-  uint64_t largest = 1;                                   // elements of the largest argument
+  uint64_t largest = 1;                                    // elements of the largest argument
+  bool host_tensor = false;  // a CPU tensor of one or more dims among the tensor arguments
 };
 
 void note_device(Conversion& c, const c10::Device& d, const std::string& op) {
@@ -58,7 +59,11 @@ void note_device(Conversion& c, const c10::Device& d, const std::string& op) {
 }
 
 at::Tensor to_host(Conversion& c, const at::Tensor& t, const std::string& op) {
-  if (!t.defined() || !t.device().is_privateuseone()) return t;
+  if (!t.defined()) return t;
+  if (!t.device().is_privateuseone()) {
+    c.host_tensor = c.host_tensor || (t.device().is_cpu() && t.dim() > 0);
+    return t;
+  }
   note_device(c, t.device(), op);
   at::Tensor alias = host_alias(t);
   c.originals.emplace(alias.unsafeGetTensorImpl(), t);
@@ -77,9 +82,12 @@ c10::IValue arg_to_host(Conversion& c, const c10::IValue& v, const c10::Argument
     return out;
   }
   if (v.isList() && arg.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
+    // Indices (x[idx]) may live on the host, as on CUDA: not a device mismatch.
+    const bool host_before = c.host_tensor;
     c10::List<std::optional<at::Tensor>> out;
     for (const c10::IValue& e : v.toListRef())
       out.push_back(e.isNone() ? std::nullopt : std::optional(to_host(c, e.toTensor(), op)));
+    c.host_tensor = host_before;
     return out;
   }
   if (v.isDevice() && v.toDevice().is_privateuseone()) {
@@ -122,8 +130,8 @@ c10::IValue result_to_device(Conversion& c, const c10::IValue& v) {
 // the neuron tensor takes the new shape and bytes.
 void write_back_resized(Conversion& c) {
   for (auto& [alias, original] : c.written) {
-    if (alias.storage().data() == original.storage().data() &&
-        alias.sizes() == original.sizes() && alias.strides() == original.strides())
+    if (alias.storage().data() == original.storage().data() && alias.sizes() == original.sizes() &&
+        alias.strides() == original.strides())
       continue;
     if (alias.storage().data() == original.storage().data()) {
       original.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(),
@@ -157,6 +165,9 @@ void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* s
       generator_arg = i;
     v = arg_to_host(c, v, arg, op);
   }
+  if (c.device && c.host_tensor)
+    fail(fmt::format("{}: expected all tensors on one device, but found {} and cpu", op,
+                     c.device->str()));
   // A random op draws from the device's generator, through a CPU generator seeded by it.
   if (generator_arg) {
     c10::IValue& v = (*stack)[first + *generator_arg];
@@ -175,8 +186,12 @@ void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* s
     (*stack)[i] = result_to_device(c, (*stack)[i]);
 }
 
-void begin_host_inspection() { ++t_inspecting; }
-void end_host_inspection() { --t_inspecting; }
+void begin_host_inspection() {
+  ++t_inspecting;
+}
+void end_host_inspection() {
+  --t_inspecting;
+}
 
 void count_fallback(const std::string& op) {
   if (t_inspecting > 0) return;
@@ -184,14 +199,16 @@ void count_fallback(const std::string& op) {
   {
     std::lock_guard lock(g_mu);
     if (g_strict)
-      fail(fmt::format("{} has no neuron kernel, and strict mode (NEURONSIM_STRICT=1) forbids "
-                       "running it on the CPU",
-                       op));
+      fail(
+          fmt::format("{} has no neuron kernel, and strict mode (NEURONSIM_STRICT=1) forbids "
+                      "running it on the CPU",
+                      op));
     first = g_counts[op]++ == 0;
   }
   if (first)
-    TORCH_WARN(op, " has no neuron kernel: it runs on the CPU (counted in "
-                   "neuronsim.fallback_counts(); NEURONSIM_STRICT=1 makes it an error)");
+    TORCH_WARN(op,
+               " has no neuron kernel: it runs on the CPU (counted in "
+               "neuronsim.fallback_counts(); NEURONSIM_STRICT=1 makes it an error)");
 }
 
 std::map<std::string, uint64_t> fallback_counts() {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/ops/empty.h>
-#include <c10/core/CPUAllocator.h>
 #include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -136,8 +136,8 @@ class NeuronGuard final : public c10::impl::DeviceGuardImplInterface {
 
   void record(void** event, const c10::Stream& stream, c10::DeviceIndex index,
               c10::EventFlag /*flag*/) const override {
-    TORCH_CHECK(index == -1 || index == stream.device_index(), "neuron: an event of neuron:",
-                index, " cannot be recorded on a stream of neuron:", stream.device_index());
+    TORCH_CHECK(index == -1 || index == stream.device_index(), "neuron: an event of neuron:", index,
+                " cannot be recorded on a stream of neuron:", stream.device_index());
     if (*event == nullptr) *event = new Event();
     auto* e = static_cast<Event*>(*event);
     e->device = stream.device_index();
@@ -190,7 +190,9 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
-    return at::make_generator<NeuronGenerator>(index < 0 ? current_device() : index);
+    if (index < 0) index = current_device();
+    Backend::get().check_index(index);
+    return at::make_generator<NeuronGenerator>(index);
   }
   at::Device getDeviceFromPtr(void* data) const override {
     const Block* b = find_block(data);
@@ -202,6 +204,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t size) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "neuron: the storage is not resizable");
+    DeviceScope scope(storage.device().index());
     at::DataPtr fresh = hbm_allocator().allocate(size);
     if (impl->data() != nullptr)
       std::memcpy(fresh.get(), impl->data(), std::min(size, impl->nbytes()));
@@ -217,7 +220,9 @@ const bool g_hooks_registered = [] {
 
 }  // namespace
 
-c10::DeviceIndex current_device() { return t_device; }
+c10::DeviceIndex current_device() {
+  return t_device;
+}
 
 void set_current_device(c10::DeviceIndex index) {
   Backend::get().check_index(index);

@@ -16,6 +16,20 @@ namespace neuronsim::pytorch {
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);  // checks the index
 
+// Makes a device current for a scope (the allocator places memory on the current device).
+class DeviceScope {
+ public:
+  explicit DeviceScope(c10::DeviceIndex index) : previous_(current_device()) {
+    set_current_device(index);
+  }
+  ~DeviceScope() { set_current_device(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
 // The default generator of a device: a (seed, offset) pair, whose state bytes end with
 // the int64 seed and the int64 offset as CUDA's Philox generator (DTensor reads them).
 const at::Generator& default_generator(c10::DeviceIndex index);

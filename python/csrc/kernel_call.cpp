@@ -10,15 +10,24 @@ namespace neuronsim::pytorch {
 
 std::optional<isa::DType> engine_dtype(c10::ScalarType t) {
   switch (t) {
-    case at::kFloat: return isa::DType::fp32;
-    case at::kBFloat16: return isa::DType::bf16;
-    case at::kHalf: return isa::DType::fp16;
-    case at::kChar: return isa::DType::int8;
-    case at::kByte: return isa::DType::uint8;
-    case at::kShort: return isa::DType::int16;
-    case at::kInt: return isa::DType::int32;
-    case at::kBool: return isa::DType::boolean;
-    default: return std::nullopt;
+    case at::kFloat:
+      return isa::DType::fp32;
+    case at::kBFloat16:
+      return isa::DType::bf16;
+    case at::kHalf:
+      return isa::DType::fp16;
+    case at::kChar:
+      return isa::DType::int8;
+    case at::kByte:
+      return isa::DType::uint8;
+    case at::kShort:
+      return isa::DType::int16;
+    case at::kInt:
+      return isa::DType::int32;
+    case at::kBool:
+      return isa::DType::boolean;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -71,7 +80,9 @@ bool run_kernel(const char* op, int device, const std::string& key,
   return true;
 }
 
-std::string target() { return Backend::get().target(); }
+std::string target() {
+  return Backend::get().target();
+}
 
 namespace {
 
@@ -106,8 +117,8 @@ bool run_pointwise(const char* op, const std::string& name, const kernels::Point
   bound.emplace_back("out", out);
   const kernels::View out_view = view_of(out);
   const std::string chip = target();
-  return run_kernel(op, device, key,
-                    [&] { return kernels::pointwise(chip, expr, views, out_view); }, bound);
+  return run_kernel(
+      op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_view); }, bound);
 }
 
 bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, int64_t dim,

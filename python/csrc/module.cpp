@@ -25,8 +25,8 @@ py::dict device_properties(int index) {
   b.check_index(index);
   const auto& env = b.env();
   py::dict d;
-  d["name"] = fmt::format("NeuronCore ({} {}, simulated)", env.instance.generation,
-                          env.instance_name);
+  d["name"] =
+      fmt::format("NeuronCore ({} {}, simulated)", env.instance.generation, env.instance_name);
   d["instance"] = env.instance_name;
   d["generation"] = env.instance.generation;
   d["chip"] = b.chip_of(index);
@@ -52,13 +52,15 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_properties", &device_properties);
   m.def("default_generator", [](int index) {
-    const at::Generator& g = neuronsim::pytorch::default_generator(static_cast<c10::DeviceIndex>(index));
+    const at::Generator& g =
+        neuronsim::pytorch::default_generator(static_cast<c10::DeviceIndex>(index));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
   });
   m.def("instance", [] { return Backend::get().env().instance_name; });
   m.def("mode", [] { return std::string(neuronsim::sim::mode_name(Backend::get().env().mode)); });
-  m.def("simulated_time_ps", [] { return Backend::get().now_ps(); },
-        "The device clock: simulated picoseconds of work done on the device.");
+  m.def(
+      "simulated_time_ps", [] { return Backend::get().now_ps(); },
+      "The device clock: simulated picoseconds of work done on the device.");
   m.def("kernels_run", [] { return Backend::get().kernels_run(); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);

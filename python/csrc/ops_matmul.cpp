@@ -18,10 +18,9 @@ bool matmul_into(const char* op, const at::Tensor& a, const at::Tensor& b, const
   const int device = op_device(op, {&a, &b, &out});
   const kernels::View va = view_of(a), vb = view_of(b), vo = view_of(out);
   const std::string chip = target();
-  return run_kernel(op, device,
-                    fmt::format("{} {} {} ->{}", op, layout_key(a), layout_key(b), layout_key(out)),
-                    [&] { return kernels::matmul(chip, va, vb, vo); },
-                    {{"a", a}, {"b", b}, {"out", out}});
+  return run_kernel(
+      op, device, fmt::format("{} {} {} ->{}", op, layout_key(a), layout_key(b), layout_key(out)),
+      [&] { return kernels::matmul(chip, va, vb, vo); }, {{"a", a}, {"b", b}, {"out", out}});
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
@@ -47,7 +46,8 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
       bias.scalar_type() == a.scalar_type()) {
     at::Tensor product = at::empty({a.size(0), b.size(1)}, a.options());
     if (matmul_into("aten::addmm", a, b, product)) {
-      const float fa = static_cast<float>(alpha.toDouble()), fb = static_cast<float>(beta.toDouble());
+      const float fa = static_cast<float>(alpha.toDouble()),
+                  fb = static_cast<float>(beta.toDouble());
       kernels::PointwiseExpr e;
       kernels::PointwiseExpr::Reg p = e.load(0), c = e.load(1);
       if (fa != 1.0f) p = e.alu_imm(isa::AluOp::multiply, p, fa);

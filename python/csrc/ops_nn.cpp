@@ -34,13 +34,12 @@ at::Tensor row_softmax(const char* op, bool log, const at::Tensor& x, int64_t di
   at::Tensor out = at::empty_like(x);
   const isa::DType dtype = *engine_dtype(x.scalar_type());
   const std::string chip = target();
-  const bool ran = run_kernel(
-      op, x.device().index(), fmt::format("{} {}", op, layout_key(x)),
-      [&] {
-        return log ? kernels::log_softmax(chip, rows, cols, dtype)
-                   : kernels::softmax(chip, rows, cols, dtype);
-      },
-      {{"x", x}, {"out", out}});
+  const bool ran = run_kernel(op, x.device().index(), fmt::format("{} {}", op, layout_key(x)),
+                              [&] {
+                                return log ? kernels::log_softmax(chip, rows, cols, dtype)
+                                           : kernels::softmax(chip, rows, cols, dtype);
+                              },
+                              {{"x", x}, {"out", out}});
   return ran ? out : at::Tensor();
 }
 
@@ -67,9 +66,9 @@ at::Tensor sum_keepdim(const char* op, const at::Tensor& x, int64_t dim) {
 
 bool softmax_backward_covered(const at::Tensor& grad, const at::Tensor& output,
                               c10::ScalarType input_dtype) {
-  return grad.device().is_privateuseone() && grad.dim() > 0 && is_engine_float(grad.scalar_type()) &&
-         grad.scalar_type() == output.scalar_type() && grad.sizes() == output.sizes() &&
-         input_dtype == grad.scalar_type() && grad.numel() > 0;
+  return grad.device().is_privateuseone() && grad.dim() > 0 &&
+         is_engine_float(grad.scalar_type()) && grad.scalar_type() == output.scalar_type() &&
+         grad.sizes() == output.sizes() && input_dtype == grad.scalar_type() && grad.numel() > 0;
 }
 
 // softmax': y * (g - sum(g * y))
@@ -115,9 +114,11 @@ at::Tensor log_softmax_backward(const at::Tensor& grad, const at::Tensor& output
 
 // Over the last dim: mean, then the mean of squared deviations (two-pass, as torch's
 // CPU kernel), rstd = 1/sqrt(var + eps), out = (x - mean) * rstd * weight + bias.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
-    const at::Tensor& x, c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x,
+                                                          c10::SymIntArrayRef normalized_shape,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          double eps) {
   const char* op = "aten::native_layer_norm";
   const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
   if (normalized_shape.size() == 1 && x.dim() >= 1 && x.device().is_privateuseone() &&
@@ -174,7 +175,8 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
   if (covered) {
     dim = at::maybe_wrap_dim(dim, tensors.front().dim());
     at::native::ResultTypeState promotion{};
-    for (const at::Tensor& t : tensors) promotion = at::native::update_result_type_state(t, promotion);
+    for (const at::Tensor& t : tensors)
+      promotion = at::native::update_result_type_state(t, promotion);
     const c10::ScalarType dtype = at::native::result_type(promotion);
     std::vector<int64_t> sizes(tensors.front().sizes().begin(), tensors.front().sizes().end());
     int64_t total = 0;
@@ -191,6 +193,40 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
     if (covered) return out;
   }
   return Fallback<ATEN_OP(cat)>::call(list, dim);
+}
+
+// ---- dropout --------------------------------------------------------------------
+
+// The mask is drawn by bernoulli_ with the device's generator (the CPU's native_dropout
+// would draw from the CPU's), then applied on the device: out = x * mask / (1 - p).
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& x, double p,
+                                                  std::optional<bool> train) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
+    if (train.has_value() && !*train)
+      return {x.clone(), at::ones_like(x, x.options().dtype(at::kBool))};
+    at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
+    mask.bernoulli_(1.0 - p);
+    const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+    Expr e;
+    e.alu_imm(AluOp::multiply, e.alu(AluOp::multiply, e.load(0), e.load(1)), scale);
+    at::Tensor out = at::empty_like(x);
+    if (run_pointwise("aten::native_dropout", fmt::format("dropout {}", scale), e, {x, mask}, out))
+      return {out, mask};
+  }
+  return Fallback<ATEN_OP(native_dropout)>::call(x, p, train);
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  if (grad.device().is_privateuseone() && is_engine_float(grad.scalar_type())) {
+    Expr e;
+    e.alu_imm(AluOp::multiply, e.alu(AluOp::multiply, e.load(0), e.load(1)),
+              static_cast<float>(scale));
+    at::Tensor out = at::empty_like(grad);
+    if (run_pointwise("aten::native_dropout_backward", fmt::format("dropout' {}", scale), e,
+                      {grad, mask}, out))
+      return out;
+  }
+  return Fallback<ATEN_OP(native_dropout_backward)>::call(grad, mask, scale);
 }
 
 // ---- attention ------------------------------------------------------------------
@@ -212,6 +248,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data", log_softmax_backward);
   m.impl("native_layer_norm", layer_norm);
   m.impl("cat", cat);
+  m.impl("native_dropout", native_dropout);
+  m.impl("native_dropout_backward", native_dropout_backward);
   m.impl("_fused_sdp_choice", fused_sdp_choice);
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <fmt/format.h>
 #include <torch/library.h>
 
@@ -36,16 +37,21 @@ std::optional<Operand> operand(const at::Tensor& t) {
   return std::nullopt;
 }
 
-at::Tensor scalar_tensor(const at::Scalar& s) { return at::scalar_to_tensor(s); }
+at::Tensor scalar_tensor(const at::Scalar& s) {
+  return at::scalar_to_tensor(s);
+}
 
 // Which results the engines compute exactly as torch does.
 enum class Kind { arithmetic, comparison, logical };
 
 bool computable(Kind kind, c10::ScalarType compute) {
   switch (kind) {
-    case Kind::arithmetic: return is_engine_float(compute);
-    case Kind::comparison: return exact_in_fp32(compute);
-    case Kind::logical: return engine_dtype(compute).has_value();
+    case Kind::arithmetic:
+      return is_engine_float(compute);
+    case Kind::comparison:
+      return exact_in_fp32(compute);
+    case Kind::logical:
+      return engine_dtype(compute).has_value();
   }
   return false;
 }
@@ -90,8 +96,8 @@ at::Tensor new_output(const at::Tensor& a, const at::Tensor& b, c10::ScalarType 
 // ---- arithmetic -----------------------------------------------------------------
 
 // a <alu> alpha * b into a new tensor, or undefined when not covered.
-at::Tensor binary(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
-                  double alpha, Kind kind = Kind::arithmetic) {
+at::Tensor binary(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b, double alpha,
+                  Kind kind = Kind::arithmetic) {
   const c10::ScalarType dtype = kind == Kind::arithmetic ? at::result_type(a, b) : at::kBool;
   if (at::Tensor out = new_output(a, b, dtype); binary_into(op, alu, kind, a, b, alpha, out))
     return out;
@@ -101,32 +107,28 @@ at::Tensor binary(const char* op, AluOp alu, const at::Tensor& a, const at::Tens
 // In place: self <- self <alu> alpha * other, when the result type casts to self's.
 bool binary_inplace(const char* op, AluOp alu, const at::Tensor& self, const at::Tensor& other,
                     double alpha, Kind kind = Kind::arithmetic) {
-  const c10::ScalarType result = kind == Kind::arithmetic ? at::result_type(self, other) : at::kBool;
+  const c10::ScalarType result =
+      kind == Kind::arithmetic ? at::result_type(self, other) : at::kBool;
   if (!c10::canCast(result, self.scalar_type())) return false;
   if (other.dim() > self.dim() || at::infer_size(self.sizes(), other.sizes()) != self.sizes())
     return false;
   return binary_into(op, alu, kind, self, other, alpha, self);
 }
 
-#define NEURON_BINARY(fn, OP, ALU, KIND)                                                 \
-  at::Tensor fn(const at::Tensor& a, const at::Tensor& b) {                               \
-    if (at::Tensor out = binary("aten::" #fn, ALU, a, b, 1.0, KIND); out.defined())   \
-      return out;                                                                         \
-    return Fallback<OP>::call(a, b);                                                      \
+#define NEURON_BINARY(fn, OP, ALU, KIND)                                                        \
+  at::Tensor fn(const at::Tensor& a, const at::Tensor& b) {                                     \
+    if (at::Tensor out = binary("aten::" #fn, ALU, a, b, 1.0, KIND); out.defined()) return out; \
+    return Fallback<OP>::call(a, b);                                                            \
   }
 
 at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
-  if (at::Tensor out = binary("aten::add", AluOp::add, a, b,
-                                                                 alpha.toDouble());
-      out.defined())
+  if (at::Tensor out = binary("aten::add", AluOp::add, a, b, alpha.toDouble()); out.defined())
     return out;
   return Fallback<ATEN_OP2(add, Tensor)>::call(a, b, alpha);
 }
 
 at::Tensor sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
-  if (at::Tensor out = binary("aten::sub", AluOp::subtract, a, b,
-                                                                      alpha.toDouble());
-      out.defined())
+  if (at::Tensor out = binary("aten::sub", AluOp::subtract, a, b, alpha.toDouble()); out.defined())
     return out;
   return Fallback<ATEN_OP2(sub, Tensor)>::call(a, b, alpha);
 }
@@ -176,13 +178,12 @@ at::Tensor div(const at::Tensor& a, const at::Tensor& b) {
   return Fallback<ATEN_OP2(div, Tensor)>::call(a, b);
 }
 
-#define NEURON_COMPARE_SCALAR(fn, OP, ALU)                                               \
-  at::Tensor fn(const at::Tensor& a, const at::Scalar& b) {                               \
-    if (at::Tensor out = binary("aten::" #fn, ALU, a, scalar_tensor(b), 1.0,          \
-                                         Kind::comparison);                               \
-        out.defined())                                                                    \
-      return out;                                                                         \
-    return Fallback<OP>::call(a, b);                                                      \
+#define NEURON_COMPARE_SCALAR(fn, OP, ALU)                                                      \
+  at::Tensor fn(const at::Tensor& a, const at::Scalar& b) {                                     \
+    if (at::Tensor out = binary("aten::" #fn, ALU, a, scalar_tensor(b), 1.0, Kind::comparison); \
+        out.defined())                                                                          \
+      return out;                                                                               \
+    return Fallback<OP>::call(a, b);                                                            \
   }
 
 NEURON_COMPARE_SCALAR(eq_scalar, ATEN_OP2(eq, Scalar), AluOp::is_equal)
@@ -194,18 +195,102 @@ NEURON_COMPARE_SCALAR(le_scalar, ATEN_OP2(le, Scalar), AluOp::is_le)
 
 // other - alpha * self
 at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (at::Tensor out = binary("aten::rsub", AluOp::subtract, other, self,
-                                                                        alpha.toDouble());
+  if (at::Tensor out = binary("aten::rsub", AluOp::subtract, other, self, alpha.toDouble());
       out.defined())
     return out;
   return Fallback<ATEN_OP2(rsub, Tensor)>::call(self, other, alpha);
 }
 
 at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
-  if (at::Tensor out = binary("aten::rsub", AluOp::subtract, scalar_tensor(other), self, alpha.toDouble());
+  if (at::Tensor out =
+          binary("aten::rsub", AluOp::subtract, scalar_tensor(other), self, alpha.toDouble());
       out.defined())
     return out;
   return Fallback<ATEN_OP2(rsub, Scalar)>::call(self, other, alpha);
+}
+
+// ---- out= variants and the optimizers' fused pointwise ops ------------------------
+
+// Resizes `out` to the broadcast size (as torch's out= ops do) when the result type
+// casts to out's dtype; false when the op should fall back.
+bool prepare_out(const at::Tensor& out, at::IntArrayRef sizes, c10::ScalarType result) {
+  if (!out.device().is_privateuseone() || !c10::canCast(result, out.scalar_type())) return false;
+  if (out.sizes() != sizes) at::native::resize_output(out, sizes);
+  return true;
+}
+
+at::Tensor& mul_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  if (prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::result_type(a, b)) &&
+      binary_into("aten::mul", AluOp::multiply, Kind::arithmetic, a, b, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(mul, out)>::call(a, b, out);
+}
+
+at::Tensor& add_out(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha,
+                    at::Tensor& out) {
+  if (prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::result_type(a, b)) &&
+      binary_into("aten::add", AluOp::add, Kind::arithmetic, a, b, alpha.toDouble(), out))
+    return out;
+  return Fallback<ATEN_OP2(add, out)>::call(a, b, alpha, out);
+}
+
+at::Tensor& sub_out(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha,
+                    at::Tensor& out) {
+  if (prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::result_type(a, b)) &&
+      binary_into("aten::sub", AluOp::subtract, Kind::arithmetic, a, b, alpha.toDouble(), out))
+    return out;
+  return Fallback<ATEN_OP2(sub, out)>::call(a, b, alpha, out);
+}
+
+at::Tensor& div_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  const c10::ScalarType result = at::result_type(a, b);
+  if (is_engine_float(result) && prepare_out(out, at::infer_size(a.sizes(), b.sizes()), result) &&
+      binary_into("aten::div", AluOp::divide, Kind::arithmetic, a, b, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(div, out)>::call(a, b, out);
+}
+
+// self + value * (t1 <op> t2): addcmul (op = multiply) and addcdiv (op = divide), as
+// Adam's moment and step updates use them; all float, on one device.
+bool addc_into(const char* op, AluOp alu, const at::Tensor& self, const at::Tensor& t1,
+               const at::Tensor& t2, double value, const at::Tensor& out) {
+  for (const at::Tensor* t : {&self, &t1, &t2})
+    if (!t->device().is_privateuseone() || !is_engine_float(t->scalar_type())) return false;
+  const auto sizes = at::infer_size(self.sizes(), at::infer_size(t1.sizes(), t2.sizes()));
+  if (!prepare_out(out, sizes, at::result_type(self, t1))) return false;
+  Expr e;
+  const Reg s = e.load(0);
+  Reg t = e.alu(alu, e.load(1), e.load(2));
+  if (value != 1.0) t = e.alu_imm(AluOp::multiply, t, static_cast<float>(value));
+  e.alu(AluOp::add, s, t);
+  return run_pointwise(op, fmt::format("{} value={}", op, value), e, {self, t1, t2}, out);
+}
+
+at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                        const at::Scalar& value, at::Tensor& out) {
+  if (addc_into("aten::addcmul", AluOp::multiply, self, t1, t2, value.toDouble(), out)) return out;
+  return Fallback<ATEN_OP2(addcmul, out)>::call(self, t1, t2, value, out);
+}
+
+at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                        const at::Scalar& value, at::Tensor& out) {
+  if (addc_into("aten::addcdiv", AluOp::divide, self, t1, t2, value.toDouble(), out)) return out;
+  return Fallback<ATEN_OP2(addcdiv, out)>::call(self, t1, t2, value, out);
+}
+
+// self + weight * (end - self)
+at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight,
+                     at::Tensor& out) {
+  if (self.device().is_privateuseone() && end.device().is_privateuseone() &&
+      is_engine_float(self.scalar_type()) && self.scalar_type() == end.scalar_type() &&
+      prepare_out(out, at::infer_size(self.sizes(), end.sizes()), self.scalar_type())) {
+    const float w = static_cast<float>(weight.toDouble());
+    Expr e;
+    const Reg s = e.load(0);
+    e.alu(AluOp::add, s, e.alu_imm(AluOp::multiply, e.alu(AluOp::subtract, e.load(1), s), w));
+    if (run_pointwise("aten::lerp", fmt::format("lerp {}", w), e, {self, end}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(lerp, Scalar_out)>::call(self, end, weight, out);
 }
 
 // ---- unary ---------------------------------------------------------------------
@@ -231,12 +316,12 @@ bool unary_inplace(const char* op, const std::string& name, const at::Tensor& x,
 }
 
 #define NEURON_ACTIVATION(fn, OP, FUNC)                                                   \
-  at::Tensor fn(const at::Tensor& x) {                                                   \
-    if (at::Tensor out = unary("aten::" #fn, #FUNC, x,                                   \
-                               [](Expr& e, Reg r) { e.activation(FUNC, r); });           \
-        out.defined())                                                                   \
-      return out;                                                                        \
-    return Fallback<OP>::call(x);                                                        \
+  at::Tensor fn(const at::Tensor& x) {                                                    \
+    if (at::Tensor out =                                                                  \
+            unary("aten::" #fn, #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); }); \
+        out.defined())                                                                    \
+      return out;                                                                         \
+    return Fallback<OP>::call(x);                                                         \
   }
 
 NEURON_ACTIVATION(exp, ATEN_OP(exp), ActFunc::exp)
@@ -256,10 +341,9 @@ NEURON_ACTIVATION(abs, ATEN_OP(abs), ActFunc::abs)
 
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const bool tanh = approximate == "tanh";
-  if (at::Tensor out = unary("aten::gelu", tanh ? "gelu_tanh" : "gelu", x,
-                             [&](Expr& e, Reg r) {
-                               e.activation(tanh ? ActFunc::gelu_tanh : ActFunc::gelu, r);
-                             });
+  if (at::Tensor out = unary(
+          "aten::gelu", tanh ? "gelu_tanh" : "gelu", x,
+          [&](Expr& e, Reg r) { e.activation(tanh ? ActFunc::gelu_tanh : ActFunc::gelu, r); });
       out.defined())
     return out;
   return Fallback<ATEN_OP(gelu)>::call(x, approximate);
@@ -269,13 +353,20 @@ at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
 at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
   const double p = exponent.toDouble();
   const auto make = [p](Expr& e, Reg r) {
-    if (p == 2.0) e.alu(AluOp::multiply, r, r);
-    else if (p == 1.0) e.alu_imm(AluOp::multiply, r, 1.0f);
-    else if (p == 0.5) e.activation(ActFunc::sqrt, r);
-    else if (p == -0.5) e.activation(ActFunc::rsqrt, r);
-    else if (p == -1.0) e.activation(ActFunc::reciprocal, r);
-    else if (p == 3.0) e.alu(AluOp::multiply, e.alu(AluOp::multiply, r, r), r);
-    else e.alu_imm(AluOp::pow, r, static_cast<float>(p));
+    if (p == 2.0)
+      e.alu(AluOp::multiply, r, r);
+    else if (p == 1.0)
+      e.alu_imm(AluOp::multiply, r, 1.0f);
+    else if (p == 0.5)
+      e.activation(ActFunc::sqrt, r);
+    else if (p == -0.5)
+      e.activation(ActFunc::rsqrt, r);
+    else if (p == -1.0)
+      e.activation(ActFunc::reciprocal, r);
+    else if (p == 3.0)
+      e.alu(AluOp::multiply, e.alu(AluOp::multiply, r, r), r);
+    else
+      e.alu_imm(AluOp::pow, r, static_cast<float>(p));
   };
   if (exponent.isFloatingPoint() || exponent.isIntegral(false))
     if (at::Tensor out = unary("aten::pow", fmt::format("pow {}", p), x, make); out.defined())
@@ -287,8 +378,8 @@ at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
 
 // grad * f(x): the derivative formulas of the activations, from torch's definitions.
 template <class F>
-at::Tensor grad_times(const char* op, const char* name, const at::Tensor& grad,
-                      const at::Tensor& x, F derivative) {
+at::Tensor grad_times(const char* op, const char* name, const at::Tensor& grad, const at::Tensor& x,
+                      F derivative) {
   if (!is_engine_float(grad.scalar_type()) || grad.scalar_type() != x.scalar_type() ||
       !grad.device().is_privateuseone() || grad.sizes() != x.sizes())
     return {};
@@ -306,8 +397,8 @@ at::Tensor silu_backward(const at::Tensor& grad, const at::Tensor& x) {
                                   [](Expr& e, Reg v) {
                                     const Reg s = e.activation(ActFunc::sigmoid, v);
                                     const Reg one_minus = e.alu_imm(AluOp::subtract, s, 1.0f, true);
-                                    const Reg t = e.alu_imm(AluOp::add,
-                                                            e.alu(AluOp::multiply, v, one_minus), 1.0f);
+                                    const Reg t = e.alu_imm(
+                                        AluOp::add, e.alu(AluOp::multiply, v, one_minus), 1.0f);
                                     return e.alu(AluOp::multiply, s, t);
                                   });
       out.defined())
@@ -343,9 +434,9 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& x,
                               const at::Scalar& threshold) {
   // relu's backward: grad where x > threshold, else 0
   const float t = static_cast<float>(threshold.toDouble());
-  if (at::Tensor out = grad_times("aten::threshold_backward",
-                                  fmt::format("threshold' {}", t).c_str(), grad, x,
-                                  [t](Expr& e, Reg v) { return e.alu_imm(AluOp::is_gt, v, t); });
+  if (at::Tensor out =
+          grad_times("aten::threshold_backward", fmt::format("threshold' {}", t).c_str(), grad, x,
+                     [t](Expr& e, Reg v) { return e.alu_imm(AluOp::is_gt, v, t); });
       out.defined())
     return out;
   return Fallback<ATEN_OP(threshold_backward)>::call(grad, x, threshold);
@@ -363,8 +454,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
                   e.alu_imm(AluOp::multiply, e.activation(ActFunc::erf, v, float(M_SQRT1_2)), 0.5f),
                   0.5f);
               const Reg pdf = e.alu_imm(
-                  AluOp::multiply,
-                  e.activation(ActFunc::exp, e.alu(AluOp::multiply, v, v), -0.5f),
+                  AluOp::multiply, e.activation(ActFunc::exp, e.alu(AluOp::multiply, v, v), -0.5f),
                   float(0.5 * M_2_SQRTPI * M_SQRT1_2));
               return e.alu(AluOp::add, cdf, e.alu(AluOp::multiply, v, pdf));
             });
@@ -375,31 +465,49 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
 
 // ---- where, fill, copies ---------------------------------------------------------
 
-at::Tensor where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+bool where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
+                const at::Tensor& out) {
   const auto x = operand(a), y = operand(b);
-  const c10::ScalarType result = at::result_type(a, b);
-  if (x && y && cond.device().is_privateuseone() && cond.scalar_type() == at::kBool &&
-      exact_in_fp32(result)) {
-    Expr e;
-    std::vector<at::Tensor> inputs{cond};
-    const Reg p = e.load(0);
-    std::string name = "where";
-    auto reg = [&](const Operand& o) {
-      if (!o.tensor) {
-        name += fmt::format(" {}", o.value);
-        return e.constant(o.value);
-      }
-      inputs.push_back(*o.tensor);
-      name += " t";
-      return e.load(static_cast<int32_t>(inputs.size() - 1));
-    };
-    const Reg rt = reg(*x), rf = reg(*y);
-    e.select(p, rt, rf);
-    const auto sizes = at::infer_size(cond.sizes(), at::infer_size(a.sizes(), b.sizes()));
-    at::Tensor out = at::empty(sizes, cond.options().dtype(result));
-    if (run_pointwise("aten::where", name, e, inputs, out)) return out;
+  if (!x || !y || !cond.device().is_privateuseone() || cond.scalar_type() != at::kBool ||
+      !exact_in_fp32(at::result_type(a, b)))
+    return false;
+  Expr e;
+  std::vector<at::Tensor> inputs{cond};
+  const Reg p = e.load(0);
+  std::string name = "where";
+  auto reg = [&](const Operand& o) {
+    if (!o.tensor) {
+      name += fmt::format(" {}", o.value);
+      return e.constant(o.value);
+    }
+    inputs.push_back(*o.tensor);
+    name += " t";
+    return e.load(static_cast<int32_t>(inputs.size() - 1));
+  };
+  const Reg rt = reg(*x), rf = reg(*y);
+  e.select(p, rt, rf);
+  return run_pointwise("aten::where", name, e, inputs, out);
+}
+
+std::vector<int64_t> where_sizes(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+  return at::infer_size(cond.sizes(), at::infer_size(a.sizes(), b.sizes()));
+}
+
+at::Tensor where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+  if (cond.device().is_privateuseone()) {
+    at::Tensor out =
+        at::empty(where_sizes(cond, a, b), cond.options().dtype(at::result_type(a, b)));
+    if (where_into(cond, a, b, out)) return out;
   }
   return Fallback<ATEN_OP2(where, self)>::call(cond, a, b);
+}
+
+at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
+                      at::Tensor& out) {
+  if (prepare_out(out, where_sizes(cond, a, b), at::result_type(a, b)) &&
+      where_into(cond, a, b, out))
+    return out;
+  return Fallback<ATEN_OP2(where, self_out)>::call(cond, a, b, out);
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
@@ -419,7 +527,9 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
 }
 
-at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, at::Scalar(0)); }
+at::Tensor& zero(at::Tensor& self) {
+  return fill_scalar(self, at::Scalar(0));
+}
 
 }  // namespace
 
@@ -479,6 +589,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward", threshold_backward);
   m.impl("gelu_backward", gelu_backward);
   m.impl("where.self", where);
+  m.impl("where.self_out", where_out);
+  m.impl("mul.out", mul_out);
+  m.impl("add.out", add_out);
+  m.impl("sub.out", sub_out);
+  m.impl("div.out", div_out);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("lerp.Scalar_out", lerp_out);
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("zero_", zero);
 }

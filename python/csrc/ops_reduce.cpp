@@ -36,7 +36,7 @@ at::Tensor reduce_keepdim(const char* op, ReduceOp reduce, at::Tensor x,
                           const std::vector<int64_t>& dims, c10::ScalarType dtype) {
   // A whole contiguous tensor reduces as [128, n/128]: every partition takes a share.
   if (dims.size() == static_cast<size_t>(x.dim()) && x.dim() >= 1 && x.is_contiguous() &&
-      x.numel() >= 256 && x.numel() % 128 == 0 ) {
+      x.numel() >= 256 && x.numel() % 128 == 0) {
     at::Tensor shares = reduce_keepdim(op, reduce, x.view({128, x.numel() / 128}), {1}, at::kFloat);
     if (!shares.defined()) return {};
     at::Tensor total = reduce_keepdim(op, reduce, shares, {0}, dtype);
@@ -49,7 +49,8 @@ at::Tensor reduce_keepdim(const char* op, ReduceOp reduce, at::Tensor x,
     sizes[static_cast<size_t>(dims[i])] = 1;
     const bool last = i + 1 == dims.size();
     const bool exact_partials = reduce == ReduceOp::max || reduce == ReduceOp::min;
-    at::Tensor out = at::empty(sizes, x.options().dtype(last || exact_partials ? dtype : at::kFloat));
+    at::Tensor out =
+        at::empty(sizes, x.options().dtype(last || exact_partials ? dtype : at::kFloat));
     if (!run_reduce(op, reduce, x, dims[i], out)) return {};
     x = out;
   }
@@ -61,8 +62,10 @@ std::vector<int64_t> without_dims(const at::Tensor& x, const std::vector<int64_t
   std::vector<int64_t> sizes;
   for (int64_t d = 0; d < x.dim(); ++d) {
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced) sizes.push_back(x.size(d));
-    else if (keepdim) sizes.push_back(1);
+    if (!reduced)
+      sizes.push_back(x.size(d));
+    else if (keepdim)
+      sizes.push_back(1);
   }
   return sizes;
 }
@@ -100,8 +103,7 @@ at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
 at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = dtype.value_or(x.scalar_type());
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
-    if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, std::nullopt, false, out);
-        r.defined())
+    if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, std::nullopt, false, out); r.defined())
       return r;
   return Fallback<ATEN_OP(sum)>::call(x, dtype);
 }
@@ -168,11 +170,10 @@ at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim)
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
   if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
     dim = at::maybe_wrap_dim(dim, x.dim());
-    at::Tensor values = reduce("aten::max", ReduceOp::max, x, at::IntArrayRef{dim}, keepdim,
-                               x.scalar_type());
-    at::Tensor index = values.defined()
-                           ? arg_reduce("aten::max", ReduceOp::argmax, x, dim, keepdim)
-                           : at::Tensor();
+    at::Tensor values =
+        reduce("aten::max", ReduceOp::max, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
+    at::Tensor index = values.defined() ? arg_reduce("aten::max", ReduceOp::argmax, x, dim, keepdim)
+                                        : at::Tensor();
     if (index.defined()) return {values, index};
   }
   return Fallback<ATEN_OP2(max, dim)>::call(x, dim, keepdim);
@@ -181,11 +182,10 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& x, int64_t dim, boo
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
   if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
     dim = at::maybe_wrap_dim(dim, x.dim());
-    at::Tensor values = reduce("aten::min", ReduceOp::min, x, at::IntArrayRef{dim}, keepdim,
-                               x.scalar_type());
-    at::Tensor index = values.defined()
-                           ? arg_reduce("aten::min", ReduceOp::argmin, x, dim, keepdim)
-                           : at::Tensor();
+    at::Tensor values =
+        reduce("aten::min", ReduceOp::min, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
+    at::Tensor index = values.defined() ? arg_reduce("aten::min", ReduceOp::argmin, x, dim, keepdim)
+                                        : at::Tensor();
     if (index.defined()) return {values, index};
   }
   return Fallback<ATEN_OP2(min, dim)>::call(x, dim, keepdim);

@@ -29,9 +29,10 @@ constexpr auto kNeuronKey = c10::DispatchKey::PrivateUse1;
 // its ops run on the CPU, counted.
 void check_dtype(c10::ScalarType dtype, const char* op) {
   if (at::isComplexType(dtype))
-    fail(fmt::format("{}: neuron tensors cannot be {}: the NeuronCore has no complex type; keep "
-                     "this tensor on the CPU",
-                     op, c10::toString(dtype)));
+    fail(
+        fmt::format("{}: neuron tensors cannot be {}: the NeuronCore has no complex type; keep "
+                    "this tensor on the CPU",
+                    op, c10::toString(dtype)));
 }
 
 c10::DeviceIndex device_index(std::optional<c10::Device> device) {
@@ -58,8 +59,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   check_dtype(type, "aten::empty");
   return on_device(device, [&] {
-    return at::detail::empty_generic(size, &hbm_allocator(), c10::DispatchKeySet(kNeuronKey),
-                                     type, memory_format);
+    return at::detail::empty_generic(size, &hbm_allocator(), c10::DispatchKeySet(kNeuronKey), type,
+                                     memory_format);
   });
 }
 
@@ -78,7 +79,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   // Device bytes are host bytes: the CPU's resize (allocate through the storage's
-  // allocator, copy the old bytes) is right for them.
+  // allocator on the tensor's device, copy the old bytes) is right for them.
+  DeviceScope scope(self.device().index());
   at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), C10_AS_INTARRAYREF_SLOW(size),
                                std::nullopt);
   if (memory_format) self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
@@ -111,15 +113,16 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
   return copy_from(src, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) { return host_alias(self).item(); }
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  return host_alias(self).item();
+}
 
 at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
   return at::native::set_(self, std::move(source));
 }
 
-at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source,
-                                      c10::SymInt offset, c10::SymIntArrayRef size,
-                                      c10::SymIntArrayRef stride) {
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   return at::native::set_storage_cpu_(self, std::move(source), offset.guard_int(__FILE__, __LINE__),
                                       C10_AS_INTARRAYREF_SLOW(size),
                                       C10_AS_INTARRAYREF_SLOW(stride));

@@ -19,16 +19,24 @@ _TYPE = "neuron"
 DeviceLike = torch.device | str | int | None
 
 
-def _index(device: DeviceLike = None, *, optional: bool = True) -> int:
-    """The device index of `device` (the current device when None)."""
+def _index(device: DeviceLike = None) -> int:
+    """The index of `device` (the current device when None), checked against the count."""
     if device is None:
         return current_device()
     if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != _TYPE:
-        raise ValueError(f"expected a neuron device, got {device}")
-    return current_device() if device.index is None else device.index
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != _TYPE:
+            raise ValueError(f"expected a neuron device, got {device}")
+        index = current_device() if device.index is None else device.index
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(
+            f"neuron:{index} does not exist: {count} NeuronCore{'s' if count != 1 else ''} "
+            f"{'are' if count != 1 else 'is'} visible (neuron:0-{count - 1})"
+        )
+    return index
 
 
 def _neuron(device: DeviceLike = None) -> torch.device:
@@ -88,6 +96,7 @@ class device:
 
 def synchronize(device: DeviceLike = None) -> None:
     """Waits for the work queued on the device (every core runs in order)."""
+    _index(device)
     _C.synchronize()
 
 
@@ -234,14 +243,21 @@ class Stream(torch.Stream):
         self.wait_event(stream.record_event())
 
 
-class Event(torch.Event):
-    """An event; elapsed_time() between two events is simulated milliseconds."""
+class _NeuronEventType(type):
+    # torch.Event's methods accept only torch.Event itself (no subclass), so
+    # torch.neuron.Event makes torch.Event objects and recognises them.
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == _TYPE
+
+
+class Event(metaclass=_NeuronEventType):
+    """An event of the current neuron device (a torch.Event); elapsed_time() between
+    two events is simulated milliseconds."""
 
     def __new__(
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
     ):
-        return super().__new__(
-            cls,
+        return torch.Event(
             device=_neuron(),
             enable_timing=enable_timing,
             blocking=blocking,
@@ -265,16 +281,19 @@ def set_stream(stream: torch.Stream) -> None:
 
 @contextlib.contextmanager
 def stream(s: torch.Stream | None):
-    """Makes `s` the current stream of its device inside the block."""
+    """Makes `s` the current stream (and its device the current device) inside the
+    block; both are restored after it."""
     if s is None:
         yield
         return
+    prev_device = current_device()
     prev = torch.accelerator.current_stream(s.device_index)
     torch.accelerator.set_stream(s)
     try:
         yield
     finally:
         torch.accelerator.set_stream(prev)
+        set_device(prev_device)
 
 
 # ---- simulation ---------------------------------------------------------------

@@ -149,6 +149,8 @@ def test_op_matches_cpu(op, dtype):
     passed = False
     try:
         for sample in op.sample_inputs("cpu", dtype, requires_grad=backward):
+            if sample.kwargs.get("dropout_p", 0):
+                continue  # random: the device draws its own mask, not the CPU's
             moved = sample.transform(_to("neuron"))
             expected = op(sample.input, *sample.args, **sample.kwargs)
             actual = op(moved.input, *moved.args, **moved.kwargs)

@@ -1,0 +1,359 @@
+"""The counted CPU fallback: ops without a neuron kernel give the CPU's values, are
+counted by aten name, warn once, are refused in strict mode, write out= and in-place
+arguments on the device, and draw random numbers from the device's generator."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import neuronsim
+
+
+def _keys_with(word: str) -> list[str]:
+    return [k for k in neuronsim.fallback_counts() if word in k]
+
+
+def _fallback_warnings(caught, word: str) -> list[str]:
+    return [
+        str(w.message)
+        for w in caught
+        if "has no neuron kernel" in str(w.message) and word in str(w.message)
+    ]
+
+
+@pytest.fixture
+def x():
+    return torch.tensor([[3.0, -1.0, 2.0, 0.5], [0.0, 4.0, -2.0, 1.0]])
+
+
+FALLBACK_OPS = {
+    "cumsum": lambda t: torch.cumsum(t, 1),
+    "sort": lambda t: torch.sort(t, dim=1).values,
+    "sort indices": lambda t: torch.sort(t, dim=1, descending=True).indices,
+    "argsort": lambda t: torch.argsort(t, dim=0),
+    "cumprod": lambda t: torch.cumprod(t, 0),
+    "flip": lambda t: torch.flip(t, [1]),
+    "topk": lambda t: torch.topk(t, 2, dim=1).values,
+    "where": lambda t: torch.where(t > 0, t, -t),
+    "cat": lambda t: torch.cat([t, t * 2], 0),
+    "index_select": lambda t: t.index_select(1, torch.tensor([3, 0]).to(t.device)),
+    "masked_fill": lambda t: t.masked_fill(t < 0, 9.0),
+    "clamp": lambda t: t.clamp(-1.0, 1.0),
+    "roll": lambda t: torch.roll(t, 1, 1),
+    "tril": lambda t: torch.tril(t),
+    "nonzero": lambda t: torch.nonzero(t),
+    "unique": lambda t: torch.unique(t),
+    "to int": lambda t: t.to(torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", list(FALLBACK_OPS))
+def test_fallback_values_match_cpu(x, name):
+    op = FALLBACK_OPS[name]
+    expected = op(x)
+    got = op(x.to("neuron"))
+    assert got.device == torch.device("neuron:0")
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
+
+
+def test_fallback_on_neuron_1_stays_on_neuron_1(x):
+    got = torch.cumsum(x.to("neuron:1"), 1)
+    assert got.device == torch.device("neuron:1")
+    assert torch.equal(got.cpu(), torch.cumsum(x, 1))
+
+
+def test_fallback_on_a_non_contiguous_view(x):
+    dev = x.to("neuron")
+    got = torch.cumsum(dev.t()[1:], 1)
+    assert torch.equal(got.cpu(), torch.cumsum(x.t()[1:], 1))
+
+
+def test_fallback_returning_a_view_aliases_the_device_tensor(x):
+    dev = x.to("neuron")
+    parts = torch.chunk(dev, 2, dim=1)  # views
+    assert all(p.device == dev.device for p in parts)
+    parts[1].fill_(0.0)
+    expected = x.clone()
+    expected[:, 2:] = 0.0
+    assert torch.equal(dev.cpu(), expected)
+
+
+def test_fallback_is_counted_by_aten_name(x):
+    dev = x.to("neuron")
+    assert _keys_with("cumsum") == []
+    torch.cumsum(dev, 1)
+    keys = _keys_with("cumsum")
+    assert len(keys) == 1, neuronsim.fallback_counts()
+    assert keys[0].startswith("aten::"), keys
+    assert neuronsim.fallback_counts()[keys[0]] == 1
+    torch.cumsum(dev, 0)
+    torch.cumsum(dev, 1)
+    assert neuronsim.fallback_counts()[keys[0]] == 3
+    torch.sort(dev)
+    assert len(_keys_with("sort")) == 1
+    assert all(isinstance(v, int) for v in neuronsim.fallback_counts().values())
+
+
+def test_reset_fallback_counts(x):
+    torch.cumsum(x.to("neuron"), 1)
+    assert neuronsim.fallback_counts()
+    neuronsim.reset_fallback_counts()
+    assert neuronsim.fallback_counts() == {}
+
+
+def test_fallback_counts_is_a_copy(x):
+    torch.cumsum(x.to("neuron"), 1)
+    counts = neuronsim.fallback_counts()
+    counts.clear()
+    assert neuronsim.fallback_counts()
+
+
+def test_fallback_warns_once_per_op(x):
+    dev = x.to("neuron")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cumsum(dev, 1)
+        torch.cumsum(dev, 0)
+        torch.cumsum(dev, 1)
+        torch.sort(dev)
+        torch.sort(dev)
+    cumsum = _fallback_warnings(caught, "cumsum")
+    assert len(cumsum) == 1, [str(w.message) for w in caught]
+    assert "fallback_counts" in cumsum[0] or "CPU" in cumsum[0]
+    assert len(_fallback_warnings(caught, "sort")) == 1
+    assert all(issubclass(w.category, UserWarning) for w in caught)
+
+
+def test_strict_mode_refuses_a_fallback(x):
+    dev = x.to("neuron")
+    with neuronsim.strict_mode():
+        assert neuronsim.strict() is True
+        with pytest.raises(RuntimeError, match="cumsum") as err:
+            torch.cumsum(dev, 1)
+        assert "strict" in str(err.value).lower() or "NEURONSIM_STRICT" in str(err.value)
+        with pytest.raises(RuntimeError, match="sort"):
+            torch.sort(dev)
+        # the kernels and the host still work in strict mode
+        torch.testing.assert_close((dev + dev).cpu(), x + x)
+        assert torch.equal(dev.cpu(), x)
+    assert neuronsim.strict() is False
+    # out of strict mode the same op runs again, on the same device tensor
+    assert torch.equal(torch.cumsum(dev, 1).cpu(), torch.cumsum(x, 1))
+    assert torch.equal(torch.ones(3, device="neuron").cpu(), torch.ones(3))
+
+
+def test_refused_fallback_is_not_counted(x):
+    dev = x.to("neuron")
+    with neuronsim.strict_mode(), pytest.raises(RuntimeError):
+        torch.cumsum(dev, 1)
+    assert _keys_with("cumsum") == []
+
+
+def test_set_strict_and_strict_mode_false(x):
+    neuronsim.set_strict(True)
+    assert neuronsim.strict() is True
+    with neuronsim.strict_mode(False):
+        assert torch.equal(torch.cumsum(x.to("neuron"), 1).cpu(), torch.cumsum(x, 1))
+    assert neuronsim.strict() is True
+    neuronsim.set_strict(False)
+    assert neuronsim.strict() is False
+
+
+def test_strict_mode_restored_after_an_error(x):
+    with pytest.raises(ValueError), neuronsim.strict_mode():
+        raise ValueError("boom")
+    assert neuronsim.strict() is False
+
+
+STRICT_SUBPROCESS = """
+import json, torch, neuronsim
+out = {"strict": neuronsim.strict()}
+x = torch.tensor([1.0, 2.0, 3.0]).to("neuron")
+try:
+    torch.cumsum(x, 0)
+    out["error"] = None
+except RuntimeError as e:
+    out["error"] = str(e)
+out["after"] = (x + x).cpu().tolist()
+neuronsim.set_strict(False)
+out["cumsum"] = torch.cumsum(x, 0).cpu().tolist()
+print(json.dumps(out))
+"""
+
+
+def test_neuronsim_strict_environment_variable(spawn_python):
+    on = spawn_python(STRICT_SUBPROCESS, {"NEURONSIM_STRICT": "1"})
+    off = spawn_python(STRICT_SUBPROCESS, {"NEURONSIM_STRICT": "0"})
+    got = on.json()
+    assert got["strict"] is True
+    assert got["error"] is not None, "NEURONSIM_STRICT=1 let cumsum fall back"
+    assert "cumsum" in got["error"]
+    assert got["after"] == [2.0, 4.0, 6.0]
+    assert got["cumsum"] == [1.0, 3.0, 6.0]
+    got = off.json()
+    assert got["strict"] is False
+    assert got["error"] is None
+
+
+# ---- out= and in-place ------------------------------------------------------------
+
+
+def test_out_argument_is_written_on_the_device(x):
+    dev = x.to("neuron")
+    out = torch.empty(2, 4, device="neuron")
+    ptr = out.untyped_storage().data_ptr()
+    result = torch.cumsum(dev, 1, out=out)
+    assert result is out
+    assert out.device == torch.device("neuron:0")
+    assert out.untyped_storage().data_ptr() == ptr
+    assert torch.equal(out.cpu(), torch.cumsum(x, 1))
+
+
+def test_out_argument_that_must_be_resized(x):
+    dev = x.to("neuron")
+    out = torch.empty(0, device="neuron")
+    torch.cumsum(dev, 1, out=out)
+    assert out.shape == (2, 4)
+    assert out.device == torch.device("neuron:0")
+    assert torch.equal(out.cpu(), torch.cumsum(x, 1))
+    values = torch.empty(0, device="neuron")
+    indices = torch.empty(0, dtype=torch.int64, device="neuron")
+    torch.sort(dev, dim=1, out=(values, indices))
+    expected = torch.sort(x, dim=1)
+    assert torch.equal(values.cpu(), expected.values)
+    assert torch.equal(indices.cpu(), expected.indices)
+
+
+def test_out_argument_resized_on_neuron_1(x):
+    dev = x.to("neuron:1")
+    out = torch.empty(0, device="neuron:1")
+    before = torch.neuron.memory_allocated(1)
+    torch.cumsum(dev, 1, out=out)
+    assert out.device == torch.device("neuron:1")
+    assert torch.equal(out.cpu(), torch.cumsum(x, 1))
+    # the new storage is neuron:1's memory
+    assert torch.neuron.memory_allocated(1) > before
+
+
+def test_out_argument_that_is_a_view(x):
+    dev = x.to("neuron")
+    big = torch.zeros(4, 4, device="neuron")
+    torch.cumsum(dev, 1, out=big[1:3])
+    expected = torch.zeros(4, 4)
+    expected[1:3] = torch.cumsum(x, 1)
+    assert torch.equal(big.cpu(), expected)
+
+
+def test_in_place_fallback_writes_the_device_tensor(x):
+    dev = x.to("neuron")
+    ptr = dev.untyped_storage().data_ptr()
+    result = dev.cumsum_(1)
+    assert result is dev
+    assert dev.untyped_storage().data_ptr() == ptr
+    assert torch.equal(dev.cpu(), x.cumsum(1))
+    dev.tril_()
+    assert torch.equal(dev.cpu(), x.cumsum(1).tril())
+    assert _keys_with("cumsum") and _keys_with("tril")
+
+
+def test_in_place_fallback_on_views(x):
+    dev = x.to("neuron")
+    host = x.clone()
+    dev[:, 1].neg_()
+    host[:, 1].neg_()
+    dev.t()[2:].clamp_(min=0.0)
+    host.t()[2:].clamp_(min=0.0)
+    dev[1].cumsum_(0)
+    host[1].cumsum_(0)
+    dev[0, ::2].zero_()
+    host[0, ::2].zero_()
+    assert torch.equal(dev.cpu(), host)
+
+
+def test_in_place_fallback_with_a_neuron_index(x):
+    dev = x.to("neuron")
+    host = x.clone()
+    index = torch.tensor([0, 3])
+    dev.index_fill_(1, index.to("neuron"), -7.0)
+    host.index_fill_(1, index, -7.0)
+    dev[dev > 2] = 1.5
+    host[host > 2] = 1.5
+    assert torch.equal(dev.cpu(), host)
+
+
+# ---- random numbers -----------------------------------------------------------------
+
+RANDOM_OPS = {
+    "randn": lambda: torch.randn(64, device="neuron"),
+    "rand": lambda: torch.rand(8, 8, device="neuron"),
+    "randint": lambda: torch.randint(0, 1000, (64,), device="neuron"),
+    "normal_": lambda: torch.empty(64, device="neuron").normal_(1.0, 2.0),
+    "uniform_": lambda: torch.empty(64, device="neuron").uniform_(),
+    "bernoulli_": lambda: torch.empty(64, device="neuron").bernoulli_(0.5),
+    "dropout": lambda: torch.nn.functional.dropout(torch.ones(256, device="neuron"), 0.5),
+    "dropout bf16": lambda: torch.nn.functional.dropout(
+        torch.ones(256, dtype=torch.bfloat16, device="neuron"), 0.5
+    ),
+    "randperm": lambda: torch.randperm(64, device="neuron"),
+    "multinomial": lambda: torch.multinomial(torch.ones(4, 16, device="neuron"), 8),
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM_OPS))
+def test_random_ops_are_reproducible_under_neuron_manual_seed(name):
+    op = RANDOM_OPS[name]
+    torch.neuron.manual_seed(1234)
+    first = op()
+    second = op()
+    torch.neuron.manual_seed(1234)
+    again = op()
+    assert first.device == torch.device("neuron:0")
+    reproduced = torch.equal(first.cpu(), again.cpu())
+    repeated = torch.equal(first.cpu(), second.cpu())
+    assert reproduced, f"{name} gave other values after the same torch.neuron.manual_seed"
+    assert not repeated, f"{name} repeated its draws"
+
+
+@pytest.mark.parametrize("name", ["randn", "dropout"])
+def test_random_ops_advance_the_neuron_generator(name):
+    torch.neuron.manual_seed(5)
+    before = torch.neuron.get_rng_state()
+    RANDOM_OPS[name]()
+    moved = not torch.equal(torch.neuron.get_rng_state(), before)
+    assert moved, f"{name} did not draw from the neuron generator"
+
+
+def test_random_ops_do_not_depend_on_the_cpu_generator():
+    torch.neuron.manual_seed(77)
+    torch.manual_seed(1)  # seeds neuron too: reseed neuron alone after it
+    torch.neuron.manual_seed(77)
+    a = torch.randn(16, device="neuron").cpu()
+    torch.randn(100)  # the CPU generator moves on
+    torch.neuron.manual_seed(77)
+    b = torch.randn(16, device="neuron").cpu()
+    assert torch.equal(a, b)
+
+
+def test_explicit_neuron_generator():
+    g = torch.Generator(device="neuron")
+    assert g.device == torch.device("neuron:0")
+    g.manual_seed(99)
+    a = torch.randn(10, device="neuron", generator=g).cpu()
+    g.manual_seed(99)
+    b = torch.randn(10, device="neuron", generator=g).cpu()
+    assert torch.equal(a, b)
+
+
+def test_random_values_look_random():
+    torch.neuron.manual_seed(0)
+    r = torch.randn(20000, device="neuron").cpu()
+    assert abs(r.mean().item()) < 0.05
+    assert abs(r.std().item() - 1.0) < 0.05
+    u = torch.rand(20000, device="neuron").cpu()
+    assert 0.0 <= u.min().item() and u.max().item() < 1.0
+    assert abs(u.mean().item() - 0.5) < 0.02
