@@ -37,6 +37,13 @@ def _refuse_aws_torch_neuronx() -> None:
     )
 
 
+def _autoload() -> None:
+    """Entry point of PyTorch's device autoload (group ``torch.backends``). Importing
+    this package registers the device; torch may call this while the package is still
+    being imported (``import neuronsim`` imports torch, whose autoload comes back here),
+    which is why it is defined before torch is imported."""
+
+
 _refuse_aws_torch_neuronx()
 
 import torch
@@ -94,11 +101,6 @@ def _print_on_host() -> None:
 
 
 _print_on_host()
-
-
-def _autoload() -> None:
-    """Entry point of PyTorch's device autoload (group ``torch.backends``): importing
-    this package registered the device already."""
 
 
 def fallback_counts() -> dict[str, int]:

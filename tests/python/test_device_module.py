@@ -470,3 +470,16 @@ def test_event_on_a_stream():
     torch.neuron.current_stream().wait_event(e)
     e.synchronize()
     assert e.query() is True
+
+
+@pytest.mark.parametrize("module", ["neuronsim", "torch_neuronx"])
+def test_importing_the_package_before_torch_registers_the_device(run_json, module):
+    # The package imports torch, whose autoload imports the package again mid-import.
+    got = run_json(
+        f"""
+        import json, {module}, torch
+        x = torch.ones(2, device="neuron") + 1
+        print(json.dumps({{"device": str(x.device), "sum": x.sum().item()}}))
+        """
+    )
+    assert got == {"device": "neuron:0", "sum": 4.0}

@@ -9,31 +9,13 @@ import copy
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, Qwen3Config
+from transformers import AutoModelForCausalLM
 
 import neuronsim
+from neuronsim.testing import tiny_qwen3 as tiny_model
 
 # The products must run on the TensorE kernels, not the CPU.
 DEVICE_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::_softmax", "aten::mul.Tensor")
-
-
-def tiny_config() -> Qwen3Config:
-    return Qwen3Config(
-        vocab_size=256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-
-
-def tiny_model(seed: int = 0):
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(tiny_config())
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +98,8 @@ def test_timing_mode_advances_the_simulated_clock(run_json):
     result = run_json(
         """
         import json, torch, neuronsim
-        from transformers import AutoModelForCausalLM, Qwen3Config
-        cfg = Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=128,
-                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                          head_dim=16, max_position_embeddings=128)
-        model = AutoModelForCausalLM.from_config(cfg).eval().to("neuron")
+        from neuronsim.testing import tiny_qwen3
+        model = tiny_qwen3().eval().to("neuron")
         ids = torch.randint(0, 256, (1, 8)).to("neuron")
         times = []
         with torch.no_grad():
