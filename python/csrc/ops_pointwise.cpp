@@ -531,6 +531,82 @@ at::Tensor& zero(at::Tensor& self) {
   return fill_scalar(self, at::Scalar(0));
 }
 
+// ---- masks and predicates ------------------------------------------------------
+
+// out (bool) <- x == value, for the infinities torch asks about.
+bool equals_into(const char* op, const at::Tensor& x, float value, const at::Tensor& out) {
+  if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) ||
+      !prepare_out(out, x.sizes(), at::kBool))
+    return false;
+  Expr e;
+  e.alu_imm(AluOp::is_equal, e.load(0), value);
+  return run_pointwise(op, fmt::format("=={}", value), e, {x}, out);
+}
+
+at::Tensor& isneginf_out(const at::Tensor& x, at::Tensor& out) {
+  if (equals_into("aten::isneginf", x, -INFINITY, out)) return out;
+  return Fallback<ATEN_OP2(isneginf, out)>::call(x, out);
+}
+
+at::Tensor& isposinf_out(const at::Tensor& x, at::Tensor& out) {
+  if (equals_into("aten::isposinf", x, INFINITY, out)) return out;
+  return Fallback<ATEN_OP2(isposinf, out)>::call(x, out);
+}
+
+// NaN is the one value not equal to itself.
+at::Tensor isnan(const at::Tensor& x) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
+    Expr e;
+    const Reg v = e.load(0);
+    e.alu(AluOp::not_equal, v, v);
+    at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
+    if (run_pointwise("aten::isnan", "x!=x", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP(isnan)>::call(x);
+}
+
+// self <- mask ? value : self
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  const at::Tensor v = scalar_tensor(value);
+  if (mask.dim() <= self.dim() && at::infer_size(self.sizes(), mask.sizes()) == self.sizes() &&
+      c10::canCast(at::result_type(self, v), self.scalar_type()) && where_into(mask, v, self, self))
+    return self;
+  return Fallback<ATEN_OP2(masked_fill_, Scalar)>::call(self, mask, value);
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  if (value.dim() == 0 && value.device().is_cpu())
+    return masked_fill_scalar(self, mask, value.item());
+  return Fallback<ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
+}
+
+// On bool tensors the bitwise ops are the logical ones.
+at::Tensor& bitwise_not_out(const at::Tensor& x, at::Tensor& out) {
+  if (x.scalar_type() == at::kBool && x.device().is_privateuseone() &&
+      prepare_out(out, x.sizes(), at::kBool)) {
+    Expr e;
+    e.alu_imm(AluOp::is_equal, e.load(0), 0.0f);
+    if (run_pointwise("aten::bitwise_not", "not", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(bitwise_not, out)>::call(x, out);
+}
+
+at::Tensor& bitwise_and_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  if (a.scalar_type() == at::kBool && b.scalar_type() == at::kBool &&
+      prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::kBool) &&
+      binary_into("aten::bitwise_and", AluOp::logical_and, Kind::logical, a, b, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(bitwise_and, Tensor_out)>::call(a, b, out);
+}
+
+at::Tensor& bitwise_or_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  if (a.scalar_type() == at::kBool && b.scalar_type() == at::kBool &&
+      prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::kBool) &&
+      binary_into("aten::bitwise_or", AluOp::logical_or, Kind::logical, a, b, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(bitwise_or, Tensor_out)>::call(a, b, out);
+}
+
 }  // namespace
 
 // dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
@@ -590,6 +666,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu_backward", gelu_backward);
   m.impl("where.self", where);
   m.impl("where.self_out", where_out);
+  m.impl("isneginf.out", isneginf_out);
+  m.impl("isposinf.out", isposinf_out);
+  m.impl("isnan", isnan);
+  m.impl("masked_fill_.Scalar", masked_fill_scalar);
+  m.impl("masked_fill_.Tensor", masked_fill_tensor);
+  m.impl("bitwise_not.out", bitwise_not_out);
+  m.impl("bitwise_and.Tensor_out", bitwise_and_out);
+  m.impl("bitwise_or.Tensor_out", bitwise_or_out);
   m.impl("mul.out", mul_out);
   m.impl("add.out", add_out);
   m.impl("sub.out", sub_out);

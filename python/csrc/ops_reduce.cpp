@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "kernel_call.h"
@@ -191,9 +192,68 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& x, int64_t dim, boo
   return Fallback<ATEN_OP2(min, dim)>::call(x, dim, keepdim);
 }
 
+// all/any: the min/max of (x != 0) as bool, written into `out`.
+bool truth_reduce_into(const char* op, ReduceOp kind, const at::Tensor& x,
+                       at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  if (!x.device().is_privateuseone() || !out.device().is_privateuseone() ||
+      out.scalar_type() != at::kBool || !exact_in_fp32(x.scalar_type()))
+    return false;
+  at::Tensor truth = x;
+  if (x.scalar_type() != at::kBool) {
+    truth = at::empty(x.sizes(), x.options().dtype(at::kBool));
+    kernels::PointwiseExpr e;
+    e.alu_imm(isa::AluOp::not_equal, e.load(0), 0.0f);
+    if (!run_pointwise(op, "!=0", e, {x}, truth)) return false;
+  }
+  const at::Tensor r = reduce(op, kind, truth, dim, keepdim, at::kBool);
+  if (!r.defined()) return false;
+  if (out.sizes() != r.sizes()) at::native::resize_output(out, r.sizes());
+  return copy_on_device(r, out);
+}
+
+at::Tensor& all_out(const at::Tensor& x, int64_t dim, bool keepdim, at::Tensor& out) {
+  if (truth_reduce_into("aten::all", ReduceOp::min, x, at::IntArrayRef{dim}, keepdim, out))
+    return out;
+  return Fallback<ATEN_OP2(all, out)>::call(x, dim, keepdim, out);
+}
+
+at::Tensor& all_dims_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                         at::Tensor& out) {
+  if (truth_reduce_into("aten::all", ReduceOp::min, x, dim, keepdim, out)) return out;
+  return Fallback<ATEN_OP2(all, dims_out)>::call(x, dim, keepdim, out);
+}
+
+at::Tensor& all_all_out(const at::Tensor& x, at::Tensor& out) {
+  if (truth_reduce_into("aten::all", ReduceOp::min, x, std::nullopt, false, out)) return out;
+  return Fallback<ATEN_OP2(all, all_out)>::call(x, out);
+}
+
+at::Tensor& any_out(const at::Tensor& x, int64_t dim, bool keepdim, at::Tensor& out) {
+  if (truth_reduce_into("aten::any", ReduceOp::max, x, at::IntArrayRef{dim}, keepdim, out))
+    return out;
+  return Fallback<ATEN_OP2(any, out)>::call(x, dim, keepdim, out);
+}
+
+at::Tensor& any_dims_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                         at::Tensor& out) {
+  if (truth_reduce_into("aten::any", ReduceOp::max, x, dim, keepdim, out)) return out;
+  return Fallback<ATEN_OP2(any, dims_out)>::call(x, dim, keepdim, out);
+}
+
+at::Tensor& any_all_out(const at::Tensor& x, at::Tensor& out) {
+  if (truth_reduce_into("aten::any", ReduceOp::max, x, std::nullopt, false, out)) return out;
+  return Fallback<ATEN_OP2(any, all_out)>::call(x, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("all.out", all_out);
+  m.impl("all.dims_out", all_dims_out);
+  m.impl("all.all_out", all_all_out);
+  m.impl("any.out", any_out);
+  m.impl("any.dims_out", any_dims_out);
+  m.impl("any.all_out", any_all_out);
   m.impl("sum.dim_IntList", sum);
   m.impl("mean.dim", mean);
   m.impl("sum", sum_all);

@@ -1,0 +1,682 @@
+"""Which of Transformers' causal-LM architectures run on "neuron": ``python -m neuronsim.coverage``.
+
+For every model type in Transformers' causal-LM auto mapping, a tiny random model is built
+from a shrunk config (2 layers, hidden 64, vocabulary 256, 4 experts where there are
+experts) and run on the CPU and on "neuron": one forward pass on a fixed (1, 8) input and
+8 greedy tokens. Each architecture runs in its own interpreter (a crash or a hang of one
+does not stop the table) under a timeout, in functional-only mode (``--timing`` times the
+neuron side) with ``HF_HUB_OFFLINE=1``.
+
+A row's status is one of:
+
+- ``ran``: the neuron run finished (``tokens_match`` and ``max_abs_diff`` say how well);
+- ``skipped``: the CPU baseline itself failed (config, model build or CPU run), which is
+  not counted against the device;
+- ``error``: the neuron run raised (``error`` holds the exception's first line), or the
+  model type is unknown;
+- ``timeout``: the neuron run did not finish in time.
+
+The summary line counts the rows: "N architectures: A run on neuron (P% of those the CPU
+runs), T with identical tokens, F with zero fallbacks".
+
+``run(model_types, jobs=2)`` is the same from Python and returns the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+if (
+    __name__ == "__main__"
+    and sys.path
+    and sys.path[0] == os.path.dirname(os.path.abspath(__file__))
+):
+    # Run as a file: this folder is not a place to import from (its coverage.py would
+    # shadow the coverage package); neuronsim comes from where it is installed.
+    sys.path.pop(0)
+
+SEED = 0
+PROMPT_LEN = 8
+NEW_TOKENS = 8
+VOCAB = 256
+HIDDEN = 64
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = HIDDEN // HEADS
+INTERMEDIATE = 128
+EXPERTS = 4
+EXPERTS_PER_TOKEN = 2
+EXPERT_INTERMEDIATE = 32
+# Prompt tokens are drawn from [FIRST_ID, LAST_ID): clear of the special ids, which the
+# shrinker moves to the top of the vocabulary (or below FIRST_ID).
+FIRST_ID, LAST_ID = 4, 200
+
+MARK = "@@neuronsim-coverage "
+STATUSES = ("ran", "skipped", "error", "timeout")
+
+# Variables that would change what the worker measures: strict mode turns fallbacks into
+# errors; the autoload switch would leave the device unregistered.
+_DROPPED_VARIABLES = ("NEURONSIM_STRICT", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+# ---------------------------------------------------------------------------------------
+# The config shrinker.
+
+_HIDDEN_KEYS = (
+    "hidden_size",
+    "n_embd",
+    "d_model",
+    "embed_dim",
+    "model_dim",
+    "word_embed_proj_dim",
+    "dim",
+    "hidden_dim_model",
+)
+_LAYER_KEYS = (
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "decoder_layers",
+    "num_decoder_layers",
+    "encoder_layers",
+    "num_encoder_layers",
+)
+_HEAD_KEYS = (
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "num_heads",
+    "decoder_attention_heads",
+    "encoder_attention_heads",
+    "attention_heads",
+)
+_KV_HEAD_KEYS = (
+    "num_key_value_heads",
+    "n_kv_heads",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "num_kv_heads_per_layer",
+)
+_HEAD_DIM_KEYS = ("head_dim", "kv_channels", "attention_head_dim", "d_head", "d_kv")
+_INTERMEDIATE_KEYS = (
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "decoder_ffn_dim",
+    "encoder_ffn_dim",
+    "ffn_hidden_size",
+    "d_ff",
+    "inner_hidden_size",
+    "dense_intermediate_size",
+    "hidden_dim",
+)
+_EXPERT_INTERMEDIATE_KEYS = (
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "shared_expert_intermediate_size",
+    "moe_ffn_hidden_size",
+    "shared_intermediate_size",
+    "expert_hidden_size",
+    "moe_shared_expert_intermediate_size",
+)
+_EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_routed_experts",
+    "ffn_num_experts",
+    "moe_num_routed_experts",
+)
+_EXPERTS_PER_TOKEN_KEYS = (
+    "num_experts_per_tok",
+    "num_experts_per_token",
+    "moe_topk",
+    "moe_top_k",
+    "top_k",
+    "moe_k",
+    "num_selected_experts",
+    "router_top_k",
+)
+_SHARED_EXPERT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+_POSITION_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "n_ctx",
+    "max_seq_len",
+    "max_sequence_length",
+    "seq_length",
+    "max_length_positions",
+)
+_SLIDING_KEYS = ("sliding_window", "attention_window_size", "window_size")
+# Per-layer lists under other names than "<something>_layers"/"layer_types".
+_PER_LAYER_HINTS = ("layer", "pattern", "block_type", "window")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _set(d: dict, keys, value, *, only_if=None) -> None:
+    for key in keys:
+        if key in d and _is_int(d[key]) and (only_if is None or only_if(d[key])):
+            d[key] = value
+
+
+def _layer_count(d: dict):
+    for key in _LAYER_KEYS:
+        if _is_int(d.get(key)) and d[key] > 0:
+            return d[key]
+    return None
+
+
+def _per_layer_lists(d: dict, layers: int) -> list[str]:
+    return [
+        key
+        for key, value in d.items()
+        if isinstance(value, (list, tuple))
+        and len(value) == layers
+        and layers > 1
+        and not key.endswith("_token_id")
+        and not key.endswith("_ids")
+    ]
+
+
+def _choose_layers(d: dict, keys: list[str], layers: int) -> list[int]:
+    """Indices of the layers to keep: the first layer of each distinct kind (a kind being
+    the layer's values across every per-layer list), at least LAYERS of them, at most 4."""
+    kinds = [tuple(str(d[key][i]) for key in keys) for i in range(layers)]
+    keep, seen = [], set()
+    for i, kind in enumerate(kinds):
+        if kind not in seen:
+            seen.add(kind)
+            keep.append(i)
+    keep = keep[:4]
+    for i in range(layers):
+        if len(keep) >= LAYERS:
+            break
+        if i not in keep:
+            keep.append(i)
+    return sorted(keep)
+
+
+def _shrink_special_ids(d: dict) -> None:
+    # Special ids must lie in the small vocabulary; they go to its top (clear of the
+    # prompt), ids already small enough stay.
+    top = VOCAB - 1
+    for key in sorted(d):
+        value = d[key]
+        if not (key.endswith(("_token_id", "_token_index")) or key == "pad_idx"):
+            continue
+        if _is_int(value) and value >= FIRST_ID:
+            d[key] = top
+            top -= 1
+        elif isinstance(value, list) and all(_is_int(v) for v in value):
+            new = []
+            for v in value:
+                if v >= FIRST_ID:
+                    new.append(top)
+                    top -= 1
+                else:
+                    new.append(v)
+            d[key] = new
+
+
+def shrink_dict(d: dict, *, text: bool = True) -> dict:
+    """A copy of the config dict ``d`` (as ``to_dict()`` gives it) shrunk to a tiny model;
+    nested sub-configs (text_config, vision_config, ...) are shrunk the same way."""
+    d = dict(d)
+    for key, value in list(d.items()):
+        if isinstance(value, dict) and ("model_type" in value or key.endswith("_config")):
+            d[key] = shrink_dict(value, text=key == "text_config")
+
+    old_heads = next((d[k] for k in _HEAD_KEYS if _is_int(d.get(k))), None)
+    old_layers = _layer_count(d)
+
+    _set(d, _HIDDEN_KEYS, HIDDEN, only_if=lambda v: v > HIDDEN)
+    _set(d, _HEAD_KEYS, HEADS, only_if=lambda v: v > 1)
+    for key in _KV_HEAD_KEYS:
+        value = d.get(key)
+        if _is_int(value) and value > 1:
+            d[key] = HEADS if value == old_heads else KV_HEADS
+    _set(d, _HEAD_DIM_KEYS, HEAD_DIM, only_if=lambda v: v > HEAD_DIM)
+    _set(d, _INTERMEDIATE_KEYS, INTERMEDIATE, only_if=lambda v: v > INTERMEDIATE)
+    _set(d, _EXPERT_INTERMEDIATE_KEYS, EXPERT_INTERMEDIATE, only_if=lambda v: v > 0)
+    _set(d, _EXPERT_KEYS, EXPERTS, only_if=lambda v: v > EXPERTS)
+    _set(d, _EXPERTS_PER_TOKEN_KEYS, EXPERTS_PER_TOKEN, only_if=lambda v: v > EXPERTS_PER_TOKEN)
+    _set(d, _SHARED_EXPERT_KEYS, 1, only_if=lambda v: v > 1)
+    _set(d, ("n_group", "topk_group", "num_expert_group"), 1)
+    _set(d, _SLIDING_KEYS, 8, only_if=lambda v: v > 8)
+    rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+    if not (isinstance(rope, dict) and "original_max_position_embeddings" in rope):
+        _set(d, _POSITION_KEYS, 256, only_if=lambda v: v > 256)
+    if "vocab_size" in d and _is_int(d["vocab_size"]) and d["vocab_size"] > VOCAB:
+        d["vocab_size"] = VOCAB
+    _shrink_special_ids(d)
+
+    # Multi-head latent attention (DeepSeek and relatives).
+    _set(d, ("kv_lora_rank",), 32, only_if=lambda v: v > 32)
+    _set(d, ("q_lora_rank",), 32, only_if=lambda v: v > 32)
+    _set(d, ("qk_rope_head_dim",), 8, only_if=lambda v: v > 8)
+    _set(d, ("qk_nope_head_dim",), 8, only_if=lambda v: v > 8)
+    _set(d, ("v_head_dim",), HEAD_DIM, only_if=lambda v: v > HEAD_DIM)
+    # State-space layers (Mamba and the hybrids).
+    _set(d, ("state_size", "ssm_state_size", "mamba_d_state"), 16, only_if=lambda v: v > 16)
+    _set(d, ("n_groups", "mamba_n_groups", "ngroups"), 1)
+    _set(d, ("time_step_rank",), 8, only_if=lambda v: v > 8)
+    _set(d, ("mamba_d_head", "mamba_head_dim", "ssm_head_dim"), HEAD_DIM)
+    if "mamba_n_heads" in d:
+        d["mamba_n_heads"] = HIDDEN * d.get("mamba_expand", 2) // HEAD_DIM
+    _set(d, ("chunk_size", "mamba_chunk_size"), 8, only_if=lambda v: v > 8)
+    # Linear attention (Qwen3-Next and relatives).
+    _set(d, ("linear_num_key_heads", "linear_num_value_heads"), 2, only_if=lambda v: v > 2)
+    _set(d, ("linear_key_head_dim", "linear_value_head_dim"), HEAD_DIM)
+
+    if old_layers is not None:
+        per_layer = _per_layer_lists(d, old_layers)
+        keep = _choose_layers(d, per_layer, old_layers) if per_layer else list(range(LAYERS))
+        keep = keep[:old_layers]
+        for key in per_layer:
+            d[key] = type(d[key])(d[key][i] for i in keep)
+        _set(d, _LAYER_KEYS, len(keep), only_if=lambda v: v > len(keep))
+    for key in ("hybrid_override_pattern", "block_pattern"):
+        if isinstance(d.get(key), str) and old_layers and len(d[key]) == old_layers:
+            pattern = d[key]
+            keep = _choose_layers({"p": list(pattern)}, ["p"], len(pattern))
+            d[key] = "".join(pattern[i] for i in keep)
+            _set(d, _LAYER_KEYS, len(keep))
+    _set(d, ("first_k_dense_replace", "num_dense_layers"), 1, only_if=lambda v: v > 1)
+    return d
+
+
+def tiny_config(model_type: str):
+    """The shrunk config of ``model_type`` (its defaults, made tiny)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    d = shrink_dict(config.to_dict())
+    d.pop("transformers_version", None)
+    d.pop("architectures", None)
+    tiny = type(config).from_dict(d)
+    tiny.use_cache = True
+    return tiny
+
+
+# ---------------------------------------------------------------------------------------
+# One architecture, in its own interpreter.
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _emit(record: dict) -> None:
+    sys.stdout.write(MARK + json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def _logits(output):
+    import torch
+
+    if hasattr(output, "logits") and output.logits is not None:
+        return output.logits
+    if isinstance(output, (tuple, list)):
+        return next(x for x in output if isinstance(x, torch.Tensor))
+    return output
+
+
+def _worker(model_type: str) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import torch
+
+    torch.set_num_threads(1)
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    import neuronsim
+
+    record = {"model_type": model_type, "stage": "config"}
+    try:
+        config = tiny_config(model_type)
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        _emit({**record, "status": "skipped", "error": "config: " + _first_line(exc)})
+        return
+
+    try:
+        torch.manual_seed(SEED)
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
+        record["class"] = type(model).__name__
+        record["params"] = sum(p.numel() for p in model.parameters())
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        _emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
+        return
+
+    vocab = getattr(model.config.get_text_config(), "vocab_size", VOCAB) or VOCAB
+    ids = torch.randint(
+        FIRST_ID, max(FIRST_ID + 1, min(LAST_ID, vocab)), (1, PROMPT_LEN),
+        generator=torch.Generator().manual_seed(SEED),
+    )  # fmt: skip
+    mask = torch.ones_like(ids)
+    generation = model.generation_config
+    generation.pad_token_id = 0
+    generation.eos_token_id = None
+    generation.max_new_tokens = NEW_TOKENS
+    generation.min_new_tokens = NEW_TOKENS
+    generation.do_sample = False
+    generation.max_length = None
+    for attr in ("temperature", "top_p", "top_k"):
+        if hasattr(generation, attr):
+            setattr(generation, attr, None)
+
+    def forward_and_generate(device):
+        with torch.no_grad():
+            logits = _logits(model(input_ids=ids.to(device), attention_mask=mask.to(device)))
+            logits = logits.float().to("cpu") if device != "cpu" else logits.float()
+            tokens = model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                generation_config=generation,
+            )
+        return logits, tokens.to("cpu")
+
+    record["stage"] = "cpu"
+    try:
+        cpu_logits, cpu_tokens = forward_and_generate("cpu")
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        _emit({**record, "status": "skipped", "error": "cpu: " + _first_line(exc)})
+        return
+    _emit({**record, "stage": "cpu_done"})
+
+    record["stage"] = "neuron"
+    neuronsim.reset_fallback_counts()
+    kernels, clock = neuronsim.kernels_run(), neuronsim.simulated_time()
+    start = time.perf_counter()
+    try:
+        model.to("neuron")
+        dev_logits, dev_tokens = forward_and_generate("neuron")
+        torch.neuron.synchronize()
+        record["status"] = "ran"
+        record["tokens_match"] = bool(torch.equal(dev_tokens, cpu_tokens))
+        if dev_logits.shape == cpu_logits.shape:
+            record["max_abs_diff"] = float((dev_logits - cpu_logits).abs().max())
+        else:
+            record["max_abs_diff"] = None
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        record["status"] = "error"
+        record["error"] = _first_line(exc)
+    record["host_s"] = round(time.perf_counter() - start, 3)
+    counts = neuronsim.fallback_counts()
+    record["fallbacks"] = sum(counts.values())
+    record["fallback_ops"] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    record["kernels"] = neuronsim.kernels_run() - kernels
+    record["simulated_s"] = neuronsim.simulated_time() - clock
+    record["stage"] = "done"
+    _emit(record)
+
+
+# ---------------------------------------------------------------------------------------
+# The driver.
+
+
+def architectures() -> list[str]:
+    """Every model type of Transformers' causal-LM auto mapping, sorted."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def _environment(timing: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_VARIABLES}
+    env["NEURONSIM_MODE"] = "functional-and-timing" if timing else "functional-only"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["TRANSFORMERS_VERBOSITY"] = "error"
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+def _stderr_line(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+_LIVE: set = set()  # the workers running now
+_LIVE_LOCK = threading.Lock()
+
+
+def _kill(process) -> None:
+    """Kills a worker and whatever it started (it leads its own process group)."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_one(model_type: str, *, timeout: float = 120, timing: bool = False) -> dict:
+    """One architecture's row, from a fresh interpreter limited to ``timeout`` seconds."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return {
+            "model_type": model_type,
+            "status": "error",
+            "stage": "config",
+            "error": f"unknown model type {model_type!r} (not a causal-LM architecture)",
+        }
+    start = time.perf_counter()
+    with _LIVE_LOCK:
+        process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", model_type],
+            env=_environment(timing),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        _LIVE.add(process)
+    timed_out = False
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(process)
+        stdout, stderr = process.communicate()
+    finally:
+        _LIVE.discard(process)
+    records = [
+        json.loads(line[len(MARK) :]) for line in stdout.splitlines() if line.startswith(MARK)
+    ]
+    row = {"model_type": model_type}
+    for record in records:
+        row.update(record)
+    cpu_done = any(r.get("stage") in ("cpu_done", "done") for r in records)
+    if timed_out and row.get("status") is None:
+        if cpu_done:
+            row.update(status="timeout", error=f"neuron run over {timeout:g} s")
+        else:
+            row.update(status="skipped", error=f"cpu: over {timeout:g} s")
+    elif row.get("status") is None:
+        why = f"exit {process.returncode}"
+        if process.returncode < 0:
+            why = f"killed by {signal.Signals(-process.returncode).name}"
+        why = f"{why}: {_stderr_line(stderr)}"
+        if cpu_done:
+            row.update(status="error", error=f"crashed ({why})"[:300])
+        else:
+            row.update(status="skipped", error=f"{row.get('stage', 'start')}: crashed ({why})")
+    row["wall_s"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def run(
+    model_types=None,
+    *,
+    jobs: int = 2,
+    timeout: float = 120,
+    timing: bool = False,
+    limit: int | None = None,
+    progress=None,
+) -> list[dict]:
+    """Rows for ``model_types`` (default: every causal-LM architecture), ``jobs`` at a
+    time, in the order given; ``progress(row)`` is called as each finishes."""
+    types = list(model_types) if model_types is not None else architectures()
+    if limit is not None:
+        types = types[:limit]
+    rows: dict[int, dict] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        futures = {
+            pool.submit(run_one, t, timeout=timeout, timing=timing): i for i, t in enumerate(types)
+        }
+        for future in concurrent.futures.as_completed(futures):
+            row = future.result()
+            rows[futures[future]] = row
+            if progress is not None:
+                progress(row)
+    finally:
+        # Interrupted (Ctrl-C, SIGTERM): no worker outlives the driver.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list(_LIVE):
+            _kill(process)
+        pool.shutdown(wait=True)
+    return [rows[i] for i in range(len(types))]
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The counts behind the summary line."""
+    by_status = collections.Counter(row["status"] for row in rows)
+    ran = [row for row in rows if row["status"] == "ran"]
+    cpu_runs = by_status["ran"] + by_status["timeout"] + sum(
+        1 for row in rows if row["status"] == "error" and row.get("stage") != "config"
+    )  # fmt: skip
+    return {
+        "architectures": len(rows),
+        **{status: by_status[status] for status in STATUSES},
+        "cpu_runs": cpu_runs,
+        "share": by_status["ran"] / cpu_runs if cpu_runs else 0.0,
+        "identical_tokens": sum(1 for row in ran if row.get("tokens_match")),
+        "zero_fallbacks": sum(1 for row in ran if row.get("fallbacks") == 0),
+    }
+
+
+def summary_line(rows: list[dict]) -> str:
+    s = summarize(rows)
+    return (
+        f"{s['architectures']} architectures: {s['ran']} run on neuron "
+        f"({100 * s['share']:.0f}% of those the CPU runs), {s['identical_tokens']} with "
+        f"identical tokens, {s['zero_fallbacks']} with zero fallbacks "
+        f"({s['skipped']} skipped, {s['error']} errors, {s['timeout']} timeouts)"
+    )
+
+
+def _top_ops(row: dict, n: int = 3) -> str:
+    ops = row.get("fallback_ops") or {}
+    return ", ".join(f"{op.removeprefix('aten::')}:{count}" for op, count in list(ops.items())[:n])
+
+
+def format_table(rows: list[dict]) -> str:
+    header = (
+        "model_type", "status", "tokens", "max|diff|", "fallbacks", "top fallback ops",
+        "kernels", "sim_s", "note",
+    )  # fmt: skip
+    table = [header]
+    for row in rows:
+        diff = row.get("max_abs_diff")
+        tokens = row.get("tokens_match")
+        table.append(
+            (
+                row["model_type"],
+                row["status"],
+                "" if tokens is None else ("same" if tokens else "DIFF"),
+                "" if diff is None else f"{diff:.2e}",
+                "" if "fallbacks" not in row else str(row["fallbacks"]),
+                _top_ops(row),
+                "" if "kernels" not in row else str(row["kernels"]),
+                "" if "simulated_s" not in row else f"{row['simulated_s']:.3g}",
+                row.get("error", ""),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    out = []
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths)]
+        out.append("  ".join([*cells, line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m neuronsim.coverage",
+        description="Run a tiny random model of every Transformers causal-LM architecture "
+        "on the CPU and on 'neuron' and tabulate which run, match and fall back.",
+    )
+    parser.add_argument("--only", help="comma-separated model types (default: all)")
+    parser.add_argument("--limit", type=int, help="the first N architectures only")
+    parser.add_argument("--json", metavar="PATH", help="write every row to PATH")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds per architecture")
+    parser.add_argument("--jobs", type=int, default=2, help="architectures run at once")
+    parser.add_argument(
+        "--timing", action="store_true", help="run the neuron side in functional-and-timing mode"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        _worker(args.worker)
+        return 0
+    # A terminated driver unwinds like Ctrl-C, killing its workers on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+    types = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
+    total = len(types) if types is not None else len(architectures())
+    if args.limit is not None:
+        total = min(total, args.limit)
+    done = []
+
+    def progress(row):
+        done.append(row)
+        if not args.quiet:
+            note = row.get("error", "")
+            print(
+                f"[{len(done)}/{total}] {row['model_type']}: {row['status']} "
+                f"({row.get('wall_s', 0):.0f} s) {note}"[:200],
+                file=sys.stderr,
+                flush=True,
+            )
+
+    rows = run(
+        types,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        timing=args.timing,
+        limit=args.limit,
+        progress=progress,
+    )
+    print(format_table(rows))
+    print()
+    print(summary_line(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summarize(rows), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
