@@ -77,6 +77,8 @@ CLAIMED = {
     ("isneginf", ""),
     ("isposinf", ""),
     ("masked_fill", ""),
+    ("index_select", ""),
+    ("nn.functional.embedding", ""),
     ("all", ""),
     ("any", ""),
     ("addcmul", ""),

@@ -140,4 +140,14 @@ isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_
 // [1, K]) is read with a strided DMA. Tiling and limits as matmul() in kernels.h.
 isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out);
 
+// out[i, :] = table[index[i * index_stride], :] for i < count: embedding lookups and
+// index_select over dim 0, done as the hardware does them, by indirect DMA straight
+// from the table in HBM to the output in HBM (no SBUF staging for the rows), 128
+// indices per transfer. Tensors: "table" [rows, cols] in `dtype` (contiguous), "index"
+// int32 of (count - 1) * index_stride + 1 elements (stride 2 reads the low words of
+// int64 indices, which are the indices when they are below 2^31), "out" [count, cols].
+// An index outside 0..rows-1 faults the execution, naming the index.
+isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                         int64_t count, int64_t index_stride = 1);
+
 }  // namespace neuronsim::kernels
