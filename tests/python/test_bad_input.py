@@ -218,3 +218,14 @@ def test_many_errors_in_a_row_leave_the_device_usable(device_works):
             torch.ones(2).to("neuron:0") + torch.ones(2).to("neuron:1")
     device_works()
     device_works("neuron:1")
+
+
+@pytest.mark.parametrize("bad", [10, -1, 2**32 + 5])
+def test_embedding_index_out_of_range_is_an_error(bad, device_works):
+    # The device reads int64 indices as 32-bit words; an index whose high word is set
+    # (2**32 + 5) must still be out of range, not row 5.
+    weight = torch.randn(10, 4, device="neuron")
+    with pytest.raises((RuntimeError, IndexError)) as err:
+        torch.nn.functional.embedding(torch.tensor([1, bad], device="neuron"), weight)
+    assert "index" in str(err.value)
+    device_works()
