@@ -80,6 +80,9 @@ _HIDDEN_KEYS = (
     "word_embed_proj_dim",
     "dim",
     "hidden_dim_model",
+    "attention_hidden_size",
+    "embedding_dim",
+    "lru_width",
 )
 _LAYER_KEYS = (
     "num_hidden_layers",
@@ -90,6 +93,7 @@ _LAYER_KEYS = (
     "num_decoder_layers",
     "encoder_layers",
     "num_encoder_layers",
+    "num_blocks",
 )
 _HEAD_KEYS = (
     "num_attention_heads",
@@ -232,16 +236,24 @@ def _shrink_special_ids(d: dict) -> None:
             d[key] = new
 
 
-def shrink_dict(d: dict, *, text: bool = True) -> dict:
+def shrink_dict(d: dict) -> dict:
     """A copy of the config dict ``d`` (as ``to_dict()`` gives it) shrunk to a tiny model;
     nested sub-configs (text_config, vision_config, ...) are shrunk the same way."""
     d = dict(d)
     for key, value in list(d.items()):
-        if isinstance(value, dict) and ("model_type" in value or key.endswith("_config")):
-            d[key] = shrink_dict(value, text=key == "text_config")
+        if isinstance(value, dict) and (
+            "model_type" in value or (key.endswith("_config") and key != "per_layer_config")
+        ):
+            d[key] = shrink_dict(value)
 
     old_heads = next((d[k] for k in _HEAD_KEYS if _is_int(d.get(k))), None)
     old_layers = _layer_count(d)
+    old_head_dim = d.get("head_dim")
+    if any(k in d for k in ("moe_intermediate_size", "moe_num_experts")):
+        # MoE settings left unset by the defaults: give the model a few experts.
+        for key in _EXPERT_KEYS:
+            if key in d and d[key] is None:
+                d[key] = EXPERTS
 
     _set(d, _HIDDEN_KEYS, HIDDEN, only_if=lambda v: v > HIDDEN)
     _set(d, _HEAD_KEYS, HEADS, only_if=lambda v: v > 1)
@@ -250,25 +262,38 @@ def shrink_dict(d: dict, *, text: bool = True) -> dict:
         if _is_int(value) and value > 1:
             d[key] = HEADS if value == old_heads else KV_HEADS
     _set(d, _HEAD_DIM_KEYS, HEAD_DIM, only_if=lambda v: v > HEAD_DIM)
+    if "head_dim" in d and d["head_dim"] is None and "qk_rope_head_dim" not in d:
+        d["head_dim"] = HEAD_DIM  # what most derive; some use it without deriving
     _set(d, _INTERMEDIATE_KEYS, INTERMEDIATE, only_if=lambda v: v > INTERMEDIATE)
     _set(d, _EXPERT_INTERMEDIATE_KEYS, EXPERT_INTERMEDIATE, only_if=lambda v: v > 0)
     _set(d, _EXPERT_KEYS, EXPERTS, only_if=lambda v: v > EXPERTS)
     _set(d, _EXPERTS_PER_TOKEN_KEYS, EXPERTS_PER_TOKEN, only_if=lambda v: v > EXPERTS_PER_TOKEN)
     _set(d, _SHARED_EXPERT_KEYS, 1, only_if=lambda v: v > 1)
+    if any(_is_int(d.get(k)) for k in _EXPERT_KEYS):
+        for key in ("num_experts_per_tok", "num_experts_per_token"):
+            if key in d and d[key] is None:
+                d[key] = EXPERTS_PER_TOKEN
     _set(d, ("n_group", "topk_group", "num_expert_group"), 1)
     _set(d, _SLIDING_KEYS, 8, only_if=lambda v: v > 8)
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     if not (isinstance(rope, dict) and "original_max_position_embeddings" in rope):
         _set(d, _POSITION_KEYS, 256, only_if=lambda v: v > 256)
-    if "vocab_size" in d and _is_int(d["vocab_size"]) and d["vocab_size"] > VOCAB:
-        d["vocab_size"] = VOCAB
+    _set(d, ("vocab_size", "vocab_size_per_layer_input"), VOCAB, only_if=lambda v: v > VOCAB)
+    _set(d, ("hidden_size_per_layer_input",), HEAD_DIM, only_if=lambda v: v > HEAD_DIM)
+    _set(d, ("num_kv_shared_layers",), 0)
     _shrink_special_ids(d)
 
     # Multi-head latent attention (DeepSeek and relatives).
     _set(d, ("kv_lora_rank",), 32, only_if=lambda v: v > 32)
     _set(d, ("q_lora_rank",), 32, only_if=lambda v: v > 32)
-    _set(d, ("qk_rope_head_dim",), 8, only_if=lambda v: v > 8)
-    _set(d, ("qk_nope_head_dim",), 8, only_if=lambda v: v > 8)
+    if _is_int(d.get("qk_rope_head_dim")):
+        rope_dim = d["qk_rope_head_dim"]
+        d["qk_rope_head_dim"] = d["qk_nope_head_dim"] = HEAD_DIM // 2
+        # head_dim is the rotary part in some (DeepSeek), the whole query-key head in
+        # others (it stays HEAD_DIM, the sum of the two halves).
+        if _is_int(d.get("head_dim")) and old_head_dim == rope_dim:
+            d["head_dim"] = HEAD_DIM // 2
+    _set(d, ("rotary_dim",), HEAD_DIM // 2, only_if=lambda v: v > HEAD_DIM // 2)
     _set(d, ("v_head_dim",), HEAD_DIM, only_if=lambda v: v > HEAD_DIM)
     # State-space layers (Mamba and the hybrids).
     _set(d, ("state_size", "ssm_state_size", "mamba_d_state"), 16, only_if=lambda v: v > 16)
@@ -277,6 +302,8 @@ def shrink_dict(d: dict, *, text: bool = True) -> dict:
     _set(d, ("mamba_d_head", "mamba_head_dim", "ssm_head_dim"), HEAD_DIM)
     if "mamba_n_heads" in d:
         d["mamba_n_heads"] = HIDDEN * d.get("mamba_expand", 2) // HEAD_DIM
+    if _is_int(d.get("mamba_d_ssm")):
+        d["mamba_d_ssm"] = d["mamba_n_heads"] * d["mamba_d_head"]
     _set(d, ("chunk_size", "mamba_chunk_size"), 8, only_if=lambda v: v > 8)
     # Linear attention (Qwen3-Next and relatives).
     _set(d, ("linear_num_key_heads", "linear_num_value_heads"), 2, only_if=lambda v: v > 2)
@@ -288,6 +315,14 @@ def shrink_dict(d: dict, *, text: bool = True) -> dict:
         keep = keep[:old_layers]
         for key in per_layer:
             d[key] = type(d[key])(d[key][i] for i in keep)
+        for key, value in list(d.items()):
+            # Settings keyed by layer index: those of the kept layers, renumbered.
+            if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
+                d[key] = {
+                    type(k)(keep.index(int(k))): shrink_dict(v) if isinstance(v, dict) else v
+                    for k, v in value.items()
+                    if int(k) in keep
+                }
         _set(d, _LAYER_KEYS, len(keep), only_if=lambda v: v > len(keep))
     for key in ("hybrid_override_pattern", "block_pattern"):
         if isinstance(d.get(key), str) and old_layers and len(d[key]) == old_layers:
@@ -299,17 +334,95 @@ def shrink_dict(d: dict, *, text: bool = True) -> dict:
     return d
 
 
+# Settings the generic rules cannot guess, by model type (applied after them).
+MODEL_TWEAKS: dict[str, dict] = {
+    # Without an attention layer its hybrid cache cannot tell the sequence length.
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    "jamba": {
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+    },
+    # Its heads times their size must be the expanded hidden size.
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "reformer": {"is_decoder": True},
+    "mamba2": {"num_heads": HIDDEN * 2 // HEAD_DIM, "expand": 2},
+    "hrm_text": {"num_layers_per_stack": 1},
+    # A short-convolution layer and an attention layer.
+    "lfm2": {"layer_types": ["conv", "full_attention"], "full_attn_idxs": [1]},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+}
+
+
+def _delta(original: dict, shrunk: dict) -> dict:
+    """The settings the shrinker changed (sub-configs: theirs, with their model type), so
+    that the config class derives everything else from them as it would for a user."""
+    out = {}
+    for key, value in shrunk.items():
+        old = original.get(key)
+        if isinstance(value, dict) and isinstance(old, dict) and key != "rope_parameters":
+            sub = _delta(old, value)
+            if sub:
+                if "model_type" in value:
+                    sub["model_type"] = value["model_type"]
+                out[key] = sub
+        elif value != old:
+            out[key] = value
+    return out
+
+
+def _layers_consistent(config) -> bool:
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        d = cfg.to_dict()
+        layers = _layer_count(d)
+        if layers is None:
+            continue
+        if layers > 4:
+            return False
+        for key in ("layer_types", "mlp_layer_types", "layers_block_type"):
+            if isinstance(d.get(key), list) and len(d[key]) != layers:
+                return False
+    return True
+
+
 def tiny_config(model_type: str):
-    """The shrunk config of ``model_type`` (its defaults, made tiny)."""
+    """The shrunk config of ``model_type``: its defaults made tiny by the generic rules
+    (``shrink_dict``) and ``MODEL_TWEAKS``."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
-    d = shrink_dict(config.to_dict())
-    d.pop("transformers_version", None)
-    d.pop("architectures", None)
-    tiny = type(config).from_dict(d)
-    tiny.use_cache = True
-    return tiny
+    original = config.to_dict()
+    shrunk = shrink_dict(original)
+    shrunk.update(MODEL_TWEAKS.get(model_type, {}))
+    changed = _delta(original, shrunk)
+    layers = _layer_count(original)
+    per_layer = set(_per_layer_lists(original, layers)) if layers else set()
+    attempts = (
+        # The changed settings, per-layer lists included (they keep each kind of layer).
+        lambda: AutoConfig.for_model(model_type, **changed),
+        # The same, the config deriving its per-layer lists from the layer count.
+        lambda: AutoConfig.for_model(
+            model_type, **{k: v for k, v in changed.items() if k not in per_layer}
+        ),
+        # Every setting, derived ones too.
+        lambda: type(config).from_dict(
+            {k: v for k, v in shrunk.items() if k not in ("transformers_version", "architectures")}
+        ),
+    )
+    error = None
+    for attempt in attempts:
+        try:
+            tiny = attempt()
+        except Exception as exc:  # noqa: BLE001 (the next attempt may do)
+            error = error or exc
+            continue
+        if _layers_consistent(tiny):
+            tiny.use_cache = True
+            return tiny
+        error = error or ValueError("the shrunk config's per-layer settings disagree")
+    raise error
 
 
 # ---------------------------------------------------------------------------------------
