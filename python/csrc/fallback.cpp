@@ -105,15 +105,10 @@ at::Tensor to_device(Conversion& c, const at::Tensor& r) {
     return it->second;
   if (auto it = c.storages.find(r.storage().data()); it != c.storages.end()) {
     const at::Tensor& base = it->second;
-    return at::empty({0}, base.options())
+    return at::empty({0}, base.options().dtype(r.scalar_type()))
         .set_(base.storage(), r.storage_offset(), r.sizes(), r.strides());
   }
-  const c10::Device device = c.device.value_or(c10::Device(c10::DeviceType::PrivateUse1, 0));
-  at::Tensor out = r.is_non_overlapping_and_dense()
-                       ? at::empty_strided(r.sizes(), r.strides(), r.options().device(device))
-                       : at::empty(r.sizes(), r.options().device(device));
-  host_alias(out).copy_(r);
-  return out;
+  return to_neuron(r, c.device.value_or(c10::Device(c10::DeviceType::PrivateUse1, 0)));
 }
 
 c10::IValue result_to_device(Conversion& c, const c10::IValue& v) {
@@ -184,6 +179,14 @@ void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* s
   const size_t num_returns = schema.returns().size();
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i)
     (*stack)[i] = result_to_device(c, (*stack)[i]);
+}
+
+at::Tensor to_neuron(const at::Tensor& cpu, c10::Device device) {
+  at::Tensor out = cpu.is_non_overlapping_and_dense()
+                       ? at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(device))
+                       : at::empty(cpu.sizes(), cpu.options().device(device));
+  host_alias(out).copy_(cpu);
+  return out;
 }
 
 void begin_host_inspection() {

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include <ATen/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -22,6 +23,9 @@ std::map<std::string, uint64_t> fallback_counts();
 void reset_fallback_counts();
 bool strict();
 void set_strict(bool on);
+// A new tensor on `device` with the bytes, sizes and strides of the CPU tensor `cpu`.
+at::Tensor to_neuron(const at::Tensor& cpu, c10::Device device);
+
 // Between begin and end on a thread, fallbacks are neither counted nor refused: the
 // host is inspecting tensors (printing them), not running a model's ops. Nests.
 void begin_host_inspection();

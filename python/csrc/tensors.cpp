@@ -23,18 +23,9 @@ namespace {
 
 constexpr auto kNeuronKey = c10::DispatchKey::PrivateUse1;
 
-// The engines have no complex type: complex tensors are refused where they are made,
-// so that no op computes them wrongly later. float64 and int64 tensors can be made
-// (printing converts to float64; token ids are int64): no kernel claims float64, so
-// its ops run on the CPU, counted.
-void check_dtype(c10::ScalarType dtype, const char* op) {
-  if (at::isComplexType(dtype))
-    fail(
-        fmt::format("{}: neuron tensors cannot be {}: the NeuronCore has no complex type; keep "
-                    "this tensor on the CPU",
-                    op, c10::toString(dtype)));
-}
-
+// Every dtype can be stored, float64, int64 and complex included (printing converts to
+// float64, token ids are int64, some rotary embeddings are complex); the kernels claim
+// none of those, so their ops run on the CPU, counted, never computed wrongly.
 c10::DeviceIndex device_index(std::optional<c10::Device> device) {
   if (!device || !device->has_index()) return current_device();
   return device->index();
@@ -57,7 +48,6 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<c10::Device> device, std::optional<bool> /*pin*/,
                                std::optional<c10::MemoryFormat> memory_format) {
   const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  check_dtype(type, "aten::empty");
   return on_device(device, [&] {
     return at::detail::empty_generic(size, &hbm_allocator(), c10::DispatchKeySet(kNeuronKey), type,
                                      memory_format);
@@ -69,7 +59,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
                          std::optional<bool> /*pin*/) {
   const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  check_dtype(type, "aten::empty_strided");
   return on_device(device, [&] {
     return at::detail::empty_strided_generic(size, stride, &hbm_allocator(),
                                              c10::DispatchKeySet(kNeuronKey), type);
@@ -102,7 +91,6 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
   }
   if (both_neuron && copy_on_device(src, dst)) return dst;
   if (both_neuron) count_fallback("aten::copy_ (between devices, or of int64/float64)");
-  check_dtype(src.scalar_type(), "aten::copy_");
   // To or from the host, or a conversion: the host's copy on the same bytes.
   host_alias(dst).copy_(host_alias(src));
   return dst;

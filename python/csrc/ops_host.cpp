@@ -1,0 +1,80 @@
+// Ops that run on the CPU, counted like any fallback, but that the boxed fallback alone
+// cannot run: the CPU has no kernel for their device-side form, or none for the dtype
+// a device backend is given.
+// - convolution_overrideable (and its backward) is what a device's convolution is
+//   dispatched to; the CPU's convolution computes it.
+// - histc: Transformers' mixture-of-experts routing counts int32 expert ids with it on
+//   every device but the CPU; the CPU's histc takes floats only, so the counts are made
+//   on float32 copies (exact: the ids are small integers) and given back in the input's dtype.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "backend.h"
+#include "fallback.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+std::optional<at::Tensor> host(const std::optional<at::Tensor>& t) {
+  if (!t || !t->defined()) return std::nullopt;
+  return host_alias(*t);
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                       c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                       c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  count_fallback("aten::convolution_overrideable");
+  const at::Tensor out =
+      at::convolution_symint(host_alias(input), host_alias(weight), host(bias), stride, padding,
+                             dilation, transposed, output_padding, std::move(groups));
+  return to_neuron(out, input.device());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> mask) {
+  count_fallback("aten::convolution_backward_overrideable");
+  // The bias has one element per output channel.
+  const c10::SymInt channels = transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
+  const std::vector<c10::SymInt> bias_sizes{channels};
+  auto [gi, gw, gb] = at::convolution_backward_symint(
+      host_alias(grad), host_alias(input), host_alias(weight),
+      mask[2] ? std::optional<c10::SymIntArrayRef>(bias_sizes) : std::nullopt, stride, padding,
+      dilation, transposed, output_padding, std::move(groups), mask);
+  const auto back = [&](const at::Tensor& t) {
+    return t.defined() ? to_neuron(t, input.device()) : at::Tensor();
+  };
+  return {back(gi), back(gw), back(gb)};
+}
+
+at::Tensor histogram_counts(const at::Tensor& self, int64_t bins, const at::Scalar& min,
+                            const at::Scalar& max) {
+  count_fallback("aten::histc");
+  const at::Tensor values = host_alias(self);
+  const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+  at::Tensor counts = at::histc(integral ? values.to(at::kFloat) : values, bins, min, max);
+  return to_neuron(integral ? counts.to(self.scalar_type()) : counts, self.device());
+}
+
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min,
+                      const at::Scalar& max, at::Tensor& out) {
+  const at::Tensor counts = histogram_counts(self, bins, min, max);
+  out.resize_(counts.sizes());
+  out.copy_(counts);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
+  m.impl("histc", histogram_counts);
+  m.impl("histc.out", histc_out);
+}
+
+}  // namespace neuronsim::pytorch
