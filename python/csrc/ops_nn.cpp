@@ -4,6 +4,7 @@
 // (the math path, which decomposes into the ops above).
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <fmt/format.h>
 #include <torch/library.h>
@@ -229,6 +230,38 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return Fallback<ATEN_OP(native_dropout_backward)>::call(grad, mask, scale);
 }
 
+// ---- triangles ------------------------------------------------------------------
+
+// tril/triu of the last two dims (causal masks), by position on GpSimd.
+bool triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
+                   at::Tensor& out) {
+  if (!self.device().is_privateuseone() || !out.device().is_privateuseone() || self.dim() < 2 ||
+      !engine_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() ||
+      !self.is_contiguous() || self.numel() == 0)
+    return false;
+  if (out.sizes() != self.sizes()) at::native::resize_output(out, self.sizes());
+  if (!out.is_contiguous()) return false;
+  const int64_t rows = self.size(-2), cols = self.size(-1), batch = self.numel() / (rows * cols);
+  const isa::DType dtype = *engine_dtype(self.scalar_type());
+  const std::string chip = target();
+  return run_kernel(
+      op, self.device().index(),
+      fmt::format("{} {} diagonal={} {}", op, c10::toString(self.scalar_type()), diagonal,
+                  layout_key(self)),
+      [&] { return kernels::triangle(chip, dtype, batch, rows, cols, diagonal, upper); },
+      {{"in", self}, {"out", out}});
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  if (triangle_into("aten::tril", self, diagonal, false, out)) return out;
+  return Fallback<ATEN_OP2(tril, out)>::call(self, diagonal, out);
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  if (triangle_into("aten::triu", self, diagonal, true, out)) return out;
+  return Fallback<ATEN_OP2(triu, out)>::call(self, diagonal, out);
+}
+
 // ---- attention ------------------------------------------------------------------
 
 // scaled_dot_product_attention asks the device which fused kernel to use; "math" (0)
@@ -248,6 +281,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data", log_softmax_backward);
   m.impl("native_layer_norm", layer_norm);
   m.impl("cat", cat);
+  m.impl("tril.out", tril_out);
+  m.impl("triu.out", triu_out);
   m.impl("native_dropout", native_dropout);
   m.impl("native_dropout_backward", native_dropout_backward);
   m.impl("_fused_sdp_choice", fused_sdp_choice);

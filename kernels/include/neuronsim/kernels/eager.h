@@ -150,4 +150,12 @@ isa::Program matmul(std::string_view target, const View& a, const View& b, const
 isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
                          int64_t count, int64_t index_stride = 1);
 
+// tril/triu of a batch of matrices: out[b, i, j] = in[b, i, j] where j - i <= diagonal
+// (lower) or j - i >= diagonal (upper), else 0. Tensors "in" and "out", both contiguous
+// [batch, rows, cols] in `dtype`. Rows go on partitions, 128 at a time, and GpSimd's
+// affine_select keeps or zeroes each element by its (row, column) position, so no
+// index tensor is read.
+isa::Program triangle(std::string_view target, isa::DType dtype, int64_t batch, int64_t rows,
+                      int64_t cols, int64_t diagonal, bool upper);
+
 }  // namespace neuronsim::kernels
