@@ -8,6 +8,7 @@
 // are host-mapped HBM, so the host reaches them without a copy (host_alias).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>

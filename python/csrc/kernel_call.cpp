@@ -121,6 +121,43 @@ bool run_pointwise(const char* op, const std::string& name, const kernels::Point
       op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_view); }, bound);
 }
 
+bool copy_by_runs(const at::Tensor& src_in, const at::Tensor& dst) {
+  constexpr int64_t kMaxRuns = 64;
+  if (src_in.scalar_type() != dst.scalar_type() || !src_in.device().is_privateuseone() ||
+      !dst.device().is_privateuseone())
+    return false;
+  if (dst.numel() == 0) return true;
+  const at::Tensor src = src_in.expand(dst.sizes());
+  // The innermost dims contiguous in both views make one run.
+  int64_t run = 1, d = dst.dim() - 1;
+  for (; d >= 0; --d) {
+    if (dst.size(d) == 1) continue;
+    if (src.stride(d) != run || dst.stride(d) != run) break;
+    run *= dst.size(d);
+  }
+  const int64_t runs = dst.numel() / run;
+  if (runs > kMaxRuns) return false;
+  const DevicePlace s = device_place(src), t = device_place(dst);
+  const uint64_t esize = dst.element_size();
+  Backend& b = Backend::get();
+  std::vector<int64_t> index(static_cast<size_t>(d + 1), 0);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t src_off = 0, dst_off = 0;
+    for (int64_t k = 0; k <= d; ++k) {
+      src_off += index[static_cast<size_t>(k)] * src.stride(k);
+      dst_off += index[static_cast<size_t>(k)] * dst.stride(k);
+    }
+    b.copy(dst.device().index(), t.address + static_cast<uint64_t>(dst_off) * esize,
+           src.device().index(), s.address + static_cast<uint64_t>(src_off) * esize,
+           static_cast<uint64_t>(run) * esize);
+    for (int64_t k = d; k >= 0; --k) {  // next outer index, last dim fastest
+      if (++index[static_cast<size_t>(k)] < dst.size(k)) break;
+      index[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return true;
+}
+
 bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, int64_t dim,
                 const at::Tensor& out) {
   if (!engine_dtype(in.scalar_type()) || !engine_dtype(out.scalar_type())) return false;

@@ -61,6 +61,11 @@ bool run_pointwise(const char* op, const std::string& name, const kernels::Point
 // when not covered (int64, float64, two devices).
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst);
 
+// dst <- src (same sizes and dtype, broadcasting src) as DMA copies of the runs of
+// elements contiguous in both, on the destination's queue: exact for every dtype. False,
+// copying nothing, when that would take more than 64 copies.
+bool copy_by_runs(const at::Tensor& src, const at::Tensor& dst);
+
 // out <- op over `dim` of `in` (out has in's sizes with dim kept as 1 or removed).
 bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, int64_t dim,
                 const at::Tensor& out);

@@ -171,7 +171,8 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
     if (!(t.dim() == 1 && t.size(0) == 0)) tensors.push_back(t);  // torch skips legacy empties
   bool covered = !tensors.empty() && tensors.front().dim() > 0;
   for (const at::Tensor& t : tensors)
-    covered = covered && t.device().is_privateuseone() && engine_dtype(t.scalar_type()) &&
+    covered = covered && t.device().is_privateuseone() &&
+              (engine_dtype(t.scalar_type()) || t.scalar_type() == tensors.front().scalar_type()) &&
               t.dim() == tensors.front().dim();
   if (covered) {
     dim = at::maybe_wrap_dim(dim, tensors.front().dim());

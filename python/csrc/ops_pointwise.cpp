@@ -611,8 +611,11 @@ at::Tensor& bitwise_or_out(const at::Tensor& a, const at::Tensor& b, at::Tensor&
 
 // dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
-  if (src.device() != dst.device() || !engine_dtype(src.scalar_type())) return false;
-  return run_pointwise("aten::copy_", "copy", Expr::copy(), {src}, dst);
+  if (src.device() != dst.device()) return false;
+  if (engine_dtype(src.scalar_type()) && engine_dtype(dst.scalar_type()))
+    return run_pointwise("aten::copy_", "copy", Expr::copy(), {src}, dst);
+  // int64, float64, complex: no engine computes them, but DMA moves their bytes exactly.
+  return src.scalar_type() == dst.scalar_type() && copy_by_runs(src, dst);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

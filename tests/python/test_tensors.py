@@ -431,3 +431,19 @@ def test_kernel_smoke():
     torch.testing.assert_close((a.to("neuron") + a.to("neuron")).cpu(), a + a)
     torch.testing.assert_close((a.to("neuron") * a.to("neuron")).cpu(), a * a)
     torch.testing.assert_close(torch.softmax(a.to("neuron"), -1).cpu(), torch.softmax(a, -1))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.complex64], ids=str)
+def test_types_without_engines_move_exactly_on_the_device(dtype):
+    # No engine computes int64, float64 or complex, but DMA moves their bytes: relayouts
+    # and concatenations stay on the device and keep every bit (2**62 included).
+    if dtype == torch.int64:
+        x = torch.tensor([[2**62, -5, 7], [2**40 + 3, 0, -(2**33)]])
+    else:
+        x = (torch.randn(2, 3, dtype=torch.float64) * 1e300).to(dtype)
+    d = x.to("neuron")
+    neuronsim.reset_fallback_counts()
+    assert torch.equal(d.t().contiguous().cpu(), x.t().contiguous())
+    assert torch.equal(torch.cat([d, d[:, :1]], dim=1).cpu(), torch.cat([x, x[:, :1]], dim=1))
+    assert torch.equal(d[:1].expand(3, 3).contiguous().cpu(), x[:1].expand(3, 3))
+    assert neuronsim.fallback_counts() == {}
