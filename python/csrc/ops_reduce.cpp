@@ -148,47 +148,48 @@ at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_
   return keepdim ? index : index.squeeze(dim);
 }
 
+// argmax/argmin over one dim, or over the flattened tensor when dim is none.
+at::Tensor arg_reduce_any(const char* op, ReduceOp kind, const at::Tensor& x,
+                          std::optional<int64_t> dim, bool keepdim) {
+  if (dim) return arg_reduce(op, kind, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
+  if (x.is_contiguous() && x.dim() > 0) return arg_reduce(op, kind, x.view({-1}), 0, false);
+  return {};
+}
+
 at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  at::Tensor r;
-  if (dim)
-    r = arg_reduce("aten::argmax", ReduceOp::argmax, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
-  else if (x.is_contiguous() && x.dim() > 0)
-    r = arg_reduce("aten::argmax", ReduceOp::argmax, x.view({-1}), 0, false);
-  if (r.defined()) return r;
+  if (at::Tensor r = arg_reduce_any("aten::argmax", ReduceOp::argmax, x, dim, keepdim); r.defined())
+    return r;
   return Fallback<ATEN_OP(argmax)>::call(x, dim, keepdim);
 }
 
 at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  at::Tensor r;
-  if (dim)
-    r = arg_reduce("aten::argmin", ReduceOp::argmin, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
-  else if (x.is_contiguous() && x.dim() > 0)
-    r = arg_reduce("aten::argmin", ReduceOp::argmin, x.view({-1}), 0, false);
-  if (r.defined()) return r;
+  if (at::Tensor r = arg_reduce_any("aten::argmin", ReduceOp::argmin, x, dim, keepdim); r.defined())
+    return r;
   return Fallback<ATEN_OP(argmin)>::call(x, dim, keepdim);
 }
 
+// (values, indices) of the max or min over one dim: one reduction for each.
+std::optional<std::tuple<at::Tensor, at::Tensor>> extreme_dim(const char* op, ReduceOp value,
+                                                              ReduceOp index, const at::Tensor& x,
+                                                              int64_t dim, bool keepdim) {
+  if (x.dim() == 0 || !exact_in_fp32(x.scalar_type())) return std::nullopt;
+  dim = at::maybe_wrap_dim(dim, x.dim());
+  at::Tensor values = reduce(op, value, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
+  if (!values.defined()) return std::nullopt;
+  at::Tensor indices = arg_reduce(op, index, x, dim, keepdim);
+  if (!indices.defined()) return std::nullopt;
+  return std::tuple{values, indices};
+}
+
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
-    dim = at::maybe_wrap_dim(dim, x.dim());
-    at::Tensor values =
-        reduce("aten::max", ReduceOp::max, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
-    at::Tensor index = values.defined() ? arg_reduce("aten::max", ReduceOp::argmax, x, dim, keepdim)
-                                        : at::Tensor();
-    if (index.defined()) return {values, index};
-  }
+  if (auto r = extreme_dim("aten::max", ReduceOp::max, ReduceOp::argmax, x, dim, keepdim))
+    return *r;
   return Fallback<ATEN_OP2(max, dim)>::call(x, dim, keepdim);
 }
 
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  if (x.dim() > 0 && exact_in_fp32(x.scalar_type())) {
-    dim = at::maybe_wrap_dim(dim, x.dim());
-    at::Tensor values =
-        reduce("aten::min", ReduceOp::min, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
-    at::Tensor index = values.defined() ? arg_reduce("aten::min", ReduceOp::argmin, x, dim, keepdim)
-                                        : at::Tensor();
-    if (index.defined()) return {values, index};
-  }
+  if (auto r = extreme_dim("aten::min", ReduceOp::min, ReduceOp::argmin, x, dim, keepdim))
+    return *r;
   return Fallback<ATEN_OP2(min, dim)>::call(x, dim, keepdim);
 }
 
