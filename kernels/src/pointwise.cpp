@@ -14,13 +14,18 @@
 //   * every value lives in a register slot, an FP32-sized [128, F] SBUF tile,
 //     reused once its last reader has run (never by that reader itself: a 16-bit
 //     load read by an FP32 write in place would be overwritten before it is read);
-//   * constants get one tile each, set once before the loop.
+//   * constants get one tile each, set once before the loop;
+//   * positions are iota instructions on GpSimd, whose index pattern is the tile's
+//     walk of a view with the position's weights as strides.
 // Each buffer (2-3, for double buffering as in elementwise.cpp) has its own set of
 // slots, so tile i+1's loads and tile i's compute overlap, and tiles on VectorE
 // and GpSimd (alternating) run side by side. Activations run on ScalarE. Loads are
 // triggered by SP, and by ACT too when no step needs ScalarE; the engine of the
 // last step stores when it can trigger DMA (ACT, POOL), else SP.
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -78,6 +83,18 @@ Reg PointwiseExpr::select(Reg predicate, Reg on_true, Reg on_false) {
   return push(std::move(s));
 }
 
+Reg PointwiseExpr::position(std::vector<int64_t> weights) {
+  Step s;
+  s.op = Op::position;
+  s.weights = std::move(weights);
+  return push(std::move(s));
+}
+
+std::vector<Reg> PointwiseExpr::outputs() const {
+  if (!outputs_.empty()) return outputs_;
+  return {static_cast<Reg>(steps_.size()) - 1};
+}
+
 PointwiseExpr PointwiseExpr::unary(isa::ActFunc func, float scale) {
   PointwiseExpr e;
   e.activation(func, e.load(0), scale);
@@ -110,6 +127,7 @@ size_t arity(Op op) {
   switch (op) {
     case Op::load:
     case Op::constant:
+    case Op::position:
       return 0;
     case Op::activation:
     case Op::alu_imm:
@@ -124,19 +142,32 @@ size_t arity(Op op) {
 
 // The per-tile schedule of an expression (see the top of the file).
 struct Schedule {
-  std::vector<int> rep;       // per step: the step whose value it is (shared loads)
-  std::vector<int> slot;      // per step: register slot, -1 if it has none
-  std::vector<int> constant;  // per step: constant tile, -1 if none
-  std::vector<int> fused;     // per step: the alu_imm absorbed as op0, -1 if none
-  std::vector<int> order;     // steps emitted as instructions, in order
-  std::vector<int> loads;     // load steps, one per input read
-  int result = 0, slots = 0, constants = 0;
+  std::vector<int> rep;        // per step: the step whose value it is (shared loads)
+  std::vector<int> slot;       // per step: register slot, -1 if it has none
+  std::vector<int> constant;   // per step: constant tile, -1 if none
+  std::vector<int> fused;      // per step: the alu_imm absorbed as op0, -1 if none
+  std::vector<int> order;      // steps emitted as instructions, in order
+  std::vector<int> loads;      // load steps, one per input read
+  std::vector<int> results;    // per output: the step stored
+  std::vector<bool> direct;    // per step: written in its output's dtype (see eager.h)
+  std::vector<int> positions;  // per step: index among the position views, -1 if none
+  int slots = 0, constants = 0;
   bool uses_act = false;
+
+  bool is_result(int s) const { return std::ranges::find(results, s) != results.end(); }
 };
 
-void check_expr(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
+void check_expr(std::string_view kernel, const PointwiseExpr& expr, size_t inputs, size_t outputs,
+                size_t rank) {
   const auto& steps = expr.steps();
   require(!steps.empty(), kernel, "the expression has no steps");
+  const std::vector<Reg> results = expr.outputs();
+  require(
+      results.size() == outputs, kernel,
+      fmt::format("the expression has {} outputs for {} output views", results.size(), outputs));
+  for (Reg r : results)
+    require(r >= 0 && static_cast<size_t>(r) < steps.size(), kernel,
+            fmt::format("output register {} is not a step", r));
   for (size_t s = 0; s < steps.size(); ++s) {
     const PointwiseExpr::Step& st = steps[s];
     require(st.args.size() == arity(st.op), kernel,
@@ -146,12 +177,18 @@ void check_expr(std::string_view kernel, const PointwiseExpr& expr, size_t input
               fmt::format("step {} reads register {}, which is not an earlier step", s, a));
     require(st.op != Op::load || (st.input >= 0 && static_cast<size_t>(st.input) < inputs), kernel,
             fmt::format("step {} loads input {} of {}", s, st.input, inputs));
+    require(st.op != Op::position ||
+                (st.weights.size() == rank &&
+                 std::ranges::all_of(st.weights, [](int64_t w) { return w >= 0; })),
+            kernel,
+            fmt::format("step {} is a position with {} weights for {} output dims (each >= 0)", s,
+                        st.weights.size(), rank));
   }
 }
 
 // Which steps the result needs, after sharing loads; and how often each is read.
-void mark_live(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc, std::vector<bool>& live,
-               std::vector<int>& uses) {
+void mark_live(const std::vector<PointwiseExpr::Step>& steps, const std::vector<Reg>& expr_outputs,
+               Schedule& sc, std::vector<bool>& live, std::vector<int>& uses) {
   std::vector<int> first_load;
   for (size_t s = 0; s < steps.size(); ++s) {
     sc.rep.push_back(static_cast<int>(s));
@@ -161,10 +198,12 @@ void mark_live(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc, std:
     if (first_load[in] < 0) first_load[in] = static_cast<int>(s);
     sc.rep[s] = first_load[in];
   }
-  sc.result = sc.rep.back();
   live.assign(steps.size(), false);
   uses.assign(steps.size(), 0);
-  live[static_cast<size_t>(sc.result)] = true;
+  for (Reg r : expr_outputs) {
+    sc.results.push_back(sc.rep[static_cast<size_t>(r)]);
+    live[static_cast<size_t>(sc.results.back())] = true;
+  }
   for (size_t s = steps.size(); s-- > 0;) {
     if (!live[s] || sc.rep[s] != static_cast<int>(s)) continue;
     for (Reg a : steps[s].args) {
@@ -190,7 +229,7 @@ void allocate_slots(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc)
   std::vector<int> last_use(n, -1);
   for (int s : sc.order)
     for (int r : reads(steps, sc, s)) last_use[static_cast<size_t>(r)] = s;
-  last_use[static_cast<size_t>(sc.result)] = static_cast<int>(n);  // read by the store
+  for (int r : sc.results) last_use[static_cast<size_t>(r)] = static_cast<int>(n);  // the stores
   sc.slot.assign(n, -1);
   std::vector<int> free_slots;
   auto take = [&](int s) {
@@ -212,26 +251,33 @@ void allocate_slots(const std::vector<PointwiseExpr::Step>& steps, Schedule& sc)
   }
 }
 
-Schedule schedule(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
-  check_expr(kernel, expr, inputs);
+Schedule schedule(std::string_view kernel, const PointwiseExpr& expr, size_t inputs, size_t outputs,
+                  size_t rank) {
+  check_expr(kernel, expr, inputs, outputs, rank);
   const auto& steps = expr.steps();
   Schedule sc;
   std::vector<bool> live;
   std::vector<int> uses;
-  mark_live(steps, sc, live, uses);
+  mark_live(steps, expr.outputs(), sc, live, uses);
   sc.fused.assign(steps.size(), -1);
   sc.constant.assign(steps.size(), -1);
+  sc.positions.assign(steps.size(), -1);
+  sc.direct.assign(steps.size(), false);
+  int positions = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     if (!live[s] || sc.rep[s] != static_cast<int>(s)) continue;
     const PointwiseExpr::Step& st = steps[s];
     if (st.op == Op::load) sc.loads.push_back(static_cast<int>(s));
     if (st.op == Op::constant) sc.constant[s] = sc.constants++;
+    if (st.op == Op::position) sc.positions[s] = positions++;
+    sc.direct[s] = uses[s] == 0 && std::ranges::count(sc.results, static_cast<int>(s)) == 1 &&
+                   st.op != Op::position;
     if (st.op == Op::load || st.op == Op::constant) continue;
     sc.uses_act |= st.op == Op::activation;
     if (st.op == Op::alu_imm) {
       const int a = sc.rep[static_cast<size_t>(st.args[0])];
       const auto au = static_cast<size_t>(a);
-      if (steps[au].op == Op::alu_imm && uses[au] == 1 && sc.fused[au] < 0 && a != sc.result) {
+      if (steps[au].op == Op::alu_imm && uses[au] == 1 && sc.fused[au] < 0 && !sc.is_result(a)) {
         sc.fused[s] = a;
         std::erase(sc.order, a);  // emitted as op0 of s
       }
@@ -276,22 +322,40 @@ void select_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst,
 
 class PointwiseKernel {
  public:
+  // Output k is named out_names[k]; views_ holds the outputs, then the inputs, then
+  // one view per position step (out's sizes, the weights as strides).
   PointwiseKernel(std::string_view kernel, std::string_view target, const PointwiseExpr& expr,
-                  std::span<const View> inputs, const View& out)
-      : kernel_(kernel), kb_(target), expr_(expr) {
-    check_view(kernel, "out", out);
-    check_no_self_overlap(kernel, "out", out);
-    std::vector<View> views{out};
+                  std::span<const View> inputs, std::span<const View> outs,
+                  const std::vector<std::string>& out_names)
+      : kernel_(kernel), kb_(target), expr_(expr), num_outs_(outs.size()) {
+    require(!outs.empty(), kernel, "no output view");
+    const std::vector<int64_t>& sizes = outs[0].sizes;
+    std::vector<View> views;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      check_view(kernel, out_names[k].c_str(), outs[k]);
+      check_no_self_overlap(kernel, out_names[k].c_str(), outs[k]);
+      require(outs[k].sizes == sizes, kernel,
+              fmt::format("{} has sizes [{}], not [{}] as {}", out_names[k],
+                          fmt::join(outs[k].sizes, ", "), fmt::join(sizes, ", "), out_names[0]));
+      views.push_back(outs[k]);
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string name = fmt::format("in{}", i);
       check_view(kernel, name.c_str(), inputs[i]);
-      views.push_back(broadcast_to(kernel, name.c_str(), inputs[i], out.sizes));
+      views.push_back(broadcast_to(kernel, name.c_str(), inputs[i], sizes));
     }
+    sc_ = schedule(kernel, expr, inputs.size(), outs.size(), sizes.size());
+    for (size_t s = 0; s < expr.steps().size(); ++s)
+      if (sc_.positions[s] >= 0) {
+        View pattern{DType::int32, sizes, expr.steps()[s].weights};
+        check_view(kernel, "position", pattern);
+        views.push_back(std::move(pattern));
+      }
     views_ = coalesce(order_dims(std::move(views), 0));
-    sc_ = schedule(kernel, expr, inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
       in_.push_back(declare_input(kb_, fmt::format("in{}", i), inputs[i]));
-    out_ = declare_output(kb_, "out", out);
+    for (size_t k = 0; k < outs.size(); ++k)
+      out_.push_back(declare_output(kb_, out_names[k], outs[k]));
     allocate();
   }
 
@@ -308,7 +372,12 @@ class PointwiseKernel {
 
  private:
   const PointwiseExpr::Step& step(int s) const { return expr_.steps()[static_cast<size_t>(s)]; }
-  DType out_dtype() const { return views_[0].dtype; }
+  const View& input_view(int32_t input) const {
+    return views_[num_outs_ + static_cast<size_t>(input)];
+  }
+  size_t position_view(int s) const {
+    return num_outs_ + in_.size() + static_cast<size_t>(sc_.positions[static_cast<size_t>(s)]);
+  }
 
   // Per element and partition: 4 bytes per slot and buffer, 4 per constant. Three
   // buffers while they leave tiles of a quarter chunk or more, else two.
@@ -329,15 +398,16 @@ class PointwiseKernel {
         slots_.push_back(sbuf(kb_, kernel_, DType::fp32, kPartitions, free));
     for (size_t s = 0; s < expr_.steps().size(); ++s)
       if (sc_.constant[s] >= 0)
-        constants_.push_back(sbuf(kb_, kernel_,
-                                  static_cast<int>(s) == sc_.result ? out_dtype() : DType::fp32,
-                                  kPartitions, free));
+        constants_.push_back(sbuf(kb_, kernel_, dtype_of(static_cast<int>(s)), kPartitions, free));
   }
 
-  // The dtype a value is kept in: its input's for loads, out's for the result, else FP32.
+  // The dtype a value is kept in: its input's for loads, its output's for a result
+  // written directly, else FP32.
   DType dtype_of(int s) const {
-    if (step(s).op == Op::load) return views_[static_cast<size_t>(step(s).input) + 1].dtype;
-    if (s == sc_.result) return out_dtype();
+    if (step(s).op == Op::load) return input_view(step(s).input).dtype;
+    if (sc_.direct[static_cast<size_t>(s)])
+      return views_[static_cast<size_t>(std::ranges::find(sc_.results, s) - sc_.results.begin())]
+          .dtype;
     return DType::fp32;
   }
 
@@ -360,25 +430,29 @@ class PointwiseKernel {
     for (int s : sc_.loads) {
       const auto in = static_cast<size_t>(step(s).input);
       const Engine trigger = !sc_.uses_act && k++ % 2 ? Engine::ACT : Engine::SP;
-      kb_.dma_copy(value(s, i), hbm(in + 1, in_[in], i), trigger);
+      kb_.dma_copy(value(s, i), hbm(num_outs_ + in, in_[in], i), trigger);
     }
   }
 
   void compute(uint32_t i) {
     const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
     for (int s : sc_.order) emit(s, i, engine);
-    kb_.dma_copy(hbm(0, out_, i), value(sc_.result, i), store_engine(i, engine));
+    for (size_t k = 0; k < num_outs_; ++k)
+      kb_.dma_copy(hbm(k, out_[k], i), value(sc_.results[k], i),
+                   store_engine(i + static_cast<uint32_t>(k), sc_.results[k], engine));
   }
 
-  // The engine that computed the result triggers its store when it can (no
+  // The engine that computed a result triggers its store when it can (no
   // semaphore wait: its own earlier instruction); DVE cannot trigger DMA. Stores of
   // a constant (fill) spread over every trigger engine's queues.
-  Engine store_engine(uint32_t i, Engine engine) const {
-    switch (step(sc_.result).op) {
+  Engine store_engine(uint32_t i, int result, Engine engine) const {
+    switch (step(result).op) {
       case Op::activation:
         return Engine::ACT;
       case Op::load:
         return Engine::SP;
+      case Op::position:
+        return Engine::POOL;
       case Op::constant:
         return std::array{Engine::SP, Engine::ACT, Engine::POOL}[i % 3];
       default:
@@ -405,19 +479,47 @@ class PointwiseKernel {
       case Op::select:
         select_op(kb_, engine, dst, value(regs[0], i), value(regs[1], i), value(regs[2], i));
         break;
+      case Op::position:
+        iota(dst, s, i);
+        break;
       case Op::load:
       case Op::constant:
         break;  // never in the order: loads are DMAs, constants are set once
     }
   }
 
+  // dst <- the position of each element of tile i: the tile's walk of the position's
+  // view, as the pattern of an iota (offset and partition step in elements).
+  void iota(const AccessPattern& dst, int s, uint32_t i) {
+    AccessPattern unit;
+    unit.space = isa::MemSpace::HBM;
+    unit.dtype = DType::int8;  // one byte per element: byte offsets are element offsets
+    const AccessPattern walk = hbm(position_view(s), unit, i);
+    require(walk.offset <= uint64_t{std::numeric_limits<int32_t>::max()} &&
+                std::abs(walk.partition_stride) <= std::numeric_limits<int32_t>::max(),
+            kernel_, "a position's first value or partition step does not fit 32 bits");
+    isa::Instruction in;
+    in.opcode = isa::Opcode::iota;
+    in.engine = Engine::POOL;
+    AccessPattern pattern;
+    pattern.space = isa::MemSpace::Pattern;
+    pattern.dtype = DType::int32;
+    pattern.num_dims = walk.num_dims;
+    pattern.dims = walk.dims;
+    in.operands = {{isa::Role::dst, dst}, {isa::Role::pattern, pattern}};
+    in.ints[0] = static_cast<int32_t>(walk.offset);
+    in.ints[1] = static_cast<int32_t>(walk.partition_stride);
+    kb_.emit(std::move(in));
+  }
+
   std::string_view kernel_;
   KernelBuilder kb_;
   const PointwiseExpr& expr_;
-  std::vector<View> views_;  // out, then the inputs, ordered and coalesced
+  size_t num_outs_;
+  std::vector<View> views_;  // the outputs, the inputs, the positions; ordered and coalesced
   Schedule sc_;
   std::vector<AccessPattern> in_;
-  AccessPattern out_;
+  std::vector<AccessPattern> out_;
   TilePlan plan_;
   uint32_t nbuf_ = 2;
   std::vector<AccessPattern> slots_;  // [buffer][slot]
@@ -428,13 +530,20 @@ class PointwiseKernel {
 
 isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
                        std::span<const View> inputs, const View& out) {
-  return PointwiseKernel("pointwise", target, expr, inputs, out).build();
+  return PointwiseKernel("pointwise", target, expr, inputs, {&out, 1}, {"out"}).build();
+}
+
+isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
+                       std::span<const View> inputs, std::span<const View> outs) {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < outs.size(); ++k) names.push_back(fmt::format("out{}", k));
+  return PointwiseKernel("pointwise", target, expr, inputs, outs, names).build();
 }
 
 isa::Program fill(std::string_view target, const View& out, float value) {
   PointwiseExpr expr;
   expr.constant(value);
-  return PointwiseKernel("fill", target, expr, {}, out).build();
+  return PointwiseKernel("fill", target, expr, {}, {&out, 1}, {"out"}).build();
 }
 
 }  // namespace neuronsim::kernels

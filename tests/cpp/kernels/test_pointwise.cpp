@@ -80,6 +80,10 @@ float host_eval(const PointwiseExpr& expr, const std::vector<float>& in) {
       case PointwiseExpr::Op::select:
         r.push_back(arg(0) != 0.0f ? arg(1) : arg(2));
         break;
+      case PointwiseExpr::Op::position:
+        ADD_FAILURE() << "positions are checked by their own test";
+        r.push_back(0.0f);
+        break;
     }
   }
   return r.back();
@@ -339,6 +343,64 @@ TEST(Fill, ContiguousStridedAndIntegers) {
   }
 }
 
+// Two outputs of different dtypes, the first also read by a later step: the limbs
+// of a sum split at 2^8 (low = s mod 256 in uint8; high = (s - low) / 256 in int16).
+TEST(Pointwise, SeveralOutputs) {
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{3, 1000}, {1}}) {
+    PointwiseExpr e;
+    const PointwiseExpr::Reg sum = e.alu(AluOp::add, e.load(0), e.load(1));
+    const PointwiseExpr::Reg low = e.alu_imm(AluOp::mod, sum, 256.0f);
+    const PointwiseExpr::Reg high =
+        e.alu_imm(AluOp::multiply, e.alu(AluOp::subtract, sum, low), 1.0f / 256);
+    e.set_outputs({low, high});
+    const View in = contiguous(DType::int16, sizes);
+    const std::vector<int64_t> reversed(sizes.rbegin(), sizes.rend());
+    const std::vector<View> outs{contiguous(DType::uint8, sizes),  // and one column-major
+                                 swapped(contiguous(DType::int16, reversed), 0, sizes.size() - 1)};
+    const isa::Program p = pointwise("trn2", e, std::vector<View>{in, in}, outs);
+    const std::vector<float> a = test::storage(in, 1, -30000, 30000),
+                             b = test::storage(in, 2, -30000, 30000);
+    const std::vector<float> blank(static_cast<size_t>(in.numel()), 0.0f);
+    const auto got = test::run(p, {{"in0", a}, {"in1", b}, {"out0", blank}, {"out1", blank}});
+    test::for_each_index(sizes, [&](const std::vector<int64_t>& idx) {
+      const auto i = static_cast<size_t>(test::offset_of(in, idx));
+      const int sum_ab = static_cast<int>(a[i]) + static_cast<int>(b[i]);
+      const int lo = ((sum_ab % 256) + 256) % 256;
+      ASSERT_EQ(got.at("out0")[static_cast<size_t>(test::offset_of(outs[0], idx))], lo);
+      ASSERT_EQ(got.at("out1")[static_cast<size_t>(test::offset_of(outs[1], idx))],
+                (sum_ab - lo) / 256);
+    });
+  }
+}
+
+// position(w) is sum_d index[d] * w[d], through any strides of the output: arange
+// (w = the contiguous strides) and the column index of a one-hot (w = {0, 1}).
+TEST(Pointwise, Positions) {
+  PointwiseExpr arange;
+  arange.alu_imm(AluOp::add, arange.alu_imm(AluOp::multiply, arange.position({1}), 3.0f), -5.0f);
+  for (int64_t n : {1, 130, 300000}) {
+    const View out{DType::int32, {n}, {2}};
+    const isa::Program p = pointwise("trn2", arange, {}, out);
+    const std::vector<float> blank(static_cast<size_t>(out.extent_elems()), 0.0f);
+    const std::vector<float> got = test::run(p, {{"out", blank}}).at("out");
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(2 * i)], 3 * i - 5) << "element " << i;
+  }
+  PointwiseExpr onehot;
+  onehot.alu(AluOp::is_equal, onehot.position({0, 1}), onehot.load(0));
+  const View target = contiguous(DType::int32, {300, 1});
+  const View out = swapped(contiguous(DType::fp32, {50, 300}), 0, 1);  // [300, 50], column-major
+  const isa::Program p = pointwise("trn2", onehot, {&target, 1}, out);
+  const std::vector<float> t = test::storage(target, 3, 0, 50);
+  const std::vector<float> blank(300 * 50, 0.0f);
+  const std::vector<float> got = test::run(p, {{"in0", t}, {"out", blank}}).at("out");
+  test::for_each_index(out.sizes, [&](const std::vector<int64_t>& idx) {
+    ASSERT_EQ(got[static_cast<size_t>(test::offset_of(out, idx))],
+              t[static_cast<size_t>(idx[0])] == static_cast<float>(idx[1]) ? 1.0f : 0.0f)
+        << idx[0] << ", " << idx[1];
+  });
+}
+
 TEST(Pointwise, RefusesBadViewsAndExpressions) {
   const View f = contiguous(DType::fp32, {4, 5});
   const std::vector<View> two{f, f};
@@ -393,6 +455,22 @@ TEST(Pointwise, RefusesBadViewsAndExpressions) {
         fill("trn2", View{DType::fp32, {3, 3}, {1, 1}}, 0.0f);
       },
       {"fill", "overlaps itself"});
+  PointwiseExpr one = add();
+  expect_invalid(
+      [&] {
+        pointwise("trn2", one, two, std::vector<View>{f, f});
+      },
+      {"pointwise", "1 outputs for 2 output views"});
+  one.set_outputs({0, 1});
+  expect_invalid(
+      [&] {
+        pointwise("trn2", one, two, std::vector<View>{f, contiguous(DType::fp32, {5, 4})});
+      },
+      {"pointwise", "out1 has sizes [5, 4], not [4, 5]"});
+  PointwiseExpr bad_position;
+  bad_position.position({1});
+  expect_invalid([&] { pointwise("trn2", bad_position, {}, f); },
+                 {"pointwise", "position with 1 weights for 2 output dims"});
 }
 
 TEST(Coalesce, MergesContiguousDimsAndDropsOnes) {

@@ -55,12 +55,18 @@ std::vector<View> coalesce(std::span<const View> views);
 //                            comparisons giving 1/0, logical and bitwise ops)
 //   alu_imm(op, a, v, rev)   a <op> v, or v <op> a with rev (rsub, v / x, ...)
 //   select(p, t, f)          p != 0 ? t : f (torch.where)
-// Intermediate values are FP32; the last step writes out.dtype directly, so the
-// result is rounded once (a cast is just load(0) stored into another dtype).
+//   position(w)              sum over out's dims d of index[d] * w[d] (arange, the
+//                            column index of a one-hot), exact below 2^24
+// Intermediate values are FP32. The result is the last step, or the steps given to
+// set_outputs (one per output view, all of out's shape: the limbs of an integer
+// computed 16 bits at a time). A result read by no later step and no other output is
+// written in its output's dtype directly, so it is rounded once (a cast is just
+// load(0) stored into another dtype); any other result is kept in FP32 and rounded
+// by its store.
 class PointwiseExpr {
  public:
   using Reg = int32_t;
-  enum class Op : uint8_t { load, constant, activation, alu, alu_imm, select };
+  enum class Op : uint8_t { load, constant, activation, alu, alu_imm, select, position };
   struct Step {
     Op op = Op::load;
     std::vector<Reg> args;  // activation, alu_imm: {x}; alu: {a, b}; select: {p, t, f}
@@ -69,6 +75,7 @@ class PointwiseExpr {
     isa::AluOp alu = isa::AluOp::bypass;
     float imm = 0.0f;      // constant: the value; alu_imm: the immediate; activation: the scale
     bool reverse = false;  // alu_imm: imm <op> a
+    std::vector<int64_t> weights;  // position: one per output dim, >= 0
   };
 
   Reg load(int32_t input);
@@ -77,6 +84,11 @@ class PointwiseExpr {
   Reg alu(isa::AluOp op, Reg a, Reg b);
   Reg alu_imm(isa::AluOp op, Reg a, float imm, bool reverse = false);
   Reg select(Reg predicate, Reg on_true, Reg on_false);
+  Reg position(std::vector<int64_t> weights);
+
+  // The values stored, one per output; by default the last step alone.
+  void set_outputs(std::vector<Reg> outputs) { outputs_ = std::move(outputs); }
+  std::vector<Reg> outputs() const;
 
   // One-step programs of the common eager ops.
   static PointwiseExpr unary(isa::ActFunc func, float scale = 1.0f);  // f(in0 * scale)
@@ -89,6 +101,7 @@ class PointwiseExpr {
  private:
   Reg push(Step step);
   std::vector<Step> steps_;
+  std::vector<Reg> outputs_;
 };
 
 // out = expr(in0, in1, ...) elementwise. Tensors "in0", "in1", ... (one per
@@ -107,6 +120,10 @@ class PointwiseExpr {
 // run on ScalarE, and the loads of later tiles overlap the compute (2-3 buffers).
 isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
                        std::span<const View> inputs, const View& out);
+// The same with one output view per expr.outputs(), tensors "out0", "out1", ...,
+// all of one shape (outs[0]'s sizes). Outputs must not overlap each other.
+isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
+                       std::span<const View> inputs, std::span<const View> outs);
 
 // Every element of out = value, rounded to out.dtype as a store does (integers:
 // nearest, saturated). Tensor "out"; out may be strided as for pointwise.
