@@ -22,6 +22,8 @@ std::optional<isa::DType> engine_dtype(c10::ScalarType t) {
       return isa::DType::uint8;
     case at::kShort:
       return isa::DType::int16;
+    case at::kUInt16:
+      return isa::DType::uint16;
     case at::kInt:
       return isa::DType::int32;
     case at::kBool:
@@ -84,41 +86,64 @@ std::string target() {
   return Backend::get().target();
 }
 
-namespace {
-
-// An input may be the output itself (in-place), but not a different view of its bytes.
-bool overlaps_out(const at::Tensor& in, const at::Tensor& out) {
+bool overlaps(const at::Tensor& in, const at::Tensor& out) {
   if (!in.is_alias_of(out)) return false;
   return !(in.data_ptr() == out.data_ptr() && in.sizes() == out.sizes() &&
            in.strides() == out.strides());
 }
 
-}  // namespace
-
 bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
                    const std::vector<at::Tensor>& inputs, const at::Tensor& out) {
-  if (!out.device().is_privateuseone() || !engine_dtype(out.scalar_type())) return false;
+  for (const at::Tensor& in : inputs)
+    if (overlaps(in, out)) return false;
+  return run_pointwise_outputs(op, name, expr, inputs, {out});
+}
+
+bool run_pointwise_outputs(const char* op, const std::string& name,
+                           const kernels::PointwiseExpr& expr,
+                           const std::vector<at::Tensor>& inputs,
+                           const std::vector<at::Tensor>& outs) {
+  for (const at::Tensor& out : outs)
+    if (!out.device().is_privateuseone() || !engine_dtype(out.scalar_type())) return false;
   std::vector<at::Tensor> all = inputs;
-  all.push_back(out);
+  all.insert(all.end(), outs.begin(), outs.end());
   const int device = op_device(op, all);
-  if (out.numel() == 0) return true;
+  if (outs[0].numel() == 0) return true;
   std::vector<at::Tensor> expanded;
-  std::vector<kernels::View> views;
-  std::string key = fmt::format("{} {} ->{}", op, name, layout_key(out));
+  std::vector<kernels::View> views, out_views;
+  std::string key = fmt::format("{} {} ->", op, name);
+  for (const at::Tensor& out : outs) {
+    out_views.push_back(view_of(out));
+    key += layout_key(out);
+  }
   for (const at::Tensor& in : inputs) {
-    if (!engine_dtype(in.scalar_type()) || overlaps_out(in, out)) return false;
-    expanded.push_back(in.expand(out.sizes()));
+    if (!engine_dtype(in.scalar_type())) return false;
+    expanded.push_back(in.expand(outs[0].sizes()));
     views.push_back(view_of(expanded.back()));
     key += " " + layout_key(expanded.back());
   }
   std::vector<std::pair<std::string, at::Tensor>> bound;
   for (size_t i = 0; i < expanded.size(); ++i)
     bound.emplace_back(fmt::format("in{}", i), expanded[i]);
-  bound.emplace_back("out", out);
-  const kernels::View out_view = view_of(out);
   const std::string chip = target();
+  if (outs.size() == 1) {
+    bound.emplace_back("out", outs[0]);
+    return run_kernel(
+        op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_views[0]); },
+        bound);
+  }
+  for (size_t k = 0; k < outs.size(); ++k) bound.emplace_back(fmt::format("out{}", k), outs[k]);
   return run_kernel(
-      op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_view); }, bound);
+      op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_views); }, bound);
+}
+
+std::string expr_key(const kernels::PointwiseExpr& expr) {
+  std::string key;
+  for (const kernels::PointwiseExpr::Step& s : expr.steps())
+    key += fmt::format("{}:{}:{}:{}:{}:{}:{}:[{}];", static_cast<int>(s.op), fmt::join(s.args, ","),
+                       s.input, static_cast<int>(s.func), static_cast<int>(s.alu), s.imm, s.reverse,
+                       fmt::join(s.weights, ","));
+  return key + fmt::format("->{}", fmt::join(expr.outputs(), ","));
 }
 
 bool copy_by_runs(const at::Tensor& src_in, const at::Tensor& dst) {

@@ -57,6 +57,21 @@ std::string target();
 bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
                    const std::vector<at::Tensor>& inputs, const at::Tensor& out);
 
+// The same with one output per expr.outputs() (tensors "out0", ...), all of outs[0]'s
+// sizes, and no check that inputs and outputs are apart: the caller has checked that
+// each input is an output's tensor exactly or no alias of it (the limb views of one
+// tensor interleave without overlapping).
+bool run_pointwise_outputs(const char* op, const std::string& name,
+                           const kernels::PointwiseExpr& expr,
+                           const std::vector<at::Tensor>& inputs,
+                           const std::vector<at::Tensor>& outs);
+
+// `in` aliases out's bytes other than as the very same view (sizes, strides, start).
+bool overlaps(const at::Tensor& in, const at::Tensor& out);
+
+// A text that says what expr computes, step by step: a cache key.
+std::string expr_key(const kernels::PointwiseExpr& expr);
+
 // dst <- src on one device as one pointwise copy (a cast, or a change of layout). False
 // when not covered (int64, float64, two devices).
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst);

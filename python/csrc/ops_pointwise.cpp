@@ -2,9 +2,9 @@
 // activations and their backward formulas, casts and copies on the device, fill.
 // Each builds one kernels::PointwiseExpr (FP32 inside, rounded once into the output
 // dtype, as torch's CPU kernels compute reduced-precision floats) and runs it with
-// broadcasting. Type promotion is torch's (at::result_type); integer arithmetic and
-// comparisons of types not exact in FP32 (int32) run on the CPU, counted, because the
-// engines compute in FP32 and would round them.
+// broadcasting. Type promotion is torch's (at::result_type). Integer arithmetic and
+// comparisons of types FP32 does not hold (int32, int64) go to the exact limb kernels
+// of ops_integer.cpp; integer multiplication and division run on the CPU, counted.
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "integers.h"
 #include "kernel_call.h"
 
 namespace neuronsim::pytorch {
@@ -59,9 +60,14 @@ bool computable(Kind kind, c10::ScalarType compute) {
 // out <- a <alu> (alpha * b). False when not covered.
 bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, const at::Tensor& b,
                  double alpha, const at::Tensor& out) {
+  const c10::ScalarType compute = at::result_type(a, b);
+  // Integers the FP32 ALUs would round or not wrap: computed exactly on limbs.
+  if (is_limb_integer(compute) && kind != Kind::logical &&
+      !(kind == Kind::comparison && exact_in_fp32(compute)))
+    return integer_binary_into(op, alu, a, b, alpha, out);
   const auto x = operand(a), y = operand(b);
   if (!x || !y || (!x->tensor && !y->tensor)) return false;
-  if (!computable(kind, at::result_type(a, b))) return false;
+  if (!computable(kind, compute)) return false;
   const float scale = static_cast<float>(alpha);
   Expr e;
   std::vector<at::Tensor> inputs;
@@ -467,6 +473,8 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
 
 bool where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
                 const at::Tensor& out) {
+  if (is_limb_integer(out.scalar_type()) && !exact_in_fp32(out.scalar_type()))
+    return integer_where_into(cond, a, b, out);
   const auto x = operand(a), y = operand(b);
   if (!x || !y || !cond.device().is_privateuseone() || cond.scalar_type() != at::kBool ||
       !exact_in_fp32(at::result_type(a, b)))
@@ -511,6 +519,10 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Ten
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (is_limb_integer(self.scalar_type()) && !exact_in_fp32(self.scalar_type())) {
+    if (self.numel() == 0 || integer_fill(self, value)) return self;
+    return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
+  }
   const double v = value.toDouble();
   const bool exact = is_engine_float(self.scalar_type()) ||
                      (engine_dtype(self.scalar_type()) && std::abs(v) <= (1 << 24));
@@ -580,31 +592,33 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
   return Fallback<ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
 }
 
-// On bool tensors the bitwise ops are the logical ones.
+// ~x: on integers bit by bit (on limbs), on bool the logical not.
 at::Tensor& bitwise_not_out(const at::Tensor& x, at::Tensor& out) {
-  if (x.scalar_type() == at::kBool && x.device().is_privateuseone() &&
-      prepare_out(out, x.sizes(), at::kBool)) {
-    Expr e;
-    e.alu_imm(AluOp::is_equal, e.load(0), 0.0f);
-    if (run_pointwise("aten::bitwise_not", "not", e, {x}, out)) return out;
-  }
+  if (prepare_out(out, x.sizes(), x.scalar_type()) && integer_not_into(x, out)) return out;
   return Fallback<ATEN_OP2(bitwise_not, out)>::call(x, out);
 }
 
+// a & b, a | b, a ^ b of integers or bools (on limbs: bool is a one-byte integer).
+bool bitwise_into(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
+                  at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(a, b);
+  return is_limb_integer(type) && prepare_out(out, at::infer_size(a.sizes(), b.sizes()), type) &&
+         integer_binary_into(op, alu, a, b, 1.0, out);
+}
+
 at::Tensor& bitwise_and_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  if (a.scalar_type() == at::kBool && b.scalar_type() == at::kBool &&
-      prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::kBool) &&
-      binary_into("aten::bitwise_and", AluOp::logical_and, Kind::logical, a, b, 1.0, out))
-    return out;
+  if (bitwise_into("aten::bitwise_and", AluOp::bitwise_and, a, b, out)) return out;
   return Fallback<ATEN_OP2(bitwise_and, Tensor_out)>::call(a, b, out);
 }
 
 at::Tensor& bitwise_or_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  if (a.scalar_type() == at::kBool && b.scalar_type() == at::kBool &&
-      prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::kBool) &&
-      binary_into("aten::bitwise_or", AluOp::logical_or, Kind::logical, a, b, 1.0, out))
-    return out;
+  if (bitwise_into("aten::bitwise_or", AluOp::bitwise_or, a, b, out)) return out;
   return Fallback<ATEN_OP2(bitwise_or, Tensor_out)>::call(a, b, out);
+}
+
+at::Tensor& bitwise_xor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  if (bitwise_into("aten::bitwise_xor", AluOp::bitwise_xor, a, b, out)) return out;
+  return Fallback<ATEN_OP2(bitwise_xor, Tensor_out)>::call(a, b, out);
 }
 
 }  // namespace
@@ -612,10 +626,18 @@ at::Tensor& bitwise_or_out(const at::Tensor& a, const at::Tensor& b, at::Tensor&
 // dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (src.device() != dst.device()) return false;
-  if (engine_dtype(src.scalar_type()) && engine_dtype(dst.scalar_type()))
+  const c10::ScalarType from = src.scalar_type(), to = dst.scalar_type();
+  // Same-type copies of what the engines do not hold exactly (int64, int32, float64,
+  // complex) move their bytes by DMA; integer casts, and floats cast to integers
+  // (truncated), run on limbs; the rest is one pointwise copy.
+  if (from == to && !exact_in_fp32(from) && copy_by_runs(src, dst)) return true;
+  const bool wide = (is_limb_integer(from) && !exact_in_fp32(from)) ||
+                    (is_limb_integer(to) && !exact_in_fp32(to));
+  if (wide || (is_engine_float(from) && is_limb_integer(to) && to != at::kBool))
+    return integer_copy(src, dst);
+  if (engine_dtype(from) && engine_dtype(to))
     return run_pointwise("aten::copy_", "copy", Expr::copy(), {src}, dst);
-  // int64, float64, complex: no engine computes them, but DMA moves their bytes exactly.
-  return src.scalar_type() == dst.scalar_type() && copy_by_runs(src, dst);
+  return false;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -677,6 +699,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bitwise_not.out", bitwise_not_out);
   m.impl("bitwise_and.Tensor_out", bitwise_and_out);
   m.impl("bitwise_or.Tensor_out", bitwise_or_out);
+  m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
   m.impl("mul.out", mul_out);
   m.impl("add.out", add_out);
   m.impl("sub.out", sub_out);

@@ -1,0 +1,481 @@
+// Integers on the device, exactly (integers.h), and arange.
+//
+// A value of an integer type is its limbs, least significant first: int64 has four of
+// 16 bits, int32 two, int16 one, and the one-byte types one of 8 bits. Limb k of a
+// tensor is an alias of its bytes typed uint16 (or uint8), with the tensor's strides
+// times the limb count, so the pointwise kernel's DMAs read and write limbs directly
+// and no kernel knows about int64. Every limb value is exact in FP32, and so is every
+// intermediate below (sums of two limbs and a carry, comparisons, bitwise ops of
+// values below 2^16), so the engines' FP32 ALUs compute the exact result:
+//   a + b    s = a_k + b_k + carry; carry = s >= 2^16; r_k = s mod 2^16
+//   a - b    the same with a borrow
+//   a < b    compared limb by limb from the top, whose sign bit is flipped (a bias of
+//            2^15) so that signed order is unsigned order
+//   casts    extension by the sign (or zero), truncation to the low limbs, FP32 from
+//            the limbs (rounded once per limb beyond 2^24), limbs from a truncated float
+// Wider types need more limbs, not other kernels. What is left out (multiplication,
+// division, reductions of int64) runs on the CPU, counted.
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include "backend.h"
+#include "integers.h"
+#include "kernel_call.h"
+
+namespace neuronsim::pytorch {
+
+namespace {
+
+using isa::AluOp;
+using Expr = kernels::PointwiseExpr;
+using Reg = Expr::Reg;
+
+struct Layout {
+  int limbs = 1;
+  int bits = 16;  // per limb
+  bool is_signed = true;
+
+  float base() const { return bits == 16 ? 65536.0f : 256.0f; }
+};
+
+std::optional<Layout> layout_of(c10::ScalarType t) {
+  switch (t) {
+    case at::kLong:
+      return Layout{4, 16, true};
+    case at::kInt:
+      return Layout{2, 16, true};
+    case at::kShort:
+      return Layout{1, 16, true};
+    case at::kChar:
+      return Layout{1, 8, true};
+    case at::kByte:
+    case at::kBool:
+      return Layout{1, 8, false};
+    default:
+      return std::nullopt;
+  }
+}
+
+// Limb k of t: an alias of its bytes, typed as one limb (signed for a sign to extend).
+at::Tensor limb_view(const at::Tensor& t, int k, bool as_signed) {
+  const Layout l = *layout_of(t.scalar_type());
+  const c10::ScalarType type =
+      l.bits == 16 ? (as_signed ? at::kShort : at::kUInt16) : (as_signed ? at::kChar : at::kByte);
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  for (int64_t& s : strides) s *= l.limbs;
+  at::Tensor v = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(),
+                                                          c10::scalarTypeToTypeMeta(type));
+  v.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), strides,
+                                                 t.storage_offset() * l.limbs + k);
+  return v;
+}
+
+bool is_cpu_scalar(const at::Tensor& t) {
+  return t.device().is_cpu() && t.dim() == 0;
+}
+
+// The FP32 ALU on two exact values, for operations whose operands are both known.
+float fold(AluOp op, float a, float b) {
+  switch (op) {
+    case AluOp::add:
+      return a + b;
+    case AluOp::subtract:
+      return a - b;
+    case AluOp::multiply:
+      return a * b;
+    case AluOp::mod:
+      return a - b * std::floor(a / b);
+    case AluOp::abs_max:
+      return std::max(std::fabs(a), std::fabs(b));
+    case AluOp::is_equal:
+      return a == b;
+    case AluOp::not_equal:
+      return a != b;
+    case AluOp::is_lt:
+      return a < b;
+    case AluOp::is_le:
+      return a <= b;
+    case AluOp::is_gt:
+      return a > b;
+    case AluOp::is_ge:
+      return a >= b;
+    case AluOp::logical_and:
+      return a != 0 && b != 0;
+    case AluOp::bitwise_and:
+      return static_cast<float>(static_cast<int32_t>(a) & static_cast<int32_t>(b));
+    case AluOp::bitwise_or:
+      return static_cast<float>(static_cast<int32_t>(a) | static_cast<int32_t>(b));
+    case AluOp::bitwise_xor:
+      return static_cast<float>(static_cast<int32_t>(a) ^ static_cast<int32_t>(b));
+    default:
+      fail(fmt::format("integer limbs: no host folding of {}", isa::alu_op_name(op)));
+  }
+}
+
+// A limb: a register of the expression, or a value known when the kernel is built
+// (the limbs of a Python number), folded into immediates.
+struct Limb {
+  Reg reg = -1;
+  float value = 0;
+  bool known() const { return reg < 0; }
+};
+using Limbs = std::vector<Limb>;
+
+// Builds the limb arithmetic of one kernel in the layout of one integer type.
+class IntExpr {
+ public:
+  explicit IntExpr(Layout layout) : l_(layout) {}
+
+  const Layout& layout() const { return l_; }
+  Expr& expr() { return e_; }
+
+  Limb op(AluOp alu, Limb a, Limb b) {
+    if (a.known() && b.known()) return {-1, fold(alu, a.value, b.value)};
+    if (b.known()) return {e_.alu_imm(alu, a.reg, b.value), 0};
+    if (a.known()) return {e_.alu_imm(alu, b.reg, a.value, /*reverse=*/true), 0};
+    return {e_.alu(alu, a.reg, b.reg), 0};
+  }
+  Limb imm(AluOp alu, Limb a, float v) { return op(alu, a, {-1, v}); }
+  Limb select(Limb p, Limb t, Limb f) {
+    if (p.known()) return p.value != 0 ? t : f;
+    return {e_.select(p.reg, reg(t), reg(f)), 0};
+  }
+  Reg reg(Limb x) {
+    if (!x.known()) return x.reg;
+    auto [it, added] = constants_.try_emplace(x.value, -1);
+    if (added) it->second = e_.constant(x.value);
+    return it->second;
+  }
+
+  // A float or integer tensor as one FP32 value (loaded in its own dtype).
+  Limb load(const at::Tensor& t) { return input(t, t, -1); }
+
+  // An integer tensor or a Python number (0-dim CPU tensor) in this layout: sign- or
+  // zero-extended to more limbs, or wrapped to fewer.
+  Limbs operand(const at::Tensor& t) {
+    if (is_cpu_scalar(t)) return constant(t.item<int64_t>());
+    const Layout lt = *layout_of(t.scalar_type());
+    Limbs out(static_cast<size_t>(l_.limbs), Limb{-1, 0});
+    if (lt.bits == 16 && l_.bits == 8) {  // to a one-byte type: the low byte
+      out[0] = imm(AluOp::mod, limb(t, 0, false), 256);
+      return out;
+    }
+    const int own = std::min(lt.limbs, l_.limbs);
+    const bool extend = l_.limbs > lt.limbs || lt.bits < l_.bits;
+    for (int k = 0; k < own; ++k) {
+      const bool top_signed = k == lt.limbs - 1 && lt.is_signed && extend;
+      const Limb x = limb(t, k, top_signed);
+      if (!top_signed) {
+        out[static_cast<size_t>(k)] = x;
+        continue;
+      }
+      // x is signed: its limb in this layout, and the limbs above it all ones if negative.
+      out[static_cast<size_t>(k)] = imm(AluOp::mod, x, l_.base());
+      const Limb ones = imm(AluOp::multiply, imm(AluOp::is_lt, x, 0), l_.base() - 1);
+      for (int j = k + 1; j < l_.limbs; ++j) out[static_cast<size_t>(j)] = ones;
+    }
+    return out;
+  }
+
+  Limbs constant(int64_t v) const {
+    Limbs out;
+    const auto bits = static_cast<uint64_t>(v);
+    for (int k = 0; k < l_.limbs; ++k)
+      out.push_back(
+          {-1, static_cast<float>((bits >> (l_.bits * k)) & static_cast<uint64_t>(l_.base() - 1))});
+    return out;
+  }
+
+  Limbs add(const Limbs& a, const Limbs& b) {
+    Limbs r;
+    std::optional<Limb> carry;
+    for (size_t k = 0; k < a.size(); ++k) {
+      Limb s = op(AluOp::add, a[k], b[k]);
+      if (carry) s = op(AluOp::add, s, *carry);
+      if (k + 1 < a.size()) carry = imm(AluOp::is_ge, s, l_.base());
+      r.push_back(imm(AluOp::mod, s, l_.base()));
+    }
+    return r;
+  }
+
+  Limbs sub(const Limbs& a, const Limbs& b) {
+    Limbs r;
+    std::optional<Limb> borrow;
+    for (size_t k = 0; k < a.size(); ++k) {
+      Limb d = op(AluOp::subtract, a[k], b[k]);
+      if (borrow) d = op(AluOp::subtract, d, *borrow);
+      if (k + 1 < a.size()) borrow = imm(AluOp::is_lt, d, 0);
+      r.push_back(imm(AluOp::mod, d, l_.base()));
+    }
+    return r;
+  }
+
+  Limbs each(AluOp alu, const Limbs& a, const Limbs& b) {
+    Limbs r;
+    for (size_t k = 0; k < a.size(); ++k) r.push_back(op(alu, a[k], b[k]));
+    return r;
+  }
+
+  Limbs select(Limb p, const Limbs& a, const Limbs& b) {
+    Limbs r;
+    for (size_t k = 0; k < a.size(); ++k) r.push_back(select(p, a[k], b[k]));
+    return r;
+  }
+
+  // a <cmp> b (1 or 0) in the type's order.
+  Limb compare(AluOp cmp, Limbs a, Limbs b) {
+    if (cmp == AluOp::is_equal || cmp == AluOp::not_equal) {
+      Limb r = op(AluOp::is_equal, a[0], b[0]);
+      for (size_t k = 1; k < a.size(); ++k)
+        r = op(AluOp::logical_and, r, op(AluOp::is_equal, a[k], b[k]));
+      return cmp == AluOp::is_equal ? r : imm(AluOp::is_equal, r, 0);
+    }
+    if (l_.is_signed) {
+      a.back() = biased(a.back());
+      b.back() = biased(b.back());
+    }
+    const AluOp strict = cmp == AluOp::is_lt || cmp == AluOp::is_le ? AluOp::is_lt : AluOp::is_gt;
+    Limb r = op(cmp, a[0], b[0]);
+    for (size_t k = 1; k < a.size(); ++k)
+      r = select(op(AluOp::is_equal, a[k], b[k]), r, op(strict, a[k], b[k]));
+    return r;
+  }
+
+  // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition.
+  Limb to_float(const Limbs& a) {
+    Limb acc = a.back();
+    if (l_.is_signed) acc = imm(AluOp::subtract, biased(acc), l_.base() / 2);
+    for (size_t k = a.size() - 1; k-- > 0;)
+      acc = op(AluOp::add, imm(AluOp::multiply, acc, l_.base()), a[k]);
+    return acc;
+  }
+
+  // The limbs of trunc(v) modulo 2^bits (a float cast to an integer type).
+  Limbs from_float(Limb v) {
+    const Limb magnitude = imm(AluOp::abs_max, v, 0);
+    const Limb whole = op(AluOp::subtract, magnitude, imm(AluOp::mod, magnitude, 1));
+    return from_integral(select(imm(AluOp::is_lt, v, 0), imm(AluOp::multiply, whole, -1), whole));
+  }
+
+  // The limbs of an integer-valued v.
+  Limbs from_integral(Limb v) {
+    Limbs r;
+    for (int k = 0; k < l_.limbs; ++k) {
+      r.push_back(imm(AluOp::mod, v, l_.base()));
+      if (k + 1 < l_.limbs)
+        v = imm(AluOp::multiply, op(AluOp::subtract, v, r.back()), 1.0f / l_.base());
+    }
+    return r;
+  }
+
+  // 1 where any limb is nonzero.
+  Limb nonzero(const Limbs& a) {
+    Limb sum = a[0];
+    for (size_t k = 1; k < a.size(); ++k) sum = op(AluOp::add, sum, a[k]);
+    return imm(AluOp::is_gt, sum, 0);
+  }
+
+  // out (of this layout's type) <- limbs.
+  bool run(const char* op_name, const at::Tensor& out, const Limbs& limbs) {
+    std::vector<at::Tensor> outs;
+    std::vector<Reg> results;
+    for (int k = 0; k < l_.limbs; ++k) {
+      outs.push_back(limb_view(out, k, false));
+      results.push_back(reg(limbs[static_cast<size_t>(k)]));
+    }
+    e_.set_outputs(results);
+    return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, outs);
+  }
+
+  // out (bool or float) <- value.
+  bool run_value(const char* op_name, const at::Tensor& out, Limb value) {
+    e_.set_outputs({reg(value)});
+    return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, {out});
+  }
+
+ private:
+  // The sign bit flipped: signed order as unsigned order (one two-op instruction).
+  Limb biased(Limb top) { return imm(AluOp::mod, imm(AluOp::add, top, l_.base() / 2), l_.base()); }
+
+  Limb limb(const at::Tensor& t, int k, bool as_signed) {
+    return input(limb_view(t, k, as_signed), t, k * 2 + (as_signed ? 1 : 0));
+  }
+
+  // One load per (tensor, part): the same limb read twice is read once.
+  Limb input(const at::Tensor& view, const at::Tensor& of, int part) {
+    auto [it, added] = loads_.try_emplace({of.unsafeGetTensorImpl(), part}, -1);
+    if (added) {
+      it->second = e_.load(static_cast<int32_t>(inputs_.size()));
+      inputs_.push_back(view);
+    }
+    return {it->second, 0};
+  }
+
+  Layout l_;
+  Expr e_;
+  std::vector<at::Tensor> inputs_;
+  std::map<float, Reg> constants_;
+  std::map<std::pair<const void*, int>, Reg> loads_;
+};
+
+// Neuron integer tensors, or Python numbers; at least one tensor; none overlapping out
+// other than as out itself.
+bool integer_operands(std::initializer_list<const at::Tensor*> operands, const at::Tensor& out) {
+  bool any_tensor = false;
+  for (const at::Tensor* t : operands) {
+    if (is_cpu_scalar(*t)) {
+      if (!at::isIntegralType(t->scalar_type(), /*includeBool=*/true)) return false;
+      continue;
+    }
+    if (!t->device().is_privateuseone() || !layout_of(t->scalar_type()) || overlaps(*t, out))
+      return false;
+    any_tensor = true;
+  }
+  return any_tensor && out.device().is_privateuseone();
+}
+
+bool is_comparison(AluOp alu) {
+  return alu == AluOp::is_equal || alu == AluOp::not_equal || alu == AluOp::is_lt ||
+         alu == AluOp::is_le || alu == AluOp::is_gt || alu == AluOp::is_ge;
+}
+
+}  // namespace
+
+bool is_limb_integer(c10::ScalarType t) {
+  return layout_of(t).has_value();
+}
+
+bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
+                         double alpha, const at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(a, b);
+  const auto layout = layout_of(type);
+  if (!layout || !integer_operands({&a, &b}, out) || (alpha != 1.0 && alpha != -1.0)) return false;
+  if (out.scalar_type() != (is_comparison(alu) ? at::kBool : type)) return false;
+  const bool bitwise =
+      alu == AluOp::bitwise_and || alu == AluOp::bitwise_or || alu == AluOp::bitwise_xor;
+  if (type == at::kBool && !bitwise && !is_comparison(alu)) return false;
+  IntExpr x(*layout);
+  const Limbs la = x.operand(a), lb = x.operand(b);
+  switch (alu) {
+    case AluOp::add:
+      return x.run(op, out, alpha > 0 ? x.add(la, lb) : x.sub(la, lb));
+    case AluOp::subtract:
+      return x.run(op, out, alpha > 0 ? x.sub(la, lb) : x.add(la, lb));
+    case AluOp::max:
+    case AluOp::min: {
+      const Limb a_less = x.compare(AluOp::is_lt, la, lb);
+      return x.run(op, out,
+                   alu == AluOp::max ? x.select(a_less, lb, la) : x.select(a_less, la, lb));
+    }
+    case AluOp::bitwise_and:
+    case AluOp::bitwise_or:
+    case AluOp::bitwise_xor:
+      return x.run(op, out, x.each(alu, la, lb));
+    default:
+      if (is_comparison(alu)) return x.run_value(op, out, x.compare(alu, la, lb));
+      return false;
+  }
+}
+
+bool integer_not_into(const at::Tensor& a, const at::Tensor& out) {
+  const auto layout = layout_of(a.scalar_type());
+  if (!layout || out.scalar_type() != a.scalar_type() || !integer_operands({&a}, out)) return false;
+  IntExpr x(*layout);
+  const Limbs la = x.operand(a);
+  Limbs r;
+  const float top = a.scalar_type() == at::kBool ? 1.0f : layout->base() - 1;
+  for (const Limb& l : la) r.push_back(x.op(AluOp::subtract, {-1, top}, l));
+  return x.run("aten::bitwise_not", out, r);
+}
+
+bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
+                        const at::Tensor& out) {
+  const auto layout = layout_of(out.scalar_type());
+  if (!layout || cond.scalar_type() != at::kBool || !cond.device().is_privateuseone() ||
+      overlaps(cond, out) || !integer_operands({&a, &b}, out))
+    return false;
+  IntExpr x(*layout);
+  const Limb p = x.load(cond);
+  return x.run("aten::where", out, x.select(p, x.operand(a), x.operand(b)));
+}
+
+bool integer_fill(const at::Tensor& self, const at::Scalar& value) {
+  const auto layout = layout_of(self.scalar_type());
+  if (!layout || !self.device().is_privateuseone() || value.isComplex()) return false;
+  IntExpr x(*layout);
+  const int64_t v = value.isBoolean() ? value.toBool() : value.to<int64_t>();
+  return x.run("aten::fill_", self, x.constant(v));
+}
+
+bool integer_copy(const at::Tensor& src, const at::Tensor& dst) {
+  const auto from = layout_of(src.scalar_type()), to = layout_of(dst.scalar_type());
+  if (!src.device().is_privateuseone() || overlaps(src, dst)) return false;
+  if (!from && dst.scalar_type() == at::kBool) return false;  // v != 0: the float copy's
+  if (from && dst.scalar_type() == at::kBool) {
+    IntExpr x(*from);
+    return x.run_value("aten::copy_", dst, x.nonzero(x.operand(src)));
+  }
+  if (from && to) {
+    IntExpr x(*to);
+    return x.run("aten::copy_", dst, x.operand(src));
+  }
+  if (from && is_engine_float(dst.scalar_type())) {
+    IntExpr x(*from);
+    return x.run_value("aten::copy_", dst, x.to_float(x.operand(src)));
+  }
+  if (to && is_engine_float(src.scalar_type())) {
+    IntExpr x(*to);
+    return x.run("aten::copy_", dst, x.from_float(x.load(src)));
+  }
+  return false;
+}
+
+namespace {
+
+// A scale 2^k (k <= 16) that makes start and step integers and keeps every value of
+// the range below 2^24 in magnitude: then FP32 computes start + i * step exactly.
+bool exact_range(double start, double step, int64_t count) {
+  const double last = start + step * static_cast<double>(count - 1);
+  for (double scale = 1; scale <= 65536; scale *= 2) {
+    const double s = start * scale, d = step * scale;
+    if (s == std::floor(s) && d == std::floor(d))
+      return (std::fabs(start) + std::fabs(last)) * scale < double(1 << 24);
+  }
+  return false;
+}
+
+// out <- start, start + step, ... below end (torch's count); computed from each
+// element's position, exactly.
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
+                       at::Tensor& out) {
+  const double x0 = start.toDouble(), x1 = end.toDouble(), dx = step.toDouble();
+  const bool valid = dx != 0 && std::isfinite(x0) && std::isfinite(x1) &&
+                     ((dx > 0 && x1 >= x0) || (dx < 0 && x1 <= x0));
+  const auto count = valid ? static_cast<int64_t>(std::ceil((x1 - x0) / dx)) : 0;
+  const c10::ScalarType type = out.scalar_type();
+  if (valid && out.device().is_privateuseone() && type != at::kBool &&
+      (is_engine_float(type) || layout_of(type)) && (count == 0 || exact_range(x0, dx, count))) {
+    if (out.numel() != count) out.resize_({count});
+    IntExpr x(layout_of(type).value_or(Layout{}));
+    Limb v{x.expr().position({1}), 0};
+    if (dx != 1) v = x.imm(AluOp::multiply, v, static_cast<float>(dx));
+    if (x0 != 0) v = x.imm(AluOp::add, v, static_cast<float>(x0));
+    if (count == 0 || (layout_of(type) ? x.run("aten::arange", out, x.from_integral(v))
+                                       : x.run_value("aten::arange", out, v)))
+      return out;
+  }
+  return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", arange_out);
+}
+
+}  // namespace neuronsim::pytorch
