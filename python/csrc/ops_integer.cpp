@@ -408,7 +408,7 @@ bool integer_fill(const at::Tensor& self, const at::Scalar& value) {
   const auto layout = layout_of(self.scalar_type());
   if (!layout || !self.device().is_privateuseone() || value.isComplex()) return false;
   IntExpr x(*layout);
-  const int64_t v = value.isBoolean() ? value.toBool() : value.to<int64_t>();
+  const int64_t v = self.scalar_type() == at::kBool ? value.toBool() : value.to<int64_t>();
   return x.run("aten::fill_", self, x.constant(v));
 }
 

@@ -61,9 +61,9 @@ bool computable(Kind kind, c10::ScalarType compute) {
 bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, const at::Tensor& b,
                  double alpha, const at::Tensor& out) {
   const c10::ScalarType compute = at::result_type(a, b);
-  // Integers the FP32 ALUs would round or not wrap: computed exactly on limbs.
-  if (is_limb_integer(compute) && kind != Kind::logical &&
-      !(kind == Kind::comparison && exact_in_fp32(compute)))
+  // Integers, which FP32 ALUs would round and not wrap (nor wrap a Python number into
+  // the type, as torch does for comparisons too): computed exactly on limbs.
+  if (is_limb_integer(compute) && kind != Kind::logical)
     return integer_binary_into(op, alu, a, b, alpha, out);
   const auto x = operand(a), y = operand(b);
   if (!x || !y || (!x->tensor && !y->tensor)) return false;
@@ -473,8 +473,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
 
 bool where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
                 const at::Tensor& out) {
-  if (is_limb_integer(out.scalar_type()) && !exact_in_fp32(out.scalar_type()))
-    return integer_where_into(cond, a, b, out);
+  if (is_limb_integer(out.scalar_type())) return integer_where_into(cond, a, b, out);
   const auto x = operand(a), y = operand(b);
   if (!x || !y || !cond.device().is_privateuseone() || cond.scalar_type() != at::kBool ||
       !exact_in_fp32(at::result_type(a, b)))
@@ -519,18 +518,16 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Ten
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  if (is_limb_integer(self.scalar_type()) && !exact_in_fp32(self.scalar_type())) {
+  if (is_limb_integer(self.scalar_type())) {  // any value, wrapped into the type as torch's
     if (self.numel() == 0 || integer_fill(self, value)) return self;
     return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
   }
-  const double v = value.toDouble();
-  const bool exact = is_engine_float(self.scalar_type()) ||
-                     (engine_dtype(self.scalar_type()) && std::abs(v) <= (1 << 24));
-  if (self.device().is_privateuseone() && exact && !value.isComplex()) {
+  if (self.device().is_privateuseone() && is_engine_float(self.scalar_type()) &&
+      !value.isComplex()) {
     if (self.numel() == 0) return self;
     const kernels::View out = view_of(self);
     const std::string chip = target();
-    const float f = static_cast<float>(v);
+    const float f = static_cast<float>(value.toDouble());
     if (run_kernel("aten::fill_", self.device().index(),
                    fmt::format("aten::fill_ {} {}", f, layout_key(self)),
                    [&] { return kernels::fill(chip, out, f); }, {{"out", self}}))
@@ -633,8 +630,9 @@ bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (from == to && !exact_in_fp32(from) && copy_by_runs(src, dst)) return true;
   const bool wide = (is_limb_integer(from) && !exact_in_fp32(from)) ||
                     (is_limb_integer(to) && !exact_in_fp32(to));
-  if (wide || (is_engine_float(from) && is_limb_integer(to) && to != at::kBool))
-    return integer_copy(src, dst);
+  const bool to_integer = is_limb_integer(to) && to != at::kBool &&  // wraps or truncates
+                          (is_limb_integer(from) || is_engine_float(from));
+  if (wide || to_integer) return integer_copy(src, dst);
   if (engine_dtype(from) && engine_dtype(to))
     return run_pointwise("aten::copy_", "copy", Expr::copy(), {src}, dst);
   return false;

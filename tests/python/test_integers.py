@@ -1,0 +1,163 @@
+"""Integers on the device, exactly, in strict mode (no CPU fallback allowed): int64 and
+int32 arithmetic, comparisons, bitwise ops, where, fill, casts and arange, with values
+at the ends of each type's range, where FP32 (the engines' compute type) would round
+or a carry would cross every limb."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neuronsim
+
+INT64_EDGES = [2**63 - 1, -(2**63), -1, 0, 1, 2**24 + 1, -(2**31), 2**32 - 1, 2**48, 65535, 65536]
+
+
+def _values(dtype: torch.dtype, shape, seed: int) -> torch.Tensor:
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(info.min, info.max, shape, generator=g, dtype=dtype)
+    edges = [v for v in INT64_EDGES if info.min <= v <= info.max]
+    x.view(-1)[: len(edges)] = torch.tensor(edges, dtype=dtype)
+    return x
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    neuronsim.set_strict(True)
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "add alpha -1": lambda a, b: torch.add(a, b, alpha=-1),
+    "add scalar": lambda a, b: a + 70000,
+    "scalar - x": lambda a, b: 3 - a,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "lt scalar": lambda a, b: a < -7,
+    "eq itself": lambda a, b: a == a,  # noqa: PLR0124 (one tensor, one load)
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "not": lambda a, b: ~a,
+    "where": lambda a, b: torch.where(a > b, a, b),
+    "where scalar": lambda a, b: torch.where(a > 0, a, -100),
+    "masked_fill_": lambda a, b: a.clone().masked_fill_(a < b, -100),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_ops_match_the_cpu(name, dtype):
+    f = BINARY[name]
+    a = _values(dtype, (9, 37), seed=1)
+    for b in (_values(dtype, (9, 37), seed=2), a[:, :1], _values(dtype, (37,), seed=3)):
+        got = f(a.to("neuron"), b.to("neuron"))
+        assert got.device.type == "neuron"
+        torch.testing.assert_close(got.cpu(), f(a, b), rtol=0, atol=0, msg=f"{name} {dtype}")
+
+
+def test_mixed_widths_promote_as_torch():
+    a, b = _values(torch.int64, (5, 7), 4), _values(torch.int32, (5, 7), 5)
+    c, m = _values(torch.int8, (5, 7), 6), _values(torch.uint8, (5, 7), 7)
+    for x, y in ((a, b), (b, c), (a, c), (c, m), (b, m), (a, m.bool())):
+        got = (x.to("neuron") + y.to("neuron")).cpu()
+        assert got.dtype == (x + y).dtype
+        assert torch.equal(got, x + y), (x.dtype, y.dtype)
+        assert torch.equal((x.to("neuron") < y.to("neuron")).cpu(), x < y)
+
+
+def test_in_place_on_views():
+    a = _values(torch.int64, (6, 8), 8)
+    d = a.to("neuron")
+    d[:, 2:5] += 1
+    d[1] -= d[0]  # another row of the same storage
+    want = a.clone()
+    want[:, 2:5] += 1
+    want[1] -= want[0]
+    assert torch.equal(d.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.bool])
+def test_casts_between_integer_types(dtype):
+    a = _values(torch.int64, (4, 33), 9)
+    for src in (a, a.to(torch.int32), a.to(torch.int8), a.to(torch.uint8), a > 0):
+        got = src.to("neuron").to(dtype).cpu()
+        assert torch.equal(got, src.to(dtype)), (src.dtype, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_floats_truncate_toward_zero(dtype):
+    info = torch.iinfo(dtype)
+    scale = min(float(info.max), 1e6) / 4
+    x = torch.randn(3, 50, generator=torch.Generator().manual_seed(10)) * scale
+    if dtype == torch.uint8:
+        x = x.abs()
+    x[0, :4] = torch.tensor([2.7, -2.7, 0.5, -0.5])
+    for src in (x, x.to(torch.bfloat16)):
+        assert torch.equal(src.to("neuron").to(dtype).cpu(), src.to(dtype)), src.dtype
+
+
+def test_integers_to_floats():
+    a = _values(torch.int32, (3, 40), 11)
+    small = torch.randint(-(2**24), 2**24, (3, 40), dtype=torch.int64)
+    for src in (a, small, small.to(torch.int32)):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            if dtype == torch.float16 and src.abs().max() > 65504:
+                continue
+            assert torch.equal(src.to("neuron").to(dtype).cpu(), src.to(dtype)), (src.dtype, dtype)
+    # Beyond 2^24, int64 -> float32 rounds at each limb: within one unit in the last place.
+    big = _values(torch.int64, (1000,), 12)
+    got = big.to("neuron").float().cpu().double()
+    torch.testing.assert_close(got, big.float().double(), rtol=1.2e-7, atol=0)
+
+
+def test_fill_any_int64_value():
+    for v in (2**63 - 1, -(2**63), -(2**40) - 3, 7):
+        t = torch.empty(5, 3, dtype=torch.int64, device="neuron")
+        t.fill_(v)
+        assert torch.equal(t.cpu(), torch.full((5, 3), v))
+    t = torch.zeros(4, 6, dtype=torch.int32, device="neuron")
+    t[:, ::2].fill_(2**31 - 1)
+    want = torch.zeros(4, 6, dtype=torch.int32)
+    want[:, ::2] = 2**31 - 1
+    assert torch.equal(t.cpu(), want)
+
+
+@pytest.mark.parametrize(
+    "args, dtype",
+    [
+        ((12,), torch.int64),
+        ((3, 40, 3), torch.int64),
+        ((-5, 2**20, 4099), torch.int32),
+        ((10, -10, -3), torch.int64),
+        ((0, 1, 0.125), torch.float32),
+        ((0, 300), torch.bfloat16),
+        ((5, 5), torch.int64),
+    ],
+)
+def test_arange(args, dtype):
+    got = torch.arange(*args, dtype=dtype, device="neuron")
+    assert got.device.type == "neuron"
+    assert torch.equal(got.cpu(), torch.arange(*args, dtype=dtype))
+
+
+def test_arange_the_engines_cannot_hold_falls_back_counted():
+    neuronsim.set_strict(False)
+    got = torch.arange(0, 1, 0.1, device="neuron")  # 0.1 is not exact in binary
+    assert torch.equal(got.cpu(), torch.arange(0, 1, 0.1))
+    assert neuronsim.fallback_counts().get("aten::arange.start_out") == 1
+
+
+def test_multiplication_falls_back_counted():
+    neuronsim.set_strict(False)
+    a = _values(torch.int64, (3, 4), 13)
+    assert torch.equal((a.to("neuron") * 3).cpu(), a * 3)
+    assert any(k.startswith("aten::mul") for k in neuronsim.fallback_counts())
