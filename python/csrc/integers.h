@@ -2,17 +2,100 @@
 // integer is taken as limbs of 16 bits (8 for one-byte types), every limb exact in
 // FP32, that DMA reads and writes straight from the tensor's bytes, and the
 // arithmetic carries between limbs as schoolbook addition does (ops_integer.cpp).
-// int64 token ids, positions and indices are computed on the device this way.
+// int64 token ids, positions and indices are computed on the device this way; the
+// losses and index ops that read int64 targets build their kernels with IntExpr.
 #pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
 
 #include <ATen/ATen.h>
 
 #include "neuronsim/isa/instruction.h"
+#include "neuronsim/kernels/eager.h"
 
 namespace neuronsim::pytorch {
 
+// How a type's values split into limbs, least significant first.
+struct Layout {
+  int limbs = 1;
+  int bits = 16;  // per limb
+  bool is_signed = true;
+
+  float base() const { return bits == 16 ? 65536.0f : 256.0f; }
+};
+
 // int64, int32, int16, int8, uint8 and bool: the types the limb ops take.
-bool is_limb_integer(c10::ScalarType t);
+std::optional<Layout> layout_of(c10::ScalarType t);
+inline bool is_limb_integer(c10::ScalarType t) {
+  return layout_of(t).has_value();
+}
+
+// A limb: a register of the expression, or a value known when the kernel is built
+// (the limbs of a Python number), which folds into immediates.
+struct Limb {
+  kernels::PointwiseExpr::Reg reg = -1;
+  float value = 0;
+  bool known() const { return reg < 0; }
+};
+using Limbs = std::vector<Limb>;
+
+// Builds one pointwise kernel whose integer values are limbs in `layout`. Values that
+// are not integers (a float input, a comparison's 1 or 0) are single limbs too.
+class IntExpr {
+ public:
+  using AluOp = isa::AluOp;
+  explicit IntExpr(Layout layout) : l_(layout) {}
+
+  kernels::PointwiseExpr& expr() { return e_; }
+
+  // FP32 operations on limbs (folded when both are known).
+  Limb op(AluOp alu, Limb a, Limb b);
+  Limb imm(AluOp alu, Limb a, float v) { return op(alu, a, {-1, v}); }
+  Limb select(Limb p, Limb t, Limb f);
+  Limbs select(Limb p, const Limbs& a, const Limbs& b);
+  Limbs each(AluOp alu, const Limbs& a, const Limbs& b);
+  // sum over out's dims of index * weight (kernels::PointwiseExpr::position).
+  Limb position(std::vector<int64_t> weights) { return {e_.position(std::move(weights)), 0}; }
+
+  // A tensor of any engine dtype as one FP32 value.
+  Limb load(const at::Tensor& t);
+  // An integer tensor or a Python number (a 0-dim CPU tensor) in this layout: sign-
+  // or zero-extended to more limbs, or wrapped to fewer.
+  Limbs operand(const at::Tensor& t);
+  Limbs constant(int64_t v) const;
+
+  Limbs add(const Limbs& a, const Limbs& b);
+  Limbs sub(const Limbs& a, const Limbs& b);
+  // a <cmp> b (1 or 0) in the layout's order, for the six comparisons.
+  Limb compare(AluOp cmp, Limbs a, Limbs b);
+  // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition.
+  Limb to_float(const Limbs& a);
+  // The limbs of trunc(v) modulo 2^bits (a float cast to an integer type).
+  Limbs from_float(Limb v);
+  // The limbs of an integer-valued v.
+  Limbs from_integral(Limb v);
+  // 1 where any limb is nonzero.
+  Limb nonzero(const Limbs& a);
+
+  // out (of this layout's type) <- limbs.
+  bool run(const char* op, const at::Tensor& out, const Limbs& limbs);
+  // outs[k] (engine dtypes, one shape) <- values[k].
+  bool run_values(const char* op, const std::vector<at::Tensor>& outs, const Limbs& values);
+
+ private:
+  kernels::PointwiseExpr::Reg reg(Limb x);
+  Limb biased(Limb top);
+  Limb limb(const at::Tensor& t, int k, bool as_signed);
+  Limb input(const at::Tensor& view, const at::Tensor& of, int part);
+
+  Layout l_;
+  kernels::PointwiseExpr e_;
+  std::vector<at::Tensor> inputs_;
+  std::map<float, kernels::PointwiseExpr::Reg> constants_;
+  std::map<std::pair<const void*, int>, kernels::PointwiseExpr::Reg> loads_;
+};
 
 // out <- a <alu> alpha * b for an integer result or comparison type: add, subtract
 // (alpha 1 or -1), max, min, the comparisons (bool out) and the bitwise ops. a or b
@@ -25,7 +108,7 @@ bool integer_not_into(const at::Tensor& a, const at::Tensor& out);
 // out <- cond ? a : b for an integer out.
 bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
                         const at::Tensor& out);
-// self <- value, any integer value of self's type.
+// self <- value, any integer value of self's type (wrapped into it as torch does).
 bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a
 // float becomes an integer (truncated toward zero, as torch casts).

@@ -2,6 +2,12 @@
 // lookups become (aten::embedding is index_select on the weight). The rows move by
 // indirect DMA (kernels::gather_rows) straight from the table to the output.
 //
+// The embedding's gradient sums the gradient rows of equal indices. The engines have
+// no scatter-add, so it is a product on TensorE, as compilers for matrix machines
+// lower it for modest vocabularies: one_hot(indices)^T [V, N] @ grad [N, H], the
+// one-hot built from the int64 indices' limbs (integers.h) and each element's row.
+// A one-hot beyond kMaxOneHot elements falls back to the CPU, counted.
+//
 // Indices are int64 in PyTorch; the engines read 32-bit words, so the kernel reads the
 // low word of each index. That is the index exactly when the high word is zero, which
 // one pointwise kernel and one reduction check first (an index of 2^32 + 5 must be an
@@ -11,6 +17,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "integers.h"
 #include "kernel_call.h"
 
 namespace neuronsim::pytorch {
@@ -61,10 +68,47 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return Fallback<ATEN_OP(index_select)>::call(self, dim, index);
 }
 
+constexpr int64_t kMaxOneHot = int64_t{1} << 24;
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                    c10::SymInt num_weights, c10::SymInt padding_idx,
+                                    bool scale_grad_by_freq) {
+  const char* op = "aten::embedding_dense_backward";
+  const int64_t rows = num_weights.guard_int(__FILE__, __LINE__);
+  const int64_t padding = padding_idx.guard_int(__FILE__, __LINE__);
+  const int64_t count = indices.numel(), cols = grad.dim() > 0 ? grad.size(-1) : 0;
+  if (!scale_grad_by_freq && grad.device().is_privateuseone() &&
+      indices.device() == grad.device() && is_engine_float(grad.scalar_type()) &&
+      is_limb_integer(indices.scalar_type()) && count > 0 && cols > 0 && rows > 0 &&
+      rows < (int64_t{1} << 24) && rows * count <= kMaxOneHot && grad.numel() == count * cols) {
+    const at::Tensor flat = indices.reshape({1, count}), g = grad.reshape({count, cols});
+    IntExpr x(*layout_of(indices.scalar_type()));
+    const Limb row = x.position({1, 0});
+    Limb hit = x.op(isa::AluOp::is_equal, row, x.to_float(x.operand(flat)));
+    if (padding >= 0)
+      hit = x.op(isa::AluOp::logical_and, hit,
+                 x.imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
+    const at::Tensor one_hot = at::empty({rows, count}, grad.options());
+    at::Tensor out = at::empty({rows, cols}, grad.options());
+    const kernels::View a = view_of(one_hot), b = view_of(g), o = view_of(out);
+    const std::string chip = target();
+    if (x.run_values(op, {one_hot}, {hit}) &&
+        run_kernel(
+            op, grad.device().index(),
+            fmt::format("{} {} {} ->{}", op, layout_key(one_hot), layout_key(g), layout_key(out)),
+            [&] { return kernels::matmul(chip, a, b, o); },
+            {{"a", one_hot}, {"b", g}, {"out", out}}))
+      return out;
+  }
+  return FallbackSymInt<ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
+                                                                 padding_idx, scale_grad_by_freq);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
+  m.impl("embedding_dense_backward", embedding_dense_backward);
 }
 
 }  // namespace neuronsim::pytorch

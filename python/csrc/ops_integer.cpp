@@ -29,20 +29,6 @@
 
 namespace neuronsim::pytorch {
 
-namespace {
-
-using isa::AluOp;
-using Expr = kernels::PointwiseExpr;
-using Reg = Expr::Reg;
-
-struct Layout {
-  int limbs = 1;
-  int bits = 16;  // per limb
-  bool is_signed = true;
-
-  float base() const { return bits == 16 ? 65536.0f : 256.0f; }
-};
-
 std::optional<Layout> layout_of(c10::ScalarType t) {
   switch (t) {
     case at::kLong:
@@ -60,6 +46,12 @@ std::optional<Layout> layout_of(c10::ScalarType t) {
       return std::nullopt;
   }
 }
+
+namespace {
+
+using isa::AluOp;
+using Expr = kernels::PointwiseExpr;
+using Reg = Expr::Reg;
 
 // Limb k of t: an alias of its bytes, typed as one limb (signed for a sign to extend).
 at::Tensor limb_view(const at::Tensor& t, int k, bool as_signed) {
@@ -117,211 +109,183 @@ float fold(AluOp op, float a, float b) {
   }
 }
 
-// A limb: a register of the expression, or a value known when the kernel is built
-// (the limbs of a Python number), folded into immediates.
-struct Limb {
-  Reg reg = -1;
-  float value = 0;
-  bool known() const { return reg < 0; }
-};
-using Limbs = std::vector<Limb>;
+}  // namespace
 
-// Builds the limb arithmetic of one kernel in the layout of one integer type.
-class IntExpr {
- public:
-  explicit IntExpr(Layout layout) : l_(layout) {}
+Limb IntExpr::op(AluOp alu, Limb a, Limb b) {
+  if (a.known() && b.known()) return {-1, fold(alu, a.value, b.value)};
+  if (b.known()) return {e_.alu_imm(alu, a.reg, b.value), 0};
+  if (a.known()) return {e_.alu_imm(alu, b.reg, a.value, /*reverse=*/true), 0};
+  return {e_.alu(alu, a.reg, b.reg), 0};
+}
 
-  const Layout& layout() const { return l_; }
-  Expr& expr() { return e_; }
+Limb IntExpr::select(Limb p, Limb t, Limb f) {
+  if (p.known()) return p.value != 0 ? t : f;
+  return {e_.select(p.reg, reg(t), reg(f)), 0};
+}
 
-  Limb op(AluOp alu, Limb a, Limb b) {
-    if (a.known() && b.known()) return {-1, fold(alu, a.value, b.value)};
-    if (b.known()) return {e_.alu_imm(alu, a.reg, b.value), 0};
-    if (a.known()) return {e_.alu_imm(alu, b.reg, a.value, /*reverse=*/true), 0};
-    return {e_.alu(alu, a.reg, b.reg), 0};
-  }
-  Limb imm(AluOp alu, Limb a, float v) { return op(alu, a, {-1, v}); }
-  Limb select(Limb p, Limb t, Limb f) {
-    if (p.known()) return p.value != 0 ? t : f;
-    return {e_.select(p.reg, reg(t), reg(f)), 0};
-  }
-  Reg reg(Limb x) {
-    if (!x.known()) return x.reg;
-    auto [it, added] = constants_.try_emplace(x.value, -1);
-    if (added) it->second = e_.constant(x.value);
-    return it->second;
-  }
+Limbs IntExpr::select(Limb p, const Limbs& a, const Limbs& b) {
+  Limbs r;
+  for (size_t k = 0; k < a.size(); ++k) r.push_back(select(p, a[k], b[k]));
+  return r;
+}
 
-  // A float or integer tensor as one FP32 value (loaded in its own dtype).
-  Limb load(const at::Tensor& t) { return input(t, t, -1); }
+Limbs IntExpr::each(AluOp alu, const Limbs& a, const Limbs& b) {
+  Limbs r;
+  for (size_t k = 0; k < a.size(); ++k) r.push_back(op(alu, a[k], b[k]));
+  return r;
+}
 
-  // An integer tensor or a Python number (0-dim CPU tensor) in this layout: sign- or
-  // zero-extended to more limbs, or wrapped to fewer.
-  Limbs operand(const at::Tensor& t) {
-    if (is_cpu_scalar(t)) return constant(t.item<int64_t>());
-    const Layout lt = *layout_of(t.scalar_type());
-    Limbs out(static_cast<size_t>(l_.limbs), Limb{-1, 0});
-    if (lt.bits == 16 && l_.bits == 8) {  // to a one-byte type: the low byte
-      out[0] = imm(AluOp::mod, limb(t, 0, false), 256);
-      return out;
-    }
-    const int own = std::min(lt.limbs, l_.limbs);
-    const bool extend = l_.limbs > lt.limbs || lt.bits < l_.bits;
-    for (int k = 0; k < own; ++k) {
-      const bool top_signed = k == lt.limbs - 1 && lt.is_signed && extend;
-      const Limb x = limb(t, k, top_signed);
-      if (!top_signed) {
-        out[static_cast<size_t>(k)] = x;
-        continue;
-      }
-      // x is signed: its limb in this layout, and the limbs above it all ones if negative.
-      out[static_cast<size_t>(k)] = imm(AluOp::mod, x, l_.base());
-      const Limb ones = imm(AluOp::multiply, imm(AluOp::is_lt, x, 0), l_.base() - 1);
-      for (int j = k + 1; j < l_.limbs; ++j) out[static_cast<size_t>(j)] = ones;
-    }
+Reg IntExpr::reg(Limb x) {
+  if (!x.known()) return x.reg;
+  auto [it, added] = constants_.try_emplace(x.value, -1);
+  if (added) it->second = e_.constant(x.value);
+  return it->second;
+}
+
+Limb IntExpr::load(const at::Tensor& t) {
+  return input(t, t, -1);
+}
+
+Limbs IntExpr::operand(const at::Tensor& t) {
+  if (is_cpu_scalar(t)) return constant(t.item<int64_t>());
+  const Layout lt = *layout_of(t.scalar_type());
+  Limbs out(static_cast<size_t>(l_.limbs), Limb{-1, 0});
+  if (lt.bits == 16 && l_.bits == 8) {  // to a one-byte type: the low byte
+    out[0] = imm(AluOp::mod, limb(t, 0, false), 256);
     return out;
   }
-
-  Limbs constant(int64_t v) const {
-    Limbs out;
-    const auto bits = static_cast<uint64_t>(v);
-    for (int k = 0; k < l_.limbs; ++k)
-      out.push_back(
-          {-1, static_cast<float>((bits >> (l_.bits * k)) & static_cast<uint64_t>(l_.base() - 1))});
-    return out;
-  }
-
-  Limbs add(const Limbs& a, const Limbs& b) {
-    Limbs r;
-    std::optional<Limb> carry;
-    for (size_t k = 0; k < a.size(); ++k) {
-      Limb s = op(AluOp::add, a[k], b[k]);
-      if (carry) s = op(AluOp::add, s, *carry);
-      if (k + 1 < a.size()) carry = imm(AluOp::is_ge, s, l_.base());
-      r.push_back(imm(AluOp::mod, s, l_.base()));
+  const int own = std::min(lt.limbs, l_.limbs);
+  const bool extend = l_.limbs > lt.limbs || lt.bits < l_.bits;
+  for (int k = 0; k < own; ++k) {
+    const bool top_signed = k == lt.limbs - 1 && lt.is_signed && extend;
+    const Limb x = limb(t, k, top_signed);
+    if (!top_signed) {
+      out[static_cast<size_t>(k)] = x;
+      continue;
     }
-    return r;
+    // x is signed: its limb in this layout, and the limbs above it all ones if negative.
+    out[static_cast<size_t>(k)] = imm(AluOp::mod, x, l_.base());
+    const Limb ones = imm(AluOp::multiply, imm(AluOp::is_lt, x, 0), l_.base() - 1);
+    for (int j = k + 1; j < l_.limbs; ++j) out[static_cast<size_t>(j)] = ones;
   }
+  return out;
+}
 
-  Limbs sub(const Limbs& a, const Limbs& b) {
-    Limbs r;
-    std::optional<Limb> borrow;
-    for (size_t k = 0; k < a.size(); ++k) {
-      Limb d = op(AluOp::subtract, a[k], b[k]);
-      if (borrow) d = op(AluOp::subtract, d, *borrow);
-      if (k + 1 < a.size()) borrow = imm(AluOp::is_lt, d, 0);
-      r.push_back(imm(AluOp::mod, d, l_.base()));
-    }
-    return r;
+Limbs IntExpr::constant(int64_t v) const {
+  Limbs out;
+  const auto bits = static_cast<uint64_t>(v);
+  for (int k = 0; k < l_.limbs; ++k)
+    out.push_back(
+        {-1, static_cast<float>((bits >> (l_.bits * k)) & static_cast<uint64_t>(l_.base() - 1))});
+  return out;
+}
+
+Limbs IntExpr::add(const Limbs& a, const Limbs& b) {
+  Limbs r;
+  std::optional<Limb> carry;
+  for (size_t k = 0; k < a.size(); ++k) {
+    Limb s = op(AluOp::add, a[k], b[k]);
+    if (carry) s = op(AluOp::add, s, *carry);
+    if (k + 1 < a.size()) carry = imm(AluOp::is_ge, s, l_.base());
+    r.push_back(imm(AluOp::mod, s, l_.base()));
   }
+  return r;
+}
 
-  Limbs each(AluOp alu, const Limbs& a, const Limbs& b) {
-    Limbs r;
-    for (size_t k = 0; k < a.size(); ++k) r.push_back(op(alu, a[k], b[k]));
-    return r;
+Limbs IntExpr::sub(const Limbs& a, const Limbs& b) {
+  Limbs r;
+  std::optional<Limb> borrow;
+  for (size_t k = 0; k < a.size(); ++k) {
+    Limb d = op(AluOp::subtract, a[k], b[k]);
+    if (borrow) d = op(AluOp::subtract, d, *borrow);
+    if (k + 1 < a.size()) borrow = imm(AluOp::is_lt, d, 0);
+    r.push_back(imm(AluOp::mod, d, l_.base()));
   }
+  return r;
+}
 
-  Limbs select(Limb p, const Limbs& a, const Limbs& b) {
-    Limbs r;
-    for (size_t k = 0; k < a.size(); ++k) r.push_back(select(p, a[k], b[k]));
-    return r;
-  }
-
-  // a <cmp> b (1 or 0) in the type's order.
-  Limb compare(AluOp cmp, Limbs a, Limbs b) {
-    if (cmp == AluOp::is_equal || cmp == AluOp::not_equal) {
-      Limb r = op(AluOp::is_equal, a[0], b[0]);
-      for (size_t k = 1; k < a.size(); ++k)
-        r = op(AluOp::logical_and, r, op(AluOp::is_equal, a[k], b[k]));
-      return cmp == AluOp::is_equal ? r : imm(AluOp::is_equal, r, 0);
-    }
-    if (l_.is_signed) {
-      a.back() = biased(a.back());
-      b.back() = biased(b.back());
-    }
-    const AluOp strict = cmp == AluOp::is_lt || cmp == AluOp::is_le ? AluOp::is_lt : AluOp::is_gt;
-    Limb r = op(cmp, a[0], b[0]);
+Limb IntExpr::compare(AluOp cmp, Limbs a, Limbs b) {
+  if (cmp == AluOp::is_equal || cmp == AluOp::not_equal) {
+    Limb r = op(AluOp::is_equal, a[0], b[0]);
     for (size_t k = 1; k < a.size(); ++k)
-      r = select(op(AluOp::is_equal, a[k], b[k]), r, op(strict, a[k], b[k]));
-    return r;
+      r = op(AluOp::logical_and, r, op(AluOp::is_equal, a[k], b[k]));
+    return cmp == AluOp::is_equal ? r : imm(AluOp::is_equal, r, 0);
   }
-
-  // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition.
-  Limb to_float(const Limbs& a) {
-    Limb acc = a.back();
-    if (l_.is_signed) acc = imm(AluOp::subtract, biased(acc), l_.base() / 2);
-    for (size_t k = a.size() - 1; k-- > 0;)
-      acc = op(AluOp::add, imm(AluOp::multiply, acc, l_.base()), a[k]);
-    return acc;
+  if (l_.is_signed) {
+    a.back() = biased(a.back());
+    b.back() = biased(b.back());
   }
+  const AluOp strict = cmp == AluOp::is_lt || cmp == AluOp::is_le ? AluOp::is_lt : AluOp::is_gt;
+  Limb r = op(cmp, a[0], b[0]);
+  for (size_t k = 1; k < a.size(); ++k)
+    r = select(op(AluOp::is_equal, a[k], b[k]), r, op(strict, a[k], b[k]));
+  return r;
+}
 
-  // The limbs of trunc(v) modulo 2^bits (a float cast to an integer type).
-  Limbs from_float(Limb v) {
-    const Limb magnitude = imm(AluOp::abs_max, v, 0);
-    const Limb whole = op(AluOp::subtract, magnitude, imm(AluOp::mod, magnitude, 1));
-    return from_integral(select(imm(AluOp::is_lt, v, 0), imm(AluOp::multiply, whole, -1), whole));
+Limb IntExpr::to_float(const Limbs& a) {
+  Limb acc = a.back();
+  if (l_.is_signed) acc = imm(AluOp::subtract, biased(acc), l_.base() / 2);
+  for (size_t k = a.size() - 1; k-- > 0;)
+    acc = op(AluOp::add, imm(AluOp::multiply, acc, l_.base()), a[k]);
+  return acc;
+}
+
+Limbs IntExpr::from_float(Limb v) {
+  const Limb magnitude = imm(AluOp::abs_max, v, 0);
+  const Limb whole = op(AluOp::subtract, magnitude, imm(AluOp::mod, magnitude, 1));
+  return from_integral(select(imm(AluOp::is_lt, v, 0), imm(AluOp::multiply, whole, -1), whole));
+}
+
+Limbs IntExpr::from_integral(Limb v) {
+  Limbs r;
+  for (int k = 0; k < l_.limbs; ++k) {
+    r.push_back(imm(AluOp::mod, v, l_.base()));
+    if (k + 1 < l_.limbs)
+      v = imm(AluOp::multiply, op(AluOp::subtract, v, r.back()), 1.0f / l_.base());
   }
+  return r;
+}
 
-  // The limbs of an integer-valued v.
-  Limbs from_integral(Limb v) {
-    Limbs r;
-    for (int k = 0; k < l_.limbs; ++k) {
-      r.push_back(imm(AluOp::mod, v, l_.base()));
-      if (k + 1 < l_.limbs)
-        v = imm(AluOp::multiply, op(AluOp::subtract, v, r.back()), 1.0f / l_.base());
-    }
-    return r;
+Limb IntExpr::nonzero(const Limbs& a) {
+  Limb sum = a[0];
+  for (size_t k = 1; k < a.size(); ++k) sum = op(AluOp::add, sum, a[k]);
+  return imm(AluOp::is_gt, sum, 0);
+}
+
+bool IntExpr::run(const char* op_name, const at::Tensor& out, const Limbs& limbs) {
+  std::vector<at::Tensor> outs;
+  for (int k = 0; k < l_.limbs; ++k) outs.push_back(limb_view(out, k, false));
+  return run_values(op_name, outs, limbs);
+}
+
+bool IntExpr::run_values(const char* op_name, const std::vector<at::Tensor>& outs,
+                         const Limbs& values) {
+  std::vector<Reg> results;
+  for (const Limb& v : values) results.push_back(reg(v));
+  e_.set_outputs(results);
+  return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, outs);
+}
+
+// The sign bit flipped: signed order as unsigned order (one two-op instruction).
+Limb IntExpr::biased(Limb top) {
+  return imm(AluOp::mod, imm(AluOp::add, top, l_.base() / 2), l_.base());
+}
+
+Limb IntExpr::limb(const at::Tensor& t, int k, bool as_signed) {
+  return input(limb_view(t, k, as_signed), t, k * 2 + (as_signed ? 1 : 0));
+}
+
+// One load per (tensor, part): the same limb read twice is read once.
+Limb IntExpr::input(const at::Tensor& view, const at::Tensor& of, int part) {
+  auto [it, added] = loads_.try_emplace({of.unsafeGetTensorImpl(), part}, -1);
+  if (added) {
+    it->second = e_.load(static_cast<int32_t>(inputs_.size()));
+    inputs_.push_back(view);
   }
+  return {it->second, 0};
+}
 
-  // 1 where any limb is nonzero.
-  Limb nonzero(const Limbs& a) {
-    Limb sum = a[0];
-    for (size_t k = 1; k < a.size(); ++k) sum = op(AluOp::add, sum, a[k]);
-    return imm(AluOp::is_gt, sum, 0);
-  }
-
-  // out (of this layout's type) <- limbs.
-  bool run(const char* op_name, const at::Tensor& out, const Limbs& limbs) {
-    std::vector<at::Tensor> outs;
-    std::vector<Reg> results;
-    for (int k = 0; k < l_.limbs; ++k) {
-      outs.push_back(limb_view(out, k, false));
-      results.push_back(reg(limbs[static_cast<size_t>(k)]));
-    }
-    e_.set_outputs(results);
-    return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, outs);
-  }
-
-  // out (bool or float) <- value.
-  bool run_value(const char* op_name, const at::Tensor& out, Limb value) {
-    e_.set_outputs({reg(value)});
-    return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, {out});
-  }
-
- private:
-  // The sign bit flipped: signed order as unsigned order (one two-op instruction).
-  Limb biased(Limb top) { return imm(AluOp::mod, imm(AluOp::add, top, l_.base() / 2), l_.base()); }
-
-  Limb limb(const at::Tensor& t, int k, bool as_signed) {
-    return input(limb_view(t, k, as_signed), t, k * 2 + (as_signed ? 1 : 0));
-  }
-
-  // One load per (tensor, part): the same limb read twice is read once.
-  Limb input(const at::Tensor& view, const at::Tensor& of, int part) {
-    auto [it, added] = loads_.try_emplace({of.unsafeGetTensorImpl(), part}, -1);
-    if (added) {
-      it->second = e_.load(static_cast<int32_t>(inputs_.size()));
-      inputs_.push_back(view);
-    }
-    return {it->second, 0};
-  }
-
-  Layout l_;
-  Expr e_;
-  std::vector<at::Tensor> inputs_;
-  std::map<float, Reg> constants_;
-  std::map<std::pair<const void*, int>, Reg> loads_;
-};
+namespace {
 
 // Neuron integer tensors, or Python numbers; at least one tensor; none overlapping out
 // other than as out itself.
@@ -345,10 +309,6 @@ bool is_comparison(AluOp alu) {
 }
 
 }  // namespace
-
-bool is_limb_integer(c10::ScalarType t) {
-  return layout_of(t).has_value();
-}
 
 bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
                          double alpha, const at::Tensor& out) {
@@ -377,7 +337,7 @@ bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const a
     case AluOp::bitwise_xor:
       return x.run(op, out, x.each(alu, la, lb));
     default:
-      if (is_comparison(alu)) return x.run_value(op, out, x.compare(alu, la, lb));
+      if (is_comparison(alu)) return x.run_values(op, {out}, {x.compare(alu, la, lb)});
       return false;
   }
 }
@@ -418,7 +378,7 @@ bool integer_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (!from && dst.scalar_type() == at::kBool) return false;  // v != 0: the float copy's
   if (from && dst.scalar_type() == at::kBool) {
     IntExpr x(*from);
-    return x.run_value("aten::copy_", dst, x.nonzero(x.operand(src)));
+    return x.run_values("aten::copy_", {dst}, {x.nonzero(x.operand(src))});
   }
   if (from && to) {
     IntExpr x(*to);
@@ -426,7 +386,7 @@ bool integer_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   if (from && is_engine_float(dst.scalar_type())) {
     IntExpr x(*from);
-    return x.run_value("aten::copy_", dst, x.to_float(x.operand(src)));
+    return x.run_values("aten::copy_", {dst}, {x.to_float(x.operand(src))});
   }
   if (to && is_engine_float(src.scalar_type())) {
     IntExpr x(*to);
@@ -462,11 +422,11 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
       (is_engine_float(type) || layout_of(type)) && (count == 0 || exact_range(x0, dx, count))) {
     if (out.numel() != count) out.resize_({count});
     IntExpr x(layout_of(type).value_or(Layout{}));
-    Limb v{x.expr().position({1}), 0};
+    Limb v = x.position({1});
     if (dx != 1) v = x.imm(AluOp::multiply, v, static_cast<float>(dx));
     if (x0 != 0) v = x.imm(AluOp::add, v, static_cast<float>(x0));
     if (count == 0 || (layout_of(type) ? x.run("aten::arange", out, x.from_integral(v))
-                                       : x.run_value("aten::arange", out, v)))
+                                       : x.run_values("aten::arange", {out}, {v})))
       return out;
   }
   return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);

@@ -58,6 +58,9 @@ def test_greedy_generation_gives_the_cpu_tokens(ids):
 
 
 def test_twenty_adamw_steps_follow_the_cpu_loss_curve(ids):
+    # Strict: every op of the forward, the loss, the backward and AdamW runs on the
+    # device; a CPU fallback would be an error naming it.
+    neuronsim.set_strict(True)
     cpu_model = tiny_model()
     dev_model = copy.deepcopy(cpu_model).to("neuron")
     cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)

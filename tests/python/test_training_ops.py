@@ -1,0 +1,72 @@
+"""The ops a training step adds to the forward, on the device in strict mode: the
+negative log-likelihood loss behind cross_entropy (every reduction, ignore_index inside
+and outside the classes, targets out of bounds) and the embedding's gradient (repeated
+indices, padding_idx)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import neuronsim
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    neuronsim.set_strict(True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cross_entropy_forward_and_backward(reduction, ignore_index, dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(37, 11, generator=g).to(dtype).requires_grad_()
+    t = torch.randint(0, 11, (37,), generator=g)
+    t[::5] = ignore_index
+    xd = x.detach().to("neuron").requires_grad_()
+    loss = F.cross_entropy(x, t, reduction=reduction, ignore_index=ignore_index)
+    got = F.cross_entropy(xd, t.to("neuron"), reduction=reduction, ignore_index=ignore_index)
+    grad = torch.randn(loss.shape, generator=g).to(dtype)
+    loss.backward(grad)
+    got.backward(grad.to("neuron"))
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(got.cpu(), loss, **tol)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, **tol)
+
+
+def test_every_target_ignored_gives_nan_as_torch():
+    x = torch.randn(4, 5)
+    t = torch.full((4,), -100)
+    got = F.cross_entropy(x.to("neuron"), t.to("neuron"))
+    assert torch.isnan(got.cpu()) and torch.isnan(F.cross_entropy(x, t))
+
+
+@pytest.mark.parametrize("bad", [7, -3, 2**32 + 1])
+def test_a_target_out_of_bounds_is_an_index_error(bad):
+    x = torch.randn(3, 7).to("neuron")
+    t = torch.tensor([1, bad, 0]).to("neuron")
+    with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+        F.cross_entropy(x, t)
+    assert F.cross_entropy(x, torch.tensor([1, 2, 0]).to("neuron")).cpu().isfinite()
+
+
+def test_class_weights_fall_back_counted():
+    neuronsim.set_strict(False)
+    x, t, w = torch.randn(6, 4), torch.tensor([0, 1, 2, 3, 0, 1]), torch.rand(4)
+    got = F.cross_entropy(x.to("neuron"), t.to("neuron"), weight=w.to("neuron"))
+    torch.testing.assert_close(got.cpu(), F.cross_entropy(x, t, weight=w))
+    assert "aten::nll_loss_forward.output" in neuronsim.fallback_counts()
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_gradient_sums_repeated_indices(padding_idx, dtype):
+    w = torch.randn(20, 8, generator=torch.Generator().manual_seed(4)).to(dtype).requires_grad_()
+    wd = w.detach().to("neuron").requires_grad_()
+    idx = torch.tensor([[1, 3, 3, 0], [19, 3, 1, 1]])
+    F.embedding(idx, w, padding_idx=padding_idx).float().pow(2).sum().backward()
+    F.embedding(idx.to("neuron"), wd, padding_idx=padding_idx).float().pow(2).sum().backward()
+    tol = {"rtol": 0, "atol": 0} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
+    torch.testing.assert_close(wd.grad.cpu(), w.grad, **tol)
