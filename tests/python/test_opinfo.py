@@ -87,12 +87,14 @@ CLAIMED = {
     ("addcdiv", ""),
     ("lerp", ""),
 }
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.int32)
 # The engines compute in FP32 like the CPU, but reduce and accumulate in another order
-# and evaluate activations with their own tables.
+# and evaluate activations with their own tables. Integers are exact (integer limbs).
 TOLERANCE = {
     torch.float32: {"atol": 1e-4, "rtol": 1e-4},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+    torch.int64: {"atol": 0, "rtol": 0},
+    torch.int32: {"atol": 0, "rtol": 0},
 }
 
 OPS = sorted(
@@ -176,7 +178,7 @@ def test_op_matches_cpu(op, dtype):
 
 
 # How many (op, dtype) entries must pass without a fallback: the gate of the tally.
-MIN_ON_DEVICE = 81
+MIN_ON_DEVICE = 113
 
 
 def test_opinfo_tally(capsys):
