@@ -108,6 +108,12 @@ bool integer_not_into(const at::Tensor& a, const at::Tensor& out);
 // out <- cond ? a : b for an integer out.
 bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
                         const at::Tensor& out);
+// out <- -a, |a| or max(a, 0) of an integer a.
+enum class IntUnary { neg, abs, relu };
+bool integer_unary_into(IntUnary f, const at::Tensor& a, const at::Tensor& out);
+// out <- tril (upper: triu) of the last two dims of an integer self.
+bool integer_triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
+                           const at::Tensor& out);
 // self <- value, any integer value of self's type (wrapped into it as torch does).
 bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a

@@ -308,6 +308,10 @@ bool is_comparison(AluOp alu) {
          alu == AluOp::is_le || alu == AluOp::is_gt || alu == AluOp::is_ge;
 }
 
+bool is_logical(AluOp alu) {
+  return alu == AluOp::logical_and || alu == AluOp::logical_or || alu == AluOp::logical_xor;
+}
+
 }  // namespace
 
 bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
@@ -315,12 +319,18 @@ bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const a
   const c10::ScalarType type = at::result_type(a, b);
   const auto layout = layout_of(type);
   if (!layout || !integer_operands({&a, &b}, out) || (alpha != 1.0 && alpha != -1.0)) return false;
-  if (out.scalar_type() != (is_comparison(alu) ? at::kBool : type)) return false;
+  const bool gives_bool = is_comparison(alu) || is_logical(alu);
+  if (out.scalar_type() != (gives_bool ? at::kBool : type)) return false;
   const bool bitwise =
       alu == AluOp::bitwise_and || alu == AluOp::bitwise_or || alu == AluOp::bitwise_xor;
-  if (type == at::kBool && !bitwise && !is_comparison(alu)) return false;
+  if (type == at::kBool && !bitwise && !gives_bool) return false;
   IntExpr x(*layout);
   const Limbs la = x.operand(a), lb = x.operand(b);
+  if (is_logical(alu)) {
+    const Limb p = x.nonzero(la), q = x.nonzero(lb);
+    return x.run_values(
+        op, {out}, {alu == AluOp::logical_xor ? x.op(AluOp::not_equal, p, q) : x.op(alu, p, q)});
+  }
   switch (alu) {
     case AluOp::add:
       return x.run(op, out, alpha > 0 ? x.add(la, lb) : x.sub(la, lb));
@@ -351,6 +361,42 @@ bool integer_not_into(const at::Tensor& a, const at::Tensor& out) {
   const float top = a.scalar_type() == at::kBool ? 1.0f : layout->base() - 1;
   for (const Limb& l : la) r.push_back(x.op(AluOp::subtract, {-1, top}, l));
   return x.run("aten::bitwise_not", out, r);
+}
+
+bool integer_unary_into(IntUnary f, const at::Tensor& a, const at::Tensor& out) {
+  const auto layout = layout_of(a.scalar_type());
+  if (!layout || a.scalar_type() == at::kBool || out.scalar_type() != a.scalar_type() ||
+      !integer_operands({&a}, out))
+    return false;
+  IntExpr x(*layout);
+  const Limbs v = x.operand(a), zero = x.constant(0);
+  const Limb negative =
+      layout->is_signed ? x.compare(AluOp::is_lt, v, zero) : Limb{-1, 0};  // unsigned: never
+  switch (f) {
+    case IntUnary::neg:
+      return x.run("aten::neg", out, x.sub(zero, v));
+    case IntUnary::abs:
+      return x.run("aten::abs", out, x.select(negative, x.sub(zero, v), v));
+    case IntUnary::relu:
+      return x.run("aten::relu", out, x.select(negative, zero, v));
+  }
+  return false;
+}
+
+bool integer_triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
+                           const at::Tensor& out) {
+  const auto layout = layout_of(self.scalar_type());
+  if (!layout || !integer_operands({&self}, out)) return false;
+  IntExpr x(*layout);
+  std::vector<int64_t> row(static_cast<size_t>(self.dim()), 0), col = row;
+  row[row.size() - 2] = 1;
+  col[col.size() - 1] = 1;
+  // j - i <= diagonal (lower) or >= diagonal (upper), exact while both are below 2^24
+  if (self.size(-1) >= (int64_t{1} << 24) || self.size(-2) >= (int64_t{1} << 24)) return false;
+  const Limb offset = x.op(AluOp::subtract, x.position(col), x.position(row));
+  const Limb keep =
+      x.imm(upper ? AluOp::is_ge : AluOp::is_le, offset, static_cast<float>(diagonal));
+  return x.run(op, out, x.select(keep, x.operand(self), x.constant(0)));
 }
 
 bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,

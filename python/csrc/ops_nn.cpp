@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "integers.h"
 #include "kernel_call.h"
 #include "neuronsim/kernels/kernels.h"
 
@@ -233,15 +234,18 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 
 // ---- triangles ------------------------------------------------------------------
 
-// tril/triu of the last two dims (causal masks), by position on GpSimd.
+// tril/triu of the last two dims (causal masks), by position on GpSimd; int32 and
+// int64, which affine_select would round through FP32, as a select of their limbs.
 bool triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
                    at::Tensor& out) {
   if (!self.device().is_privateuseone() || !out.device().is_privateuseone() || self.dim() < 2 ||
-      !engine_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() ||
-      !self.is_contiguous() || self.numel() == 0)
+      out.scalar_type() != self.scalar_type() || self.numel() == 0)
     return false;
   if (out.sizes() != self.sizes()) at::native::resize_output(out, self.sizes());
-  if (!out.is_contiguous()) return false;
+  if (is_limb_integer(self.scalar_type()) && !exact_in_fp32(self.scalar_type()))
+    return integer_triangle_into(op, self, diagonal, upper, out);
+  if (!engine_dtype(self.scalar_type()) || !self.is_contiguous() || !out.is_contiguous())
+    return false;
   const int64_t rows = self.size(-2), cols = self.size(-1), batch = self.numel() / (rows * cols);
   const isa::DType dtype = *engine_dtype(self.scalar_type());
   const std::string chip = target();

@@ -63,7 +63,7 @@ bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, cons
   const c10::ScalarType compute = at::result_type(a, b);
   // Integers, which FP32 ALUs would round and not wrap (nor wrap a Python number into
   // the type, as torch does for comparisons too): computed exactly on limbs.
-  if (is_limb_integer(compute) && kind != Kind::logical)
+  if (is_limb_integer(compute) && (kind != Kind::logical || !exact_in_fp32(compute)))
     return integer_binary_into(op, alu, a, b, alpha, out);
   const auto x = operand(a), y = operand(b);
   if (!x || !y || (!x->tensor && !y->tensor)) return false;
@@ -337,13 +337,28 @@ NEURON_ACTIVATION(rsqrt, ATEN_OP(rsqrt), ActFunc::rsqrt)
 NEURON_ACTIVATION(reciprocal, ATEN_OP(reciprocal), ActFunc::reciprocal)
 NEURON_ACTIVATION(sigmoid, ATEN_OP(sigmoid), ActFunc::sigmoid)
 NEURON_ACTIVATION(tanh, ATEN_OP(tanh), ActFunc::tanh)
-NEURON_ACTIVATION(relu, ATEN_OP(relu), ActFunc::relu)
 NEURON_ACTIVATION(silu, ATEN_OP(silu), ActFunc::silu)
 NEURON_ACTIVATION(sin, ATEN_OP(sin), ActFunc::sin)
 NEURON_ACTIVATION(cos, ATEN_OP(cos), ActFunc::cos)
 NEURON_ACTIVATION(erf, ATEN_OP(erf), ActFunc::erf)
-NEURON_ACTIVATION(neg, ATEN_OP(neg), ActFunc::negate)
-NEURON_ACTIVATION(abs, ATEN_OP(abs), ActFunc::abs)
+
+// Activations that integers have too (computed on their limbs).
+#define NEURON_SIGNED(fn, OP, FUNC, INT)                                                         \
+  at::Tensor fn(const at::Tensor& x) {                                                           \
+    if (is_limb_integer(x.scalar_type()) && x.device().is_privateuseone()) {                     \
+      at::Tensor out = at::empty(x.sizes(), x.options());                                        \
+      if (integer_unary_into(INT, x, out)) return out;                                           \
+    } else if (at::Tensor out =                                                                  \
+                   unary("aten::" #fn, #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); }); \
+               out.defined()) {                                                                  \
+      return out;                                                                                \
+    }                                                                                            \
+    return Fallback<OP>::call(x);                                                                \
+  }
+
+NEURON_SIGNED(relu, ATEN_OP(relu), ActFunc::relu, IntUnary::relu)
+NEURON_SIGNED(neg, ATEN_OP(neg), ActFunc::negate, IntUnary::neg)
+NEURON_SIGNED(abs, ATEN_OP(abs), ActFunc::abs, IntUnary::abs)
 
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const bool tanh = approximate == "tanh";
@@ -586,6 +601,11 @@ at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const a
 at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
   if (value.dim() == 0 && value.device().is_cpu())
     return masked_fill_scalar(self, mask, value.item());
+  if (value.dim() == 0 && mask.dim() <= self.dim() &&
+      at::infer_size(self.sizes(), mask.sizes()) == self.sizes() &&
+      c10::canCast(value.scalar_type(), self.scalar_type()) &&
+      where_into(mask, value.to(self.scalar_type()), self, self))
+    return self;
   return Fallback<ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
 }
 

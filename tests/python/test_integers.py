@@ -50,6 +50,15 @@ BINARY = {
     "where": lambda a, b: torch.where(a > b, a, b),
     "where scalar": lambda a, b: torch.where(a > 0, a, -100),
     "masked_fill_": lambda a, b: a.clone().masked_fill_(a < b, -100),
+    "masked_fill_ device value": lambda a, b: a.clone().masked_fill_(a < b, b.reshape(-1)[3]),
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor,
+    "neg": lambda a, b: -a,
+    "abs": lambda a, b: a.abs(),
+    "relu": lambda a, b: a.relu(),
+    "tril": lambda a, b: a.tril(1),
+    "triu": lambda a, b: a.triu(-2),
 }
 
 
