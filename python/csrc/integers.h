@@ -65,6 +65,12 @@ class IntExpr {
   // or zero-extended to more limbs, or wrapped to fewer.
   Limbs operand(const at::Tensor& t);
   Limbs constant(int64_t v) const;
+  // The limbs with the top one's sign bit flipped when signed: unsigned order is then
+  // the type's order (what max and min compare).
+  Limbs ordered(Limbs a);
+  // The 8-bit pieces of 16-bit limbs, least significant first, and back.
+  Limbs bytes(const Limbs& a);
+  Limbs from_bytes(const Limbs& b);
 
   Limbs add(const Limbs& a, const Limbs& b);
   Limbs sub(const Limbs& a, const Limbs& b);
@@ -93,6 +99,7 @@ class IntExpr {
   Layout l_;
   kernels::PointwiseExpr e_;
   std::vector<at::Tensor> inputs_;
+  std::vector<at::Tensor> held_;  // the tensors loads_ names, kept alive so no other reuses one
   std::map<float, kernels::PointwiseExpr::Reg> constants_;
   std::map<std::pair<const void*, int>, kernels::PointwiseExpr::Reg> loads_;
 };
@@ -114,6 +121,14 @@ bool integer_unary_into(IntUnary f, const at::Tensor& a, const at::Tensor& out);
 // out <- tril (upper: triu) of the last two dims of an integer self.
 bool integer_triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
                            const at::Tensor& out);
+// out <- running sums of an integer self along dim (exact: 8-bit pieces scanned in
+// FP32, carried after the scan), for a scanned dim below 65536.
+bool integer_cumsum_into(const at::Tensor& self, int64_t dim, const at::Tensor& out);
+// out_keepdim <- max (or min) of an integer x over dim, out_keepdim having x's sizes
+// with dim as 1: one pass per limb, from the top one down, each over the elements
+// that tie on the limbs above.
+bool integer_extreme_into(const char* op, bool is_max, const at::Tensor& x, int64_t dim,
+                          const at::Tensor& out_keepdim);
 // self <- value, any integer value of self's type (wrapped into it as torch does).
 bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include <ATen/ATen.h>
+#include <ATen/WrapDimUtils.h>
 #include <fmt/format.h>
 #include <torch/library.h>
 
@@ -211,15 +212,37 @@ Limb IntExpr::compare(AluOp cmp, Limbs a, Limbs b) {
       r = op(AluOp::logical_and, r, op(AluOp::is_equal, a[k], b[k]));
     return cmp == AluOp::is_equal ? r : imm(AluOp::is_equal, r, 0);
   }
-  if (l_.is_signed) {
-    a.back() = biased(a.back());
-    b.back() = biased(b.back());
-  }
+  a = ordered(std::move(a));
+  b = ordered(std::move(b));
   const AluOp strict = cmp == AluOp::is_lt || cmp == AluOp::is_le ? AluOp::is_lt : AluOp::is_gt;
   Limb r = op(cmp, a[0], b[0]);
   for (size_t k = 1; k < a.size(); ++k)
     r = select(op(AluOp::is_equal, a[k], b[k]), r, op(strict, a[k], b[k]));
   return r;
+}
+
+Limbs IntExpr::ordered(Limbs a) {
+  if (l_.is_signed) a.back() = biased(a.back());
+  return a;
+}
+
+Limbs IntExpr::bytes(const Limbs& a) {
+  if (l_.bits == 8) return a;
+  Limbs b;
+  for (const Limb& l : a) {
+    const Limb low = imm(AluOp::mod, l, 256);
+    b.push_back(low);
+    b.push_back(imm(AluOp::multiply, op(AluOp::subtract, l, low), 1.0f / 256));
+  }
+  return b;
+}
+
+Limbs IntExpr::from_bytes(const Limbs& b) {
+  if (l_.bits == 8) return b;
+  Limbs a;
+  for (size_t k = 0; k + 1 < b.size(); k += 2)
+    a.push_back(op(AluOp::add, b[k], imm(AluOp::multiply, b[k + 1], 256)));
+  return a;
 }
 
 Limb IntExpr::to_float(const Limbs& a) {
@@ -281,6 +304,7 @@ Limb IntExpr::input(const at::Tensor& view, const at::Tensor& of, int part) {
   if (added) {
     it->second = e_.load(static_cast<int32_t>(inputs_.size()));
     inputs_.push_back(view);
+    held_.push_back(of);
   }
   return {it->second, 0};
 }
@@ -408,6 +432,71 @@ bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::T
   IntExpr x(*layout);
   const Limb p = x.load(cond);
   return x.run("aten::where", out, x.select(p, x.operand(a), x.operand(b)));
+}
+
+bool integer_cumsum_into(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+  const auto layout = layout_of(out.scalar_type());
+  if (!layout || out.scalar_type() == at::kBool || self.dim() == 0 ||
+      !integer_operands({&self}, out))
+    return false;
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (self.size(d) >= 65536) return false;  // 255 * size + carries must stay below 2^24
+  const char* op = "aten::cumsum";
+  // The 8-bit pieces of every value, one plane each, scanned along dim in FP32 (sums of
+  // pieces are exact), then carried from the lowest piece up.
+  const int64_t pieces = layout->limbs * layout->bits / 8;
+  std::vector<int64_t> sizes{pieces};
+  sizes.insert(sizes.end(), self.sizes().begin(), self.sizes().end());
+  const at::Tensor planes = at::empty(sizes, out.options().dtype(at::kFloat));
+  const at::Tensor sums = at::empty_like(planes);
+  IntExpr split(*layout);
+  std::vector<at::Tensor> plane_views;
+  for (int64_t k = 0; k < pieces; ++k) plane_views.push_back(planes[k]);
+  if (!split.run_values(op, plane_views, split.bytes(split.operand(self))) ||
+      !run_cumsum(op, planes, d + 1, sums))
+    return false;
+  IntExpr join(*layout);
+  Limbs bytes;
+  std::optional<Limb> carry;
+  for (int64_t k = 0; k < pieces; ++k) {
+    Limb t = join.load(sums[k]);
+    if (carry) t = join.op(AluOp::add, t, *carry);
+    bytes.push_back(join.imm(AluOp::mod, t, 256));
+    if (k + 1 < pieces)
+      carry = join.imm(AluOp::multiply, join.op(AluOp::subtract, t, bytes.back()), 1.0f / 256);
+  }
+  return join.run(op, out, join.from_bytes(bytes));
+}
+
+bool integer_extreme_into(const char* op, bool is_max, const at::Tensor& x, int64_t dim,
+                          const at::Tensor& out_keepdim) {
+  const auto layout = layout_of(x.scalar_type());
+  if (!layout || x.dim() == 0 || out_keepdim.scalar_type() != x.scalar_type() ||
+      !integer_operands({&x}, out_keepdim))
+    return false;
+  const int64_t d = at::maybe_wrap_dim(dim, x.dim());
+  const float none = is_max ? -1.0f : layout->base();  // below (above) every limb
+  std::vector<at::Tensor> best(static_cast<size_t>(layout->limbs));
+  for (int k = layout->limbs; k-- > 0;) {
+    IntExpr pass(*layout);
+    const Limbs v = pass.ordered(pass.operand(x));
+    Limb ties{-1, 1};
+    for (int j = layout->limbs - 1; j > k; --j)
+      ties = pass.op(AluOp::logical_and, ties,
+                     pass.op(AluOp::is_equal, v[static_cast<size_t>(j)],
+                             pass.load(best[static_cast<size_t>(j)])));
+    const at::Tensor candidates = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+    best[static_cast<size_t>(k)] = at::empty(out_keepdim.sizes(), candidates.options());
+    if (!pass.run_values(op, {candidates},
+                         {pass.select(ties, v[static_cast<size_t>(k)], Limb{-1, none})}) ||
+        !run_reduce(op, is_max ? kernels::ReduceOp::max : kernels::ReduceOp::min, candidates, d,
+                    best[static_cast<size_t>(k)]))
+      return false;
+  }
+  IntExpr result(*layout);
+  Limbs limbs;
+  for (const at::Tensor& b : best) limbs.push_back(result.load(b));
+  return result.run(op, out_keepdim, result.ordered(limbs));  // flipping twice restores
 }
 
 bool integer_fill(const at::Tensor& self, const at::Scalar& value) {

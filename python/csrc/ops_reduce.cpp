@@ -11,6 +11,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "integers.h"
 #include "kernel_call.h"
 
 namespace neuronsim::pytorch {
@@ -118,20 +119,62 @@ at::Tensor mean_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
   return Fallback<ATEN_OP(mean)>::call(x, dtype);
 }
 
+// max or min over dims; int32 and int64 (which FP32 would round) limb by limb, over
+// one dim or all of them. Undefined when not covered.
+at::Tensor extreme(const char* op, bool is_max, const at::Tensor& x, at::OptionalIntArrayRef dim,
+                   bool keepdim) {
+  const ReduceOp kind = is_max ? ReduceOp::max : ReduceOp::min;
+  if (exact_in_fp32(x.scalar_type())) return reduce(op, kind, x, dim, keepdim, x.scalar_type());
+  if (!is_limb_integer(x.scalar_type()) || !x.device().is_privateuseone() || x.numel() == 0)
+    return {};
+  const std::vector<int64_t> dims = reduce_dims(x, dim);
+  const bool all = dims.size() == static_cast<size_t>(x.dim());
+  if (!all && dims.size() != 1) return {};
+  const at::Tensor in = all ? x.reshape({-1}) : x;
+  std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
+  if (!sizes.empty()) sizes[all ? 0 : static_cast<size_t>(dims[0])] = 1;
+  at::Tensor out = at::empty(sizes, x.options());
+  if (!integer_extreme_into(op, is_max, in, all ? 0 : dims[0], out)) return {};
+  return out.view(without_dims(x, dims, keepdim));
+}
+
 at::Tensor amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  if (exact_in_fp32(x.scalar_type()))
-    if (at::Tensor r = reduce("aten::amax", ReduceOp::max, x, dim, keepdim, x.scalar_type());
-        r.defined())
-      return r;
+  if (at::Tensor r = extreme("aten::amax", true, x, dim, keepdim); r.defined()) return r;
   return Fallback<ATEN_OP(amax)>::call(x, dim, keepdim);
 }
 
 at::Tensor amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  if (exact_in_fp32(x.scalar_type()))
-    if (at::Tensor r = reduce("aten::amin", ReduceOp::min, x, dim, keepdim, x.scalar_type());
-        r.defined())
-      return r;
+  if (at::Tensor r = extreme("aten::amin", false, x, dim, keepdim); r.defined()) return r;
   return Fallback<ATEN_OP(amin)>::call(x, dim, keepdim);
+}
+
+at::Tensor max_all(const at::Tensor& x) {
+  if (at::Tensor r = extreme("aten::max", true, x, std::nullopt, false); r.defined()) return r;
+  return Fallback<ATEN_OP(max)>::call(x);
+}
+
+at::Tensor min_all(const at::Tensor& x) {
+  if (at::Tensor r = extreme("aten::min", false, x, std::nullopt, false); r.defined()) return r;
+  return Fallback<ATEN_OP(min)>::call(x);
+}
+
+// Running sums along dim: floats (and integers FP32 holds) in one scan kernel into a
+// float out; integer outs exactly, on limbs.
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,
+                       at::Tensor& out) {
+  if (self.device().is_privateuseone() && out.device() == self.device()) {
+    at::native::resize_output(out, self.sizes());
+    const at::Tensor in = self.dim() == 0 ? self.view({1}) : self;
+    const at::Tensor dst = self.dim() == 0 ? out.view({1}) : out;
+    if (self.numel() == 0) return out;
+    if (is_engine_float(out.scalar_type()) && exact_in_fp32(self.scalar_type()) &&
+        run_cumsum("aten::cumsum", in, dim, dst))
+      return out;
+    if (is_limb_integer(out.scalar_type()) && is_limb_integer(self.scalar_type()) &&
+        integer_cumsum_into(in, dim, dst))
+      return out;
+  }
+  return Fallback<ATEN_OP2(cumsum, out)>::call(self, dim, dtype, out);
 }
 
 // The int64 index of the max (or min) over one dim, first occurrence.
@@ -261,6 +304,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean", mean_all);
   m.impl("amax", amax);
   m.impl("amin", amin);
+  m.impl("max", max_all);
+  m.impl("min", min_all);
+  m.impl("cumsum.out", cumsum_out);
   m.impl("argmax", argmax);
   m.impl("argmin", argmin);
   m.impl("max.dim", max_dim);

@@ -170,3 +170,34 @@ def test_multiplication_falls_back_counted():
     a = _values(torch.int64, (3, 4), 13)
     assert torch.equal((a.to("neuron") * 3).cpu(), a * 3)
     assert any(k.startswith("aten::mul") for k in neuronsim.fallback_counts())
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool])
+def test_cumsum_is_exact(dtype):
+    if dtype == torch.bool:
+        a = torch.rand(6, 300, generator=torch.Generator().manual_seed(14)) > 0.5
+    else:
+        a = _values(dtype, (6, 300), 14)
+    d = a.to("neuron")
+    for dim in (1, 0, -1):
+        assert torch.equal(d.cumsum(dim).cpu(), a.cumsum(dim)), dim
+    assert torch.equal(d.t().cumsum(0).cpu(), a.t().cumsum(0))
+
+
+def test_float_cumsum_over_several_chunks():
+    x = torch.randn(4, 5000, generator=torch.Generator().manual_seed(15))
+    torch.testing.assert_close(x.to("neuron").cumsum(1).cpu(), x.cumsum(1), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_max_and_min_are_exact(dtype):
+    a = _values(dtype, (6, 70), 16)
+    d = a.to("neuron")
+    assert torch.equal(d.max().cpu(), a.max()) and torch.equal(d.min().cpu(), a.min())
+    assert torch.equal(d.amax(1).cpu(), a.amax(1))
+    assert torch.equal(d.amin(0, keepdim=True).cpu(), a.amin(0, keepdim=True))
+    # values that tie on the top limbs and differ below
+    ties = torch.tensor([2**40 + 5, 2**40 + 3, -(2**40) + 1, 2**40 + 4])
+    if dtype == torch.int64:
+        assert torch.equal(ties.to("neuron").max().cpu(), ties.max())
+        assert torch.equal(ties.to("neuron").min().cpu(), ties.min())

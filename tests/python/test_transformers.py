@@ -51,6 +51,7 @@ def test_bf16_forward_close_to_cpu(ids):
 
 
 def test_greedy_generation_gives_the_cpu_tokens(ids):
+    neuronsim.set_strict(True)  # positions, masks and stopping criteria on the device too
     model = tiny_model().eval()
     expected = model.generate(ids, max_new_tokens=8, do_sample=False)
     got = model.to("neuron").generate(ids.to("neuron"), max_new_tokens=8, do_sample=False)

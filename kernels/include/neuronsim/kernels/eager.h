@@ -150,6 +150,14 @@ enum class ReduceOp : uint8_t { sum, mean, max, min, argmax, argmin };
 isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,
                     const View& out);
 
+// out[..., j, ...] = in[..., 0, ...] + ... + in[..., j, ...] along dim `dim`
+// (torch.cumsum). Tensors "in" and "out" of the same sizes, any strides (out without
+// self-overlap). Running sums are FP32 (integers exact while they stay within 2^24)
+// and each is rounded to out.dtype once. Layout as reduce's: the other dims on the
+// partitions, the scanned dim along the free axis in chunks that carry their last
+// sum into the next one (tensor_tensor_scan on VectorE).
+isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const View& out);
+
 // out = a @ b on TensorE: [M, K] x [K, N] -> [M, N], or batched [B, M, K] x
 // [B, K, N] -> [B, M, N], where a or b may have batch stride 0 (broadcast).
 // Tensors "a", "b" (same float dtype) and "out" (float dtype; FP32 accumulation,
