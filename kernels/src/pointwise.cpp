@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -76,6 +77,16 @@ Reg PointwiseExpr::alu_imm(isa::AluOp op, Reg a, float imm, bool reverse) {
   s.reverse = reverse;
   return push(std::move(s));
 }
+Reg PointwiseExpr::alu_scalar(isa::AluOp op, Reg a, int32_t input, bool reverse) {
+  Step s;
+  s.op = Op::alu_imm;
+  s.args = {a};
+  s.alu = op;
+  s.reverse = reverse;
+  s.scalar = input;
+  return push(std::move(s));
+}
+
 Reg PointwiseExpr::select(Reg predicate, Reg on_true, Reg on_false) {
   Step s;
   s.op = Op::select;
@@ -177,6 +188,9 @@ void check_expr(std::string_view kernel, const PointwiseExpr& expr, size_t input
               fmt::format("step {} reads register {}, which is not an earlier step", s, a));
     require(st.op != Op::load || (st.input >= 0 && static_cast<size_t>(st.input) < inputs), kernel,
             fmt::format("step {} loads input {} of {}", s, st.input, inputs));
+    require(st.scalar < 0 || (st.op == Op::alu_imm && static_cast<size_t>(st.scalar) < inputs),
+            kernel,
+            fmt::format("step {} takes its scalar from input {} of {}", s, st.scalar, inputs));
     require(st.op != Op::position ||
                 (st.weights.size() == rank &&
                  std::ranges::all_of(st.weights, [](int64_t w) { return w >= 0; })),
@@ -288,9 +302,11 @@ Schedule schedule(std::string_view kernel, const PointwiseExpr& expr, size_t inp
   return sc;
 }
 
-// tensor_scalar with both reverse flags (the builder's shorthand has none).
+// tensor_scalar with both reverse flags (the builder's shorthand has none). `scalar`
+// gives the [P, 1] tile of a step's scalar input (alu_scalar).
+template <class Scalar>
 void scalar_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst, const AccessPattern& src,
-               const PointwiseExpr::Step* op0, const PointwiseExpr::Step& op1) {
+               const PointwiseExpr::Step* op0, const PointwiseExpr::Step& op1, Scalar&& scalar) {
   isa::Instruction in;
   in.opcode = isa::Opcode::tensor_scalar;
   in.engine = engine;
@@ -299,10 +315,12 @@ void scalar_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst, const
   in.alu0 = first.alu;
   in.imm0 = first.imm;
   in.flags |= first.reverse ? isa::kReverse0 : 0;
+  if (first.scalar >= 0) in.operands.push_back({isa::Role::operand0, scalar(first.scalar)});
   if (op0) {
     in.alu1 = op1.alu;
     in.imm1 = op1.imm;
     in.flags |= op1.reverse ? isa::kReverse1 : 0;
+    if (op1.scalar >= 0) in.operands.push_back({isa::Role::operand1, scalar(op1.scalar)});
   }
   kb.emit(std::move(in));
 }
@@ -360,6 +378,14 @@ class PointwiseKernel {
   }
 
   isa::Program build() {
+    for (const auto& [input, tile] : scalars_) {  // each scalar input once, on every partition
+      AccessPattern one = in_[static_cast<size_t>(input)];
+      one.num_partitions = kPartitions;
+      one.partition_stride = 0;
+      one.num_dims = 1;
+      one.dims[0] = {1, 1};
+      kb_.dma_copy(tile, one, Engine::SP);
+    }
     for (size_t s = 0; s < expr_.steps().size(); ++s)
       if (sc_.constant[s] >= 0)
         kb_.memset(Engine::DVE, constants_[static_cast<size_t>(sc_.constant[s])],
@@ -382,7 +408,16 @@ class PointwiseKernel {
   // Per element and partition: 4 bytes per slot and buffer, 4 per constant. Three
   // buffers while they leave tiles of a quarter chunk or more, else two.
   void allocate() {
-    const uint64_t capacity = kb_.target().sbuf_partition_bytes;
+    for (const PointwiseExpr::Step& st : expr_.steps())
+      if (st.scalar >= 0 && !scalars_.contains(st.scalar)) {
+        require(input_view(st.scalar).numel() == 1 ||
+                    std::ranges::all_of(input_view(st.scalar).strides,
+                                        [](int64_t s) { return s == 0; }),
+                kernel_,
+                fmt::format("in{} is read as a scalar but has more than one element", st.scalar));
+        scalars_[st.scalar] = sbuf(kb_, kernel_, DType::fp32, kPartitions, 1);
+      }
+    const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4 * scalars_.size();
     auto free_for = [&](uint32_t nbuf) {
       const uint64_t per_elem = 4 * (uint64_t{nbuf} * u32(sc_.slots) + u32(sc_.constants));
       return static_cast<uint32_t>(std::min<uint64_t>(kChunk, capacity / per_elem / 16 * 16));
@@ -473,7 +508,9 @@ class PointwiseKernel {
         break;
       case Op::alu_imm: {
         const int f = sc_.fused[static_cast<size_t>(s)];
-        scalar_op(kb_, engine, dst, value(regs[0], i), f >= 0 ? &step(f) : nullptr, st);
+        scalar_op(
+            kb_, engine, dst, value(regs[0], i), f >= 0 ? &step(f) : nullptr, st,
+            [&](int32_t input) { return isa::rows(scalars_.at(input), 0, plan_.tiles[i].parts); });
         break;
       }
       case Op::select:
@@ -524,6 +561,7 @@ class PointwiseKernel {
   uint32_t nbuf_ = 2;
   std::vector<AccessPattern> slots_;  // [buffer][slot]
   std::vector<AccessPattern> constants_;
+  std::map<int32_t, AccessPattern> scalars_;  // per scalar input: its [128, 1] FP32 tile
 };
 
 }  // namespace

@@ -60,6 +60,11 @@ class Backend {
   // The device clock, in picoseconds: where the simulated work of every core has reached.
   uint64_t now_ps() const { return device_->now_ps(); }
   uint64_t kernels_run() const { return kernels_run_; }
+  // Distinct programs built and loaded so far (a model's steady state builds none).
+  size_t kernels_built() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return programs_.size();
+  }
 
  private:
   Backend();

@@ -1,6 +1,9 @@
 // Shared plumbing of the backend's aten kernels (see kernel_call.h).
 #include "kernel_call.h"
 
+#include <map>
+#include <mutex>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -80,6 +83,26 @@ bool run_kernel(const char* op, int device, const std::string& key,
   if (!program) return false;
   b.run_kernel(op, program, tensors);
   return true;
+}
+
+at::Tensor device_scalar(float v, const c10::Device& device) {
+  constexpr int64_t kSlots = 4096;
+  struct Ring {
+    at::Tensor slots;
+    int64_t next = 0;
+  };
+  static std::mutex mu;
+  static auto* rings = new std::map<int, Ring>;  // never freed: no release after the device
+  std::lock_guard<std::mutex> lock(mu);
+  Ring& ring = (*rings)[device.index()];
+  if (!ring.slots.defined())
+    ring.slots = at::empty({kSlots}, at::TensorOptions().dtype(at::kFloat).device(device));
+  const int64_t k = ring.next++ % kSlots;
+  static_cast<float*>(ring.slots.data_ptr())[k] = v;  // device memory is host-mapped
+  at::Tensor scalar = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(ring.slots.storage()), ring.slots.key_set(), ring.slots.dtype());
+  scalar.unsafeGetTensorImpl()->set_sizes_and_strides(c10::IntArrayRef{}, c10::IntArrayRef{}, k);
+  return scalar;
 }
 
 std::string target() {

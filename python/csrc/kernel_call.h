@@ -47,6 +47,12 @@ bool run_kernel(const char* op, int device, const std::string& key,
                 const std::function<isa::Program()>& build,
                 const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
+// A host number as a one-element FP32 input on `device`, written by the host into a
+// ring of slots (no kernel, no allocation): kernels read it at run time, so one kernel
+// serves every value of a learning rate or a bias correction. A slot is reused after
+// 4096 more scalars, long after the synchronous kernel that read it has run.
+at::Tensor device_scalar(float v, const c10::Device& device);
+
 // The target of the simulated chip ("trn2", ...).
 std::string target();
 

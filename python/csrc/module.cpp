@@ -62,6 +62,7 @@ PYBIND11_MODULE(_C, m) {
       "simulated_time_ps", [] { return Backend::get().now_ps(); },
       "The device clock: simulated picoseconds of work done on the device.");
   m.def("kernels_run", [] { return Backend::get().kernels_run(); });
+  m.def("kernels_built", [] { return Backend::get().kernels_built(); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
   m.def("strict", &neuronsim::pytorch::strict);

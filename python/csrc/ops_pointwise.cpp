@@ -82,14 +82,13 @@ bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, cons
     if (scale != 1.0f) rb = e.alu_imm(AluOp::multiply, rb, scale);
     e.alu(alu, ra, rb);
     name += fmt::format(" alpha={}", scale);
-  } else if (x->tensor) {
-    e.alu_imm(alu, load(*x), y->value * scale);
-    name += fmt::format(" b={}", y->value * scale);
   } else {
-    Reg rb = load(*y);
-    if (scale != 1.0f) rb = e.alu_imm(AluOp::multiply, rb, scale);
-    e.alu_imm(alu, rb, x->value, /*reverse=*/true);
-    name += fmt::format(" a={} alpha={}", x->value, scale);
+    const at::Tensor& t = x->tensor ? *x->tensor : *y->tensor;
+    Reg r = load(x->tensor ? *x : *y);
+    if (!x->tensor && scale != 1.0f) r = e.alu_imm(AluOp::multiply, r, scale);
+    inputs.push_back(device_scalar(x->tensor ? y->value * scale : x->value, t.device()));
+    e.alu_scalar(alu, r, static_cast<int32_t>(inputs.size() - 1), /*reverse=*/!x->tensor);
+    name += x->tensor ? " b=scalar" : fmt::format(" a=scalar alpha={}", scale);
   }
   return run_pointwise(op, name, e, inputs, out);
 }
@@ -267,9 +266,14 @@ bool addc_into(const char* op, AluOp alu, const at::Tensor& self, const at::Tens
   Expr e;
   const Reg s = e.load(0);
   Reg t = e.alu(alu, e.load(1), e.load(2));
-  if (value != 1.0) t = e.alu_imm(AluOp::multiply, t, static_cast<float>(value));
+  std::vector<at::Tensor> inputs{self, t1, t2};
+  if (value != 1.0) {
+    inputs.push_back(device_scalar(static_cast<float>(value), self.device()));
+    t = e.alu_scalar(AluOp::multiply, t, 3);
+  }
   e.alu(AluOp::add, s, t);
-  return run_pointwise(op, fmt::format("{} value={}", op, value), e, {self, t1, t2}, out);
+  return run_pointwise(op, fmt::format("{} value={}", op, value == 1.0 ? "1" : "scalar"), e, inputs,
+                       out);
 }
 
 at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
@@ -293,8 +297,10 @@ at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const at::Sc
     const float w = static_cast<float>(weight.toDouble());
     Expr e;
     const Reg s = e.load(0);
-    e.alu(AluOp::add, s, e.alu_imm(AluOp::multiply, e.alu(AluOp::subtract, e.load(1), s), w));
-    if (run_pointwise("aten::lerp", fmt::format("lerp {}", w), e, {self, end}, out)) return out;
+    e.alu(AluOp::add, s, e.alu_scalar(AluOp::multiply, e.alu(AluOp::subtract, e.load(1), s), 2));
+    if (run_pointwise("aten::lerp", "lerp scalar", e, {self, end, device_scalar(w, self.device())},
+                      out))
+      return out;
   }
   return Fallback<ATEN_OP2(lerp, Scalar_out)>::call(self, end, weight, out);
 }

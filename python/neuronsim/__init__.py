@@ -139,6 +139,12 @@ def simulated_time() -> float:
     return _C.simulated_time_ps() / 1e12
 
 
+def kernels_built() -> int:
+    """How many distinct kernels (op, shapes, dtypes, layout) were built and loaded so
+    far; once a model's step has run, further steps build none."""
+    return _C.kernels_built()
+
+
 def kernels_run() -> int:
     """How many kernels ran on the simulated NeuronCores so far."""
     return _C.kernels_run()
@@ -169,6 +175,7 @@ def profile(path: str | os.PathLike):
 __all__ = [
     "fallback_counts",
     "instance",
+    "kernels_built",
     "kernels_run",
     "mode",
     "profile",

@@ -70,3 +70,62 @@ def test_embedding_gradient_sums_repeated_indices(padding_idx, dtype):
     F.embedding(idx.to("neuron"), wd, padding_idx=padding_idx).float().pow(2).sum().backward()
     tol = {"rtol": 0, "atol": 0} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
     torch.testing.assert_close(wd.grad.cpu(), w.grad, **tol)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fused": True},
+        {"fused": True, "amsgrad": True, "weight_decay": 0.1},
+        {"fused": True, "maximize": True},
+        {"foreach": True},
+    ],
+    ids=["fused", "amsgrad+wd", "maximize", "foreach"],
+)
+def test_adam_steps_follow_the_cpu(cls, options):
+    g = torch.Generator().manual_seed(5)
+    cpu = [torch.randn(33, 7, generator=g), torch.randn(130, generator=g).to(torch.float32)]
+    dev = [p.clone().to("neuron").requires_grad_() for p in cpu]
+    cpu = [p.requires_grad_() for p in cpu]
+    opts = [cls(ps, lr=1e-2, **options) for ps in (cpu, dev)]
+    schedules = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (1 + s)) for o in opts]
+    built = None
+    for step in range(6):
+        grads = [torch.randn(p.shape, generator=g) for p in cpu]
+        for ps, opt, sched in zip((cpu, dev), opts, schedules):
+            for p, grad in zip(ps, grads):
+                p.grad = grad.to(p.device)
+            opt.step()
+            sched.step()
+        if step == 1:
+            built = neuronsim.kernels_built()
+    for c, d in zip(cpu, dev):
+        torch.testing.assert_close(d.detach().cpu(), c.detach(), rtol=1e-5, atol=1e-6)
+    # A new learning rate each step is an input of the same kernels, not new kernels.
+    assert neuronsim.kernels_built() == built
+
+
+def test_amp_gradient_scaling_falls_back_counted():
+    neuronsim.set_strict(False)
+    p = torch.randn(5, device="neuron", requires_grad=True)
+    p.grad = torch.ones(5, device="neuron")
+    opt = torch.optim.AdamW([p], lr=0.1, fused=True)
+    opt.grad_scale = None
+    torch._fused_adamw_(
+        [p.detach()],
+        [p.grad],
+        [torch.zeros(5, device="neuron")],
+        [torch.zeros(5, device="neuron")],
+        [],
+        [torch.ones((), device="neuron")],
+        lr=0.1,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=0.0,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        grad_scale=torch.ones((), device="neuron"),
+    )
+    assert "aten::_fused_adamw_" in neuronsim.fallback_counts()

@@ -74,9 +74,11 @@ float host_eval(const PointwiseExpr& expr, const std::vector<float>& in) {
       case PointwiseExpr::Op::alu:
         r.push_back(host_alu(s.alu, arg(0), arg(1)));
         break;
-      case PointwiseExpr::Op::alu_imm:
-        r.push_back(s.reverse ? host_alu(s.alu, s.imm, arg(0)) : host_alu(s.alu, arg(0), s.imm));
+      case PointwiseExpr::Op::alu_imm: {
+        const float v = s.scalar >= 0 ? in[static_cast<size_t>(s.scalar)] : s.imm;
+        r.push_back(s.reverse ? host_alu(s.alu, v, arg(0)) : host_alu(s.alu, arg(0), v));
         break;
+      }
       case PointwiseExpr::Op::select:
         r.push_back(arg(0) != 0.0f ? arg(1) : arg(2));
         break;
@@ -371,6 +373,29 @@ TEST(Pointwise, SeveralOutputs) {
                 (sum_ab - lo) / 256);
     });
   }
+}
+
+// A scalar read from an input once per kernel: one program for every value, fused
+// into two-op tensor_scalar instructions like immediates.
+TEST(Pointwise, ScalarsFromInputs) {
+  PointwiseExpr e;  // (in0 * s1 - s2) / s1, s1 and s2 one-element inputs
+  const PointwiseExpr::Reg x = e.load(0);
+  e.alu_scalar(AluOp::divide, e.alu_scalar(AluOp::subtract, e.alu_scalar(AluOp::multiply, x, 1), 2),
+               1);
+  const View in = contiguous(DType::fp32, {300, 70}), one{DType::fp32, {1}, {1}};
+  check(e, {in, one, one}, contiguous(DType::fp32, {300, 70}));
+  check(e, {in, View{DType::bf16, {}, {}}, one}, swapped(contiguous(DType::bf16, {70, 300}), 0, 1));
+  const isa::Program p =
+      pointwise("trn2", e, std::vector<View>{in, one, one}, contiguous(DType::fp32, {300, 70}));
+  EXPECT_EQ(test::count_opcode(p, isa::Opcode::tensor_scalar) +
+                test::count_opcode(p, isa::Opcode::tensor_tensor),
+            test::count_opcode(p, isa::Opcode::tensor_scalar))
+      << "scalars are tensor_scalar operands, not tensors";
+  test::expect_invalid(
+      [&] {
+        pointwise("trn2", e, std::vector<View>{in, in, one}, contiguous(DType::fp32, {300, 70}));
+      },
+      {"pointwise", "in1 is read as a scalar but has more than one element"});
 }
 
 // position(w) is sum_d index[d] * w[d], through any strides of the output: arange

@@ -54,6 +54,9 @@ std::vector<View> coalesce(std::span<const View> views);
 //   alu(op, a, b)            a <op> b (isa::AluOp: arithmetic, max/min/pow/mod,
 //                            comparisons giving 1/0, logical and bitwise ops)
 //   alu_imm(op, a, v, rev)   a <op> v, or v <op> a with rev (rsub, v / x, ...)
+//   alu_scalar(op, a, i, rev)  the same with v the one element of input i, read once
+//                            per kernel (a value that changes from call to call, such
+//                            as a learning rate, without a kernel per value)
 //   select(p, t, f)          p != 0 ? t : f (torch.where)
 //   position(w)              sum over out's dims d of index[d] * w[d] (arange, the
 //                            column index of a one-hot), exact below 2^24
@@ -75,6 +78,7 @@ class PointwiseExpr {
     isa::AluOp alu = isa::AluOp::bypass;
     float imm = 0.0f;      // constant: the value; alu_imm: the immediate; activation: the scale
     bool reverse = false;  // alu_imm: imm <op> a
+    int32_t scalar = -1;   // alu_imm: the input whose one element is the immediate
     std::vector<int64_t> weights;  // position: one per output dim, >= 0
   };
 
@@ -83,6 +87,7 @@ class PointwiseExpr {
   Reg activation(isa::ActFunc func, Reg x, float scale = 1.0f);
   Reg alu(isa::AluOp op, Reg a, Reg b);
   Reg alu_imm(isa::AluOp op, Reg a, float imm, bool reverse = false);
+  Reg alu_scalar(isa::AluOp op, Reg a, int32_t input, bool reverse = false);
   Reg select(Reg predicate, Reg on_true, Reg on_false);
   Reg position(std::vector<int64_t> weights);
 
