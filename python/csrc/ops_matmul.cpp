@@ -2,6 +2,7 @@
 // (linear's weight.t()) through strided access patterns, so no copy is made first;
 // it accumulates in FP32 and rounds once into the output dtype.
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <fmt/format.h>
 #include <torch/library.h>
 
@@ -39,6 +40,15 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   return Fallback<ATEN_OP(bmm)>::call(a, b);
 }
 
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  if (a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) &&
+      out.scalar_type() == a.scalar_type()) {
+    at::native::resize_output(out, {a.size(0), b.size(1)});
+    if (matmul_into("aten::mm", a, b, out)) return out;
+  }
+  return Fallback<ATEN_OP2(mm, out)>::call(a, b, out);
+}
+
 // beta * bias + alpha * (a @ b): the product on TensorE, then one pointwise kernel.
 at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
                  const at::Scalar& beta, const at::Scalar& alpha) {
@@ -69,6 +79,7 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", mm);
+  m.impl("mm.out", mm_out);
   m.impl("bmm", bmm);
   m.impl("addmm", addmm);
 }

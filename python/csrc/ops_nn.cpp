@@ -163,6 +163,68 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x,
   return FallbackSymInt<ATEN_OP(native_layer_norm)>::call(x, normalized_shape, weight, bias, eps);
 }
 
+// The gradients of layer norm over the last dim, with x^ = (x - mean) * rstd and
+// gw = grad * weight: dx = rstd * (gw - mean(gw) - x^ * mean(gw * x^)) per row,
+// dweight = the column sums of grad * x^, dbias = the column sums of grad. One
+// pointwise kernel writes gw, gw * x^, grad * x^ and grad (FP32) into two [2, M, N]
+// buffers, one reduction per buffer gives the row means and the column sums, one
+// pointwise kernel dx and one the parameter gradients in their dtypes.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
+  const char* op = "aten::native_layer_norm_backward";
+  const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
+  const int64_t n = x.dim() > 0 ? x.size(-1) : 0, m = n > 0 ? x.numel() / n : 0;
+  if (normalized_shape.size() == 1 && x.dim() >= 1 && m > 0 && x.device().is_privateuseone() &&
+      is_engine_float(x.scalar_type()) && grad.sizes() == x.sizes() &&
+      grad.scalar_type() == x.scalar_type() && engine_dtype(mean.scalar_type()) &&
+      mean.numel() == m && rstd.numel() == m && (!has_w || weight->numel() == n)) {
+    const at::Tensor g = grad.reshape({m, n}), xs = x.reshape({m, n});
+    const at::Tensor mu = mean.reshape({m, 1}), r = rstd.reshape({m, 1});
+    const auto f32 = x.options().dtype(at::kFloat);
+    const at::Tensor rows = at::empty({2, m, n}, f32), cols = at::empty({2, m, n}, f32);
+    Expr parts;
+    std::vector<at::Tensor> inputs{g, xs, mu, r};
+    const Reg gr = parts.load(0);
+    const Reg xhat = parts.alu(
+        AluOp::multiply, parts.alu(AluOp::subtract, parts.load(1), parts.load(2)), parts.load(3));
+    Reg gw = gr;
+    if (has_w) {
+      inputs.push_back(weight->reshape({1, n}));
+      gw = parts.alu(AluOp::multiply, gr, parts.load(4));
+    }
+    parts.set_outputs({parts.alu_imm(AluOp::add, gw, 0.0f), parts.alu(AluOp::multiply, gw, xhat),
+                       parts.alu(AluOp::multiply, gr, xhat), parts.alu_imm(AluOp::add, gr, 0.0f)});
+    const at::Tensor row_means = at::empty({2, m, 1}, f32), col_sums = at::empty({2, 1, n}, f32);
+    Expr dx_expr;
+    const Reg dxhat =
+        dx_expr.alu(AluOp::multiply, dx_expr.alu(AluOp::subtract, dx_expr.load(1), dx_expr.load(2)),
+                    dx_expr.load(3));
+    const Reg centered =
+        dx_expr.alu(AluOp::subtract, dx_expr.alu(AluOp::subtract, dx_expr.load(0), dx_expr.load(4)),
+                    dx_expr.alu(AluOp::multiply, dxhat, dx_expr.load(5)));
+    dx_expr.alu(AluOp::multiply, centered, dx_expr.load(3));
+    at::Tensor dx = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+    at::Tensor dw = mask[1] && has_w ? at::empty(weight->sizes(), weight->options()) : at::Tensor();
+    at::Tensor db = mask[2] && has_b ? at::empty(bias->sizes(), bias->options()) : at::Tensor();
+    bool ok = run_pointwise_outputs(op, fmt::format("parts w={}", has_w), parts, inputs,
+                                    {rows[0], rows[1], cols[0], cols[1]});
+    if (ok && dx.defined())
+      ok = run_reduce(op, kernels::ReduceOp::mean, rows, 2, row_means) &&
+           run_pointwise(op, "dx", dx_expr, {rows[0], xs, mu, r, row_means[0], row_means[1]},
+                         dx.view({m, n}));
+    if (ok && (dw.defined() || db.defined())) {
+      ok = run_reduce(op, kernels::ReduceOp::sum, cols, 1, col_sums);
+      if (ok && dw.defined()) ok = copy_on_device(col_sums[0].view(dw.sizes()), dw);
+      if (ok && db.defined()) ok = copy_on_device(col_sums[1].view(db.sizes()), db);
+    }
+    if (ok) return {dx, dw, db};
+  }
+  return FallbackSymInt<ATEN_OP(native_layer_norm_backward)>::call(grad, x, normalized_shape, mean,
+                                                                   rstd, weight, bias, mask);
+}
+
 // ---- cat ------------------------------------------------------------------------
 
 // One pointwise copy per input, into its slice of the output.
@@ -288,6 +350,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", cat);
   m.impl("tril.out", tril_out);
   m.impl("triu.out", triu_out);
+  m.impl("native_layer_norm_backward", layer_norm_backward);
   m.impl("native_dropout", native_dropout);
   m.impl("native_dropout_backward", native_dropout_backward);
   m.impl("_fused_sdp_choice", fused_sdp_choice);

@@ -487,6 +487,28 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
             });
         out.defined())
       return out;
+  // tanh approximation: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3))
+  if (approximate == "tanh")
+    if (at::Tensor out = grad_times(
+            "aten::gelu_backward", "gelu_tanh'", grad, x,
+            [](Expr& e, Reg v) {
+              constexpr float k = 0.7978845608028654f, c = 0.044715f;
+              const Reg v2 = e.alu(AluOp::multiply, v, v);
+              const Reg inner =
+                  e.alu(AluOp::multiply, v,
+                        e.alu_imm(AluOp::add, e.alu_imm(AluOp::multiply, v2, c), 1.0f));
+              const Reg t = e.activation(ActFunc::tanh, inner, k);
+              const Reg left = e.alu_imm(AluOp::multiply, e.alu_imm(AluOp::add, t, 1.0f), 0.5f);
+              const Reg sech2 =
+                  e.alu_imm(AluOp::subtract, e.alu(AluOp::multiply, t, t), 1.0f, true);
+              const Reg slope = e.alu_imm(
+                  AluOp::multiply,
+                  e.alu_imm(AluOp::add, e.alu_imm(AluOp::multiply, v2, 3 * c), 1.0f), 0.5f * k);
+              return e.alu(AluOp::add, left,
+                           e.alu(AluOp::multiply, e.alu(AluOp::multiply, v, sech2), slope));
+            });
+        out.defined())
+      return out;
   return Fallback<ATEN_OP(gelu_backward)>::call(grad, x, approximate);
 }
 

@@ -129,3 +129,43 @@ def test_amp_gradient_scaling_falls_back_counted():
         grad_scale=torch.ones((), device="neuron"),
     )
     assert "aten::_fused_adamw_" in neuronsim.fallback_counts()
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm_backward(affine, dtype):
+    g = torch.Generator().manual_seed(6)
+    ln = torch.nn.LayerNorm(40, elementwise_affine=affine).to(dtype)
+    if affine:
+        with torch.no_grad():
+            ln.weight.normal_(generator=g)
+            ln.bias.normal_(generator=g)
+    dev = torch.nn.LayerNorm(40, elementwise_affine=affine).to(dtype).to("neuron")
+    dev.load_state_dict(ln.state_dict())
+    x = torch.randn(3, 7, 40, generator=g).to(dtype).requires_grad_()
+    xd = x.detach().to("neuron").requires_grad_()
+    grad = torch.randn(3, 7, 40, generator=g).to(dtype)
+    ln(x).backward(grad)
+    dev(xd).backward(grad.to("neuron"))
+    # bf16 parameter gradients are sums of 21 rows rounded to 8 bits: a few hundredths.
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 1e-1}
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, **tol)
+    if affine:
+        torch.testing.assert_close(dev.weight.grad.cpu(), ln.weight.grad, **tol)
+        torch.testing.assert_close(dev.bias.grad.cpu(), ln.bias.grad, **tol)
+
+
+def test_tanh_gelu_gradient():
+    x = torch.randn(50, 30, generator=torch.Generator().manual_seed(7), requires_grad=True)
+    xd = x.detach().to("neuron").requires_grad_()
+    F.gelu(x, approximate="tanh").sum().backward()
+    F.gelu(xd, approximate="tanh").sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_mm_into_an_out_tensor():
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    out = torch.empty(0, device="neuron")
+    torch.mm(a.to("neuron"), b.to("neuron"), out=out)
+    assert out.shape == (5, 3)
+    torch.testing.assert_close(out.cpu(), a @ b)
