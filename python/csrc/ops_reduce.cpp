@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <fmt/format.h>
 #include <torch/library.h>
 
 #include "integers.h"
@@ -117,6 +118,49 @@ at::Tensor mean_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
         r.defined())
       return r;
   return Fallback<ATEN_OP(mean)>::call(x, dtype);
+}
+
+// The variance over dims with torch's correction (N - correction in the divisor), or
+// its square root: the mean (FP32), the squared deviations, their sum, one scale.
+at::Tensor variance(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dim,
+                    const std::optional<at::Scalar>& correction, bool keepdim, bool root) {
+  if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || x.dim() == 0 ||
+      x.numel() == 0)
+    return {};
+  const std::vector<int64_t> dims = reduce_dims(x, dim);
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.size(d);
+  const double divisor =
+      std::max(0.0, static_cast<double>(count) - (correction ? correction->toDouble() : 1.0));
+  const at::Tensor mean = reduce_keepdim(op, ReduceOp::mean, x, dims, at::kFloat);
+  if (!mean.defined()) return {};
+  kernels::PointwiseExpr sq;
+  const auto d = sq.alu(isa::AluOp::subtract, sq.load(0), sq.load(1));
+  sq.alu(isa::AluOp::multiply, d, d);
+  const at::Tensor squares = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+  if (!run_pointwise(op, "(x-m)^2", sq, {x, mean}, squares)) return {};
+  const at::Tensor sum = reduce_keepdim(op, ReduceOp::sum, squares, dims, at::kFloat);
+  if (!sum.defined()) return {};
+  kernels::PointwiseExpr scale;  // sum / divisor (divisor 0: inf or nan, as torch)
+  const auto v = scale.alu_imm(isa::AluOp::divide, scale.load(0), static_cast<float>(divisor));
+  if (root) scale.activation(isa::ActFunc::sqrt, v);
+  at::Tensor out = at::empty(sum.sizes(), x.options());
+  if (!run_pointwise(op, fmt::format("/{} root={}", divisor, root), scale, {sum}, out)) return {};
+  return out.view(without_dims(x, dims, keepdim));
+}
+
+at::Tensor var(const at::Tensor& x, at::OptionalIntArrayRef dim,
+               const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (at::Tensor r = variance("aten::var", x, dim, correction, keepdim, false); r.defined())
+    return r;
+  return Fallback<ATEN_OP2(var, correction)>::call(x, dim, correction, keepdim);
+}
+
+at::Tensor std_dev(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                   const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (at::Tensor r = variance("aten::std", x, dim, correction, keepdim, true); r.defined())
+    return r;
+  return Fallback<ATEN_OP2(std, correction)>::call(x, dim, correction, keepdim);
 }
 
 // max or min over dims; int32 and int64 (which FP32 would round) limb by limb, over
@@ -307,6 +351,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max", max_all);
   m.impl("min", min_all);
   m.impl("cumsum.out", cumsum_out);
+  m.impl("var.correction", var);
+  m.impl("std.correction", std_dev);
   m.impl("argmax", argmax);
   m.impl("argmin", argmin);
   m.impl("max.dim", max_dim);
