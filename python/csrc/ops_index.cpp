@@ -14,9 +14,11 @@
 // error, as on the CPU, not row 5).
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "backend.h"
 #include "integers.h"
 #include "kernel_call.h"
 
@@ -68,6 +70,69 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return Fallback<ATEN_OP(index_select)>::call(self, dim, index);
 }
 
+// The first index of `index` outside [0, size) (the device counted one), named as torch.
+[[noreturn]] void bad_index(const at::Tensor& index, int64_t dim, int64_t size) {
+  const at::Tensor host = host_alias(index).to(at::kLong).reshape({-1});
+  const auto* v = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    TORCH_CHECK(v[i] >= 0 && v[i] < size, "index ", v[i], " is out of bounds for dimension ", dim,
+                " with size ", size);
+  fail("aten::gather: the device counted an index out of bounds that the host does not find");
+}
+
+// gather(self, dim, index): out[i] = self[i with index[i] at dim]. One kernel computes
+// each output element's offset in self from its position and its index (limbs, exact
+// while self has fewer than 2^24 elements) and flags indices out of bounds; after the
+// check, one indirect DMA moves the elements (kernels::gather_rows, rows of one).
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       bool sparse_grad, at::Tensor& out) {
+  const char* op = "aten::gather";
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  bool covered = self.device().is_privateuseone() && index.device() == self.device() &&
+                 out.device() == self.device() && engine_dtype(self.scalar_type()) &&
+                 out.scalar_type() == self.scalar_type() && self.is_contiguous() &&
+                 self.dim() > 0 && index.dim() == self.dim() && index.numel() > 0 &&
+                 self.numel() < (int64_t{1} << 24) && is_limb_integer(index.scalar_type()) &&
+                 index.scalar_type() != at::kBool;
+  for (int64_t k = 0; covered && k < self.dim(); ++k)
+    covered = k == d || index.size(k) <= self.size(k);
+  if (covered) {
+    at::native::resize_output(out, index.sizes());
+    IntExpr x(*layout_of(index.scalar_type()));
+    const Limbs i = x.operand(index);
+    const Limb in_range =
+        x.op(isa::AluOp::logical_and, x.compare(isa::AluOp::is_ge, i, x.constant(0)),
+             x.compare(isa::AluOp::is_lt, i, x.constant(self.size(d))));
+    std::vector<int64_t> weights(self.strides().begin(), self.strides().end());
+    weights[static_cast<size_t>(d)] = 0;
+    const Limb offset =
+        x.op(isa::AluOp::add, x.position(weights),
+             x.imm(isa::AluOp::multiply, x.to_float(i), static_cast<float>(self.stride(d))));
+    const at::Tensor flat = at::empty(index.sizes(), index.options().dtype(at::kInt));
+    const at::Tensor bad = at::empty(index.sizes(), index.options().dtype(at::kFloat));
+    const at::Tensor any_bad = at::empty({1}, bad.options());
+    const at::Tensor dst = out.is_contiguous() ? out : at::empty(index.sizes(), out.options());
+    const int64_t count = index.numel();
+    const isa::DType dtype = *engine_dtype(self.scalar_type());
+    const std::string chip = target();
+    if (x.run_values(
+            op, {flat, bad},
+            {x.select(in_range, offset, Limb{-1, 0}), x.imm(isa::AluOp::is_equal, in_range, 0)}) &&
+        run_reduce(op, kernels::ReduceOp::max, bad.view({-1}), 0, any_bad)) {
+      if (any_bad.item<float>() > 0) bad_index(index, d, self.size(d));
+      if (run_kernel(op, self.device().index(),
+                     fmt::format("{} {} rows={} count={}", op, c10::toString(self.scalar_type()),
+                                 self.numel(), count),
+                     [&] { return kernels::gather_rows(chip, dtype, self.numel(), 1, count, 1); },
+                     {{"table", self}, {"index", flat}, {"out", dst}})) {
+        if (!dst.is_same(out)) out.copy_(dst);
+        return out;
+      }
+    }
+  }
+  return Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
+}
+
 constexpr int64_t kMaxOneHot = int64_t{1} << 24;
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
@@ -109,6 +174,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("gather.out", gather_out);
 }
 
 }  // namespace neuronsim::pytorch

@@ -96,6 +96,7 @@ CLAIMED = {
     ("bitwise_or", ""),
     ("bitwise_xor", ""),
     ("bitwise_not", ""),
+    ("gather", ""),
 }
 DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.int32)
 # The engines compute in FP32 like the CPU, but reduce and accumulate in another order
