@@ -450,8 +450,16 @@ class Checker {
     if (in_.ints[0] < 0 || in_.ints[0] > 15) fail(fmt::format("queue={} (0-15)", in_.ints[0]));
     const AccessPattern& src = get(Role::src);
     const AccessPattern& dst = get(Role::dst);
+    if (in_.has_flag(kScatter) && !opt(Role::index)) fail("scatter needs an index operand");
     if (const AccessPattern* idx = opt(Role::index)) {
       if (!is_int(idx->dtype)) fail(Role::index, "must be an integer dtype");
+      if (in_.has_flag(kScatter)) {
+        if (src.total_elems() != idx->total_elems() * dst.free_elems())
+          fail(Role::src, fmt::format("holds {} elements; {} indices x {} per dst row = {}",
+                                      src.total_elems(), idx->total_elems(), dst.free_elems(),
+                                      idx->total_elems() * dst.free_elems()));
+        return;
+      }
       if (dst.total_elems() != idx->total_elems() * src.free_elems())
         fail(Role::dst, fmt::format("holds {} elements; {} indices x {} per row = {}",
                                     dst.total_elems(), idx->total_elems(), src.free_elems(),

@@ -322,6 +322,7 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   const AccessPattern& src = need(inst, Role::src);
   const AccessPattern& dst = need(inst, Role::dst);
   const bool indirect = inst.operand(Role::index) != nullptr;
+  const bool scatter = indirect && inst.has_flag(isa::kScatter);
   auto on_chip = [](const AccessPattern& ap) {
     return ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM;
   };
@@ -329,13 +330,17 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
     bad(inst, "a DMA cannot move a pattern");
 
   // Bytes read and written: every destination element comes from one source element.
-  const uint64_t elems = indirect ? dst.total_elems() : src.total_elems();
+  const uint64_t elems = indirect && !scatter ? dst.total_elems() : src.total_elems();
   const uint64_t src_bytes = elems * isa::dtype_size(src.dtype);
   const uint64_t dst_bytes = dst.total_elems() * isa::dtype_size(dst.dtype);
 
   // The side whose rows decide the split: the on-chip side (dst first), else
   // the HBM destination's rows (HBM->HBM, and indirect gathers into HBM).
-  const AccessPattern& side = on_chip(dst) ? dst : (on_chip(src) && !indirect) ? src : dst;
+  // (An indexed side's rows are the indices', not a layout: the other side decides.)
+  const AccessPattern& side = on_chip(dst) && !scatter                 ? dst
+                              : on_chip(src) && (!indirect || scatter) ? src
+                              : scatter                                ? src
+                                                                       : dst;
   uint64_t first_row = 0, rows = 1;
   if (on_chip(side)) {
     first_row = side.start_partition;  // relative to partition 0 of the core

@@ -954,6 +954,25 @@ AccessPattern row_of(const AccessPattern& ap, int64_t r) {
   return out;
 }
 
+// dst row idx[r] <- the r-th dst-row-sized piece of src's walk, in index order (a
+// repeated index keeps the last row written to it).
+void dma_scatter(const Ctx& c, const AccessPattern& dst, const AccessPattern& src,
+                 const std::vector<int64_t>& idx) {
+  const size_t row = free_size(dst) * esize(dst);
+  const Bytes in = read_as(c, src, dst.dtype);
+  if (idx.size() * row != in.size())
+    c.fail(Kind::unsupported, "src does not hold one dst row per index");
+  for (size_t r = 0; r < idx.size(); ++r) {
+    if (idx[r] < 0 || idx[r] >= dst.num_partitions)
+      c.fail(Kind::out_of_bounds,
+             fmt::format("index {} = {} is not a row of dst (0..{}{})", r, idx[r],
+                         dst.num_partitions - 1,
+                         dst.space == MemSpace::HBM ? fmt::format(", tensor id {}", dst.tensor)
+                                                    : std::string()));
+    write_bytes(c, row_of(dst, idx[r]), in.data() + r * row);
+  }
+}
+
 void dma_copy(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   const AccessPattern& src = c.get(Role::src);
@@ -965,6 +984,7 @@ void dma_copy(const Ctx& c) {
     return write_bytes(c, dst, b.data());
   }
   const std::vector<int64_t> idx = read_indices(c, *index);
+  if (c.inst.has_flag(isa::kScatter)) return dma_scatter(c, dst, src, idx);
   const size_t row = free_size(src) * esize(dst);
   if (idx.size() * row != total_size(dst) * esize(dst))
     c.fail(Kind::unsupported, "dst does not hold one src row per index");

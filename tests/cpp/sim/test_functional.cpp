@@ -196,6 +196,35 @@ TEST(DmaCopy, IndirectGathersOnChipPartitionsAndCasts) {
               ElementsAre(5, 5.25, 5.5, 5.75, 7, 7.25, 7.5, 7.75, 0, 0.25, 0.5, 0.75));
 }
 
+TEST(DmaCopy, IndirectScatterWritesDstRowsInIndexOrder) {
+  Core core;
+  // Four src rows of 4 go to rows 6, 1, 6, 0 of y (8 rows of 4); row 6 keeps the last one.
+  auto [prog, in] = parse_with(
+      "pool dma_copy dst=hbm.fp32(y)+0[[4,8],[1,4]] src=sbuf.fp32[0:4]+64[[1,4]] "
+      "index=sbuf.i32[0:4]+0[[1,1]] scatter=true",
+      kDmaDecls);
+  bind_tensors(prog, core.st, 0);
+  std::vector<float> before(32, -1.0f);
+  core.hbm.write(core.st.tensors.at(2).address, before.data(), before.size() * sizeof(float));
+  put(core.st, operand(in, Role::src), iota_values(16));
+  put_bits<int32_t>(core.st, operand(in, Role::index), {6, 1, 6, 0});
+  execute(in, core.st);
+  float y[32];
+  core.hbm.read(core.st.tensors.at(2).address, y, sizeof y);
+  const std::vector<float> got(y, y + 32);
+  std::vector<float> want(32, -1.0f);
+  for (int c = 0; c < 4; ++c) {
+    want[6 * 4 + c] = static_cast<float>(8 + c);
+    want[1 * 4 + c] = static_cast<float>(4 + c);
+    want[0 * 4 + c] = static_cast<float>(12 + c);
+  }
+  EXPECT_EQ(got, want);
+  put_bits<int32_t>(core.st, operand(in, Role::index), {6, 8, 0, 0});
+  const ExecError e = exec_error(core, in);
+  EXPECT_EQ(e.kind(), Kind::out_of_bounds);
+  EXPECT_THAT(e.what(), HasSubstr("not a row of dst"));
+}
+
 TEST(DmaCopy, IndirectIndexOutOfRangeIsAnExecError) {
   Core core;
   auto [prog, in] = parse_with(

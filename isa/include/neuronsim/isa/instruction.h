@@ -228,6 +228,7 @@ enum Flag : uint16_t {
   kReverse0 = 1u << 4,       // tensor_scalar: operand0 <op0> data instead of data <op0> operand0
   kReverse1 = 1u << 5,       // tensor_scalar: same for op1
   kReversePred = 1u << 6,    // copy_predicated: copy where the predicate is zero
+  kScatter = 1u << 7,        // dma_copy: `index` names rows of dst (scatter), not of src
 };
 
 // One instruction. Opcode-specific parameters live in the generic fields below;
