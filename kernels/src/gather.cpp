@@ -1,9 +1,10 @@
 // gather_rows: out[i, :] = table[index[i], :] by indirect DMA (dma_copy with an index
-// operand). The indices go from HBM to one SBUF partition each (one small DMA per tile
-// of 128), then one indirect transfer per tile copies the named table rows straight to
-// the tile's output rows in HBM. Index tiles alternate between two SBUF slots so the
-// load of tile i+1 overlaps the gather of tile i; the gathers alternate between the
-// SP and ACT queues.
+// operand); scatter_rows: out[index[i], :] = src[i, :], the same with the index naming
+// rows of the destination (dma_copy scatter=true). The indices go from HBM to one SBUF partition
+// each (one small DMA per tile of 128), then one indirect transfer per tile copies the named table
+// rows straight to the tile's output rows in HBM. Index tiles alternate between two SBUF slots so
+// the load of tile i+1 overlaps the gather of tile i; the gathers alternate between the SP and ACT
+// queues.
 #include <algorithm>
 
 #include "common.h"
@@ -14,17 +15,22 @@ namespace neuronsim::kernels {
 using namespace detail;
 using isa::Engine;
 
-isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
-                         int64_t count, int64_t index_stride) {
-  constexpr std::string_view kName = "gather_rows";
+namespace {
+
+// One indirect transfer per tile of 128 indices; `scatter` indexes the table (out).
+isa::Program indirect_rows(std::string_view kName, std::string_view target, isa::DType dtype,
+                           int64_t rows, int64_t cols, int64_t count, int64_t index_stride,
+                           bool scatter) {
   check_dims(kName, {{"rows", rows}, {"cols", cols}, {"count", count}});
   require(index_stride >= 1 && index_stride <= 65535, kName, "index_stride must be 1..65535");
   const int64_t index_elems = (count - 1) * index_stride + 1;
 
   KernelBuilder kb(target);
-  const AccessPattern table = kb.input("table", dtype, {rows, cols});
+  const AccessPattern table =
+      scatter ? kb.output("out", dtype, {rows, cols}) : kb.input("table", dtype, {rows, cols});
   const AccessPattern index = kb.input("index", isa::DType::int32, {index_elems});
-  const AccessPattern out = kb.output("out", dtype, {count, cols});
+  const AccessPattern packed =
+      scatter ? kb.input("src", dtype, {count, cols}) : kb.output("out", dtype, {count, cols});
   const AccessPattern slots[2] = {sbuf(kb, kName, isa::DType::int32, kPartitions, 1),
                                   sbuf(kb, kName, isa::DType::int32, kPartitions, 1)};
 
@@ -40,16 +46,33 @@ isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows
     const AccessPattern slot = isa::rows(slots[tile % 2], 0, n);
     kb.dma_copy(slot, ids, Engine::SP);
 
-    isa::Instruction gather;
-    gather.opcode = isa::Opcode::dma_copy;
-    gather.engine = tile % 2 == 0 ? Engine::SP : Engine::ACT;
-    gather.operands = {{isa::Role::dst, isa::rows(out, static_cast<uint32_t>(first), n)},
-                       {isa::Role::src, table},
-                       {isa::Role::index, slot}};
-    gather.ints[0] = static_cast<int32_t>(1 + tile % 15);  // queue 0 carries the index loads
-    kb.emit(std::move(gather));
+    isa::Instruction move;
+    move.opcode = isa::Opcode::dma_copy;
+    move.engine = tile % 2 == 0 ? Engine::SP : Engine::ACT;
+    const AccessPattern part = isa::rows(packed, static_cast<uint32_t>(first), n);
+    move.operands = {{isa::Role::dst, scatter ? table : part},
+                     {isa::Role::src, scatter ? part : table},
+                     {isa::Role::index, slot}};
+    if (scatter) move.flags = isa::kScatter;
+    // Queue 0 carries the index loads. Scatters stay on one queue of one engine, in
+    // order, so a repeated index keeps the last row as the instruction promises.
+    move.ints[0] = scatter ? 1 : static_cast<int32_t>(1 + tile % 15);
+    if (scatter) move.engine = Engine::SP;
+    kb.emit(std::move(move));
   }
   return kb.finish();
+}
+
+}  // namespace
+
+isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                         int64_t count, int64_t index_stride) {
+  return indirect_rows("gather_rows", target, dtype, rows, cols, count, index_stride, false);
+}
+
+isa::Program scatter_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                          int64_t count, int64_t index_stride) {
+  return indirect_rows("scatter_rows", target, dtype, rows, cols, count, index_stride, true);
 }
 
 }  // namespace neuronsim::kernels

@@ -74,5 +74,34 @@ TEST(GatherRows, RefusesBadShapes) {
   EXPECT_THROW(gather_rows("trn2", DType::fp32, 4, 4, 1, 0), std::invalid_argument);
 }
 
+// scatter_rows writes src's rows to the named rows of out in index order (the last of a
+// repeated index wins) and leaves every other row's bytes as they were.
+void check_scatter(DType dtype, int64_t rows, int64_t cols, const std::vector<int32_t>& ids,
+                   int64_t stride) {
+  const auto count = static_cast<int64_t>(ids.size());
+  const isa::Program p = scatter_rows("trn2", dtype, rows, cols, count, stride);
+  const std::vector<float> src =
+      test::random_values(static_cast<size_t>(count * cols), 4, -2.0f, 2.0f, dtype);
+  std::vector<float> want =
+      test::random_values(static_cast<size_t>(rows * cols), 5, -2.0f, 2.0f, dtype);
+  const auto out = test::run_raw(p, {{"src", test::encode(dtype, src)},
+                                     {"index", words(ids, stride)},
+                                     {"out", test::encode(dtype, want)}});
+  for (size_t i = 0; i < ids.size(); ++i)
+    std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(i) * cols, cols,
+                want.begin() + ids[i] * cols);
+  EXPECT_EQ(test::decode(dtype, out.at("out")), want);
+}
+
+TEST(ScatterRows, RowsInIndexOrderOthersKept) {
+  check_scatter(DType::fp32, 10, 7, {3, 0, 9, 3, 1}, 1);
+}
+
+TEST(ScatterRows, Int64LowWordsAndManyTiles) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 37) % 256);  // repeats across tiles
+  check_scatter(DType::bf16, 256, 3, ids, 2);
+}
+
 }  // namespace
 }  // namespace neuronsim::kernels

@@ -180,6 +180,14 @@ isa::Program matmul(std::string_view target, const View& a, const View& b, const
 isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
                          int64_t count, int64_t index_stride = 1);
 
+// out[index[i * index_stride], :] = src[i, :] for i < count: the inverse of gather_rows
+// (scatter, index_put), by indirect DMA with the index naming rows of out (HBM to HBM).
+// Tensors: "src" [count, cols] in `dtype`, "index" as for gather_rows, "out" [rows,
+// cols], whose other rows keep their bytes. A repeated index keeps the last row (the
+// scatters run in order on one queue); an index outside 0..rows-1 faults the execution.
+isa::Program scatter_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                          int64_t count, int64_t index_stride = 1);
+
 // tril/triu of a batch of matrices: out[b, i, j] = in[b, i, j] where j - i <= diagonal
 // (lower) or j - i >= diagonal (upper), else 0. Tensors "in" and "out", both contiguous
 // [batch, rows, cols] in `dtype`. Rows go on partitions, 128 at a time, and GpSimd's
