@@ -70,67 +70,183 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return Fallback<ATEN_OP(index_select)>::call(self, dim, index);
 }
 
-// The first index of `index` outside [0, size) (the device counted one), named as torch.
-[[noreturn]] void bad_index(const at::Tensor& index, int64_t dim, int64_t size) {
+// The first index of `index` outside [0, size) (or [-size, size) when negative indices
+// count from the end), named as torch does: the device counted one.
+[[noreturn]] void bad_index(const char* op, const at::Tensor& index, int64_t dim, int64_t size,
+                            bool wraps) {
   const at::Tensor host = host_alias(index).to(at::kLong).reshape({-1});
   const auto* v = host.data_ptr<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i)
-    TORCH_CHECK(v[i] >= 0 && v[i] < size, "index ", v[i], " is out of bounds for dimension ", dim,
-                " with size ", size);
-  fail("aten::gather: the device counted an index out of bounds that the host does not find");
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const bool ok = v[i] < size && v[i] >= (wraps ? -size : 0);
+    if (wraps)
+      TORCH_CHECK_INDEX(ok, "index ", v[i], " is out of bounds for dimension ", dim, " with size ",
+                        size);
+    TORCH_CHECK(ok, "index ", v[i], " is out of bounds for dimension ", dim, " with size ", size);
+  }
+  fail(
+      fmt::format("{}: the device counted an index out of bounds that the host does not find", op));
 }
 
-// gather(self, dim, index): out[i] = self[i with index[i] at dim]. One kernel computes
-// each output element's offset in self from its position and its index (limbs, exact
-// while self has fewer than 2^24 elements) and flags indices out of bounds; after the
-// check, one indirect DMA moves the elements (kernels::gather_rows, rows of one).
+// For every element of `index` (a neuron integer tensor), the flat offset in the
+// contiguous `target` of the element that has that index at dim `d` and the element's
+// own position elsewhere (exact while target has fewer than 2^24 elements), as int32.
+// Throws torch's error for an index out of bounds; nullopt when not covered.
+std::optional<at::Tensor> element_offsets(const char* op, const at::Tensor& index,
+                                          const at::Tensor& target, int64_t d) {
+  IntExpr x(*layout_of(index.scalar_type()));
+  const Limbs i = x.operand(index);
+  const Limb in_range =
+      x.op(isa::AluOp::logical_and, x.compare(isa::AluOp::is_ge, i, x.constant(0)),
+           x.compare(isa::AluOp::is_lt, i, x.constant(target.size(d))));
+  std::vector<int64_t> weights(target.strides().begin(), target.strides().end());
+  weights[static_cast<size_t>(d)] = 0;
+  const Limb offset =
+      x.op(isa::AluOp::add, x.position(weights),
+           x.imm(isa::AluOp::multiply, x.to_float(i), static_cast<float>(target.stride(d))));
+  const at::Tensor flat = at::empty(index.sizes(), index.options().dtype(at::kInt));
+  const at::Tensor bad = at::empty(index.sizes(), index.options().dtype(at::kFloat));
+  const at::Tensor any_bad = at::empty({1}, bad.options());
+  if (!x.run_values(
+          op, {flat, bad},
+          {x.select(in_range, offset, Limb{-1, 0}), x.imm(isa::AluOp::is_equal, in_range, 0)}) ||
+      !run_reduce(op, kernels::ReduceOp::max, bad.view({-1}), 0, any_bad))
+    return std::nullopt;
+  if (any_bad.item<float>() > 0) bad_index(op, index, d, target.size(d), false);
+  return flat;
+}
+
+// What gather and scatter take: tensors on one neuron device, a contiguous table of an
+// engine dtype with fewer than 2^24 elements, an integer index of the same rank.
+bool element_indexing(const at::Tensor& table, const at::Tensor& index, int64_t d) {
+  bool ok = table.device().is_privateuseone() && index.device() == table.device() &&
+            engine_dtype(table.scalar_type()) && table.is_contiguous() && table.dim() > 0 &&
+            index.dim() == table.dim() && index.numel() > 0 && table.numel() < (int64_t{1} << 24) &&
+            is_limb_integer(index.scalar_type()) && index.scalar_type() != at::kBool;
+  for (int64_t k = 0; ok && k < table.dim(); ++k) ok = k == d || index.size(k) <= table.size(k);
+  return ok;
+}
+
+// Moves `count` single elements between `table` (rows of one) and a packed tensor by
+// indirect DMA: a gather into `packed`, or a scatter from it into `table`.
+bool move_elements(const char* op, bool scatter, const at::Tensor& table, const at::Tensor& offsets,
+                   const at::Tensor& packed) {
+  const isa::DType dtype = *engine_dtype(table.scalar_type());
+  const std::string chip = target();
+  const int64_t rows = table.numel(), count = offsets.numel();
+  return run_kernel(
+      op, table.device().index(),
+      fmt::format("{} {} rows={} count={}", op, c10::toString(table.scalar_type()), rows, count),
+      [&] {
+        return scatter ? kernels::scatter_rows(chip, dtype, rows, 1, count, 1)
+                       : kernels::gather_rows(chip, dtype, rows, 1, count, 1);
+      },
+      scatter ? std::vector<std::pair<std::string, at::Tensor>>{{"src", packed},
+                                                                {"index", offsets},
+                                                                {"out", table}}
+              : std::vector<std::pair<std::string, at::Tensor>>{
+                    {"table", table}, {"index", offsets}, {"out", packed}});
+}
+
+// gather(self, dim, index): out[i] = self[i with index[i] at dim]: the element offsets,
+// then one indirect DMA of single elements (kernels::gather_rows, rows of one).
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                        bool sparse_grad, at::Tensor& out) {
   const char* op = "aten::gather";
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
-  bool covered = self.device().is_privateuseone() && index.device() == self.device() &&
-                 out.device() == self.device() && engine_dtype(self.scalar_type()) &&
-                 out.scalar_type() == self.scalar_type() && self.is_contiguous() &&
-                 self.dim() > 0 && index.dim() == self.dim() && index.numel() > 0 &&
-                 self.numel() < (int64_t{1} << 24) && is_limb_integer(index.scalar_type()) &&
-                 index.scalar_type() != at::kBool;
-  for (int64_t k = 0; covered && k < self.dim(); ++k)
-    covered = k == d || index.size(k) <= self.size(k);
-  if (covered) {
+  if (element_indexing(self, index, d) && out.device() == self.device() &&
+      out.scalar_type() == self.scalar_type()) {
     at::native::resize_output(out, index.sizes());
-    IntExpr x(*layout_of(index.scalar_type()));
-    const Limbs i = x.operand(index);
-    const Limb in_range =
-        x.op(isa::AluOp::logical_and, x.compare(isa::AluOp::is_ge, i, x.constant(0)),
-             x.compare(isa::AluOp::is_lt, i, x.constant(self.size(d))));
-    std::vector<int64_t> weights(self.strides().begin(), self.strides().end());
-    weights[static_cast<size_t>(d)] = 0;
-    const Limb offset =
-        x.op(isa::AluOp::add, x.position(weights),
-             x.imm(isa::AluOp::multiply, x.to_float(i), static_cast<float>(self.stride(d))));
-    const at::Tensor flat = at::empty(index.sizes(), index.options().dtype(at::kInt));
-    const at::Tensor bad = at::empty(index.sizes(), index.options().dtype(at::kFloat));
-    const at::Tensor any_bad = at::empty({1}, bad.options());
     const at::Tensor dst = out.is_contiguous() ? out : at::empty(index.sizes(), out.options());
-    const int64_t count = index.numel();
-    const isa::DType dtype = *engine_dtype(self.scalar_type());
-    const std::string chip = target();
-    if (x.run_values(
-            op, {flat, bad},
-            {x.select(in_range, offset, Limb{-1, 0}), x.imm(isa::AluOp::is_equal, in_range, 0)}) &&
-        run_reduce(op, kernels::ReduceOp::max, bad.view({-1}), 0, any_bad)) {
-      if (any_bad.item<float>() > 0) bad_index(index, d, self.size(d));
-      if (run_kernel(op, self.device().index(),
-                     fmt::format("{} {} rows={} count={}", op, c10::toString(self.scalar_type()),
-                                 self.numel(), count),
-                     [&] { return kernels::gather_rows(chip, dtype, self.numel(), 1, count, 1); },
-                     {{"table", self}, {"index", flat}, {"out", dst}})) {
-        if (!dst.is_same(out)) out.copy_(dst);
-        return out;
-      }
+    if (const auto offsets = element_offsets(op, index, self, d);
+        offsets && move_elements(op, false, self, *offsets, dst)) {
+      if (!dst.is_same(out)) out.copy_(dst);
+      return out;
     }
   }
   return Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
+}
+
+// scatter(self, dim, index, src): out = self, then out[i with index[i] at dim] = src[i]
+// (a repeated index keeps the last element, in index order): the element offsets, the
+// index-shaped part of src packed, one indirect scatter DMA.
+bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                  const at::Tensor& values, const at::Tensor& out) {
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (!element_indexing(self, index, d) || out.device() != self.device() ||
+      out.scalar_type() != self.scalar_type())
+    return false;
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_contiguous()) return false;
+  if (!out.is_same(self)) out.copy_(self);
+  const auto offsets = element_offsets(op, index, out, d);
+  return offsets && move_elements(op, true, out, *offsets, values.contiguous());
+}
+
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+  bool fits = src.dim() == index.dim() && src.scalar_type() == self.scalar_type() &&
+              src.device() == self.device();
+  for (int64_t k = 0; fits && k < src.dim(); ++k) fits = index.size(k) <= src.size(k);
+  if (fits && scatter_into("aten::scatter", self, dim, index,
+                           src.as_strided(index.sizes(), src.strides(), src.storage_offset()), out))
+    return out;
+  return Fallback<ATEN_OP2(scatter, src_out)>::call(self, dim, index, src, out);
+}
+
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Scalar& value, at::Tensor& out) {
+  if (self.device().is_privateuseone() && engine_dtype(self.scalar_type()) &&
+      scatter_into("aten::scatter", self, dim, index,
+                   at::full(index.sizes(), value, self.options()), out))
+    return out;
+  return Fallback<ATEN_OP2(scatter, value_out)>::call(self, dim, index, value, out);
+}
+
+// self[index] = values for one integer index over dim 0 (negative indices count from
+// the end): rows by indirect scatter DMA. Accumulation, masks and several indices fall
+// back.
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+  const char* op = "aten::index_put_";
+  const std::optional<at::Tensor> first = indices.size() == 1 ? indices.get(0) : std::nullopt;
+  if (!accumulate && first && first->defined() && first->device() == self.device() &&
+      is_limb_integer(first->scalar_type()) && first->scalar_type() != at::kBool &&
+      first->scalar_type() != at::kByte && self.device().is_privateuseone() && self.dim() > 0 &&
+      self.is_contiguous() && engine_dtype(self.scalar_type()) && first->numel() > 0 &&
+      self.size(0) < (int64_t{1} << 24) && values.scalar_type() == self.scalar_type()) {
+    const int64_t rows = self.size(0), cols = self.numel() / std::max<int64_t>(rows, 1),
+                  count = first->numel();
+    std::vector<int64_t> sizes{count};
+    sizes.insert(sizes.end(), self.sizes().begin() + 1, self.sizes().end());
+    const at::Tensor flat = first->reshape({-1});
+    IntExpr x(*layout_of(flat.scalar_type()));
+    const Limbs i = x.operand(flat);
+    const Limb negative = x.compare(isa::AluOp::is_lt, i, x.constant(0));
+    const Limbs wrapped = x.select(negative, x.add(i, x.constant(rows)), i);
+    const Limb in_range =
+        x.op(isa::AluOp::logical_and, x.compare(isa::AluOp::is_ge, wrapped, x.constant(0)),
+             x.compare(isa::AluOp::is_lt, wrapped, x.constant(rows)));
+    const at::Tensor row = at::empty({count}, flat.options().dtype(at::kInt));
+    const at::Tensor bad = at::empty({count}, flat.options().dtype(at::kFloat));
+    const at::Tensor any_bad = at::empty({1}, bad.options());
+    if (x.run_values(op, {row, bad},
+                     {x.select(in_range, x.to_float(wrapped), Limb{-1, 0}),
+                      x.imm(isa::AluOp::is_equal, in_range, 0)}) &&
+        run_reduce(op, kernels::ReduceOp::max, bad, 0, any_bad)) {
+      if (any_bad.item<float>() > 0) bad_index(op, flat, 0, rows, true);
+      const at::Tensor packed =
+          values.to(self.device()).expand(sizes).contiguous().view({count, cols});
+      const isa::DType dtype = *engine_dtype(self.scalar_type());
+      const std::string chip = target();
+      if (run_kernel(op, self.device().index(),
+                     fmt::format("{} {} rows={} cols={} count={}", op,
+                                 c10::toString(self.scalar_type()), rows, cols, count),
+                     [&] { return kernels::scatter_rows(chip, dtype, rows, cols, count, 1); },
+                     {{"src", packed}, {"index", row}, {"out", self}}))
+        return self;
+    }
+  }
+  return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
 }
 
 constexpr int64_t kMaxOneHot = int64_t{1} << 24;
@@ -175,6 +291,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("gather.out", gather_out);
+  m.impl("scatter.src_out", scatter_src_out);
+  m.impl("scatter.value_out", scatter_value_out);
+  m.impl("_index_put_impl_", index_put_impl);
 }
 
 }  // namespace neuronsim::pytorch

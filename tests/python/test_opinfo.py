@@ -97,6 +97,8 @@ CLAIMED = {
     ("bitwise_xor", ""),
     ("bitwise_not", ""),
     ("gather", ""),
+    ("scatter", ""),
+    ("index_put", ""),
 }
 DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.int32)
 # The engines compute in FP32 like the CPU, but reduce and accumulate in another order

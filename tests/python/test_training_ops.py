@@ -169,31 +169,3 @@ def test_mm_into_an_out_tensor():
     torch.mm(a.to("neuron"), b.to("neuron"), out=out)
     assert out.shape == (5, 3)
     torch.testing.assert_close(out.cpu(), a @ b)
-
-
-@pytest.mark.parametrize(
-    "dim, shape", [(1, (3, 7, 5)), (0, (2, 40, 5)), (2, (3, 40, 9)), (-1, (1, 2, 3))]
-)
-def test_gather_along_any_dim(dim, shape):
-    g = torch.Generator().manual_seed(8)
-    x = torch.randn(3, 40, 5, generator=g)
-    index = torch.randint(0, x.size(dim), shape, generator=g)
-    got = torch.gather(x.to("neuron"), dim, index.to("neuron"))
-    assert torch.equal(got.cpu(), torch.gather(x, dim, index))
-
-
-def test_gather_of_the_labels_log_probabilities():
-    g = torch.Generator().manual_seed(9)
-    logp = torch.randn(2, 6, 11, generator=g).log_softmax(-1)
-    labels = torch.randint(0, 11, (2, 6), generator=g)
-    got = torch.gather(logp.to("neuron"), 2, labels.to("neuron").unsqueeze(2))
-    assert torch.equal(got.cpu(), torch.gather(logp, 2, labels.unsqueeze(2)))
-
-
-@pytest.mark.parametrize("bad", [45, -1, 2**33])
-def test_gather_index_out_of_bounds_is_torchs_error(bad):
-    x = torch.randn(3, 40).to("neuron")
-    with pytest.raises(
-        RuntimeError, match=f"index {bad} is out of bounds for dimension 1 with size 40"
-    ):
-        torch.gather(x, 1, torch.tensor([[0], [bad], [1]]).to("neuron"))

@@ -1,0 +1,93 @@
+"""Indexing on the device in strict mode: gather (element offsets from positions and
+index limbs, one indirect DMA), scatter and index_put (the same offsets, one indirect
+scatter DMA), with torch's errors for indices out of bounds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neuronsim
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    neuronsim.set_strict(True)
+
+
+@pytest.mark.parametrize(
+    "dim, shape", [(1, (3, 7, 5)), (0, (2, 40, 5)), (2, (3, 40, 9)), (-1, (1, 2, 3))]
+)
+def test_gather_along_any_dim(dim, shape):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(3, 40, 5, generator=g)
+    index = torch.randint(0, x.size(dim), shape, generator=g)
+    got = torch.gather(x.to("neuron"), dim, index.to("neuron"))
+    assert torch.equal(got.cpu(), torch.gather(x, dim, index))
+
+
+def test_gather_of_the_labels_log_probabilities():
+    g = torch.Generator().manual_seed(9)
+    logp = torch.randn(2, 6, 11, generator=g).log_softmax(-1)
+    labels = torch.randint(0, 11, (2, 6), generator=g)
+    got = torch.gather(logp.to("neuron"), 2, labels.to("neuron").unsqueeze(2))
+    assert torch.equal(got.cpu(), torch.gather(logp, 2, labels.unsqueeze(2)))
+
+
+@pytest.mark.parametrize("bad", [45, -1, 2**33])
+def test_gather_index_out_of_bounds_is_torchs_error(bad):
+    x = torch.randn(3, 40).to("neuron")
+    with pytest.raises(
+        RuntimeError, match=f"index {bad} is out of bounds for dimension 1 with size 40"
+    ):
+        torch.gather(x, 1, torch.tensor([[0], [bad], [1]]).to("neuron"))
+
+
+def test_scatter_src_and_value():
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(4, 6, generator=g)
+    index = torch.tensor([[0, 5], [1, 1], [3, 2], [0, 0]])  # repeats: the last one wins
+    src = torch.randn(4, 3, generator=g)
+    got = x.to("neuron").scatter(1, index.to("neuron"), src.to("neuron"))
+    assert torch.equal(got.cpu(), x.scatter(1, index, src))
+    rows = torch.tensor([[3, 1, 0]])
+    assert torch.equal(
+        x.to("neuron").scatter(0, rows.to("neuron"), 7.5).cpu(), x.scatter(0, rows, 7.5)
+    )
+    d = x.to("neuron")
+    d.scatter_(1, index.to("neuron"), -1.0)
+    assert torch.equal(d.cpu(), x.clone().scatter_(1, index, -1.0))
+
+
+def test_scatter_index_out_of_bounds_is_torchs_error():
+    d = torch.zeros(4, 6, device="neuron")
+    with pytest.raises(RuntimeError, match="index 9 is out of bounds for dimension 1 with size 6"):
+        d.scatter_(1, torch.tensor([[9]]).to("neuron"), 1.0)
+    assert torch.equal(d.cpu(), torch.zeros(4, 6))
+
+
+def test_index_put_rows_with_negative_indices():
+    g = torch.Generator().manual_seed(11)
+    y = torch.zeros(5, 3)
+    d = y.to("neuron")
+    index = torch.tensor([-1, 0, 2])
+    values = torch.randn(3, 3, generator=g)
+    y[index] = values
+    d[index.to("neuron")] = values.to("neuron")
+    assert torch.equal(d.cpu(), y)
+    y[torch.tensor([1])] = 4.0
+    d[torch.tensor([1]).to("neuron")] = 4.0
+    assert torch.equal(d.cpu(), y)
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 5"):
+        d[torch.tensor([7]).to("neuron")] = 1.0
+
+
+def test_accumulating_index_put_falls_back_counted():
+    neuronsim.set_strict(False)
+    y = torch.zeros(5, 3)
+    d = y.to("neuron")
+    index = torch.tensor([1, 1, 4])
+    y.index_put_((index,), torch.ones(3, 3), accumulate=True)
+    d.index_put_((index.to("neuron"),), torch.ones(3, 3, device="neuron"), accumulate=True)
+    assert torch.equal(d.cpu(), y)
+    assert "aten::_index_put_impl_" in neuronsim.fallback_counts()
