@@ -6,6 +6,7 @@
 // losses and index ops that read int64 targets build their kernels with IntExpr.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -71,6 +72,9 @@ class IntExpr {
   // The 8-bit pieces of 16-bit limbs, least significant first, and back.
   Limbs bytes(const Limbs& a);
   Limbs from_bytes(const Limbs& b);
+  // The limbs of the value whose k-th 8-bit piece is sums[k], a sum of pieces (below
+  // 2^24): each sum carried into the next piece, from the lowest up.
+  Limbs carried(const Limbs& sums);
 
   Limbs add(const Limbs& a, const Limbs& b);
   Limbs sub(const Limbs& a, const Limbs& b);
@@ -124,6 +128,13 @@ bool integer_triangle_into(const char* op, const at::Tensor& self, int64_t diago
 // out <- running sums of an integer self along dim (exact: 8-bit pieces scanned in
 // FP32, carried after the scan), for a scanned dim below 65536.
 bool integer_cumsum_into(const at::Tensor& self, int64_t dim, const at::Tensor& out);
+// out_keepdim <- the sum of an integer x over dims, out_keepdim having x's sizes with
+// those dims as 1 (8-bit pieces summed in FP32, carried), for fewer than 65536 summed
+// elements. `reduce(planes, dims)` sums FP32 planes over dims with keepdim.
+bool integer_sum_into(
+    const char* op, const at::Tensor& x, const std::vector<int64_t>& dims,
+    const at::Tensor& out_keepdim,
+    const std::function<at::Tensor(const at::Tensor&, const std::vector<int64_t>&)>& reduce);
 // out_keepdim <- max (or min) of an integer x over dim, out_keepdim having x's sizes
 // with dim as 1: one pass per limb, from the top one down, each over the elements
 // that tie on the limbs above.

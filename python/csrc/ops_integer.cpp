@@ -245,6 +245,19 @@ Limbs IntExpr::from_bytes(const Limbs& b) {
   return a;
 }
 
+Limbs IntExpr::carried(const Limbs& sums) {
+  Limbs bytes;
+  std::optional<Limb> carry;
+  for (size_t k = 0; k < sums.size(); ++k) {
+    Limb t = sums[k];
+    if (carry) t = op(AluOp::add, t, *carry);
+    bytes.push_back(imm(AluOp::mod, t, 256));
+    if (k + 1 < sums.size())
+      carry = imm(AluOp::multiply, op(AluOp::subtract, t, bytes.back()), 1.0f / 256);
+  }
+  return from_bytes(bytes);
+}
+
 Limb IntExpr::to_float(const Limbs& a) {
   Limb acc = a.back();
   if (l_.is_signed) acc = imm(AluOp::subtract, biased(acc), l_.base() / 2);
@@ -456,16 +469,38 @@ bool integer_cumsum_into(const at::Tensor& self, int64_t dim, const at::Tensor& 
       !run_cumsum(op, planes, d + 1, sums))
     return false;
   IntExpr join(*layout);
-  Limbs bytes;
-  std::optional<Limb> carry;
-  for (int64_t k = 0; k < pieces; ++k) {
-    Limb t = join.load(sums[k]);
-    if (carry) t = join.op(AluOp::add, t, *carry);
-    bytes.push_back(join.imm(AluOp::mod, t, 256));
-    if (k + 1 < pieces)
-      carry = join.imm(AluOp::multiply, join.op(AluOp::subtract, t, bytes.back()), 1.0f / 256);
-  }
-  return join.run(op, out, join.from_bytes(bytes));
+  Limbs piece_sums;
+  for (int64_t k = 0; k < pieces; ++k) piece_sums.push_back(join.load(sums[k]));
+  return join.run(op, out, join.carried(piece_sums));
+}
+
+bool integer_sum_into(
+    const char* op, const at::Tensor& x, const std::vector<int64_t>& dims,
+    const at::Tensor& out_keepdim,
+    const std::function<at::Tensor(const at::Tensor&, const std::vector<int64_t>&)>& reduce) {
+  const auto layout = layout_of(out_keepdim.scalar_type());
+  if (!layout || out_keepdim.scalar_type() == at::kBool || x.dim() == 0 || dims.empty() ||
+      !integer_operands({&x}, out_keepdim))
+    return false;
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.size(d);
+  if (count >= 65536) return false;  // 255 * count must stay exact in FP32
+  const int64_t pieces = layout->limbs * layout->bits / 8;
+  std::vector<int64_t> sizes{pieces};
+  sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
+  const at::Tensor planes = at::empty(sizes, out_keepdim.options().dtype(at::kFloat));
+  IntExpr split(*layout);
+  std::vector<at::Tensor> plane_views;
+  for (int64_t k = 0; k < pieces; ++k) plane_views.push_back(planes[k]);
+  if (!split.run_values(op, plane_views, split.bytes(split.operand(x)))) return false;
+  std::vector<int64_t> plane_dims;
+  for (int64_t d : dims) plane_dims.push_back(d + 1);
+  const at::Tensor sums = reduce(planes, plane_dims);
+  if (!sums.defined()) return false;
+  IntExpr join(*layout);
+  Limbs piece_sums;
+  for (int64_t k = 0; k < pieces; ++k) piece_sums.push_back(join.load(sums[k]));
+  return join.run(op, out_keepdim, join.carried(piece_sums));
 }
 
 bool integer_extreme_into(const char* op, bool is_max, const at::Tensor& x, int64_t dim,

@@ -85,12 +85,38 @@ at::Tensor reduce(const char* op, ReduceOp kind, const at::Tensor& x, at::Option
   return r.view(without_dims(x, dims, keepdim));
 }
 
+// The exact sum of an integer x into `type` (int64 for torch's default), or undefined.
+at::Tensor integer_sum(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dim,
+                       bool keepdim, c10::ScalarType type) {
+  if (!x.device().is_privateuseone() || x.dim() == 0 || x.numel() == 0 ||
+      !is_limb_integer(x.scalar_type()) || !is_limb_integer(type))
+    return {};
+  const std::vector<int64_t> dims = reduce_dims(x, dim);
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  for (int64_t d : dims) sizes[static_cast<size_t>(d)] = 1;
+  at::Tensor out = at::empty(sizes, x.options().dtype(type));
+  const auto planes_sum = [op](const at::Tensor& planes, const std::vector<int64_t>& plane_dims) {
+    std::vector<int64_t> sorted = plane_dims;
+    std::sort(sorted.rbegin(), sorted.rend());
+    return reduce_keepdim(op, ReduceOp::sum, planes, sorted, at::kFloat);
+  };
+  if (!integer_sum_into(op, x, dims, out, planes_sum)) return {};
+  return out.view(without_dims(x, dims, keepdim));
+}
+
+// torch's default sum type: int64 for integers and bool, else the input's.
+c10::ScalarType sum_type(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return at::isIntegralType(x.scalar_type(), /*includeBool=*/true) ? at::kLong : x.scalar_type();
+}
+
 at::Tensor sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
                std::optional<c10::ScalarType> dtype) {
-  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  const c10::ScalarType out = sum_type(x, dtype);
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
     if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, dim, keepdim, out); r.defined())
       return r;
+  if (at::Tensor r = integer_sum("aten::sum", x, dim, keepdim, out); r.defined()) return r;
   return Fallback<ATEN_OP2(sum, dim_IntList)>::call(x, dim, keepdim, dtype);
 }
 
@@ -104,10 +130,11 @@ at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
 }
 
 at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
-  const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  const c10::ScalarType out = sum_type(x, dtype);
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
     if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, std::nullopt, false, out); r.defined())
       return r;
+  if (at::Tensor r = integer_sum("aten::sum", x, std::nullopt, false, out); r.defined()) return r;
   return Fallback<ATEN_OP(sum)>::call(x, dtype);
 }
 

@@ -201,3 +201,20 @@ def test_max_and_min_are_exact(dtype):
     if dtype == torch.int64:
         assert torch.equal(ties.to("neuron").max().cpu(), ties.max())
         assert torch.equal(ties.to("neuron").min().cpu(), ties.min())
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool])
+def test_sums_are_exact_int64(dtype):
+    if dtype == torch.bool:
+        a = torch.rand(6, 300, generator=torch.Generator().manual_seed(17)) > 0.5
+    else:
+        a = _values(dtype, (6, 300), 17)
+    d = a.to("neuron")
+    for got, want in (
+        (d.sum(), a.sum()),
+        (d.sum(1), a.sum(1)),
+        (d.sum(0, keepdim=True), a.sum(0, keepdim=True)),
+        (d.sum(dtype=torch.int32), a.sum(dtype=torch.int32)),
+    ):
+        assert got.dtype == want.dtype
+        assert torch.equal(got.cpu(), want)
