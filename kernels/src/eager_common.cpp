@@ -125,6 +125,24 @@ std::vector<View> order_dims(std::vector<View> views, size_t key) {
   return views;
 }
 
+View without_dim(const View& v, size_t dim) {
+  View out = v;
+  out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));
+  out.strides.erase(out.strides.begin() + static_cast<std::ptrdiff_t>(dim));
+  return out;
+}
+
+std::vector<View> partition_layout(std::vector<View> views, size_t key) {
+  std::vector<View> kept = coalesce(order_dims(std::move(views), key));
+  const std::vector<int64_t>& sizes = kept[0].sizes;
+  const auto big = std::max_element(sizes.begin(), sizes.end()) - sizes.begin();
+  for (View& v : kept) {
+    std::rotate(v.sizes.begin() + big, v.sizes.begin() + big + 1, v.sizes.end());
+    std::rotate(v.strides.begin() + big, v.strides.begin() + big + 1, v.strides.end());
+  }
+  return kept;
+}
+
 AccessPattern declare_input(KernelBuilder& kb, const std::string& name, const View& v) {
   return kb.input(name, v.dtype, {1, v.extent_elems()});
 }

@@ -26,6 +26,13 @@ View broadcast_to(std::string_view kernel, const char* what, const View& v,
 // decrease (stable): the walk then follows that view's memory order.
 std::vector<View> order_dims(std::vector<View> views, size_t key);
 
+// v without dim `dim`.
+View without_dim(const View& v, size_t dim);
+// The views (of one shape) in views[key]'s memory order and coalesced, with their largest
+// dim moved last: the layout of the kernels that give every index of these dims a
+// partition, the largest dim on the partitions (reduce, cumsum).
+std::vector<View> partition_layout(std::vector<View> views, size_t key);
+
 // Declares the HBM tensor of a view: extent_elems() elements of its dtype.
 AccessPattern declare_input(KernelBuilder& kb, const std::string& name, const View& v);
 AccessPattern declare_output(KernelBuilder& kb, const std::string& name, const View& v);

@@ -47,13 +47,6 @@ AluOp alu_of(ReduceOp op) {
   }
 }
 
-View without(const View& v, size_t dim) {
-  View out = v;
-  out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));
-  out.strides.erase(out.strides.begin() + static_cast<std::ptrdiff_t>(dim));
-  return out;
-}
-
 // The dim as an index into in's dims (negative counts from the end, as in torch).
 size_t check_views(ReduceOp op, const View& in, int64_t dim, const View& out) {
   check_view(kName, "in", in);
@@ -63,7 +56,7 @@ size_t check_views(ReduceOp op, const View& in, int64_t dim, const View& out) {
   require(dim >= -rank && dim < rank, kName,
           fmt::format("dim {} is out of range for a {}-D input", dim, rank));
   const auto d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
-  std::vector<int64_t> kept = without(in, d).sizes, keepdim = in.sizes;
+  std::vector<int64_t> kept = without_dim(in, d).sizes, keepdim = in.sizes;
   keepdim[d] = 1;
   require(out.sizes == kept || out.sizes == keepdim, kName,
           fmt::format("out has sizes [{}]; reducing dim {} of [{}] gives [{}] or [{}]",
@@ -114,17 +107,8 @@ class ReduceKernel {
   // The index space [kept dims..., reduced]: kept dims in out's memory order and
   // coalesced with out, the largest of them last (on the partitions).
   void layout(const View& in, size_t d, const View& out) {
-    const View out_kept = out.sizes.size() == in.sizes.size() ? without(out, d) : out;
-    std::vector<View> kept = coalesce(order_dims({without(in, d), out_kept}, 1));
-    std::vector<int64_t>& sizes = kept[0].sizes;
-    const auto big =
-        static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
-    for (View& v : kept) {
-      std::rotate(v.sizes.begin() + static_cast<std::ptrdiff_t>(big),
-                  v.sizes.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.sizes.end());
-      std::rotate(v.strides.begin() + static_cast<std::ptrdiff_t>(big),
-                  v.strides.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.strides.end());
-    }
+    const View out_kept = out.sizes.size() == in.sizes.size() ? without_dim(out, d) : out;
+    const std::vector<View> kept = partition_layout({without_dim(in, d), out_kept}, 1);
     sizes_ = kept[0].sizes;
     sizes_.push_back(reduced_);
     in_strides_ = kept[0].strides;

@@ -22,13 +22,6 @@ using isa::Engine;
 constexpr std::string_view kName = "cumsum";
 constexpr uint32_t kMaxChunk = 4096;  // elements per partition of one chunk of the scanned dim
 
-View without(const View& v, size_t dim) {
-  View out = v;
-  out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));
-  out.strides.erase(out.strides.begin() + static_cast<std::ptrdiff_t>(dim));
-  return out;
-}
-
 class ScanKernel {
  public:
   ScanKernel(std::string_view target, const View& in, int64_t dim, const View& out) : kb_(target) {
@@ -59,16 +52,7 @@ class ScanKernel {
   // The index space [other dims..., scanned]: the other dims in out's memory order,
   // coalesced, the largest of them last (on the partitions).
   void layout(const View& in, const View& out, size_t d) {
-    std::vector<View> kept = coalesce(order_dims({without(in, d), without(out, d)}, 1));
-    std::vector<int64_t>& sizes = kept[0].sizes;
-    const auto big =
-        static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
-    for (View& v : kept) {
-      std::rotate(v.sizes.begin() + static_cast<std::ptrdiff_t>(big),
-                  v.sizes.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.sizes.end());
-      std::rotate(v.strides.begin() + static_cast<std::ptrdiff_t>(big),
-                  v.strides.begin() + static_cast<std::ptrdiff_t>(big) + 1, v.strides.end());
-    }
+    const std::vector<View> kept = partition_layout({without_dim(in, d), without_dim(out, d)}, 1);
     scanned_ = in.sizes[d];
     sizes_ = kept[0].sizes;
     sizes_.push_back(scanned_);

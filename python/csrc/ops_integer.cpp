@@ -27,6 +27,7 @@
 #include "backend.h"
 #include "integers.h"
 #include "kernel_call.h"
+#include "neuronsim/isa/alu.h"
 
 namespace neuronsim::pytorch {
 
@@ -72,48 +73,10 @@ bool is_cpu_scalar(const at::Tensor& t) {
   return t.device().is_cpu() && t.dim() == 0;
 }
 
-// The FP32 ALU on two exact values, for operations whose operands are both known.
-float fold(AluOp op, float a, float b) {
-  switch (op) {
-    case AluOp::add:
-      return a + b;
-    case AluOp::subtract:
-      return a - b;
-    case AluOp::multiply:
-      return a * b;
-    case AluOp::mod:
-      return a - b * std::floor(a / b);
-    case AluOp::abs_max:
-      return std::max(std::fabs(a), std::fabs(b));
-    case AluOp::is_equal:
-      return a == b;
-    case AluOp::not_equal:
-      return a != b;
-    case AluOp::is_lt:
-      return a < b;
-    case AluOp::is_le:
-      return a <= b;
-    case AluOp::is_gt:
-      return a > b;
-    case AluOp::is_ge:
-      return a >= b;
-    case AluOp::logical_and:
-      return a != 0 && b != 0;
-    case AluOp::bitwise_and:
-      return static_cast<float>(static_cast<int32_t>(a) & static_cast<int32_t>(b));
-    case AluOp::bitwise_or:
-      return static_cast<float>(static_cast<int32_t>(a) | static_cast<int32_t>(b));
-    case AluOp::bitwise_xor:
-      return static_cast<float>(static_cast<int32_t>(a) ^ static_cast<int32_t>(b));
-    default:
-      fail(fmt::format("integer limbs: no host folding of {}", isa::alu_op_name(op)));
-  }
-}
-
 }  // namespace
 
 Limb IntExpr::op(AluOp alu, Limb a, Limb b) {
-  if (a.known() && b.known()) return {-1, fold(alu, a.value, b.value)};
+  if (a.known() && b.known()) return {-1, isa::apply_alu_op(alu, a.value, b.value)};  // folded
   if (b.known()) return {e_.alu_imm(alu, a.reg, b.value), 0};
   if (a.known()) return {e_.alu_imm(alu, b.reg, a.value, /*reverse=*/true), 0};
   return {e_.alu(alu, a.reg, b.reg), 0};

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "neuronsim/isa/alu.h"
 #include "neuronsim/isa/assembler.h"
 
 namespace neuronsim::sim {
@@ -404,89 +405,14 @@ Bytes read_as(const Ctx& c, const AccessPattern& ap, DType t) {
 // ---------------------------------------------------------------------------
 // ALU
 
-int32_t to_int32(float v) {
-  if (std::isnan(v)) return 0;
-  if (v >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
-  if (v <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
-  return static_cast<int32_t>(std::nearbyint(v));  // the default rounding mode: ties to even
-}
-
-float truth(bool b) {
-  return b ? 1.0f : 0.0f;
-}
-
-// max/min propagate NaN, so that a NaN input is never silently dropped.
-float nan_max(float a, float b) {
-  return (a > b || std::isnan(a)) ? a : b;
-}
-float nan_min(float a, float b) {
-  return (a < b || std::isnan(a)) ? a : b;
-}
-
-// Python-style remainder: the sign of the divisor.
-float py_mod(float a, float b) {
-  float r = std::fmod(a, b);
-  if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b;
-  return r;
-}
+using isa::nan_max;
+using isa::nan_min;
+using isa::py_mod;
+using isa::to_int32;
+using isa::truth;
 
 inline float alu(AluOp op, float a, float b) {
-  const auto shift = [&] { return to_int32(b) & 31; };
-  switch (op) {
-    case AluOp::bypass:
-      return a;
-    case AluOp::add:
-      return a + b;
-    case AluOp::subtract:
-      return a - b;
-    case AluOp::multiply:
-      return a * b;
-    case AluOp::divide:
-      return a / b;
-    case AluOp::max:
-      return nan_max(a, b);
-    case AluOp::min:
-      return nan_min(a, b);
-    case AluOp::pow:
-      return std::pow(a, b);
-    case AluOp::mod:
-      return py_mod(a, b);
-    case AluOp::abs_max:
-      return nan_max(std::fabs(a), std::fabs(b));
-    case AluOp::is_equal:
-      return truth(a == b);
-    case AluOp::not_equal:
-      return truth(a != b);
-    case AluOp::is_gt:
-      return truth(a > b);
-    case AluOp::is_ge:
-      return truth(a >= b);
-    case AluOp::is_lt:
-      return truth(a < b);
-    case AluOp::is_le:
-      return truth(a <= b);
-    case AluOp::logical_and:
-      return truth(a != 0.0f && b != 0.0f);
-    case AluOp::logical_or:
-      return truth(a != 0.0f || b != 0.0f);
-    case AluOp::logical_xor:
-      return truth((a != 0.0f) != (b != 0.0f));
-    case AluOp::bitwise_and:
-      return static_cast<float>(to_int32(a) & to_int32(b));
-    case AluOp::bitwise_or:
-      return static_cast<float>(to_int32(a) | to_int32(b));
-    case AluOp::bitwise_xor:
-      return static_cast<float>(to_int32(a) ^ to_int32(b));
-    case AluOp::left_shift:
-      return static_cast<float>(
-          static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) << shift()));
-    case AluOp::arith_shift_right:
-      return static_cast<float>(to_int32(a) >> shift());
-    case AluOp::logical_shift_right:
-      return static_cast<float>(
-          static_cast<int32_t>(static_cast<uint32_t>(to_int32(a)) >> shift()));
-  }
-  return a;
+  return isa::apply_alu_op(op, a, b);
 }
 
 // out[i] = a[i*sa] op b[i*sb]; strides of 0 broadcast a scalar. The op is a
