@@ -87,14 +87,19 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
       fmt::format("{}: the device counted an index out of bounds that the host does not find", op));
 }
 
-// For every element of `index` (a neuron integer tensor), the flat offset in the
-// contiguous `target` of the element that has that index at dim `d` and the element's
-// own position elsewhere (exact while target has fewer than 2^24 elements), as int32.
-// Throws torch's error for an index out of bounds; nullopt when not covered.
+// For every element of `index` (a neuron integer tensor, or a view of one broadcast to
+// `sizes`), the flat offset in the contiguous `target` of the element that has that
+// index at dim `d` and the element's own position elsewhere (exact while target has
+// fewer than 2^24 elements), as int32. With `wraps`, a negative index counts from the
+// end (advanced indexing). Throws torch's error for an index out of bounds; nullopt
+// when not covered.
 std::optional<at::Tensor> element_offsets(const char* op, const at::Tensor& index,
-                                          const at::Tensor& target, int64_t d) {
+                                          const at::Tensor& target, int64_t d, bool wraps = false) {
   IntExpr x(*layout_of(index.scalar_type()));
-  const Limbs i = x.operand(index);
+  Limbs i = x.operand(index);
+  if (wraps)
+    i = x.select(x.compare(isa::AluOp::is_lt, i, x.constant(0)),
+                 x.add(i, x.constant(target.size(d))), i);
   const Limb in_range =
       x.op(isa::AluOp::logical_and, x.compare(isa::AluOp::is_ge, i, x.constant(0)),
            x.compare(isa::AluOp::is_lt, i, x.constant(target.size(d))));
@@ -111,34 +116,41 @@ std::optional<at::Tensor> element_offsets(const char* op, const at::Tensor& inde
           {x.select(in_range, offset, Limb{-1, 0}), x.imm(isa::AluOp::is_equal, in_range, 0)}) ||
       !run_reduce(op, kernels::ReduceOp::max, bad.view({-1}), 0, any_bad))
     return std::nullopt;
-  if (any_bad.item<float>() > 0) bad_index(op, index, d, target.size(d), false);
+  if (any_bad.item<float>() > 0) bad_index(op, index, d, target.size(d), wraps);
   return flat;
 }
 
 // What gather and scatter take: tensors on one neuron device, a contiguous table of an
 // engine dtype with fewer than 2^24 elements, an integer index of the same rank.
 bool element_indexing(const at::Tensor& table, const at::Tensor& index, int64_t d) {
-  bool ok = table.device().is_privateuseone() && index.device() == table.device() &&
-            engine_dtype(table.scalar_type()) && table.is_contiguous() && table.dim() > 0 &&
-            index.dim() == table.dim() && index.numel() > 0 && table.numel() < (int64_t{1} << 24) &&
+  const bool movable = engine_dtype(table.scalar_type()) || table.element_size() % 4 == 0;
+  bool ok = table.device().is_privateuseone() && index.device() == table.device() && movable &&
+            table.is_contiguous() && table.dim() > 0 && index.dim() == table.dim() &&
+            index.numel() > 0 && table.numel() < (int64_t{1} << 24) &&
             is_limb_integer(index.scalar_type()) && index.scalar_type() != at::kBool;
   for (int64_t k = 0; ok && k < table.dim(); ++k) ok = k == d || index.size(k) <= table.size(k);
   return ok;
 }
 
-// Moves `count` single elements between `table` (rows of one) and a packed tensor by
-// indirect DMA: a gather into `packed`, or a scatter from it into `table`.
-bool move_elements(const char* op, bool scatter, const at::Tensor& table, const at::Tensor& offsets,
-                   const at::Tensor& packed) {
+// Moves `count` single elements between `table` (rows of one element) and a packed
+// tensor by indirect DMA: a gather into `packed`, or a scatter from it into `table`.
+// Types the engines do not compute (int64, float64, complex) move as rows of 32-bit
+// words, their bytes exactly.
+bool move_elements(const char* op, bool scatter, const at::Tensor& table_in,
+                   const at::Tensor& offsets, const at::Tensor& packed_in) {
+  const bool words = !engine_dtype(table_in.scalar_type());
+  const at::Tensor table = words ? table_in.view(at::kInt) : table_in;
+  const at::Tensor packed = words ? packed_in.view(at::kInt) : packed_in;
   const isa::DType dtype = *engine_dtype(table.scalar_type());
+  const int64_t cols = words ? table_in.element_size() / 4 : 1;
   const std::string chip = target();
-  const int64_t rows = table.numel(), count = offsets.numel();
+  const int64_t rows = table_in.numel(), count = offsets.numel();
   return run_kernel(
       op, table.device().index(),
       fmt::format("{} {} rows={} count={}", op, c10::toString(table.scalar_type()), rows, count),
       [&] {
-        return scatter ? kernels::scatter_rows(chip, dtype, rows, 1, count, 1)
-                       : kernels::gather_rows(chip, dtype, rows, 1, count, 1);
+        return scatter ? kernels::scatter_rows(chip, dtype, rows, cols, count, 1)
+                       : kernels::gather_rows(chip, dtype, rows, cols, count, 1);
       },
       scatter ? std::vector<std::pair<std::string, at::Tensor>>{{"src", packed},
                                                                 {"index", offsets},
@@ -164,6 +176,41 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     }
   }
   return Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
+}
+
+// self[:, ..., index, ...]: advanced indexing with one integer index tensor of one dim
+// (the others full slices), e.g. input_ids[:, cache_position]: a gather with the index
+// broadcast along the other dims, negative indices counting from the end.
+at::Tensor& index_tensor_out(const at::Tensor& self,
+                             const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  const char* op = "aten::index";
+  int64_t d = -1;
+  bool one = true;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined()) continue;
+    one = one && d < 0;
+    d = static_cast<int64_t>(k);
+  }
+  if (one && d >= 0 && d < self.dim()) {
+    const at::Tensor index = *indices.get(static_cast<size_t>(d));
+    std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+    if (index.dim() == 1) sizes[static_cast<size_t>(d)] = index.size(0);
+    std::vector<int64_t> shape(sizes.size(), 1);
+    if (index.dim() == 1) shape[static_cast<size_t>(d)] = index.size(0);
+    if (index.dim() == 1 && element_indexing(self, index.view(shape), d) &&
+        out.device() == self.device() && out.scalar_type() == self.scalar_type()) {
+      at::native::resize_output(out, sizes);
+      const at::Tensor spread = index.view(shape).expand(sizes);
+      const at::Tensor dst = out.is_contiguous() ? out : at::empty(sizes, out.options());
+      if (const auto offsets = element_offsets(op, spread, self, d, true);
+          offsets && move_elements(op, false, self, *offsets, dst)) {
+        if (!dst.is_same(out)) out.copy_(dst);
+        return out;
+      }
+    }
+  }
+  return Fallback<ATEN_OP2(index, Tensor_out)>::call(self, indices, out);
 }
 
 // scatter(self, dim, index, src): out = self, then out[i with index[i] at dim] = src[i]
@@ -291,6 +338,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("gather.out", gather_out);
+  m.impl("index.Tensor_out", index_tensor_out);
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
   m.impl("_index_put_impl_", index_put_impl);

@@ -91,3 +91,29 @@ def test_accumulating_index_put_falls_back_counted():
     d.index_put_((index.to("neuron"),), torch.ones(3, 3, device="neuron"), accumulate=True)
     assert torch.equal(d.cpu(), y)
     assert "aten::_index_put_impl_" in neuronsim.fallback_counts()
+
+
+def test_advanced_indexing_with_one_index_tensor():
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 10, 3, generator=g)
+    d = x.to("neuron")
+    for index in (torch.tensor([9, 0, 4]), torch.tensor([-1, 2])):
+        i = index.to("neuron")
+        assert torch.equal(d[:, i].cpu(), x[:, index])
+        assert torch.equal(d[:, :, (index % 3).to("neuron")].cpu(), x[:, :, index % 3])
+    # int64 token ids at the cache positions, as generate() reads them
+    ids = torch.arange(20).view(2, 10) * 2**40
+    positions = torch.tensor([7, 8, 9])
+    assert torch.equal(ids.to("neuron")[:, positions.to("neuron")].cpu(), ids[:, positions])
+    with pytest.raises(IndexError, match="index 10 is out of bounds for dimension 1 with size 10"):
+        d[:, torch.tensor([10]).to("neuron")]
+
+
+def test_int64_elements_move_as_words():
+    ids = torch.arange(20).view(2, 10) * 2**40 - 3
+    index = torch.tensor([[1, 1], [0, 9]])
+    got = torch.gather(ids.to("neuron"), 1, index.to("neuron"))
+    assert torch.equal(got.cpu(), torch.gather(ids, 1, index))
+    d = ids.to("neuron")
+    d.scatter_(1, index.to("neuron"), torch.full((2, 2), -(2**62)).to("neuron"))
+    assert torch.equal(d.cpu(), ids.clone().scatter_(1, index, torch.full((2, 2), -(2**62))))
