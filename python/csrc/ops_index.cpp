@@ -147,7 +147,8 @@ bool move_elements(const char* op, bool scatter, const at::Tensor& table_in,
   const int64_t rows = table_in.numel(), count = offsets.numel();
   return run_kernel(
       op, table.device().index(),
-      fmt::format("{} {} rows={} count={}", op, c10::toString(table.scalar_type()), rows, count),
+      fmt::format("{} {} rows={} cols={} count={} scatter={}", op,
+                  c10::toString(table.scalar_type()), rows, cols, count, scatter),
       [&] {
         return scatter ? kernels::scatter_rows(chip, dtype, rows, cols, count, 1)
                        : kernels::gather_rows(chip, dtype, rows, cols, count, 1);
