@@ -220,6 +220,17 @@ void read_run(const Ctx& c, const AccessPattern& ap, const Run& r, uint8_t* out)
   }
   const uint64_t addr = hbm_address(c, ap, r);
   if (packed) return c.st.hbm.read(addr, out, r.count * es);
+  // A strided run whose span is small (a transposed tile's column): one read of the
+  // bytes it spans, then a gather, instead of one (locked) memory read per element.
+  const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(es));
+  const auto span = static_cast<uint64_t>(hi - lo);
+  if (span <= std::max<uint64_t>(64 * 1024, 8 * uint64_t{r.count} * es)) {
+    thread_local Bytes spanned;
+    if (spanned.size() < span) spanned = Bytes(std::max<size_t>(span, 2 * spanned.size()));
+    const uint64_t before = static_cast<uint64_t>(r.start - lo);
+    c.st.hbm.read(addr - before, spanned.data(), span);
+    return gather_strided(spanned.data() + before, r.stride, r.count, es, out);
+  }
   for (uint32_t i = 0; i < r.count; ++i)
     c.st.hbm.read(addr + static_cast<uint64_t>(i * r.stride), out + i * es, es);
 }
