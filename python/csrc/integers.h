@@ -33,12 +33,15 @@ inline bool is_limb_integer(c10::ScalarType t) {
   return layout_of(t).has_value();
 }
 
-// A limb: a register of the expression, or a value known when the kernel is built
-// (the limbs of a Python number), which folds into immediates.
+// A limb: a register of the expression; a value known when the kernel is built (a
+// structural constant), which folds into immediates; or a scalar input (the limb of a
+// Python number, read at run time so that one kernel serves every value).
 struct Limb {
   kernels::PointwiseExpr::Reg reg = -1;
   float value = 0;
-  bool known() const { return reg < 0; }
+  int32_t scalar = -1;  // the input holding the value
+  bool known() const { return reg < 0 && scalar < 0; }
+  bool is_scalar() const { return scalar >= 0; }
 };
 using Limbs = std::vector<Limb>;
 
@@ -47,7 +50,10 @@ using Limbs = std::vector<Limb>;
 class IntExpr {
  public:
   using AluOp = isa::AluOp;
-  explicit IntExpr(Layout layout) : l_(layout) {}
+  // Python numbers among the operands become scalar inputs on `device` (on the CPU
+  // default, immediates).
+  explicit IntExpr(Layout layout, c10::Device device = c10::Device(c10::kCPU))
+      : l_(layout), device_(device) {}
 
   kernels::PointwiseExpr& expr() { return e_; }
 
@@ -66,6 +72,9 @@ class IntExpr {
   // or zero-extended to more limbs, or wrapped to fewer.
   Limbs operand(const at::Tensor& t);
   Limbs constant(int64_t v) const;
+  // The limbs of v as scalar inputs on `device` (not part of the kernel).
+  Limbs number(int64_t v, const c10::Device& device);
+  Limb number(float v, const c10::Device& device);
   // The limbs with the top one's sign bit flipped when signed: unsigned order is then
   // the type's order (what max and min compare).
   Limbs ordered(Limbs a);
@@ -78,6 +87,9 @@ class IntExpr {
 
   Limbs add(const Limbs& a, const Limbs& b);
   Limbs sub(const Limbs& a, const Limbs& b);
+  // a * b modulo 2^bits: products of 8-bit pieces summed by column (below 2^24), then
+  // carried.
+  Limbs mul(const Limbs& a, const Limbs& b);
   // a <cmp> b (1 or 0) in the layout's order, for the six comparisons.
   Limb compare(AluOp cmp, Limbs a, Limbs b);
   // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition.
@@ -101,17 +113,19 @@ class IntExpr {
   Limb input(const at::Tensor& view, const at::Tensor& of, int part);
 
   Layout l_;
+  c10::Device device_;
   kernels::PointwiseExpr e_;
   std::vector<at::Tensor> inputs_;
   std::vector<at::Tensor> held_;  // the tensors loads_ names, kept alive so no other reuses one
   std::map<float, kernels::PointwiseExpr::Reg> constants_;
+  std::map<int32_t, kernels::PointwiseExpr::Reg> scalar_regs_;
   std::map<std::pair<const void*, int>, kernels::PointwiseExpr::Reg> loads_;
 };
 
-// out <- a <alu> alpha * b for an integer result or comparison type: add, subtract
-// (alpha 1 or -1), max, min, the comparisons (bool out) and the bitwise ops. a or b
+// out <- a <alu> alpha * b for an integer result or comparison type: add, subtract,
+// multiply, max, min, the comparisons (bool out), the bitwise and logical ops. a or b
 // may be a 0-dim CPU tensor (a Python number). An input may be out exactly (in
-// place). False when not covered (multiplication, another alpha, float operands).
+// place). False when not covered (division, a non-integer alpha, float operands).
 bool integer_binary_into(const char* op, isa::AluOp alu, const at::Tensor& a, const at::Tensor& b,
                          double alpha, const at::Tensor& out);
 // out <- ~a (integers) or !a (bool).

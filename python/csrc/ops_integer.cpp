@@ -77,6 +77,16 @@ bool is_cpu_scalar(const at::Tensor& t) {
 
 Limb IntExpr::op(AluOp alu, Limb a, Limb b) {
   if (a.known() && b.known()) return {-1, isa::apply_alu_op(alu, a.value, b.value)};  // folded
+  if (b.is_scalar() && !a.is_scalar()) return {e_.alu_scalar(alu, reg(a), b.scalar), 0};
+  if (a.is_scalar() && !b.is_scalar()) return {e_.alu_scalar(alu, reg(b), a.scalar, true), 0};
+  if (a.is_scalar() || b.is_scalar()) return {e_.alu(alu, reg(a), reg(b)), 0};
+  // x + 0, x - 0 and x * 1 are x: no instruction for the zero limbs of a number.
+  if ((alu == AluOp::add || alu == AluOp::subtract || alu == AluOp::multiply) && b.known() &&
+      b.value == (alu == AluOp::multiply ? 1.0f : 0.0f))
+    return a;
+  if ((alu == AluOp::add || alu == AluOp::multiply) && a.known() &&
+      a.value == (alu == AluOp::multiply ? 1.0f : 0.0f))
+    return b;
   if (b.known()) return {e_.alu_imm(alu, a.reg, b.value), 0};
   if (a.known()) return {e_.alu_imm(alu, b.reg, a.value, /*reverse=*/true), 0};
   return {e_.alu(alu, a.reg, b.reg), 0};
@@ -100,6 +110,11 @@ Limbs IntExpr::each(AluOp alu, const Limbs& a, const Limbs& b) {
 }
 
 Reg IntExpr::reg(Limb x) {
+  if (x.is_scalar()) {  // a register holding the scalar: 0 + s
+    auto [it, added] = scalar_regs_.try_emplace(x.scalar, -1);
+    if (added) it->second = e_.alu_scalar(AluOp::add, reg(Limb{-1, 0}), x.scalar);
+    return it->second;
+  }
   if (!x.known()) return x.reg;
   auto [it, added] = constants_.try_emplace(x.value, -1);
   if (added) it->second = e_.constant(x.value);
@@ -111,7 +126,8 @@ Limb IntExpr::load(const at::Tensor& t) {
 }
 
 Limbs IntExpr::operand(const at::Tensor& t) {
-  if (is_cpu_scalar(t)) return constant(t.item<int64_t>());
+  if (is_cpu_scalar(t))
+    return device_.is_cpu() ? constant(t.item<int64_t>()) : number(t.item<int64_t>(), device_);
   const Layout lt = *layout_of(t.scalar_type());
   Limbs out(static_cast<size_t>(l_.limbs), Limb{-1, 0});
   if (lt.bits == 16 && l_.bits == 8) {  // to a one-byte type: the low byte
@@ -144,6 +160,20 @@ Limbs IntExpr::constant(int64_t v) const {
   return out;
 }
 
+Limbs IntExpr::number(int64_t v, const c10::Device& device) {
+  Limbs out;
+  for (const Limb& l : constant(v)) out.push_back(number(l.value, device));
+  return out;
+}
+
+Limb IntExpr::number(float v, const c10::Device& device) {
+  inputs_.push_back(device_scalar(v, device));
+  held_.push_back(inputs_.back());
+  Limb l;
+  l.scalar = static_cast<int32_t>(inputs_.size() - 1);
+  return l;
+}
+
 Limbs IntExpr::add(const Limbs& a, const Limbs& b) {
   Limbs r;
   std::optional<Limb> carry;
@@ -154,6 +184,22 @@ Limbs IntExpr::add(const Limbs& a, const Limbs& b) {
     r.push_back(imm(AluOp::mod, s, l_.base()));
   }
   return r;
+}
+
+Limbs IntExpr::mul(const Limbs& a, const Limbs& b) {
+  const Limbs x = bytes(a), y = bytes(b);
+  Limbs columns;
+  for (size_t c = 0; c < x.size(); ++c) {
+    Limb sum{-1, 0};
+    for (size_t i = 0; i <= c; ++i) {
+      const Limb& p = x[i];
+      const Limb& q = y[c - i];
+      if ((p.known() && p.value == 0) || (q.known() && q.value == 0)) continue;
+      sum = op(AluOp::add, sum, op(AluOp::multiply, p, q));
+    }
+    columns.push_back(sum);
+  }
+  return carried(columns);
 }
 
 Limbs IntExpr::sub(const Limbs& a, const Limbs& b) {
@@ -318,14 +364,19 @@ bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const a
                          double alpha, const at::Tensor& out) {
   const c10::ScalarType type = at::result_type(a, b);
   const auto layout = layout_of(type);
-  if (!layout || !integer_operands({&a, &b}, out) || (alpha != 1.0 && alpha != -1.0)) return false;
+  if (!layout || !integer_operands({&a, &b}, out) || alpha != std::trunc(alpha) ||
+      std::fabs(alpha) > 9.2e18)
+    return false;
   const bool gives_bool = is_comparison(alu) || is_logical(alu);
   if (out.scalar_type() != (gives_bool ? at::kBool : type)) return false;
   const bool bitwise =
       alu == AluOp::bitwise_and || alu == AluOp::bitwise_or || alu == AluOp::bitwise_xor;
   if (type == at::kBool && !bitwise && !gives_bool) return false;
-  IntExpr x(*layout);
-  const Limbs la = x.operand(a), lb = x.operand(b);
+  IntExpr x(*layout, out.device());
+  const Limbs la = x.operand(a);
+  Limbs lb = x.operand(b);
+  if (alpha != 1.0 && alpha != -1.0)  // a + alpha * b
+    lb = x.mul(lb, x.constant(static_cast<int64_t>(std::fabs(alpha))));
   if (is_logical(alu)) {
     const Limb p = x.nonzero(la), q = x.nonzero(lb);
     return x.run_values(
@@ -336,6 +387,8 @@ bool integer_binary_into(const char* op, AluOp alu, const at::Tensor& a, const a
       return x.run(op, out, alpha > 0 ? x.add(la, lb) : x.sub(la, lb));
     case AluOp::subtract:
       return x.run(op, out, alpha > 0 ? x.sub(la, lb) : x.add(la, lb));
+    case AluOp::multiply:
+      return alpha == 1.0 && type != at::kBool && x.run(op, out, x.mul(la, lb));
     case AluOp::max:
     case AluOp::min: {
       const Limb a_less = x.compare(AluOp::is_lt, la, lb);
@@ -405,7 +458,7 @@ bool integer_where_into(const at::Tensor& cond, const at::Tensor& a, const at::T
   if (!layout || cond.scalar_type() != at::kBool || !cond.device().is_privateuseone() ||
       overlaps(cond, out) || !integer_operands({&a, &b}, out))
     return false;
-  IntExpr x(*layout);
+  IntExpr x(*layout, out.device());
   const Limb p = x.load(cond);
   return x.run("aten::where", out, x.select(p, x.operand(a), x.operand(b)));
 }
@@ -554,10 +607,10 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   if (valid && out.device().is_privateuseone() && type != at::kBool &&
       (is_engine_float(type) || layout_of(type)) && (count == 0 || exact_range(x0, dx, count))) {
     if (out.numel() != count) out.resize_({count});
-    IntExpr x(layout_of(type).value_or(Layout{}));
-    Limb v = x.position({1});
-    if (dx != 1) v = x.imm(AluOp::multiply, v, static_cast<float>(dx));
-    if (x0 != 0) v = x.imm(AluOp::add, v, static_cast<float>(x0));
+    IntExpr x(layout_of(type).value_or(Layout{}), out.device());
+    Limb v = x.position({1});  // start and step are inputs: one kernel for every range
+    v = x.op(AluOp::multiply, v, x.number(static_cast<float>(dx), out.device()));
+    v = x.op(AluOp::add, v, x.number(static_cast<float>(x0), out.device()));
     if (count == 0 || (layout_of(type) ? x.run("aten::arange", out, x.from_integral(v))
                                        : x.run_values("aten::arange", {out}, {v})))
       return out;

@@ -165,11 +165,37 @@ def test_arange_the_engines_cannot_hold_falls_back_counted():
     assert neuronsim.fallback_counts().get("aten::arange.start_out") == 1
 
 
-def test_multiplication_falls_back_counted():
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_multiplication_wraps_exactly(dtype):
+    a, b = _values(dtype, (7, 40), 13), _values(dtype, (7, 40), 18)
+    for got, want in (
+        (a.to("neuron") * b.to("neuron"), a * b),
+        (a.to("neuron") * 12345, a * 12345),
+        (torch.add(a.to("neuron"), b.to("neuron"), alpha=-5), torch.add(a, b, alpha=-5)),
+    ):
+        assert torch.equal(got.cpu(), want)
+
+
+def test_integer_division_falls_back_counted():
     neuronsim.set_strict(False)
     a = _values(torch.int64, (3, 4), 13)
-    assert torch.equal((a.to("neuron") * 3).cpu(), a * 3)
-    assert any(k.startswith("aten::mul") for k in neuronsim.fallback_counts())
+    assert torch.equal(
+        torch.div(a.to("neuron"), 7, rounding_mode="floor").cpu(),
+        torch.div(a, 7, rounding_mode="floor"),
+    )
+    assert any(k.startswith("aten::div") for k in neuronsim.fallback_counts())
+
+
+def test_python_numbers_are_kernel_inputs_not_new_kernels():
+    x = torch.arange(12).to("neuron")
+    x + 1, torch.arange(1, 2, device="neuron"), x.masked_fill(x > 3, 7), x < 1
+    built = neuronsim.kernels_built()
+    for k in range(2, 30):  # generate() adds a new past length every token
+        y, z, w, v = x + k, torch.arange(k, k + 1, device="neuron"), x.masked_fill(x > 3, k), x < k
+    assert neuronsim.kernels_built() == built
+    assert torch.equal(y.cpu(), torch.arange(12) + 29) and z.cpu().tolist() == [29]
+    assert torch.equal(w.cpu(), torch.arange(12).masked_fill(torch.arange(12) > 3, 29))
+    assert torch.equal(v.cpu(), torch.arange(12) < 29)
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool])
