@@ -401,6 +401,58 @@ at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
   return Fallback<ATEN_OP2(pow, Tensor_Scalar)>::call(x, exponent);
 }
 
+// min(max(x, lo), hi) for a float x, the bounds read at run time (NaN stays NaN).
+bool clamp_into(const char* op, const at::Tensor& x, const std::optional<at::Scalar>& lo,
+                const std::optional<at::Scalar>& hi, at::Tensor& out) {
+  if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || (!lo && !hi) ||
+      !prepare_out(out, x.sizes(), x.scalar_type()))
+    return false;
+  Expr e;
+  std::vector<at::Tensor> inputs{x};
+  Reg r = e.load(0);
+  for (const auto& [bound, alu] : {std::pair{lo, AluOp::max}, std::pair{hi, AluOp::min}}) {
+    if (!bound) continue;
+    inputs.push_back(device_scalar(static_cast<float>(bound->toDouble()), x.device()));
+    r = e.alu_scalar(alu, r, static_cast<int32_t>(inputs.size() - 1));
+  }
+  return run_pointwise(op, fmt::format("clamp lo={} hi={}", lo.has_value(), hi.has_value()), e,
+                       inputs, out);
+}
+
+at::Tensor& clamp_out(const at::Tensor& x, const std::optional<at::Scalar>& lo,
+                      const std::optional<at::Scalar>& hi, at::Tensor& out) {
+  if (clamp_into("aten::clamp", x, lo, hi, out)) return out;
+  return Fallback<ATEN_OP2(clamp, out)>::call(x, lo, hi, out);
+}
+
+at::Tensor& clamp_min_out(const at::Tensor& x, const at::Scalar& lo, at::Tensor& out) {
+  if (clamp_into("aten::clamp_min", x, lo, std::nullopt, out)) return out;
+  return Fallback<ATEN_OP2(clamp_min, out)>::call(x, lo, out);
+}
+
+at::Tensor& clamp_max_out(const at::Tensor& x, const at::Scalar& hi, at::Tensor& out) {
+  if (clamp_into("aten::clamp_max", x, std::nullopt, hi, out)) return out;
+  return Fallback<ATEN_OP2(clamp_max, out)>::call(x, hi, out);
+}
+
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule).
+at::Tensor& softplus_out(const at::Tensor& x, const at::Scalar& beta, const at::Scalar& threshold,
+                         at::Tensor& out) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) &&
+      prepare_out(out, x.sizes(), x.scalar_type())) {
+    const float b = static_cast<float>(beta.toDouble()),
+                t = static_cast<float>(threshold.toDouble());
+    Expr e;
+    const Reg v = e.load(0);
+    Reg soft = e.activation(ActFunc::softplus, v, b);
+    if (b != 1.0f) soft = e.alu_imm(AluOp::divide, soft, b);
+    e.select(e.alu_imm(AluOp::is_gt, e.alu_imm(AluOp::multiply, v, b), t), v, soft);
+    if (run_pointwise("aten::softplus", fmt::format("softplus {} {}", b, t), e, {x}, out))
+      return out;
+  }
+  return Fallback<ATEN_OP2(softplus, out)>::call(x, beta, threshold, out);
+}
+
 // ---- backward formulas ------------------------------------------------------------
 
 // grad * f(x): the derivative formulas of the activations, from torch's definitions.
@@ -754,6 +806,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addcdiv.out", addcdiv_out);
   m.impl("lerp.Scalar_out", lerp_out);
   m.impl("fill_.Scalar", fill_scalar);
+  m.impl("clamp.out", clamp_out);
+  m.impl("clamp_min.out", clamp_min_out);
+  m.impl("clamp_max.out", clamp_max_out);
+  m.impl("softplus.out", softplus_out);
   m.impl("zero_", zero);
 }
 

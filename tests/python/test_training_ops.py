@@ -169,3 +169,31 @@ def test_mm_into_an_out_tensor():
     torch.mm(a.to("neuron"), b.to("neuron"), out=out)
     assert out.shape == (5, 3)
     torch.testing.assert_close(out.cpu(), a @ b)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda t: t.clamp(-1, 2),
+        lambda t: t.clamp(min=0.5),
+        lambda t: t.clamp(max=-3),
+        lambda t: torch.clamp(t, 3, 1),  # min above max: torch gives max everywhere
+        F.softplus,
+        lambda t: F.softplus(t, beta=2, threshold=5),
+    ],
+    ids=["clamp", "clamp_min", "clamp_max", "crossed", "softplus", "softplus beta"],
+)
+def test_clamp_and_softplus(f):
+    x = torch.randn(40, 50, generator=torch.Generator().manual_seed(13)) * 10
+    x[0, 0] = float("nan")
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), f(x), rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_clamp_bounds_are_inputs_not_new_kernels():
+    d = torch.randn(8, 8).to("neuron")
+    d.clamp(-1, 1)
+    built = neuronsim.kernels_built()
+    for k in range(2, 12):
+        got = d.clamp(-k / 10, k / 10)
+    assert neuronsim.kernels_built() == built
+    torch.testing.assert_close(got.cpu(), d.cpu().clamp(-1.1, 1.1))
