@@ -1,5 +1,6 @@
 // libnrt.so.1: loading NEFFs, model metadata, execution, faults and profiling.
 #include <atomic>
+#include <latch>
 #include <limits>
 #include <thread>
 
@@ -309,12 +310,21 @@ TEST_F(NrtExecute, PendingExecutionsOnDifferentCoresShareOneRun) {
   const auto bytes = read_file(example("add.neff"));
   ASSERT_EQ(nrt_load(bytes.data(), bytes.size(), 0, 1, &m0.model), NRT_SUCCESS);
   ASSERT_EQ(nrt_load(bytes.data(), bytes.size(), 1, 1, &m1.model), NRT_SUCCESS);
+  // Two threads released together, so that both executions are pending in one window;
+  // thread start-up skew can still miss it, hence the attempts.
   bool batched = false;
-  for (int attempt = 0; attempt < 20 && !batched; ++attempt) {
+  for (int attempt = 0; attempt < 100 && !batched; ++attempt) {
     ::testing::internal::CaptureStderr();
     NRT_STATUS s0 = NRT_FAILURE, s1 = NRT_FAILURE;
-    std::thread t0([&] { s0 = m0.execute(); });
-    std::thread t1([&] { s1 = m1.execute(); });
+    std::latch start(2);
+    std::thread t0([&] {
+      start.arrive_and_wait();
+      s0 = m0.execute();
+    });
+    std::thread t1([&] {
+      start.arrive_and_wait();
+      s1 = m1.execute();
+    });
     t0.join();
     t1.join();
     const std::string err = ::testing::internal::GetCapturedStderr();
