@@ -125,6 +125,22 @@ std::vector<View> order_dims(std::vector<View> views, size_t key) {
   return views;
 }
 
+void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa::Dim> dims,
+               int32_t offset, int32_t partition_step) {
+  isa::Instruction in;
+  in.opcode = isa::Opcode::iota;
+  in.engine = isa::Engine::POOL;
+  AccessPattern pattern;
+  pattern.space = isa::MemSpace::Pattern;
+  pattern.dtype = DType::int32;
+  pattern.num_dims = static_cast<uint8_t>(dims.size());
+  std::copy(dims.begin(), dims.end(), pattern.dims.begin());
+  in.operands = {{isa::Role::dst, dst}, {isa::Role::pattern, pattern}};
+  in.ints[0] = offset;
+  in.ints[1] = partition_step;
+  kb.emit(std::move(in));
+}
+
 View without_dim(const View& v, size_t dim) {
   View out = v;
   out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));

@@ -33,6 +33,11 @@ View without_dim(const View& v, size_t dim);
 // partition, the largest dim on the partitions (reduce, cumsum).
 std::vector<View> partition_layout(std::vector<View> views, size_t key);
 
+// An iota on GpSimd: dst[p, j] = offset + partition_step * p + the j-th value of the
+// walk of `dims` (index times stride, summed over the dims).
+void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa::Dim> dims,
+               int32_t offset, int32_t partition_step = 0);
+
 // Declares the HBM tensor of a view: extent_elems() elements of its dtype.
 AccessPattern declare_input(KernelBuilder& kb, const std::string& name, const View& v);
 AccessPattern declare_output(KernelBuilder& kb, const std::string& name, const View& v);

@@ -535,18 +535,8 @@ class PointwiseKernel {
     require(walk.offset <= uint64_t{std::numeric_limits<int32_t>::max()} &&
                 std::abs(walk.partition_stride) <= std::numeric_limits<int32_t>::max(),
             kernel_, "a position's first value or partition step does not fit 32 bits");
-    isa::Instruction in;
-    in.opcode = isa::Opcode::iota;
-    in.engine = Engine::POOL;
-    AccessPattern pattern;
-    pattern.space = isa::MemSpace::Pattern;
-    pattern.dtype = DType::int32;
-    pattern.num_dims = walk.num_dims;
-    pattern.dims = walk.dims;
-    in.operands = {{isa::Role::dst, dst}, {isa::Role::pattern, pattern}};
-    in.ints[0] = static_cast<int32_t>(walk.offset);
-    in.ints[1] = static_cast<int32_t>(walk.partition_stride);
-    kb_.emit(std::move(in));
+    emit_iota(kb_, dst, walk.free_dims(), static_cast<int32_t>(walk.offset),
+              static_cast<int32_t>(walk.partition_stride));
   }
 
   std::string_view kernel_;

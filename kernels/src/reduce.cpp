@@ -69,18 +69,10 @@ size_t check_views(ReduceOp op, const View& in, int64_t dim, const View& out) {
   return d;
 }
 
-// An iota instruction: dst[p, j] = offset + j.
+// An iota: dst[p, j] = offset + j.
 void iota(KernelBuilder& kb, const AccessPattern& dst, int32_t offset) {
-  isa::Instruction in;
-  in.opcode = isa::Opcode::iota;
-  in.engine = Engine::POOL;
-  AccessPattern pattern;
-  pattern.space = isa::MemSpace::Pattern;
-  pattern.dtype = DType::int32;
-  pattern.dims[0] = {1, static_cast<uint32_t>(dst.free_elems())};
-  in.operands = {{isa::Role::dst, dst}, {isa::Role::pattern, pattern}};
-  in.ints[0] = offset;
-  kb.emit(std::move(in));
+  const isa::Dim row{1, static_cast<uint32_t>(dst.free_elems())};
+  emit_iota(kb, dst, {&row, 1}, offset);
 }
 
 class ReduceKernel {
