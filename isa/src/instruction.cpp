@@ -380,6 +380,18 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {dst},
        {group, {"peer", P::int1, 0, "source rank"}},
        "receives dst from peer"},
+      {Opcode::rng,
+       "rng",
+       {DVE, POOL},
+       {{R::dst, true, "destination (an integer dtype)"}},
+       {},
+       "dst = the low bits of one 32-bit draw per element from its lane's generator"},
+      {Opcode::rand_set_state,
+       "rand_set_state",
+       {DVE, POOL},
+       {{R::src, true, "uint32 [P, 6]: x0..x4 and d of each lane's XORWOW state"}},
+       {},
+       "each lane's generator state = its partition of src"},
   };
 }
 

@@ -35,10 +35,6 @@ bool is_compare_op(AluOp op) {
   return op >= AluOp::is_equal && op <= AluOp::is_le;
 }
 
-bool is_collective(Opcode op) {
-  return op >= Opcode::all_reduce;
-}
-
 bool is_int(DType t) {
   return !is_float(t) && t != DType::boolean;
 }
@@ -294,6 +290,10 @@ class Checker {
       case Opcode::reduce_scatter:
         reduce_op(in_.alu0, "op");
         break;
+      case Opcode::rng:
+      case Opcode::rand_set_state:
+        random();
+        break;
       default:
         break;
     }
@@ -404,6 +404,27 @@ class Checker {
     if (!src_max && src.free_elems() % 6 != 0)
       fail(Role::src, "must hold whole bn_stats records (a multiple of 6 values)");
     if (!is_float(dst.dtype)) fail(Role::dst, "statistics need a float dtype");
+  }
+
+  // The public NKI constraints of nki.isa.rng and nki.isa.rand_set_state.
+  void random() const {
+    const bool draw = in_.opcode == Opcode::rng;
+    const Role r = draw ? Role::dst : Role::src;
+    const AccessPattern& ap = get(r);
+    if (draw && !is_int(ap.dtype))
+      fail(r, fmt::format("must have an integer dtype, not {}", dtype_name(ap.dtype)));
+    if (!draw && ap.dtype != DType::uint32)
+      fail(r, fmt::format("must be uint32, not {}", dtype_name(ap.dtype)));
+    if (!draw && ap.free_elems() != 6)
+      fail(r, fmt::format("holds {} words per lane; a XORWOW state is 6", ap.free_elems()));
+    if (in_.engine == Engine::POOL && ap.space != MemSpace::SBUF)
+      fail(r, "GpSimd reaches SBUF only");
+    if (in_.engine == Engine::POOL && t_.core_version < 3)
+      fail(fmt::format("GpSimd has no random number generator on {} (NeuronCore-v{})", t_.name,
+                       t_.core_version));
+    if (!draw && t_.core_version < 3)
+      fail(fmt::format("rand_set_state needs NeuronCore-v3 or later; {} is v{}", t_.name,
+                       t_.core_version));
   }
 
   void patterned() const {

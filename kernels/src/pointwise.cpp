@@ -16,7 +16,9 @@
 //     load read by an FP32 write in place would be overwritten before it is read);
 //   * constants get one tile each, set once before the loop;
 //   * positions are iota instructions on GpSimd, whose index pattern is the tile's
-//     walk of a view with the position's weights as strides.
+//     walk of a view with the position's weights as strides;
+//   * random values are rng instructions on the tile's engine into a uint16 view of
+//     the slot, after both engines' generators took their state from "seeds".
 // Each buffer (2-3, for double buffering as in elementwise.cpp) has its own set of
 // slots, so tile i+1's loads and tile i's compute overlap, and tiles on VectorE
 // and GpSimd (alternating) run side by side. Activations run on ScalarE. Loads are
@@ -27,6 +29,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -101,6 +104,16 @@ Reg PointwiseExpr::position(std::vector<int64_t> weights) {
   return push(std::move(s));
 }
 
+Reg PointwiseExpr::random() {
+  Step s;
+  s.op = Op::random;
+  return push(std::move(s));
+}
+
+bool PointwiseExpr::draws_random() const {
+  return std::ranges::any_of(steps_, [](const Step& s) { return s.op == Op::random; });
+}
+
 std::vector<Reg> PointwiseExpr::outputs() const {
   if (!outputs_.empty()) return outputs_;
   return {static_cast<Reg>(steps_.size()) - 1};
@@ -139,6 +152,7 @@ size_t arity(Op op) {
     case Op::load:
     case Op::constant:
     case Op::position:
+    case Op::random:
       return 0;
     case Op::activation:
     case Op::alu_imm:
@@ -285,7 +299,7 @@ Schedule schedule(std::string_view kernel, const PointwiseExpr& expr, size_t inp
     if (st.op == Op::constant) sc.constant[s] = sc.constants++;
     if (st.op == Op::position) sc.positions[s] = positions++;
     sc.direct[s] = uses[s] == 0 && std::ranges::count(sc.results, static_cast<int>(s)) == 1 &&
-                   st.op != Op::position;
+                   st.op != Op::position && st.op != Op::random;
     if (st.op == Op::load || st.op == Op::constant) continue;
     sc.uses_act |= st.op == Op::activation;
     if (st.op == Op::alu_imm) {
@@ -374,10 +388,18 @@ class PointwiseKernel {
       in_.push_back(declare_input(kb_, fmt::format("in{}", i), inputs[i]));
     for (size_t k = 0; k < outs.size(); ++k)
       out_.push_back(declare_output(kb_, out_names[k], outs[k]));
+    if (expr.draws_random()) {
+      require(kb_.target().core_version >= 3, kernel,
+              fmt::format("random numbers need NeuronCore-v3 or later to set the generators' "
+                          "state; {} is v{}",
+                          kb_.target().name, kb_.target().core_version));
+      seeds_ = kb_.input("seeds", DType::uint32, {kPartitions, PointwiseExpr::kSeedWords});
+    }
     allocate();
   }
 
   isa::Program build() {
+    if (seeds_) seed_generators();
     for (const auto& [input, tile] : scalars_) {  // each scalar input once, on every partition
       AccessPattern one = in_[static_cast<size_t>(input)];
       one.num_partitions = kPartitions;
@@ -417,7 +439,8 @@ class PointwiseKernel {
                 fmt::format("in{} is read as a scalar but has more than one element", st.scalar));
         scalars_[st.scalar] = sbuf(kb_, kernel_, DType::fp32, kPartitions, 1);
       }
-    const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4 * scalars_.size();
+    const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4 * scalars_.size() -
+                              (seeds_ ? 4 * PointwiseExpr::kSeedWords : 0);
     auto free_for = [&](uint32_t nbuf) {
       const uint64_t per_elem = 4 * (uint64_t{nbuf} * u32(sc_.slots) + u32(sc_.constants));
       return static_cast<uint32_t>(std::min<uint64_t>(kChunk, capacity / per_elem / 16 * 16));
@@ -440,6 +463,7 @@ class PointwiseKernel {
   // written directly, else FP32.
   DType dtype_of(int s) const {
     if (step(s).op == Op::load) return input_view(step(s).input).dtype;
+    if (step(s).op == Op::random) return DType::uint16;  // rng writes integers
     if (sc_.direct[static_cast<size_t>(s)])
       return views_[static_cast<size_t>(std::ranges::find(sc_.results, s) - sc_.results.begin())]
           .dtype;
@@ -488,6 +512,8 @@ class PointwiseKernel {
         return Engine::SP;
       case Op::position:
         return Engine::POOL;
+      case Op::random:
+        return engine == Engine::POOL ? Engine::POOL : Engine::SP;
       case Op::constant:
         return std::array{Engine::SP, Engine::ACT, Engine::POOL}[i % 3];
       default:
@@ -519,9 +545,35 @@ class PointwiseKernel {
       case Op::position:
         iota(dst, s, i);
         break;
+      case Op::random: {
+        isa::Instruction rng;
+        rng.opcode = isa::Opcode::rng;
+        rng.engine = engine;
+        rng.operands = {{isa::Role::dst, dst}};
+        kb_.emit(std::move(rng));
+        break;
+      }
       case Op::load:
       case Op::constant:
         break;  // never in the order: loads are DMAs, constants are set once
+    }
+  }
+
+  // Both engines' generators take their state from "seeds" (VectorE's words, then
+  // GpSimd's), once: every tile draws on from there.
+  void seed_generators() {
+    const AccessPattern tile = sbuf(kb_, kernel_, DType::uint32, kPartitions,
+                                    static_cast<uint32_t>(PointwiseExpr::kSeedWords));
+    kb_.dma_copy(tile, *seeds_, Engine::SP);
+    for (const auto& [engine, first] : {std::pair{Engine::DVE, 0}, std::pair{Engine::POOL, 6}}) {
+      AccessPattern words = tile;
+      words.offset += 4 * static_cast<uint32_t>(first);
+      words.dims[0] = {1, 6};
+      isa::Instruction set;
+      set.opcode = isa::Opcode::rand_set_state;
+      set.engine = engine;
+      set.operands = {{isa::Role::src, words}};
+      kb_.emit(std::move(set));
     }
   }
 
@@ -552,6 +604,7 @@ class PointwiseKernel {
   std::vector<AccessPattern> slots_;  // [buffer][slot]
   std::vector<AccessPattern> constants_;
   std::map<int32_t, AccessPattern> scalars_;  // per scalar input: its [128, 1] FP32 tile
+  std::optional<AccessPattern> seeds_;        // the tensor "seeds", when a step draws
 };
 
 }  // namespace

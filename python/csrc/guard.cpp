@@ -18,6 +18,7 @@
 
 #include "allocator.h"
 #include "backend.h"
+#include "neuronsim/sim/random.h"
 
 namespace neuronsim::pytorch {
 
@@ -244,17 +245,18 @@ bool is_neuron_generator(const at::Generator& g) {
   return g.defined() && g.device().type() == kNeuron;
 }
 
-at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel) {
+uint64_t next_random_key(at::Generator neuron, uint64_t numel) {
   std::lock_guard lock(neuron.mutex());
   c10::GeneratorImpl* impl = neuron.unsafeGetGeneratorImpl();
   const uint64_t seed = impl->current_seed(), offset = impl->get_offset();
-  // splitmix64 of (seed, offset): nearby offsets give unrelated streams.
-  uint64_t z = seed ^ (offset + 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
   impl->set_offset(offset + (numel + 3) / 4 * 4);  // Philox draws four values per step
-  return at::make_generator<at::CPUGeneratorImpl>(z);
+  // splitmix64 of (seed, offset): nearby offsets give unrelated streams.
+  uint64_t state = seed ^ offset;
+  return sim::splitmix64(state);
+}
+
+at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel) {
+  return at::make_generator<at::CPUGeneratorImpl>(next_random_key(std::move(neuron), numel));
 }
 
 }  // namespace neuronsim::pytorch

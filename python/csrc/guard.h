@@ -37,6 +37,10 @@ const at::Generator& default_generator(c10::DeviceIndex index);
 // generator's (seed, offset), whose offset then advances by `numel`, so each op
 // draws a fresh deterministic stream.
 at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel);
+// The key of the next `numel` random values of a neuron generator, advancing its
+// offset as CUDA's Philox generators do (four values per step); equal (seed, offset)
+// give equal keys, so manual_seed makes device randomness repeatable.
+uint64_t next_random_key(at::Generator neuron, uint64_t numel);
 bool is_neuron_generator(const at::Generator& g);
 
 }  // namespace neuronsim::pytorch

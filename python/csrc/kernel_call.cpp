@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "backend.h"
+#include "guard.h"
+#include "neuronsim/sim/random.h"
 
 namespace neuronsim::pytorch {
 
@@ -105,6 +107,20 @@ at::Tensor device_scalar(float v, const c10::Device& device) {
   return scalar;
 }
 
+at::Tensor random_seeds(const c10::Device& device, uint64_t numel) {
+  constexpr int64_t kLanes = 128, kWords = kernels::PointwiseExpr::kSeedWords;
+  at::Tensor seeds =
+      at::empty({kLanes, kWords}, at::TensorOptions().dtype(at::kInt).device(device));
+  uint64_t stream = next_random_key(default_generator(device.index()), numel);
+  auto* words = static_cast<uint32_t*>(seeds.data_ptr());  // device memory is host-mapped
+  for (int64_t lane = 0; lane < kLanes; ++lane)
+    for (int64_t engine = 0; engine < kWords / 6; ++engine) {
+      const sim::Xorwow g = sim::Xorwow::seeded(stream);
+      std::copy(g.words.begin(), g.words.end(), words + lane * kWords + engine * 6);
+    }
+  return seeds;
+}
+
 std::string target() {
   return Backend::get().target();
 }
@@ -164,6 +180,8 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
   std::vector<std::pair<std::string, at::Tensor>> bound;
   for (size_t i = 0; i < expanded.size(); ++i)
     bound.emplace_back(fmt::format("in{}", i), expanded[i]);
+  if (expr.draws_random())
+    bound.emplace_back("seeds", random_seeds(outs[0].device(), outs[0].numel()));
   const std::string chip = target();
   if (outs.size() == 1) {
     bound.emplace_back("out", outs[0]);

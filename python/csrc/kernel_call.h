@@ -53,6 +53,11 @@ bool run_kernel(const char* op, int device, const std::string& key,
 // 4096 more scalars, long after the synchronous kernel that read it has run.
 at::Tensor device_scalar(float v, const c10::Device& device);
 
+// The tensor "seeds" of a pointwise kernel that draws random() values (kernels/eager.h):
+// every lane's generator state, from the next key of the device's default generator for
+// `numel` values. Written by the host like device_scalar; a fresh block per call.
+at::Tensor random_seeds(const c10::Device& device, uint64_t numel);
+
 // The target of the simulated chip ("trn2", ...).
 std::string target();
 
@@ -67,6 +72,7 @@ bool run_pointwise(const char* op, const std::string& name, const kernels::Point
 // sizes, and no check that inputs and outputs are apart: the caller has checked that
 // each input is an output's tensor exactly or no alias of it (the limb views of one
 // tensor interleave without overlapping).
+// A kernel that draws random() values gets its seeds from random_seeds.
 bool run_pointwise_outputs(const char* op, const std::string& name,
                            const kernels::PointwiseExpr& expr,
                            const std::vector<at::Tensor>& inputs,

@@ -262,20 +262,27 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
 
 // ---- dropout --------------------------------------------------------------------
 
-// The mask is drawn by bernoulli_ with the device's generator (the CPU's native_dropout
-// would draw from the CPU's), then applied on the device: out = x * mask / (1 - p).
+// One kernel draws the mask and applies it: keep = bits < (1 - p) * 2^16 for 16 random
+// bits per element from the engines' generators, seeded from the device's generator
+// (so torch.neuron.manual_seed repeats it); out = x * keep / (1 - p). An element is kept
+// with probability ceil((1 - p) * 2^16) / 2^16, within 2^-16 of 1 - p.
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& x, double p,
                                                   std::optional<bool> train) {
   if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
     if (train.has_value() && !*train)
       return {x.clone(), at::ones_like(x, x.options().dtype(at::kBool))};
-    at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
-    mask.bernoulli_(1.0 - p);
+    TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
     const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
     Expr e;
-    e.alu_imm(AluOp::multiply, e.alu(AluOp::multiply, e.load(0), e.load(1)), scale);
+    const Expr::Reg keep =
+        e.alu_imm(AluOp::is_lt, e.random(), static_cast<float>((1.0 - p) * 65536.0));
+    const Expr::Reg out_reg =
+        e.alu_imm(AluOp::multiply, e.alu(AluOp::multiply, e.load(0), keep), scale);
+    e.set_outputs({out_reg, keep});
     at::Tensor out = at::empty_like(x);
-    if (run_pointwise("aten::native_dropout", fmt::format("dropout {}", scale), e, {x, mask}, out))
+    at::Tensor mask = at::empty_like(x, x.options().dtype(at::kBool));
+    if (run_pointwise_outputs("aten::native_dropout", fmt::format("dropout {}", p), e, {x},
+                              {out, mask}))
       return {out, mask};
   }
   return Fallback<ATEN_OP(native_dropout)>::call(x, p, train);

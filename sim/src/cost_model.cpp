@@ -53,20 +53,6 @@ bool unit_inner(const AccessPattern& ap) {
   return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1;
 }
 
-bool is_collective(Opcode op) {
-  switch (op) {
-    case Opcode::all_reduce:
-    case Opcode::all_gather:
-    case Opcode::reduce_scatter:
-    case Opcode::all_to_all:
-    case Opcode::send:
-    case Opcode::recv:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // ---- TensorE (§4.1, §4.2) ----
 
 // PE transpose of a [P, F] tile: max(P, min(64, F)).
@@ -213,6 +199,12 @@ uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g)
     case Opcode::iota:
     case Opcode::affine_select:
       return g.pool_startup + need(inst, Role::dst).free_elems();
+    case Opcode::rng:  // no published cost: assumed one element per cycle, as iota and memset
+      return inst.engine == Engine::POOL ? g.pool_startup + need(inst, Role::dst).free_elems()
+                                         : clamp(need(inst, Role::dst).free_elems());
+    case Opcode::rand_set_state:  // no published cost: assumed like rng's for its 6 words
+      return inst.engine == Engine::POOL ? g.pool_startup + need(inst, Role::src).free_elems()
+                                         : clamp(need(inst, Role::src).free_elems());
     case Opcode::partition_reduce:
     case Opcode::partition_shuffle:  // no published cost: assumed like iota
       return g.pool_startup + need(inst, Role::src).free_elems();
@@ -278,7 +270,7 @@ bool reads_output_of(const Instruction& inst, const Instruction& prev) {
 
 uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfig& gen,
                             const IssueContext& ctx) {
-  if (is_collective(inst.opcode)) bad(inst, "collectives are costed by a later layer");
+  if (isa::is_collective(inst.opcode)) bad(inst, "collectives are costed by a later layer");
   switch (inst.opcode) {
     case Opcode::sem_wait:
     case Opcode::sem_signal:

@@ -26,6 +26,7 @@ namespace {
 using isa::AccessPattern;
 using isa::AluOp;
 using isa::DType;
+using isa::Engine;
 using isa::Instruction;
 using isa::MemSpace;
 using isa::Opcode;
@@ -782,6 +783,39 @@ void store_int64(const Ctx& c, DType t, int64_t v, uint8_t* dst) {
   }
 }
 
+// ---- random numbers ----
+
+Xorwow& lane_generator(const Ctx& c, uint32_t lane) {
+  const size_t engine = c.inst.engine == Engine::POOL ? 1 : 0;
+  if (c.inst.engine != Engine::POOL && c.inst.engine != Engine::DVE)
+    c.fail(Kind::unsupported, "only VectorE and GpSimd have random number generators");
+  std::vector<Xorwow>& lanes = c.st.rng[engine];
+  if (lane >= lanes.size()) c.fail(Kind::out_of_bounds, fmt::format("no lane {}", lane));
+  return lanes[lane];
+}
+
+void rng(const Ctx& c) {
+  const AccessPattern& dst = c.get(Role::dst);
+  const size_t n = free_size(dst), size = esize(dst);
+  Bytes out(total_size(dst) * size);
+  for (uint32_t p = 0; p < dst.num_partitions; ++p) {
+    Xorwow& g = lane_generator(c, dst.start_partition + p);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = g.next();  // the least significant bytes (little-endian)
+      std::memcpy(out.data() + (p * n + i) * size, &bits, size);
+    }
+  }
+  write_bytes(c, dst, out.data());
+}
+
+void rand_set_state(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const Bytes words = read_bytes(c, src);
+  for (uint32_t p = 0; p < src.num_partitions; ++p)
+    std::memcpy(lane_generator(c, src.start_partition + p).words.data(),
+                words.data() + p * sizeof(Xorwow::words), sizeof(Xorwow::words));
+}
+
 void iota(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   const std::vector<int64_t> v = pattern_values(c, dst.num_partitions);
@@ -939,10 +973,6 @@ void dma_copy(const Ctx& c) {
   write_bytes(c, dst, out.data());
 }
 
-bool is_collective(Opcode op) {
-  return op >= Opcode::all_reduce && op <= Opcode::recv;
-}
-
 void dispatch(const Ctx& c) {
   switch (c.inst.opcode) {
     case Opcode::matmul:
@@ -983,6 +1013,10 @@ void dispatch(const Ctx& c) {
       return local_gather(c);
     case Opcode::dma_copy:
       return dma_copy(c);
+    case Opcode::rng:
+      return rng(c);
+    case Opcode::rand_set_state:
+      return rand_set_state(c);
     case Opcode::sem_wait:
     case Opcode::sem_signal:
     case Opcode::sem_set:
@@ -990,7 +1024,7 @@ void dispatch(const Ctx& c) {
     default:
       break;
   }
-  if (is_collective(c.inst.opcode))
+  if (isa::is_collective(c.inst.opcode))
     c.fail(Kind::unsupported,
            "a collective needs the other ranks of its job: it runs only inside Simulator::run, on "
            "a core bound to a communicator");
@@ -1054,7 +1088,7 @@ struct Scheduler {
   bool run_one(size_t ci, int e) {
     CoreSchedule& c = cores[ci];
     const Instruction& inst = c.core->program->streams[e][c.pc[e]];
-    if (collectives && is_collective(inst.opcode)) {
+    if (collectives && isa::is_collective(inst.opcode)) {
       c.in_collective[e] = true;
       if (!collectives->step(ci, static_cast<isa::Engine>(e), static_cast<uint32_t>(c.pc[e])))
         return false;
@@ -1133,7 +1167,13 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 CoreState::CoreState(const isa::Target& target, SparseMemory& hbm_memory)
     : sbuf(target.num_partitions, target.sbuf_partition_bytes),
       psum(target.num_partitions, target.psum_partition_bytes),
-      hbm(hbm_memory) {}
+      hbm(hbm_memory) {
+  for (size_t e = 0; e < rng.size(); ++e)
+    for (uint64_t p = 0; p < target.num_partitions; ++p) {
+      uint64_t stream = (uint64_t{e} << 32) | p;
+      rng[e].push_back(Xorwow::seeded(stream));
+    }
+}
 
 uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t base) {
   uint64_t end = base;

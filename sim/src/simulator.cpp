@@ -51,10 +51,6 @@ void wait_ps(uint64_t ps) {
   if (ps > 0) sc_core::wait(sc_core::sc_time(static_cast<double>(ps), sc_core::SC_PS));
 }
 
-bool is_collective(Opcode op) {
-  return op >= Opcode::all_reduce && op <= Opcode::recv;
-}
-
 bool wait_satisfied(const isa::SemWait& w, const std::array<uint32_t, isa::kNumSemaphores>& sem) {
   switch (w.cond) {
     case isa::WaitCond::none:
@@ -181,7 +177,7 @@ void CoreRun::engine_thread(Engine e) {
         if (*abort) return;
       }
       blocked[static_cast<size_t>(e)] = Block::none;
-      if (is_collective(in.opcode)) {
+      if (isa::is_collective(in.opcode)) {
         if (!collective(in, e, i, ready, waited)) return;
         previous = &in;
         continue;

@@ -46,3 +46,5 @@ sp reduce_scatter dst=sbuf.fp32[0:128]+0[[1,64]] src=sbuf.fp32[0:128]+0[[1,512]]
 sp all_to_all dst=sbuf.fp32[0:128]+0[[1,512]] src=sbuf.fp32[0:128]+2048[[1,512]] group=1
 sp send src=sbuf.fp32[0:128]+0[[1,512]] peer=1
 sp recv dst=sbuf.fp32[0:128]+0[[1,512]] peer=0 wait=S[11]>=1
+pool rng dst=sbuf.u16[0:128]+0[[1,64]]
+dve rand_set_state src=sbuf.u32[0:128]+0[[1,6]]

@@ -87,6 +87,43 @@ def test_twenty_adamw_steps_follow_the_cpu_loss_curve(ids):
         assert not any(op.startswith(name) for op in neuronsim.fallback_counts()), name
 
 
+def test_gpt2_with_dropout_trains_in_strict_mode(ids):
+    # Dropout's masks are drawn by the engines' generators: training with dropout > 0
+    # needs no CPU op, draws a new mask per step and none in eval mode.
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    neuronsim.set_strict(True)
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=256,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
+        eos_token_id=0,
+        bos_token_id=0,
+    )
+    model = GPT2LMHeadModel(config).to("neuron").train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = ids.to("neuron")
+    losses = []
+    for _ in range(8):
+        loss = model(x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5, losses
+    with torch.no_grad():
+        train_a, train_b = (model(x, labels=x).loss.item() for _ in range(2))
+        model.eval()
+        eval_a, eval_b = (model(x, labels=x).loss.item() for _ in range(2))
+    assert train_a != train_b and eval_a == eval_b
+
+
 def test_device_map_neuron_loads_onto_the_device(tmp_path, ids):
     tiny_model().save_pretrained(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path, device_map="neuron")

@@ -28,11 +28,7 @@ std::string fixed(double v, int digits) {
 }  // namespace
 
 float InputFiller::next() {
-  // splitmix64: the same sequence on every machine and standard library.
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = sim::splitmix64(state_);
   return static_cast<float>(z >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1)
 }
 

@@ -183,7 +183,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{
             "pe matmul dst=psum.bf16[0:128]+0[[1,128]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
             "moving=sbuf.bf16[0:128]+0[[1,128]] transpose=true accumulate=true",
-            "transpose mode cannot accumulate"}));
+            "transpose mode cannot accumulate"},
+        BadSource{"dve rng dst=sbuf.fp32[0:128]+0[[1,8]]",
+                  "must have an integer dtype, not float32"},
+        BadSource{"pool rng dst=psum.u32[0:128]+0[[1,8]]", "GpSimd reaches SBUF only"},
+        BadSource{"act rng dst=sbuf.u32[0:128]+0[[1,8]]", "cannot run on engine act"},
+        BadSource{"dve rand_set_state src=sbuf.i32[0:128]+0[[1,6]]", "must be uint32, not int32"},
+        BadSource{"pool rand_set_state src=sbuf.u32[0:128]+0[[1,5]]",
+                  "holds 5 words per lane; a XORWOW state is 6"}));
+
+TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
+  EXPECT_THAT(assemble_error(".target trn1\npool rng dst=sbuf.u16[0:128]+0[[1,8]]\n"),
+              HasSubstr("GpSimd has no random number generator on trn1"));
+  EXPECT_THAT(assemble_error(".target trn1\ndve rand_set_state src=sbuf.u32[0:128]+0[[1,6]]\n"),
+              HasSubstr("rand_set_state needs NeuronCore-v3 or later"));
+  EXPECT_NO_THROW(assemble(".target trn1\ndve rng dst=sbuf.u16[0:128]+0[[1,8]]\n"));
+}
 
 TEST(Assembler, ActivationScaleDefaultsToOne) {
   const Program p = assemble(

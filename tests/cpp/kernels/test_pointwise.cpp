@@ -5,14 +5,19 @@
 // arithmetic cases are exact; only ScalarE functions, whose table the host shares,
 // get a tolerance of a few FP32 units. Every output storage starts filled with a
 // sentinel, so that a write outside the view shows as a mismatch.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <ranges>
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include "neuronsim/kernels/eager.h"
+#include "neuronsim/sim/random.h"
 #include "test_eager_support.h"
 
 namespace neuronsim::kernels {
@@ -83,7 +88,8 @@ float host_eval(const PointwiseExpr& expr, const std::vector<float>& in) {
         r.push_back(arg(0) != 0.0f ? arg(1) : arg(2));
         break;
       case PointwiseExpr::Op::position:
-        ADD_FAILURE() << "positions are checked by their own test";
+      case PointwiseExpr::Op::random:
+        ADD_FAILURE() << "positions and random values are checked by their own tests";
         r.push_back(0.0f);
         break;
     }
@@ -424,6 +430,88 @@ TEST(Pointwise, Positions) {
               t[static_cast<size_t>(idx[0])] == static_cast<float>(idx[1]) ? 1.0f : 0.0f)
         << idx[0] << ", " << idx[1];
   });
+}
+
+// The generators' states of one "seeds" tensor: lane p's words from a splitmix64 stream.
+std::vector<uint8_t> seed_bytes(uint64_t key) {
+  std::vector<uint32_t> words;
+  for (int lane = 0; lane < 128; ++lane)
+    for (int engine = 0; engine < 2; ++engine) {
+      const sim::Xorwow g = sim::Xorwow::seeded(key);
+      words.insert(words.end(), g.words.begin(), g.words.end());
+    }
+  std::vector<uint8_t> bytes(words.size() * 4);
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<float> run_random(const isa::Program& p, uint64_t key, size_t n) {
+  const std::map<std::string, std::vector<uint8_t>> io{{"seeds", seed_bytes(key)},
+                                                       {"out", std::vector<uint8_t>(n * 4, 0)}};
+  return test::decode(DType::fp32, test::run_raw(p, io).at("out"));
+}
+
+TEST(Pointwise, RandomDrawsSixteenBitsPerElementFromEachLanesGenerator) {
+  PointwiseExpr bits;
+  bits.random();
+  // One tile on VectorE: partition p holds 16 consecutive elements, drawn from lane p.
+  const isa::Program one = pointwise("trn2", bits, {}, contiguous(DType::fp32, {2048}));
+  const std::vector<float> got = run_random(one, 7, 2048);
+  const std::vector<uint8_t> seeds = seed_bytes(7);
+  for (size_t lane = 0; lane < 128; ++lane) {
+    sim::Xorwow g;
+    std::memcpy(g.words.data(), seeds.data() + lane * 48, 24);  // VectorE's six words
+    for (size_t j = 0; j < 16; ++j)
+      ASSERT_EQ(got[lane * 16 + j], static_cast<float>(g.next() & 0xFFFF)) << lane << ", " << j;
+  }
+  // Many tiles, on both engines: uniform over [0, 65536), repeatable, and seed-dependent.
+  const size_t n = 300000;
+  const isa::Program many = pointwise("trn2", bits, {}, contiguous(DType::fp32, {int64_t{n}}));
+  const std::vector<float> a = run_random(many, 11, n);
+  std::array<int, 16> buckets{};
+  for (float v : a) {
+    ASSERT_TRUE(v >= 0 && v < 65536 && v == std::floor(v)) << v;
+    ++buckets[static_cast<size_t>(v) >> 12];
+  }
+  for (int b : buckets) EXPECT_NEAR(b, n / 16.0, 5 * std::sqrt(n / 16.0));
+  EXPECT_EQ(run_random(many, 11, n), a);
+  const std::vector<float> b = run_random(many, 12, n);
+  EXPECT_LT(
+      std::ranges::count_if(std::views::iota(size_t{0}, n), [&](size_t i) { return a[i] == b[i]; }),
+      static_cast<std::ptrdiff_t>(n / 1000));
+}
+
+TEST(Pointwise, DropoutMaskKeepsTheExpectedShare) {
+  PointwiseExpr dropout;  // out0 = x * keep / 0.9, out1 = keep, keep = bits < 0.9 * 2^16
+  const PointwiseExpr::Reg keep = dropout.alu_imm(AluOp::is_lt, dropout.random(), 0.9f * 65536);
+  const PointwiseExpr::Reg out = dropout.alu_imm(
+      AluOp::multiply, dropout.alu(AluOp::multiply, dropout.load(0), keep), 1 / 0.9f);
+  dropout.set_outputs({out, keep});
+  const View x = contiguous(DType::fp32, {64, 1000});
+  const std::vector<View> outs{contiguous(DType::fp32, {64, 1000}),
+                               contiguous(DType::boolean, {64, 1000})};
+  const isa::Program p = pointwise("trn2", dropout, {&x, 1}, outs);
+  const std::vector<float> xs = test::storage(x, 5, 1, 2);
+  std::map<std::string, std::vector<uint8_t>> io{{"seeds", seed_bytes(3)},
+                                                 {"in0", test::encode(DType::fp32, xs)},
+                                                 {"out0", std::vector<uint8_t>(64000 * 4)},
+                                                 {"out1", std::vector<uint8_t>(64000)}};
+  const auto res = test::run_raw(p, io);
+  const std::vector<float> y = test::decode(DType::fp32, res.at("out0"));
+  const std::vector<float> m = test::decode(DType::boolean, res.at("out1"));
+  size_t kept = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    kept += m[i] != 0;
+    ASSERT_FLOAT_EQ(y[i], m[i] != 0 ? xs[i] / 0.9f : 0.0f) << i;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / 64000, 0.9, 0.005);  // 5 sigma is 0.006 at 0.9
+}
+
+TEST(Pointwise, RandomNeedsNeuronCoreV3) {
+  PointwiseExpr bits;
+  bits.random();
+  test::expect_invalid([&] { pointwise("trn1", bits, {}, contiguous(DType::fp32, {16})); },
+                       {"random numbers need NeuronCore-v3 or later"});
 }
 
 TEST(Pointwise, RefusesBadViewsAndExpressions) {

@@ -393,6 +393,22 @@ TEST_F(CostVector, Memset) {
   EXPECT_EQ(cycles(ms(DType::bf16, 100, 0.0f), "trn1"), 64u + ovh("trn1"));
 }
 
+TEST_F(CostVector, RandomNumbersAssumeOneElementPerCycle) {
+  // No published cost: assumed like memset on VectorE and iota on GpSimd.
+  const Instruction dve =
+      make(Opcode::rng, Engine::DVE, {{Role::dst, sbuf(DType::uint16, 128, 2048)}});
+  EXPECT_EQ(cycles(dve, "trn2"), 2048u + ovh("trn2"));
+  const Instruction dve_small =
+      make(Opcode::rng, Engine::DVE, {{Role::dst, sbuf(DType::uint32, 128, 8)}});
+  EXPECT_EQ(cycles(dve_small, "trn2"), 64u + ovh("trn2"));
+  const Instruction pool =
+      make(Opcode::rng, Engine::POOL, {{Role::dst, sbuf(DType::uint16, 128, 512)}});
+  EXPECT_EQ(cycles(pool, "trn2"), 150u + 512u + ovh("trn2"));
+  const Instruction seed =
+      make(Opcode::rand_set_state, Engine::POOL, {{Role::src, sbuf(DType::uint32, 128, 6)}});
+  EXPECT_EQ(cycles(seed, "trn2"), 150u + 6u + ovh("trn2"));
+}
+
 TEST_F(CostVector, SelectCopyPredicatedBnStats) {
   const auto f = sbuf(DType::fp32, 128, 1000);
   const Instruction sel =

@@ -195,8 +195,15 @@ enum class Opcode : uint8_t {
   all_to_all,
   send,
   recv,
+  // Random numbers (VectorE, GpSimd): a XORWOW generator per compute lane
+  rng,
+  rand_set_state,
 };
-inline constexpr int kNumOpcodes = 28;
+inline constexpr int kNumOpcodes = 30;
+// Runs over a rank group: all_reduce .. recv.
+constexpr bool is_collective(Opcode op) {
+  return op >= Opcode::all_reduce && op <= Opcode::recv;
+}
 
 // Semaphore wait: the instruction does not start until sem `cond` value holds.
 enum class WaitCond : uint8_t { none = 0, ge, eq };

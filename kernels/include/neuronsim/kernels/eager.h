@@ -60,6 +60,14 @@ std::vector<View> coalesce(std::span<const View> views);
 //   select(p, t, f)          p != 0 ? t : f (torch.where)
 //   position(w)              sum over out's dims d of index[d] * w[d] (arange, the
 //                            column index of a one-hot), exact below 2^24
+//   random()                 16 random bits per element, an integer in [0, 65536) (a
+//                            dropout mask: random() < (1 - p) * 65536), drawn by the
+//                            engines' generators (isa rng) from the kernel's tensor
+//                            "seeds": uint32 [128, 12], row p holding lane p's XORWOW
+//                            state for VectorE (words 0-5) then GpSimd (6-11). Each
+//                            random() step is its own draw; the values depend on the
+//                            seeds and the tiling, so equal seeds give equal values.
+//                            NeuronCore-v3 and later (v2 cannot set the state).
 // Intermediate values are FP32. The result is the last step, or the steps given to
 // set_outputs (one per output view, all of out's shape: the limbs of an integer
 // computed 16 bits at a time). A result read by no later step and no other output is
@@ -69,7 +77,7 @@ std::vector<View> coalesce(std::span<const View> views);
 class PointwiseExpr {
  public:
   using Reg = int32_t;
-  enum class Op : uint8_t { load, constant, activation, alu, alu_imm, select, position };
+  enum class Op : uint8_t { load, constant, activation, alu, alu_imm, select, position, random };
   struct Step {
     Op op = Op::load;
     std::vector<Reg> args;  // activation, alu_imm: {x}; alu: {a, b}; select: {p, t, f}
@@ -90,6 +98,7 @@ class PointwiseExpr {
   Reg alu_scalar(isa::AluOp op, Reg a, int32_t input, bool reverse = false);
   Reg select(Reg predicate, Reg on_true, Reg on_false);
   Reg position(std::vector<int64_t> weights);
+  Reg random();
 
   // The values stored, one per output; by default the last step alone.
   void set_outputs(std::vector<Reg> outputs) { outputs_ = std::move(outputs); }
@@ -102,6 +111,10 @@ class PointwiseExpr {
   static PointwiseExpr copy();  // in0, stored as out.dtype: copy_, to(dtype), contiguous()
 
   const std::vector<Step>& steps() const { return steps_; }
+  bool draws_random() const;
+
+  // The generators' state words of the tensor "seeds", 12 per lane.
+  static constexpr int kSeedWords = 12;
 
  private:
   Reg push(Step step);

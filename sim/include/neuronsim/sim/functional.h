@@ -3,6 +3,7 @@
 // semantics). Timing lives elsewhere; this code only moves and computes values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 #include "neuronsim/isa/program.h"
 #include "neuronsim/isa/target.h"
 #include "neuronsim/sim/memory.h"
+#include "neuronsim/sim/random.h"
 
 namespace neuronsim::sim {
 
@@ -45,6 +47,10 @@ struct CoreState {
   isa::Fp8Config fp8;
   bool fail_on_nan = false;  // a NaN written to memory raises ExecError(Kind::nan)
   UndoLog* undo = nullptr;   // when set, keeps what each HBM write overwrites
+  // The generators of VectorE ([0]) and GpSimd ([1]), one per partition. They keep
+  // their state from one execution to the next, as the engines do until a reset;
+  // until rand_set_state, lane p of engine e starts from a fixed state of (e, p).
+  std::array<std::vector<Xorwow>, 2> rng;
 };
 
 // Places the program's tensors in HBM from `base` upwards (aligned to 64 bytes),
