@@ -108,6 +108,9 @@ const TensorDecl* Program::find_tensor(std::string_view name) const {
 }
 
 const TensorDecl* Program::find_tensor(uint16_t var_id) const {
+  // Ids are usually positions + 1 (as KernelBuilder and the assembler number them).
+  if (var_id >= 1 && var_id <= tensors.size() && tensors[var_id - 1u].var_id == var_id)
+    return &tensors[var_id - 1u];
   for (const TensorDecl& t : tensors)
     if (t.var_id == var_id) return &t;
   return nullptr;
