@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -33,21 +35,91 @@ using isa::Opcode;
 using isa::Role;
 using Kind = ExecError::Kind;
 
+// Large blocks of the functional plane's buffers, kept per thread once freed. Every
+// instruction allocates buffers for its operands, and without this a block above malloc's
+// mmap threshold (or one a worker thread's arena trims) goes back to the system at every
+// free, so each execution paid page faults on fresh memory: 4-5x the cost of its copies.
+class BlockCache {
+ public:
+  static constexpr size_t kMinBytes = size_t{32} << 10;  // smaller blocks: malloc's bins
+
+  // A block of at least `bytes` (>= kMinBytes); `bytes` becomes its size class.
+  static void* take(size_t& bytes) {
+    const size_t k = size_class(bytes);
+    bytes = size_t{1} << k;
+    if (!gone) {
+      std::vector<void*>& kept = cache().free[k];
+      if (!kept.empty()) {
+        void* p = kept.back();
+        kept.pop_back();
+        return p;
+      }
+    }
+    void* p = std::malloc(bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  static void give(void* p, size_t bytes) {
+    if (gone) return std::free(p);
+    std::vector<void*>& kept = cache().free[size_class(bytes)];
+    if (kept.size() >= kKeep) return std::free(p);
+    kept.push_back(p);
+  }
+
+ private:
+  static constexpr size_t kKeep = 8;  // per size class and thread
+  struct Cache {
+    std::array<std::vector<void*>, 64> free;
+    ~Cache() {
+      gone = true;  // buffers destroyed later in thread exit free their blocks directly
+      for (auto& kept : free)
+        for (void* p : kept) std::free(p);
+    }
+  };
+  static size_t size_class(size_t bytes) { return std::bit_width(bytes - 1); }
+  static Cache& cache() {
+    thread_local Cache c;
+    return c;
+  }
+  static inline thread_local bool gone = false;
+};
+
 // A heap array that skips zero-initialisation: every buffer here is overwritten in full.
 template <typename T>
 class Buffer {
  public:
-  explicit Buffer(size_t n = 0)
-      : data_(n ? std::make_unique_for_overwrite<T[]>(n) : nullptr), size_(n) {}
-  T* data() { return data_.get(); }
-  const T* data() const { return data_.get(); }
+  explicit Buffer(size_t n = 0) : size_(n), bytes_(n * sizeof(T)) {
+    if (n == 0) return;
+    data_ = static_cast<T*>(bytes_ >= BlockCache::kMinBytes ? BlockCache::take(bytes_)
+                                                            : std::malloc(bytes_));
+    if (!data_) throw std::bad_alloc();
+  }
+  Buffer(Buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(o.size_), bytes_(o.bytes_) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (data_ && bytes_ >= BlockCache::kMinBytes)
+      BlockCache::give(data_, bytes_);
+    else
+      std::free(data_);
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
   size_t size() const { return size_; }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
 
  private:
-  std::unique_ptr<T[]> data_;
+  T* data_ = nullptr;
   size_t size_;
+  size_t bytes_;  // of the block
 };
 
 using Bytes = Buffer<uint8_t>;
@@ -546,7 +618,82 @@ void activation(const Ctx& c) {
   write_floats(c, c.get(Role::dst), y.data());
 }
 
+// ---- direct paths: operands read and written in place, with no packing buffers ----
+// The library's kernels mostly move [P, F] tiles whose F elements lie contiguously in each
+// partition; for those, copying every operand into a packed buffer and back cost more than
+// the arithmetic.
+
+// An on-chip [P, F] operand with unit stride: partition p's elements are F in a row.
+bool flat_on_chip(const AccessPattern& ap) {
+  return (ap.space == MemSpace::SBUF || ap.space == MemSpace::PSUM) && ap.num_dims == 1 &&
+         ap.dims[0].stride == 1;
+}
+
+// Partition p of a flat on-chip operand, bounds checked as every access is.
+template <typename T = uint8_t>
+T* flat_row(const Ctx& c, const AccessPattern& ap, uint32_t p) {
+  return reinterpret_cast<T*>(on_chip(
+      c, ap,
+      Run{p, static_cast<int64_t>(ap.offset), static_cast<int64_t>(esize(ap)), ap.dims[0].size}));
+}
+
+// Two flat on-chip operands are the very same elements, or share no byte.
+bool same_or_apart(const AccessPattern& a, const AccessPattern& b) {
+  if (a.space != b.space) return true;
+  if (a.offset == b.offset && a.start_partition == b.start_partition && a.dtype == b.dtype)
+    return true;
+  const uint64_t a_end = a.offset + a.dims[0].size * esize(a),
+                 b_end = b.offset + b.dims[0].size * esize(b);
+  return a_end <= b.offset || b_end <= a.offset ||
+         a.start_partition + a.num_partitions <= b.start_partition ||
+         b.start_partition + b.num_partitions <= a.start_partition;
+}
+
+// tensor_tensor on FP32 flat tiles, element by element in memory; false when not that case.
+bool tensor_tensor_direct(const Ctx& c) {
+  const AccessPattern &a = c.get(Role::in0), &b = c.get(Role::in1), &d = c.get(Role::dst);
+  for (const AccessPattern* ap : {&a, &b, &d})
+    if (!flat_on_chip(*ap) || ap->dtype != DType::fp32 || ap->num_partitions != d.num_partitions ||
+        ap->dims[0].size != d.dims[0].size)
+      return false;
+  if (c.nan_check || !same_or_apart(a, d) || !same_or_apart(b, d)) return false;
+  for (uint32_t p = 0; p < d.num_partitions; ++p)  // a fault leaves memory untouched
+    for (const AccessPattern* ap : {&a, &b, &d}) flat_row(c, *ap, p);
+  for (uint32_t p = 0; p < d.num_partitions; ++p)
+    alu_n(c, c.inst.alu0, flat_row<float>(c, a, p), 1, flat_row<float>(c, b, p), 1,
+          flat_row<float>(c, d, p), d.dims[0].size);
+  return true;
+}
+
+// A dma_copy of one dtype between HBM and a flat on-chip tile, each HBM run straight into
+// or out of the tile; false when not that case. Every run is bounds checked before any
+// byte moves, so a fault writes nothing, as on the packed path.
+bool dma_direct(const Ctx& c, const AccessPattern& dst, const AccessPattern& src) {
+  const bool to_chip = src.space == MemSpace::HBM && flat_on_chip(dst);
+  const bool from_chip = dst.space == MemSpace::HBM && flat_on_chip(src);
+  if (src.dtype != dst.dtype || (!to_chip && !from_chip)) return false;
+  const AccessPattern& tile = to_chip ? dst : src;
+  const AccessPattern& hbm = to_chip ? src : dst;
+  const uint32_t row = tile.dims[0].size;
+  const uint32_t run = hbm.num_dims ? hbm.dims[hbm.num_dims - 1].size : 1;
+  if (total_size(hbm) != total_size(tile) || row % run != 0) return false;  // no run straddles
+  for_each_run(hbm, [&](const Run& r) { hbm_address(c, hbm, r); });
+  for (uint32_t p = 0; p < tile.num_partitions; ++p) flat_row(c, tile, p);
+  const size_t es = esize(tile);
+  size_t pos = 0;
+  for_each_run(hbm, [&](const Run& r) {
+    uint8_t* at = flat_row(c, tile, static_cast<uint32_t>(pos / row)) + pos % row * es;
+    if (to_chip)
+      read_run(c, hbm, r, at);
+    else
+      write_run(c, hbm, r, at);
+    pos += r.count;
+  });
+  return true;
+}
+
 void tensor_tensor(const Ctx& c) {
+  if (tensor_tensor_direct(c)) return;
   Floats a = read_floats(c, c.get(Role::in0));
   const Floats b = read_floats(c, c.get(Role::in1));
   alu_n(c, c.inst.alu0, a.data(), 1, b.data(), 1, a.data(), std::min(a.size(), b.size()));
@@ -949,6 +1096,7 @@ void dma_copy(const Ctx& c) {
   const AccessPattern& src = c.get(Role::src);
   const AccessPattern* index = c.inst.operand(Role::index);
   if (!index) {
+    if (dma_direct(c, dst, src)) return;
     const Bytes b = read_as(c, src, dst.dtype);
     if (b.size() != total_size(dst) * esize(dst))
       c.fail(Kind::unsupported, "dst and src sizes differ");

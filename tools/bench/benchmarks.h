@@ -94,6 +94,7 @@ class InputFiller {
 // The median of `n` timings of `fn`, in microseconds.
 template <typename Fn>
 double median_us(int n, Fn&& fn) {
+  for (int i = 0; i < n / 5; ++i) fn();  // warm-up: caches, allocator, first-call set-up
   std::vector<double> us(static_cast<size_t>(n));
   for (double& t : us) {
     const auto start = std::chrono::steady_clock::now();

@@ -247,6 +247,35 @@ TEST(DmaCopy, IndirectIndexOutOfRangeIsAnExecError) {
   EXPECT_THAT(e.what(), HasSubstr("= 16777217"));
 }
 
+TEST(DmaCopy, AFaultingLoadOrStoreWritesNothing) {
+  // Same-dtype copies between HBM and a [P, F] tile move each run in place: a run outside
+  // the binding must still fault before any byte of dst changes.
+  Core core;
+  auto [prog, load] = parse_with(
+      "sp dma_copy dst=sbuf.fp32[0:8]+0[[1,4]] src=hbm.fp32(x)+0[[4,8],[1,4]]", kDmaDecls);
+  bind_tensors(prog, core.st, 0);
+  put(core.st, operand(load, Role::src), iota_values(32, 1));
+  put(core.st, operand(load, Role::dst), std::vector<float>(32, -7.0f));
+  core.st.tensors.at(1).size = 112;  // the last row is outside
+  EXPECT_EQ(exec_error(core, load).kind(), Kind::out_of_bounds);
+  EXPECT_EQ(get(core.st, operand(load, Role::dst)), std::vector<float>(32, -7.0f));
+  core.st.tensors.at(1).size = 128;
+  execute(load, core.st);
+  EXPECT_EQ(get(core.st, operand(load, Role::dst)), iota_values(32, 1));
+
+  const auto store =
+      parse_with("sp dma_copy dst=hbm.fp32(y)+0[[4,8],[1,4]] src=sbuf.fp32[0:8]+0[[1,4]]",
+                 kDmaDecls)
+          .second;
+  put(core.st, operand(store, Role::dst), std::vector<float>(32, 5.0f));
+  core.st.tensors.at(2).size = 100;
+  EXPECT_EQ(exec_error(core, store).kind(), Kind::out_of_bounds);
+  core.st.tensors.at(2).size = 128;
+  EXPECT_EQ(get(core.st, operand(store, Role::dst)), std::vector<float>(32, 5.0f));
+  execute(store, core.st);
+  EXPECT_EQ(get(core.st, operand(store, Role::dst)), iota_values(32, 1));
+}
+
 TEST(DmaCopy, HbmAccessOutsideTheBindingIsAnExecErrorNamingTheTensor) {
   Core core;
   auto [prog, in] = parse_with(

@@ -189,6 +189,27 @@ TEST(TensorTensor, MixedInputDtypesAndInPlaceOperation) {
   EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(3, -6, -1, 300, -4, 0));
 }
 
+TEST(TensorTensor, Fp32TilesInPlaceAndPartlyOverlappingGiveThePackedResult) {
+  Core core;
+  // dst is in0 exactly: each element reads its inputs before it is written.
+  const auto same = parse(
+      "dve tensor_tensor dst=sbuf.fp32[0:2]+0[[1,4]] in0=sbuf.fp32[0:2]+0[[1,4]] "
+      "in1=sbuf.fp32[0:2]+64[[1,4]] op=add");
+  put(core.st, operand(same, Role::in0), iota_values(8));
+  put(core.st, operand(same, Role::in1), iota_values(8, 10));
+  execute(same, core.st);
+  EXPECT_THAT(get(core.st, operand(same, Role::dst)), ElementsAre(10, 12, 14, 16, 18, 20, 22, 24));
+  // dst overlaps in1 shifted by one element: the result is that of reading both inputs
+  // whole before writing, as the instruction's semantics say.
+  const auto shifted = parse(
+      "dve tensor_tensor dst=sbuf.fp32[0:1]+132[[1,4]] in0=sbuf.fp32[0:1]+256[[1,4]] "
+      "in1=sbuf.fp32[0:1]+128[[1,4]] op=add");
+  put(core.st, operand(shifted, Role::in0), {0, 0, 0, 0});
+  put(core.st, operand(shifted, Role::in1), {1, 2, 3, 4});
+  execute(shifted, core.st);
+  EXPECT_THAT(get(core.st, operand(shifted, Role::dst)), ElementsAre(1, 2, 3, 4));
+}
+
 // ---------------------------------------------------------------------------
 // Casts and memset
 
