@@ -224,22 +224,20 @@ void KernelBuilder::emit(Instruction in) {
     throw IsaError(
         fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
                     opcode_info(in.opcode).name));
-  const std::string where =
-      fmt::format("kernel {}[{}]", engine_name(in.engine), program_.stream(in.engine).size());
-  validate(in, program_, where);
+  char at[48];  // no allocation per instruction
+  const auto end = fmt::format_to_n(at, sizeof at, "kernel {}[{}]", engine_name(in.engine),
+                                    program_.stream(in.engine).size())
+                       .out;
+  validate(in, program_, std::string_view(at, static_cast<size_t>(end - at)));
   const int agent = agent_index(in);
   const size_t id = nodes_.size();
   // Latest conflicting access per other agent: that one covers the earlier ones,
   // because an agent completes in order. A dst that is also read (matmul accumulate,
   // copy_predicated) needs no read of its own: a write already conflicts with everything.
-  std::vector<std::optional<size_t>> latest(agents_.size());
-  struct Found {
-    Segments* buffer;
-    Region region;
-    bool write;
-  };
-  std::vector<Found> accesses;
-  accesses.reserve(in.operands.size());
+  std::vector<std::optional<size_t>>& latest = latest_;  // scratch kept between calls
+  latest.assign(agents_.size(), std::nullopt);
+  std::vector<Access>& accesses = accesses_;
+  accesses.clear();
   for (const Operand& op : in.operands) {
     const auto region = region_of(op.ap);
     if (!region || region->part_lo >= region->part_hi) continue;  // overlaps nothing
@@ -251,7 +249,7 @@ void KernelBuilder::emit(Instruction in) {
   // Recorded after the search, as an instruction does not depend on itself; reads first, so
   // that a write of the same bytes (an in-place operation) supersedes them at once.
   for (const bool write : {false, true})
-    for (const Found& a : accesses)
+    for (const Access& a : accesses)
       if (a.write == write)
         record(*a.buffer, a.region, {a.region.part_lo, a.region.part_hi, id, agent}, write);
   const auto first_dep = static_cast<uint32_t>(deps_.size());

@@ -41,7 +41,7 @@ bool is_int(DType t) {
 
 class Checker {
  public:
-  Checker(const Instruction& in, const Target& t, const std::string& where)
+  Checker(const Instruction& in, const Target& t, std::string_view where)
       : in_(in), t_(t), where_(where), info_(opcode_info(in.opcode)) {}
 
   void run() {
@@ -494,12 +494,12 @@ class Checker {
 
   const Instruction& in_;
   const Target& t_;
-  const std::string& where_;
+  std::string_view where_;
   const OpcodeInfo& info_;
 };
 
 // HBM operands must name declared tensors and stay inside them.
-void check_hbm(const Program& p, const Instruction& in, const std::string& where) {
+void check_hbm(const Program& p, const Instruction& in, std::string_view where) {
   for (const Operand& op : in.operands) {
     const AccessPattern& ap = op.ap;
     if (ap.space != MemSpace::HBM) continue;
@@ -524,11 +524,11 @@ void check_hbm(const Program& p, const Instruction& in, const std::string& where
 
 }  // namespace
 
-void validate(const Instruction& inst, const Target& target, const std::string& where) {
+void validate(const Instruction& inst, const Target& target, std::string_view where) {
   Checker(inst, target, where).run();
 }
 
-void validate(const Instruction& inst, const Program& program, const std::string& where) {
+void validate(const Instruction& inst, const Program& program, std::string_view where) {
   validate(inst, target_by_name(program.target), where);
   check_hbm(program, inst, where);
 }
@@ -561,7 +561,11 @@ void validate(const Program& program) {
   for (int e = 0; e < kNumEngines; ++e) {
     const auto& stream = program.streams[e];
     for (size_t i = 0; i < stream.size(); ++i) {
-      const std::string where = fmt::format("{}[{}]", engine_name(static_cast<Engine>(e)), i);
+      // Named in a stack buffer: no allocation per instruction of a large program.
+      char at[48];
+      const auto end =
+          fmt::format_to_n(at, sizeof at, "{}[{}]", engine_name(static_cast<Engine>(e)), i).out;
+      const std::string_view where(at, static_cast<size_t>(end - at));
       if (stream[i].engine != static_cast<Engine>(e))
         throw IsaError(
             fmt::format("{}: instruction says engine {}", where, engine_name(stream[i].engine)));

@@ -4,6 +4,7 @@
 // kernel, and the functional matmul against the host's BLAS on the same shape.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,9 +106,14 @@ std::string builder_speed(const Platform& p, double min_seconds) {
   double small_rate = 0;
   for (const size_t n : {size_t{1000}, size_t{100000}}) {
     size_t built = 0;
-    const double s =
-        seconds_per_call([&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
-                         n > 1000 ? 0 : min_seconds);
+    // The fastest of 5 rounds: on a shared virtual machine one round can run at half speed,
+    // and the ratio of the two sizes is the figure (the builder's cost per instruction).
+    double s = std::numeric_limits<double>::infinity();
+    for (int round = 0; round < 5; ++round)
+      s = std::min(s,
+                   seconds_per_call(
+                       [&] { built = pipelined_kernel(p.generation.name, n).num_instructions(); },
+                       n > 1000 ? 0 : min_seconds / 5));
     const double per_s = static_cast<double>(built) / s;
     if (n == 1000) small_rate = per_s;
     out += fmt::format("  {:>7} instructions  {:>10}/s", built, rate(per_s));

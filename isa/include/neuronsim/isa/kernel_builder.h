@@ -123,6 +123,12 @@ class KernelBuilder {
     std::vector<Piece> reads, writes;
   };
   using Segments = std::map<int64_t, Segment>;
+  // One operand's access while an instruction is emitted.
+  struct Access {
+    Segments* buffer;
+    Region region;
+    bool write;
+  };
 
   AccessPattern tile(MemSpace space, uint64_t& used, uint64_t align, uint64_t capacity, DType dtype,
                      uint16_t partitions, uint32_t free);
@@ -141,6 +147,8 @@ class KernelBuilder {
   std::vector<Node> nodes_;
   std::vector<size_t> deps_;  // per node, the nodes that must complete first, in one array
   std::map<std::pair<MemSpace, uint16_t>, Segments> buffers_;
+  std::vector<std::optional<size_t>> latest_;  // emit's scratch, kept to spare allocations
+  std::vector<Access> accesses_;
   uint64_t sbuf_used_ = 0;  // bytes per partition
   uint64_t psum_used_ = 0;
   int next_queue_[kNumEngines] = {};
