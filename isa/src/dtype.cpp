@@ -345,10 +345,10 @@ void convert_to_float(DType t, const void* src, float* dst, size_t n, const Fp8C
     case DType::tf32:
       if (n != 0) std::memcpy(dst, src, n * sizeof(float));
       return;
-    case DType::bf16:  // a lambda, not the function, so the loop inlines and vectorizes
-      return map_to_float<uint16_t>(src, dst, n, [](uint16_t b) { return bf16_to_float(b); });
+    case DType::bf16:
+      return map_to_float<uint16_t>(src, dst, n, bf16_to_float);
     case DType::fp16:
-      return map_to_float<uint16_t>(src, dst, n, [](uint16_t b) { return fp16_to_float(b); });
+      return map_to_float<uint16_t>(src, dst, n, fp16_to_float);
     case DType::fp8_e4m3:
     case DType::fp8_e5m2: {
       // 256 possible inputs: decode each once, then the conversion is a table lookup.

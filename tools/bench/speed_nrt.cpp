@@ -2,6 +2,7 @@
 // nrta_execute_schedule of a small NEFF in functional-only mode (the figures the per-op cost of a
 // framework backend rests on). libnrt and this tool share libneuronsim.so: one simulator.
 #include <cstdlib>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,13 +71,14 @@ std::string nrt_speed(const Platform& p) {
     NrtModel m(program);
     const double execute =
         median_us(500, [&] { check(nrt_execute(m.model, m.inputs, m.outputs), "nrt_execute"); });
-    std::vector<NRT_STATUS> results(600);  // median_us warms up with 100 calls first
-    std::vector<nrta_seq_t> seqs(600);
-    size_t next = 0;
+    // One result and sequence number per call, however many median_us makes: a deque keeps
+    // the addresses the runtime writes to while later calls are added.
+    std::deque<NRT_STATUS> results;
+    std::deque<nrta_seq_t> seqs;
     const double schedule = median_us(500, [&] {
-      check(nrta_execute_schedule(m.model, m.inputs, m.outputs, 0, &results[next], &seqs[next]),
+      check(nrta_execute_schedule(m.model, m.inputs, m.outputs, 0, &results.emplace_back(),
+                                  &seqs.emplace_back()),
             "nrta_execute_schedule");
-      ++next;
     });
     for (bool done = false; !done;)
       check(nrta_is_completed(seqs.back(), &done), "nrta_is_completed");
