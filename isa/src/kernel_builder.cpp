@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 
 #include <fmt/format.h>
@@ -32,6 +33,30 @@ Instruction make(Opcode op, Engine engine, std::vector<Operand> operands) {
   in.engine = engine;
   in.operands = std::move(operands);
   return in;
+}
+
+// A sem_wait that finish() puts before an instruction of a stream.
+struct ExtraWait {
+  uint32_t before;  // index of the instruction in its stream
+  SemWait wait;
+};
+
+// Inserts `waits` (in stream order) into `stream`; a stream with none is left in place.
+void insert_waits(std::vector<Instruction>& stream, Engine engine,
+                  const std::vector<ExtraWait>& waits) {
+  if (waits.empty()) return;
+  std::vector<Instruction> out;
+  out.reserve(stream.size() + waits.size());
+  size_t next = 0;
+  for (uint32_t i = 0; i < stream.size(); ++i) {
+    for (; next < waits.size() && waits[next].before == i; ++next) {
+      Instruction wait = make(Opcode::sem_wait, engine, {});
+      wait.wait = waits[next].wait;
+      out.push_back(std::move(wait));
+    }
+    out.push_back(std::move(stream[i]));
+  }
+  stream = std::move(out);
 }
 
 }  // namespace
@@ -73,6 +98,7 @@ AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype,
   TensorDecl t{
       name,           dtype, shape, kind, static_cast<uint16_t>(program_.tensors.size() + 1),
       std::move(data)};
+  validate(t);
   int64_t inner = 1;
   for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
   if (shape[0] > 0xffff || inner > 0xffffffffLL)
@@ -165,24 +191,21 @@ bool KernelBuilder::writes(Role role) {
 // conflicts with it: RAW, WAR or WAW; only read after read is free.
 void KernelBuilder::find_conflicts(const Segments& buffer, const Region& region, bool write,
                                    int agent, std::vector<std::optional<size_t>>& latest) {
-  auto raise = [&](const std::vector<Piece>& pieces) {
-    for (const Piece& p : pieces) {
-      if (p.agent == agent || p.part_lo >= region.part_hi || region.part_lo >= p.part_hi) continue;
-      auto& l = latest[static_cast<size_t>(p.agent)];
-      if (!l || *l < p.node) l = p.node;
-    }
-  };
   auto it = buffer.upper_bound(region.byte_lo);
   if (it != buffer.begin() && std::prev(it)->second.end > region.byte_lo) --it;
-  for (; it != buffer.end() && it->first < region.byte_hi; ++it) {
-    raise(it->second.writes);
-    if (write) raise(it->second.reads);
-  }
+  for (; it != buffer.end() && it->first < region.byte_hi; ++it)
+    for (const Piece& p : it->second.pieces) {
+      if ((!write && !p.write) || p.agent == agent || p.part_lo >= region.part_hi ||
+          region.part_lo >= p.part_hi)
+        continue;
+      auto& l = latest[p.agent];
+      if (!l || *l < p.node) l = p.node;
+    }
 }
 
 // Adds `piece` to every segment of region's bytes, splitting the segments at the ends of
 // the region and filling the gaps, and drops the pieces it supersedes (see Piece).
-void KernelBuilder::record(Segments& buffer, const Region& region, const Piece& piece, bool write) {
+void KernelBuilder::record(Segments& buffer, const Region& region, const Piece& piece) {
   for (const int64_t at : {region.byte_lo, region.byte_hi}) {
     auto it = buffer.upper_bound(at);
     if (it == buffer.begin()) continue;
@@ -192,23 +215,33 @@ void KernelBuilder::record(Segments& buffer, const Region& region, const Piece& 
     it->second.end = at;
     buffer.emplace_hint(std::next(it), at, std::move(right));
   }
+  // A write supersedes the agent's reads and writes it covers, a read only its reads.
   auto superseded = [&](const Piece& p) {
-    return p.agent == piece.agent && piece.part_lo <= p.part_lo && p.part_hi <= piece.part_hi;
+    return p.agent == piece.agent && (piece.write || !p.write) && piece.part_lo <= p.part_lo &&
+           p.part_hi <= piece.part_hi;
   };
   int64_t at = region.byte_lo;
   auto it = buffer.lower_bound(at);
   while (at < region.byte_hi) {
     if (it == buffer.end() || it->first > at) {
       const int64_t end = it == buffer.end() ? region.byte_hi : std::min(it->first, region.byte_hi);
-      it = buffer.emplace_hint(it, at, Segment{end, {}, {}});
+      it = buffer.emplace_hint(it, at, Segment{end, {}});
     }
     Segment& seg = it->second;
-    std::erase_if(seg.reads, superseded);
-    if (write) std::erase_if(seg.writes, superseded);
-    (write ? seg.writes : seg.reads).push_back(piece);
+    seg.pieces.erase(std::remove_if(seg.pieces.begin(), seg.pieces.end(), superseded),
+                     seg.pieces.end());
+    seg.pieces.push_back(piece);
     at = seg.end;
     ++it;
   }
+}
+
+KernelBuilder::Segments& KernelBuilder::SegmentStore::of(const Region& region) {
+  const size_t index = region.space == MemSpace::SBUF   ? 0
+                       : region.space == MemSpace::PSUM ? 1
+                                                        : size_t{2} + region.tensor;
+  while (buffers.size() <= index) buffers.emplace_back(arena.get());
+  return buffers[index];
 }
 
 int KernelBuilder::agent_index(const Instruction& in) {
@@ -224,11 +257,10 @@ void KernelBuilder::emit(Instruction in) {
     throw IsaError(
         fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
                     opcode_info(in.opcode).name));
-  char at[48];  // no allocation per instruction
-  const auto end = fmt::format_to_n(at, sizeof at, "kernel {}[{}]", engine_name(in.engine),
-                                    program_.stream(in.engine).size())
-                       .out;
-  validate(in, program_, std::string_view(at, static_cast<size_t>(end - at)));
+  // Named by its place among the instructions emitted on its engine (the streams fill at
+  // finish), formatted only if a rule fails.
+  auto& stream = program_.stream(in.engine);
+  validate(in, program_, Where("kernel", in.engine, stream.size()));
   const int agent = agent_index(in);
   const size_t id = nodes_.size();
   // Latest conflicting access per other agent: that one covers the earlier ones,
@@ -242,7 +274,7 @@ void KernelBuilder::emit(Instruction in) {
     const auto region = region_of(op.ap);
     if (!region || region->part_lo >= region->part_hi) continue;  // overlaps nothing
     const bool w = writes(op.role);
-    Segments& buffer = buffers_[{region->space, region->tensor}];
+    Segments& buffer = segments_.of(*region);
     find_conflicts(buffer, *region, w, agent, latest);
     accesses.push_back({&buffer, *region, w});
   }
@@ -251,12 +283,15 @@ void KernelBuilder::emit(Instruction in) {
   for (const bool write : {false, true})
     for (const Access& a : accesses)
       if (a.write == write)
-        record(*a.buffer, a.region, {a.region.part_lo, a.region.part_hi, id, agent}, write);
+        record(*a.buffer, a.region,
+               {a.region.part_lo, a.region.part_hi, static_cast<uint32_t>(id),
+                static_cast<uint16_t>(agent), write});
   const auto first_dep = static_cast<uint32_t>(deps_.size());
   for (const auto& dep : latest)
     if (dep) deps_.push_back(*dep);
   const auto num_deps = static_cast<uint32_t>(deps_.size()) - first_dep;
-  nodes_.push_back({std::move(in), agent, first_dep, num_deps});
+  nodes_.push_back({in.engine, static_cast<uint32_t>(stream.size()), agent, first_dep, num_deps});
+  stream.push_back(std::move(in));
 }
 
 Program KernelBuilder::finish() {
@@ -270,9 +305,7 @@ Program KernelBuilder::finish() {
   uint32_t num_producers = 0;
   std::vector<uint32_t> count(num_agents, 0);
   std::vector<uint32_t> signal_value(nodes_.size(), 0);
-  std::array<size_t, kNumEngines> stream_size{};
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    ++stream_size[static_cast<size_t>(nodes_[i].inst.engine)];
     if (producer[i] == kNotProducer) continue;
     producer[i] = num_producers++;
     const auto a = static_cast<size_t>(nodes_[i].agent);
@@ -282,22 +315,26 @@ Program KernelBuilder::finish() {
       sem_of_agent[a] = num_sems++;
     }
     signal_value[i] = ++count[a];
-    nodes_[i].inst.signal = {SemOp::add, static_cast<uint16_t>(sem_of_agent[a]), 1};
+    instruction(nodes_[i]).signal = {SemOp::add, static_cast<uint16_t>(sem_of_agent[a]), 1};
   }
   // Each stream waits only for what it does not already know to be complete.
   // Knowledge is a vector clock over agents: what a stream has waited for, and
   // what the producers it waited for knew in turn (one row of node_knows each).
   std::vector<std::vector<uint32_t>> stream_knows(kNumEngines,
                                                   std::vector<uint32_t>(num_agents, 0));
-  std::vector<uint32_t> node_knows(size_t{num_producers} * num_agents);
+  // Every row is written before it is read: no zeroing of a large kernel's table.
+  const auto node_knows =
+      std::make_unique_for_overwrite<uint32_t[]>(size_t{num_producers} * num_agents);
   auto knows_of = [&](size_t node) {
-    return node_knows.data() + size_t{producer[node]} * num_agents;
+    return node_knows.get() + size_t{producer[node]} * num_agents;
   };
-  for (int e = 0; e < kNumEngines; ++e) program_.streams[e].reserve(stream_size[e]);
+  // An instruction that waits for more than one producer gets sem_waits before it for all
+  // but the last; they are inserted once every stream is done.
+  std::array<std::vector<ExtraWait>, kNumEngines> extra_waits;
   std::vector<size_t> waits_for;  // producers not yet known complete and not implied by another
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    Node& n = nodes_[i];
-    auto& knows = stream_knows[static_cast<size_t>(n.inst.engine)];
+    const Node& n = nodes_[i];
+    auto& knows = stream_knows[static_cast<size_t>(n.engine)];
     const std::span<const size_t> deps(deps_.data() + n.first_dep, n.num_deps);
     waits_for.clear();
     for (size_t d : deps) {
@@ -308,20 +345,16 @@ Program KernelBuilder::finish() {
       });
       if (!implied) waits_for.push_back(d);
     }
-    auto& stream = program_.stream(n.inst.engine);
     for (size_t w = 0; w < waits_for.size(); ++w) {
       const size_t d = waits_for[w];
       const auto sem = static_cast<uint16_t>(sem_of_agent[static_cast<size_t>(nodes_[d].agent)]);
       const SemWait wait{WaitCond::ge, sem, signal_value[d]};
       const uint32_t* known = knows_of(d);
       for (size_t a = 0; a < num_agents; ++a) knows[a] = std::max(knows[a], known[a]);
-      if (w + 1 == waits_for.size()) {
-        n.inst.wait = wait;
-      } else {
-        Instruction wait_inst = make(Opcode::sem_wait, n.inst.engine, {});
-        wait_inst.wait = wait;
-        stream.push_back(wait_inst);
-      }
+      if (w + 1 == waits_for.size())
+        instruction(n).wait = wait;
+      else
+        extra_waits[static_cast<size_t>(n.engine)].push_back({n.index, wait});
     }
     if (producer[i] != kNotProducer) {
       uint32_t* mine = knows_of(i);
@@ -330,11 +363,16 @@ Program KernelBuilder::finish() {
       // An engine finishes its instructions in order, so its own stream knows them complete.
       if (agents_[n.agent].queue < 0) knows[static_cast<size_t>(n.agent)] = signal_value[i];
     }
-    stream.push_back(std::move(n.inst));
   }
+  for (int e = 0; e < kNumEngines; ++e)
+    insert_waits(program_.streams[e], static_cast<Engine>(e), extra_waits[e]);
   Program out = std::move(program_);
   *this = KernelBuilder(target_->name);
-  validate(out);
+  // emit() validated every instruction and hbm_tensor() every declaration; finish only set
+  // the semaphore fields and added sem_waits, so those are all that is left to check.
+  for (int e = 0; e < kNumEngines; ++e)
+    for (size_t i = 0; i < out.streams[e].size(); ++i)
+      validate_sync(out.streams[e][i], Where("kernel", static_cast<Engine>(e), i));
   return out;
 }
 

@@ -39,9 +39,29 @@ bool is_int(DType t) {
   return !is_float(t) && t != DType::boolean;
 }
 
+// The synchronisation fields: the semaphores exist, unused fields hold their defaults, and
+// the semaphore instructions have what they act on. `fail` does not return.
+template <typename Fail>
+void check_sync(const Instruction& in, Fail&& fail) {
+  if (in.wait.cond != WaitCond::none && in.wait.sem >= kNumSemaphores)
+    fail(fmt::format("waits on semaphore {} (a core has {})", in.wait.sem, kNumSemaphores));
+  if (in.signal.op != SemOp::none && in.signal.sem >= kNumSemaphores)
+    fail(fmt::format("updates semaphore {} (a core has {})", in.signal.sem, kNumSemaphores));
+  if (in.wait.cond == WaitCond::none && (in.wait.sem != 0 || in.wait.value != 0))
+    fail("a semaphore and value without a wait condition");
+  if (in.signal.op == SemOp::none && (in.signal.sem != 0 || in.signal.value != 0))
+    fail("a semaphore and value without a signal");
+  if (in.opcode == Opcode::sem_wait && in.wait.cond == WaitCond::none)
+    fail("sem_wait needs a wait condition");
+  if (in.opcode == Opcode::sem_signal && in.signal.op != SemOp::add)
+    fail("sem_signal needs a semaphore add");
+  if (in.opcode == Opcode::sem_set && in.signal.op != SemOp::set)
+    fail("sem_set needs a semaphore set");
+}
+
 class Checker {
  public:
-  Checker(const Instruction& in, const Target& t, std::string_view where)
+  Checker(const Instruction& in, const Target& t, const Where& where)
       : in_(in), t_(t), where_(where), info_(opcode_info(in.opcode)) {}
 
   void run() {
@@ -52,7 +72,7 @@ class Checker {
 
  private:
   [[noreturn]] void fail(const std::string& rule) const {
-    throw IsaError(fmt::format("{}: {}: {}", where_, info_.name, rule));
+    throw IsaError(fmt::format("{}: {}: {}", where_.str(), info_.name, rule));
   }
   [[noreturn]] void fail(Role r, const std::string& rule) const {
     fail(fmt::format("operand {}: {}", role_name(r), rule));
@@ -79,14 +99,7 @@ class Checker {
     }
     for (const RoleInfo& r : info_.roles)
       if (r.required && !in_.operand(r.role)) fail(r.role, "missing");
-    if (in_.wait.cond != WaitCond::none && in_.wait.sem >= kNumSemaphores)
-      fail(fmt::format("waits on semaphore {} (a core has {})", in_.wait.sem, kNumSemaphores));
-    if (in_.signal.op != SemOp::none && in_.signal.sem >= kNumSemaphores)
-      fail(fmt::format("updates semaphore {} (a core has {})", in_.signal.sem, kNumSemaphores));
-    if (in_.wait.cond == WaitCond::none && (in_.wait.sem != 0 || in_.wait.value != 0))
-      fail("a semaphore and value without a wait condition");
-    if (in_.signal.op == SemOp::none && (in_.signal.sem != 0 || in_.signal.value != 0))
-      fail("a semaphore and value without a signal");
+    check_sync(in_, [this](const std::string& rule) { fail(rule); });
     if (in_.opcode != Opcode::partition_shuffle && in_.mask != std::array<uint8_t, 32>{})
       fail("only partition_shuffle takes a mask");
     if (std::isnan(in_.imm0) || std::isnan(in_.imm1)) fail("immediates cannot be NaN");
@@ -98,12 +111,6 @@ class Checker {
     if (in_.opcode == Opcode::tensor_scalar &&
         ((opt(Role::operand0) && in_.imm0 != 0.0f) || (opt(Role::operand1) && in_.imm1 != 0.0f)))
       fail("a scalar is given as an operand and as an immediate");
-    if (in_.opcode == Opcode::sem_wait && in_.wait.cond == WaitCond::none)
-      fail("sem_wait needs a wait condition");
-    if (in_.opcode == Opcode::sem_signal && in_.signal.op != SemOp::add)
-      fail("sem_signal needs a semaphore add");
-    if (in_.opcode == Opcode::sem_set && in_.signal.op != SemOp::set)
-      fail("sem_set needs a semaphore set");
   }
 
   // Fields a memory space does not use must hold their defaults, so that every
@@ -494,18 +501,18 @@ class Checker {
 
   const Instruction& in_;
   const Target& t_;
-  std::string_view where_;
+  const Where& where_;
   const OpcodeInfo& info_;
 };
 
 // HBM operands must name declared tensors and stay inside them.
-void check_hbm(const Program& p, const Instruction& in, std::string_view where) {
+void check_hbm(const Program& p, const Instruction& in, const Where& where) {
   for (const Operand& op : in.operands) {
     const AccessPattern& ap = op.ap;
     if (ap.space != MemSpace::HBM) continue;
     const TensorDecl* t = p.find_tensor(ap.tensor);
     auto fail = [&](const std::string& rule) {
-      throw IsaError(fmt::format("{}: {}: operand {}: {}", where, opcode_info(in.opcode).name,
+      throw IsaError(fmt::format("{}: {}: operand {}: {}", where.str(), opcode_info(in.opcode).name,
                                  role_name(op.role), rule));
     };
     if (!t) fail(fmt::format("names tensor id {}, which is not declared", ap.tensor));
@@ -524,11 +531,22 @@ void check_hbm(const Program& p, const Instruction& in, std::string_view where) 
 
 }  // namespace
 
-void validate(const Instruction& inst, const Target& target, std::string_view where) {
+std::string Where::str() const {
+  if (!indexed_) return std::string(text_);
+  return fmt::format("{}{}{}[{}]", text_, text_.empty() ? "" : " ", engine_name(engine_), index_);
+}
+
+void validate(const Instruction& inst, const Target& target, const Where& where) {
   Checker(inst, target, where).run();
 }
 
-void validate(const Instruction& inst, const Program& program, std::string_view where) {
+void validate_sync(const Instruction& inst, const Where& where) {
+  check_sync(inst, [&](const std::string& rule) -> void {
+    throw IsaError(fmt::format("{}: {}: {}", where.str(), opcode_info(inst.opcode).name, rule));
+  });
+}
+
+void validate(const Instruction& inst, const Program& program, const Where& where) {
   validate(inst, target_by_name(program.target), where);
   check_hbm(program, inst, where);
 }
@@ -561,14 +579,10 @@ void validate(const Program& program) {
   for (int e = 0; e < kNumEngines; ++e) {
     const auto& stream = program.streams[e];
     for (size_t i = 0; i < stream.size(); ++i) {
-      // Named in a stack buffer: no allocation per instruction of a large program.
-      char at[48];
-      const auto end =
-          fmt::format_to_n(at, sizeof at, "{}[{}]", engine_name(static_cast<Engine>(e)), i).out;
-      const std::string_view where(at, static_cast<size_t>(end - at));
+      const Where where("", static_cast<Engine>(e), i);
       if (stream[i].engine != static_cast<Engine>(e))
-        throw IsaError(
-            fmt::format("{}: instruction says engine {}", where, engine_name(stream[i].engine)));
+        throw IsaError(fmt::format("{}: instruction says engine {}", where.str(),
+                                   engine_name(stream[i].engine)));
       validate(stream[i], target, where);
       check_hbm(program, stream[i], where);
     }

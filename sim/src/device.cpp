@@ -1,6 +1,8 @@
 #include "neuronsim/sim/device.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -16,6 +18,32 @@
 #include "neuronsim/isa/validate.h"
 
 namespace neuronsim::sim {
+namespace {
+
+// Handing work to the worker thread and its completion back costs two sleeps and two
+// wake-ups: two futex calls and two cross-CPU interrupts, tens of microseconds on a virtual
+// machine, more than a small kernel's simulation. So each side first watches for the other
+// a short while (a counter that changes under the mutex) and only then sleeps; notifying a
+// thread that is not asleep costs nothing. Bounded, so an idle device uses no CPU, and off
+// with a single hardware thread, where watching would only delay the other side.
+constexpr auto kWatch = std::chrono::microseconds(50);
+
+// Returns once `counter` differs from `seen` or the watch is over.
+void watch(const std::atomic<uint64_t>& counter, uint64_t seen) {
+  static const bool enabled = std::thread::hardware_concurrency() > 1;
+  if (!enabled) return;
+  const auto until = std::chrono::steady_clock::now() + kWatch;
+  while (counter.load(std::memory_order_acquire) == seen) {
+    for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() > until) return;
+  }
+}
+
+}  // namespace
 
 const isa::TensorDecl& LoadedProgram::tensor(std::string_view name) const {
   if (const isa::TensorDecl* t = program_.find_tensor(name)) return *t;
@@ -166,8 +194,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
 
   // Queues and completions (mu).
   mutable std::mutex mu;
-  std::condition_variable work_cv;  // the worker waits here for work
-  std::condition_variable done_cv;  // callers wait here for completions
+  std::condition_variable work_cv;       // the worker waits here for work
+  std::condition_variable done_cv;       // callers wait here for completions
+  std::atomic<uint64_t> pushes{0};       // work pushed so far (changed under mu; see watch)
+  std::atomic<uint64_t> completions{0};  // batches completed so far (changed under mu)
   std::vector<std::deque<Work>> queues;
   std::set<uint64_t> pending;               // enqueued, not yet done
   std::map<uint64_t, Completion> finished;  // done, not yet taken
@@ -221,6 +251,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     pending.insert(w.seq);
     const uint32_t core = w.core;
     queues[core].push_back(std::move(w));
+    pushes.fetch_add(1, std::memory_order_release);
     if (wake_worker) work_cv.notify_one();
     return next_seq - 1;
   }
@@ -282,7 +313,14 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   void work_loop() {
     std::unique_lock lock(mu);
     for (;;) {
-      work_cv.wait(lock, [&] { return stop || (!pending.empty() && !busy); });
+      const auto ready = [&] { return stop || (!pending.empty() && !busy); };
+      if (!ready()) {  // watch for the next push a while before sleeping
+        const uint64_t seen = pushes.load(std::memory_order_relaxed);
+        lock.unlock();
+        watch(pushes, seen);
+        lock.lock();
+      }
+      work_cv.wait(lock, ready);
       if (!step(lock)) {
         if (stop && pending.empty()) return;
         work_cv.wait(lock);  // a group waits for members that are not at their heads yet
@@ -319,6 +357,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       finished.emplace(c.seq, std::move(c));
     }
     busy = false;
+    completions.fetch_add(1, std::memory_order_release);
     done_cv.notify_all();
     if (!pending.empty()) work_cv.notify_one();  // a caller stepped: what is left is the worker's
     return true;
@@ -729,7 +768,14 @@ Completion Device::wait(uint64_t seq) {
   std::unique_lock lock(impl_->mu);
   if (seq == 0 || seq >= impl_->next_seq)
     throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
-  impl_->done_cv.wait(lock, [&] { return !impl_->pending.count(seq); });
+  const auto done = [&] { return !impl_->pending.count(seq); };
+  if (!done()) {  // watch for the completion a while before sleeping
+    const uint64_t seen = impl_->completions.load(std::memory_order_relaxed);
+    lock.unlock();
+    watch(impl_->completions, seen);
+    lock.lock();
+  }
+  impl_->done_cv.wait(lock, done);
   auto it = impl_->finished.find(seq);
   if (it == impl_->finished.end())
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));

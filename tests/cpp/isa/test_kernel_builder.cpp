@@ -122,6 +122,48 @@ TEST(KernelBuilder, SecondDependencyBecomesASemWait) {
   EXPECT_EQ(waited, signalled);
 }
 
+TEST(KernelBuilder, SemWaitsGoRightBeforeTheirInstructionsInTheMiddleOfAStream) {
+  KernelBuilder kb;
+  const auto a = kb.sbuf_tile(DType::fp32, 128, 64);
+  const auto b = kb.sbuf_tile(DType::fp32, 128, 64);
+  const auto c = kb.sbuf_tile(DType::fp32, 128, 64);
+  const auto d = kb.sbuf_tile(DType::fp32, 128, 64);
+  kb.memset(Engine::DVE, d, 0.0f);  // DVE's instructions before and after the two waits
+  kb.memset(Engine::ACT, a, 1.0f);
+  kb.memset(Engine::POOL, b, 2.0f);
+  kb.tensor_tensor(Engine::DVE, c, a, b, AluOp::add);  // needs ACT and POOL
+  kb.tensor_copy(Engine::DVE, d, c);
+  const Program p = kb.finish();
+  const auto& dve = p.stream(Engine::DVE);
+  ASSERT_EQ(dve.size(), 4u);
+  EXPECT_EQ(dve[0].opcode, Opcode::memset);
+  EXPECT_EQ(dve[1].opcode, Opcode::sem_wait);
+  EXPECT_EQ(dve[2].opcode, Opcode::tensor_tensor);
+  EXPECT_EQ(dve[2].wait.cond, WaitCond::ge);
+  EXPECT_EQ(dve[3].opcode, Opcode::tensor_copy);
+  EXPECT_EQ(dve[3].wait.cond, WaitCond::none);
+}
+
+TEST(KernelBuilder, ErrorsNameTheInstructionAmongThoseOfItsEngine) {
+  KernelBuilder kb;
+  const auto t = kb.sbuf_tile(DType::fp32, 128, 64);
+  kb.memset(Engine::DVE, t, 0.0f);
+  kb.memset(Engine::ACT, t, 0.0f);
+  kb.memset(Engine::DVE, t, 1.0f);
+  try {
+    kb.matmul(t, t, t);  // a matmul writes PSUM
+    FAIL() << "no error";
+  } catch (const IsaError& e) {
+    EXPECT_THAT(e.what(), testing::StartsWith("kernel pe[0]: matmul:"));
+  }
+  try {
+    kb.tensor_copy(Engine::DVE, t, cols(t, 0, 32));  // 64 elements per partition from 32
+    FAIL() << "no error";
+  } catch (const IsaError& e) {
+    EXPECT_THAT(e.what(), testing::StartsWith("kernel dve[2]: tensor_copy:"));
+  }
+}
+
 TEST(KernelBuilder, AWaitAlreadyMadeByTheStreamIsNotRepeated) {
   KernelBuilder kb;
   const auto a = kb.sbuf_tile(DType::fp32, 128, 64);
@@ -325,7 +367,7 @@ struct KernelBuilderTestPeer {
     std::vector<Access> history;
     kb.deps_.clear();
     for (size_t i = 0; i < kb.nodes_.size(); ++i) {
-      const Instruction& in = kb.nodes_[i].inst;
+      const Instruction& in = kb.instruction(kb.nodes_[i]);
       const std::pair<Engine, int> key{in.engine, in.opcode == Opcode::dma_copy ? in.ints[0] : -1};
       const auto found = std::find(agents.begin(), agents.end(), key);
       const int agent = static_cast<int>(found - agents.begin());

@@ -1,5 +1,6 @@
 // libnrt.so.1: simulator modes, NEURONSIM_TRACE, programmatic inspect, and faults of NEFFs
 // assembled at test time (with $NEURON_SIM asm).
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -208,14 +209,31 @@ TEST_F(NrtModes, AFaultInABatchIsAttributedToItsExecution) {
   ASSERT_EQ(good.load("add.neff", 0), NRT_SUCCESS);
   good.write("a", std::vector<float>(kN, 2.0f));
   good.write("b", std::vector<float>(kN, 3.0f));
+  // The device takes work as soon as it comes, so the two executions share a window when
+  // they come while it is busy: a slow one on core 1 keeps it busy (milliseconds).
+  std::string slow_source = ".target trn2\n";
+  for (int i = 0; i < 64; ++i)
+    slow_source +=
+        "pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.bf16[0:128]+0[[1,128]] "
+        "moving=sbuf.bf16[0:128]+1024[[1,512]]\n";
+  const auto slow_neff = assemble("slow", slow_source);
+  ASSERT_FALSE(slow_neff.empty());
+  nrt_model_t* slow = nullptr;
+  ASSERT_EQ(nrt_load(slow_neff.data(), slow_neff.size(), 1, 1, &slow), NRT_SUCCESS);
+  nrt_tensor_set_t* no_tensors = nullptr;
+  nrt_allocate_tensor_set(&no_tensors);
   bool batched = false;
   for (int attempt = 0; attempt < 20 && !batched; ++attempt) {
     ::testing::internal::CaptureStderr();
-    NRT_STATUS sb = NRT_SUCCESS, sg = NRT_FAILURE;
+    NRT_STATUS sb = NRT_SUCCESS, sg = NRT_FAILURE, ss = NRT_FAILURE;
+    std::thread ts([&] { ss = nrt_execute(slow, no_tensors, no_tensors); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::thread tb([&] { sb = nrt_execute(bad, in_set, out_set); });
     std::thread tg([&] { sg = good.execute(); });
+    ts.join();
     tb.join();
     tg.join();
+    EXPECT_EQ(ss, NRT_SUCCESS);
     const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(sb, NRT_TIMEOUT);
     EXPECT_EQ(sg, NRT_SUCCESS);
@@ -223,6 +241,8 @@ TEST_F(NrtModes, AFaultInABatchIsAttributedToItsExecution) {
   }
   EXPECT_TRUE(batched);
   EXPECT_EQ(good.read<float>("out"), std::vector<float>(kN, 5.0f));
+  nrt_unload(slow);
+  nrt_destroy_tensor_set(&no_tensors);
   nrt_unload(bad);
   nrt_tensor_free(&a);
   nrt_tensor_free(&out);

@@ -8,11 +8,16 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
+#include <memory_resource>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "neuronsim/isa/instruction.h"
 #include "neuronsim/isa/neff.h"
@@ -96,11 +101,16 @@ class KernelBuilder {
     uint32_t part_lo, part_hi;  // [lo, hi)
     int64_t byte_lo, byte_hi;   // [lo, hi)
   };
+  // An emitted instruction. The instruction itself goes straight to its engine's stream in
+  // program_ (finish only fills in its semaphore fields and inserts the sem_waits it needs),
+  // so a large kernel holds each instruction once.
   struct Node {
-    Instruction inst;
+    Engine engine;
+    uint32_t index;                // in program_.stream(engine)
     int agent;                     // index into agents_
     uint32_t first_dep, num_deps;  // deps_[first_dep, first_dep + num_deps)
   };
+  Instruction& instruction(const Node& n) { return program_.stream(n.engine)[n.index]; }
   // Finds, for a new access, the newest conflicting access of every other agent without
   // scanning the whole history. Per buffer (all of SBUF, all of PSUM, or one HBM tensor) the
   // bytes accessed so far are cut into disjoint segments at the ends of the accesses; each
@@ -113,16 +123,42 @@ class KernelBuilder {
   // A search visits the segments its bytes cover, each with a few pieces per agent. Regions
   // are bounding boxes, so column tiles over the same rows of a wide HBM tensor all overlap
   // one another: an access to one of them visits about two segments per such tile.
+  // Pieces are small and most segments (rows of HBM tensors) hold one or two, kept inline:
+  // a segment is one allocation, and a large kernel's many segments stay compact.
   struct Piece {
     uint32_t part_lo, part_hi;  // [lo, hi)
-    size_t node;
-    int agent;
+    uint32_t node;
+    uint16_t agent;
+    bool write;
   };
   struct Segment {
     int64_t end;  // bytes [key, end)
-    std::vector<Piece> reads, writes;
+    boost::container::small_vector<Piece, 2> pieces;
   };
-  using Segments = std::map<int64_t, Segment>;
+  using Segments = std::pmr::map<int64_t, Segment>;
+  // The segments of every buffer (SBUF, PSUM, then each HBM tensor by id). A large kernel has
+  // tens of thousands; their nodes come from one arena and go with it at once, instead of
+  // one heap block each.
+  struct SegmentStore {
+    std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
+        std::make_unique<std::pmr::monotonic_buffer_resource>();
+    std::deque<Segments> buffers;  // a deque: a new buffer moves none of the others
+
+    SegmentStore() = default;
+    SegmentStore(const SegmentStore& other) {
+      for (const Segments& b : other.buffers) buffers.emplace_back(b, arena.get());
+    }
+    SegmentStore(SegmentStore&&) = default;
+    SegmentStore& operator=(const SegmentStore& other) { return *this = SegmentStore(other); }
+    SegmentStore& operator=(SegmentStore&& other) noexcept {
+      buffers.clear();  // before the arena they live in goes
+      arena = std::move(other.arena);
+      buffers = std::move(other.buffers);
+      return *this;
+    }
+    ~SegmentStore() { buffers.clear(); }
+    Segments& of(const Region& region);
+  };
   // One operand's access while an instruction is emitted.
   struct Access {
     Segments* buffer;
@@ -139,14 +175,14 @@ class KernelBuilder {
   static std::optional<Region> region_of(const AccessPattern& ap);
   static void find_conflicts(const Segments& buffer, const Region& region, bool write, int agent,
                              std::vector<std::optional<size_t>>& latest);
-  static void record(Segments& buffer, const Region& region, const Piece& piece, bool write);
+  static void record(Segments& buffer, const Region& region, const Piece& piece);
 
   const Target* target_;
   Program program_;
   std::vector<Agent> agents_;
   std::vector<Node> nodes_;
   std::vector<size_t> deps_;  // per node, the nodes that must complete first, in one array
-  std::map<std::pair<MemSpace, uint16_t>, Segments> buffers_;
+  SegmentStore segments_;
   std::vector<std::optional<size_t>> latest_;  // emit's scratch, kept to spare allocations
   std::vector<Access> accesses_;
   uint64_t sbuf_used_ = 0;  // bytes per partition
