@@ -26,7 +26,7 @@ namespace {
 // a short while (a counter that changes under the mutex) and only then sleeps; notifying a
 // thread that is not asleep costs nothing. Bounded, so an idle device uses no CPU, and off
 // with a single hardware thread, where watching would only delay the other side.
-constexpr auto kWatch = std::chrono::microseconds(50);
+constexpr auto kWatch = std::chrono::microseconds(200);
 
 // Returns once `counter` differs from `seen` or the watch is over.
 void watch(const std::atomic<uint64_t>& counter, uint64_t seen) {
@@ -196,7 +196,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   mutable std::mutex mu;
   std::condition_variable work_cv;       // the worker waits here for work
   std::condition_variable done_cv;       // callers wait here for completions
-  std::atomic<uint64_t> pushes{0};       // work pushed so far (changed under mu; see watch)
+  std::atomic<uint64_t> pushes{0};       // work pushed for the worker so far (under mu; see watch)
   std::atomic<uint64_t> completions{0};  // batches completed so far (changed under mu)
   std::vector<std::deque<Work>> queues;
   std::set<uint64_t> pending;               // enqueued, not yet done
@@ -251,8 +251,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     pending.insert(w.seq);
     const uint32_t core = w.core;
     queues[core].push_back(std::move(w));
-    pushes.fetch_add(1, std::memory_order_release);
-    if (wake_worker) work_cv.notify_one();
+    if (wake_worker) {  // work a caller runs itself is none of the worker's business
+      pushes.fetch_add(1, std::memory_order_release);
+      work_cv.notify_one();
+    }
     return next_seq - 1;
   }
 
@@ -359,7 +361,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     busy = false;
     completions.fetch_add(1, std::memory_order_release);
     done_cv.notify_all();
-    if (!pending.empty()) work_cv.notify_one();  // a caller stepped: what is left is the worker's
+    if (!pending.empty()) {  // a caller stepped: what is left is the worker's
+      pushes.fetch_add(1, std::memory_order_release);
+      work_cv.notify_one();
+    }
     return true;
   }
 
@@ -586,6 +591,7 @@ Device::~Device() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->stop = true;
+    impl_->pushes.fetch_add(1, std::memory_order_release);  // ends a watch at once
   }
   impl_->work_cv.notify_all();
   if (impl_->worker.joinable()) impl_->worker.join();
