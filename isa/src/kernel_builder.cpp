@@ -257,8 +257,8 @@ void KernelBuilder::emit(Instruction in) {
     throw IsaError(
         fmt::format("{}: KernelBuilder owns the semaphores; emit instructions without wait/signal",
                     opcode_info(in.opcode).name));
-  // Named by its place among the instructions emitted on its engine (the streams fill at
-  // finish), formatted only if a rule fails.
+  // Named by its place among the instructions emitted on its engine (finish's sem_waits come
+  // later), formatted only if a rule fails.
   auto& stream = program_.stream(in.engine);
   validate(in, program_, Where("kernel", in.engine, stream.size()));
   const int agent = agent_index(in);

@@ -43,6 +43,20 @@ void watch(const std::atomic<uint64_t>& counter, uint64_t seen) {
   }
 }
 
+// Waits on `cv` (lock held) until `ready()`, watching `counter` (which the other side changes
+// under the lock before it notifies) a while first instead of sleeping at once.
+template <typename Ready>
+void watch_then_wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                     const std::atomic<uint64_t>& counter, Ready ready) {
+  if (!ready()) {
+    const uint64_t seen = counter.load(std::memory_order_relaxed);
+    lock.unlock();
+    watch(counter, seen);
+    lock.lock();
+  }
+  cv.wait(lock, ready);
+}
+
 }  // namespace
 
 const isa::TensorDecl& LoadedProgram::tensor(std::string_view name) const {
@@ -251,11 +265,14 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     pending.insert(w.seq);
     const uint32_t core = w.core;
     queues[core].push_back(std::move(w));
-    if (wake_worker) {  // work a caller runs itself is none of the worker's business
-      pushes.fetch_add(1, std::memory_order_release);
-      work_cv.notify_one();
-    }
+    if (wake_worker) notify_worker();  // work a caller runs itself is not the worker's
     return next_seq - 1;
+  }
+
+  // Tells the worker there is work, or that the device ends (mu held).
+  void notify_worker() {
+    pushes.fetch_add(1, std::memory_order_release);  // ends a watch
+    work_cv.notify_one();                            // wakes a sleep
   }
 
   // ---- the worker -----------------------------------------------------------
@@ -315,14 +332,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   void work_loop() {
     std::unique_lock lock(mu);
     for (;;) {
-      const auto ready = [&] { return stop || (!pending.empty() && !busy); };
-      if (!ready()) {  // watch for the next push a while before sleeping
-        const uint64_t seen = pushes.load(std::memory_order_relaxed);
-        lock.unlock();
-        watch(pushes, seen);
-        lock.lock();
-      }
-      work_cv.wait(lock, ready);
+      watch_then_wait(lock, work_cv, pushes, [&] { return stop || (!pending.empty() && !busy); });
       if (!step(lock)) {
         if (stop && pending.empty()) return;
         work_cv.wait(lock);  // a group waits for members that are not at their heads yet
@@ -361,10 +371,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     busy = false;
     completions.fetch_add(1, std::memory_order_release);
     done_cv.notify_all();
-    if (!pending.empty()) {  // a caller stepped: what is left is the worker's
-      pushes.fetch_add(1, std::memory_order_release);
-      work_cv.notify_one();
-    }
+    if (!pending.empty()) notify_worker();  // a caller stepped: what is left is the worker's
     return true;
   }
 
@@ -591,9 +598,8 @@ Device::~Device() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->stop = true;
-    impl_->pushes.fetch_add(1, std::memory_order_release);  // ends a watch at once
+    impl_->notify_worker();
   }
-  impl_->work_cv.notify_all();
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 
@@ -774,14 +780,8 @@ Completion Device::wait(uint64_t seq) {
   std::unique_lock lock(impl_->mu);
   if (seq == 0 || seq >= impl_->next_seq)
     throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
-  const auto done = [&] { return !impl_->pending.count(seq); };
-  if (!done()) {  // watch for the completion a while before sleeping
-    const uint64_t seen = impl_->completions.load(std::memory_order_relaxed);
-    lock.unlock();
-    watch(impl_->completions, seen);
-    lock.lock();
-  }
-  impl_->done_cv.wait(lock, done);
+  watch_then_wait(lock, impl_->done_cv, impl_->completions,
+                  [&] { return !impl_->pending.count(seq); });
   auto it = impl_->finished.find(seq);
   if (it == impl_->finished.end())
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));

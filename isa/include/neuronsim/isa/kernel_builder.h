@@ -140,6 +140,7 @@ class KernelBuilder {
   // tens of thousands; their nodes come from one arena and go with it at once, instead of
   // one heap block each.
   struct SegmentStore {
+    // Declared before the buffers, so destroyed after them.
     std::unique_ptr<std::pmr::monotonic_buffer_resource> arena =
         std::make_unique<std::pmr::monotonic_buffer_resource>();
     std::deque<Segments> buffers;  // a deque: a new buffer moves none of the others
@@ -156,7 +157,6 @@ class KernelBuilder {
       buffers = std::move(other.buffers);
       return *this;
     }
-    ~SegmentStore() { buffers.clear(); }
     Segments& of(const Region& region);
   };
   // One operand's access while an instruction is emitted.
