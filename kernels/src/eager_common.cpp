@@ -167,6 +167,11 @@ AccessPattern declare_output(KernelBuilder& kb, const std::string& name, const V
   return kb.output(name, v.dtype, {1, v.extent_elems()});
 }
 
+AccessPattern declare_operand(KernelBuilder& kb, const std::string& name, const View& v,
+                              bool output) {
+  return output ? declare_output(kb, name, v) : declare_input(kb, name, v);
+}
+
 int32_t dim_stride(std::string_view kernel, int64_t stride) {
   require(stride <= std::numeric_limits<int32_t>::max(), kernel,
           fmt::format("stride {} does not fit an access pattern's 32-bit dim stride", stride));
@@ -279,7 +284,7 @@ AccessPattern hbm_tile(std::string_view kernel, const AccessPattern& tensor,
   ap.tensor = tensor.tensor;
   int64_t first = t.start * strides[plan.part] + t.first * strides[plan.cut];
   for (size_t d = 0; d < plan.part; ++d) first += t.outer[d] * strides[d];
-  ap.offset = static_cast<uint64_t>(first) * isa::dtype_size(tensor.dtype);
+  ap.offset = tensor.offset + static_cast<uint64_t>(first) * isa::dtype_size(tensor.dtype);
   ap.num_partitions = u16(t.parts);
   ap.partition_stride = (plan.part == plan.cut ? int64_t{t.len} : 1) * strides[plan.part];
   ap.num_dims = static_cast<uint8_t>(plan.sizes.size() - plan.cut);

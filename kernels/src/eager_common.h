@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +43,15 @@ void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa:
 // Declares the HBM tensor of a view: extent_elems() elements of its dtype.
 AccessPattern declare_input(KernelBuilder& kb, const std::string& name, const View& v);
 AccessPattern declare_output(KernelBuilder& kb, const std::string& name, const View& v);
+
+// How a kernel gets the HBM tensor of an operand view, whose pattern's offset is the
+// view's first element. A kernel of its own declares one program tensor per operand
+// (declare_operand); a stage of a graph program binds the operand to a place in one of
+// the graph's tensors instead (graph.cpp), so kernels add that offset to every access.
+using Declare = std::function<AccessPattern(KernelBuilder& kb, const std::string& name,
+                                            const View& v, bool output)>;
+AccessPattern declare_operand(KernelBuilder& kb, const std::string& name, const View& v,
+                              bool output);
 
 // A stride as a free dim of an access pattern (i32); throws when it does not fit.
 int32_t dim_stride(std::string_view kernel, int64_t stride);

@@ -32,6 +32,7 @@
 #include "eager_common.h"
 #include "neuronsim/kernels/eager.h"
 #include "neuronsim/kernels/kernels.h"
+#include "stages.h"
 
 namespace neuronsim::kernels {
 namespace {
@@ -54,7 +55,8 @@ struct HbmMatrix {
   AccessPattern block(std::string_view kernel, uint32_t b, uint32_t r0, uint32_t nr, uint32_t c0,
                       uint32_t nc) const {
     AccessPattern ap = t;
-    ap.offset = static_cast<uint64_t>(b * batch + r0 * row + c0 * col) * isa::dtype_size(t.dtype);
+    ap.offset = t.offset +
+                static_cast<uint64_t>(b * batch + r0 * row + c0 * col) * isa::dtype_size(t.dtype);
     ap.num_partitions = u16(nr);
     ap.partition_stride = row;
     ap.num_dims = 1;
@@ -85,36 +87,35 @@ struct MatmulShape {
 
 class MatmulKernel {
  public:
-  MatmulKernel(std::string_view target, int64_t M, int64_t K, int64_t N, DType dtype,
-               DType out_dtype, uint64_t b_resident_budget)
-      : kb_(target), M_(u32(M)), K_(u32(K)), N_(u32(N)), dt_(dtype), out_dt_(out_dtype) {
+  MatmulKernel(KernelBuilder& kb, int64_t M, int64_t K, int64_t N, DType dtype, DType out_dtype,
+               uint64_t b_resident_budget)
+      : kb_(kb), M_(u32(M)), K_(u32(K)), N_(u32(N)), dt_(dtype), out_dt_(out_dtype) {
     a_ = dense(kb_.input("a", dt_, {M, K}));
     b_ = dense(kb_.input("b", dt_, {K, N}));
     c_ = dense(kb_.output("c", out_dt_, {M, N}));
     allocate(b_resident_budget);
   }
 
-  MatmulKernel(std::string_view target, const View& a, const View& b, const View& out,
-               const MatmulShape& shape)
-      : kb_(target),
+  MatmulKernel(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
+               const View& out, const MatmulShape& shape)
+      : kb_(kb),
         M_(u32(out.sizes[out.sizes.size() - 2])),
         K_(u32(a.sizes.back())),
         N_(u32(out.sizes.back())),
         dt_(a.dtype),
         out_dt_(out.dtype),
         shape_(shape) {
-    a_ = strided(declare_input(kb_, "a", a), a);
-    b_ = strided(declare_input(kb_, "b", b), b);
-    c_ = strided(declare_output(kb_, "out", out), out);
+    a_ = strided(declare(kb_, "a", a, false), a);
+    b_ = strided(declare(kb_, "b", b, false), b);
+    c_ = strided(declare(kb_, "out", out, true), out);
     allocate(kb_.target().sbuf_partition_bytes / 2);
   }
 
-  isa::Program build() {
+  void build() {
     if (b_resident_) load_resident_b();
     pipeline(
         shape_.batches * mtiles_.count(), 1, [&](uint32_t i) { load_a(i); },
         [&](uint32_t i) { compute(i); });
-    return kb_.finish();
   }
 
  private:
@@ -243,7 +244,7 @@ class MatmulKernel {
     kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), out, Engine::POOL);
   }
 
-  KernelBuilder kb_;
+  KernelBuilder& kb_;
   uint32_t M_, K_, N_;
   DType dt_, out_dt_;
   MatmulShape shape_;
@@ -301,7 +302,9 @@ isa::Program matmul(std::string_view target, int64_t M, int64_t K, int64_t N, DT
   check_dims(kName, {{"M", M}, {"K", K}, {"N", N}});
   check_float(kName, "dtype", dtype);
   check_float(kName, "out_dtype", out_dtype);
-  return MatmulKernel(target, M, K, N, dtype, out_dtype, b_resident_budget).build();
+  KernelBuilder kb(target);
+  MatmulKernel(kb, M, K, N, dtype, out_dtype, b_resident_budget).build();
+  return kb.finish();
 }
 
 }  // namespace detail
@@ -313,8 +316,19 @@ isa::Program matmul(std::string_view target, int64_t M, int64_t K, int64_t N, DT
   return detail::matmul(target, M, K, N, dtype, out_dtype, budget);
 }
 
+namespace detail {
+
+void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
+                 const View& out) {
+  MatmulKernel(kb, declare, a, b, out, check_views(a, b, out)).build();
+}
+
+}  // namespace detail
+
 isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out) {
-  return MatmulKernel(target, a, b, out, check_views(a, b, out)).build();
+  KernelBuilder kb(target);
+  detail::emit_matmul(kb, declare_operand, a, b, out);
+  return kb.finish();
 }
 
 }  // namespace neuronsim::kernels

@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "eager_common.h"
+#include "stages.h"
 
 namespace neuronsim::kernels {
 
@@ -356,10 +357,10 @@ class PointwiseKernel {
  public:
   // Output k is named out_names[k]; views_ holds the outputs, then the inputs, then
   // one view per position step (out's sizes, the weights as strides).
-  PointwiseKernel(std::string_view kernel, std::string_view target, const PointwiseExpr& expr,
-                  std::span<const View> inputs, std::span<const View> outs,
-                  const std::vector<std::string>& out_names)
-      : kernel_(kernel), kb_(target), expr_(expr), num_outs_(outs.size()) {
+  PointwiseKernel(std::string_view kernel, KernelBuilder& kb, const Declare& declare,
+                  const PointwiseExpr& expr, std::span<const View> inputs,
+                  std::span<const View> outs, const std::vector<std::string>& out_names)
+      : kernel_(kernel), kb_(kb), expr_(expr), num_outs_(outs.size()) {
     require(!outs.empty(), kernel, "no output view");
     const std::vector<int64_t>& sizes = outs[0].sizes;
     std::vector<View> views;
@@ -385,9 +386,9 @@ class PointwiseKernel {
       }
     views_ = coalesce(order_dims(std::move(views), 0));
     for (size_t i = 0; i < inputs.size(); ++i)
-      in_.push_back(declare_input(kb_, fmt::format("in{}", i), inputs[i]));
+      in_.push_back(declare(kb_, fmt::format("in{}", i), inputs[i], false));
     for (size_t k = 0; k < outs.size(); ++k)
-      out_.push_back(declare_output(kb_, out_names[k], outs[k]));
+      out_.push_back(declare(kb_, out_names[k], outs[k], true));
     if (expr.draws_random()) {
       require(kb_.target().core_version >= 3, kernel,
               fmt::format("random numbers need NeuronCore-v3 or later to set the generators' "
@@ -398,7 +399,7 @@ class PointwiseKernel {
     allocate();
   }
 
-  isa::Program build() {
+  void build() {
     if (seeds_) seed_generators();
     for (const auto& [input, tile] : scalars_) {  // each scalar input once, on every partition
       AccessPattern one = in_[static_cast<size_t>(input)];
@@ -415,7 +416,6 @@ class PointwiseKernel {
     pipeline(
         static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
         [&](uint32_t i) { compute(i); });
-    return kb_.finish();
   }
 
  private:
@@ -592,7 +592,7 @@ class PointwiseKernel {
   }
 
   std::string_view kernel_;
-  KernelBuilder kb_;
+  KernelBuilder& kb_;
   const PointwiseExpr& expr_;
   size_t num_outs_;
   std::vector<View> views_;  // the outputs, the inputs, the positions; ordered and coalesced
@@ -609,22 +609,37 @@ class PointwiseKernel {
 
 }  // namespace
 
+namespace detail {
+
+void emit_pointwise(KernelBuilder& kb, const Declare& declare, const PointwiseExpr& expr,
+                    std::span<const View> inputs, std::span<const View> outs) {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < outs.size(); ++k) names.push_back(fmt::format("out{}", k));
+  PointwiseKernel("pointwise", kb, declare, expr, inputs, outs, names).build();
+}
+
+}  // namespace detail
+
 isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
                        std::span<const View> inputs, const View& out) {
-  return PointwiseKernel("pointwise", target, expr, inputs, {&out, 1}, {"out"}).build();
+  KernelBuilder kb(target);
+  PointwiseKernel("pointwise", kb, declare_operand, expr, inputs, {&out, 1}, {"out"}).build();
+  return kb.finish();
 }
 
 isa::Program pointwise(std::string_view target, const PointwiseExpr& expr,
                        std::span<const View> inputs, std::span<const View> outs) {
-  std::vector<std::string> names;
-  for (size_t k = 0; k < outs.size(); ++k) names.push_back(fmt::format("out{}", k));
-  return PointwiseKernel("pointwise", target, expr, inputs, outs, names).build();
+  KernelBuilder kb(target);
+  detail::emit_pointwise(kb, declare_operand, expr, inputs, outs);
+  return kb.finish();
 }
 
 isa::Program fill(std::string_view target, const View& out, float value) {
   PointwiseExpr expr;
   expr.constant(value);
-  return PointwiseKernel("fill", target, expr, {}, {&out, 1}, {"out"}).build();
+  KernelBuilder kb(target);
+  PointwiseKernel("fill", kb, declare_operand, expr, {}, {&out, 1}, {"out"}).build();
+  return kb.finish();
 }
 
 }  // namespace neuronsim::kernels

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "eager_common.h"
+#include "stages.h"
 
 namespace neuronsim::kernels {
 namespace {
@@ -77,22 +78,22 @@ void iota(KernelBuilder& kb, const AccessPattern& dst, int32_t offset) {
 
 class ReduceKernel {
  public:
-  ReduceKernel(std::string_view target, ReduceOp op, const View& in, int64_t dim, const View& out)
-      : kb_(target), op_(op) {
+  ReduceKernel(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in, int64_t dim,
+               const View& out)
+      : kb_(kb), op_(op) {
     const size_t d = check_views(op, in, dim, out);
     reduced_ = in.sizes[d];
     layout(in, d, out);
-    in_ = declare_input(kb_, "in", in);
-    out_ = declare_output(kb_, "out", out);
+    in_ = declare(kb_, "in", in, false);
+    out_ = declare(kb_, "out", out, true);
     allocate();
   }
 
-  isa::Program build() {
+  void build() {
     if (is_arg(op_)) iota(kb_, iota_, -static_cast<int32_t>(reduced_));
     pipeline(
         static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
         [&](uint32_t i) { compute(i); });
-    return kb_.finish();
   }
 
  private:
@@ -197,7 +198,7 @@ class ReduceKernel {
     kb_.tensor_scalar(engine, result, first, AluOp::add, static_cast<float>(reduced_));
   }
 
-  KernelBuilder kb_;
+  KernelBuilder& kb_;
   ReduceOp op_;
   int64_t reduced_ = 1;  // D, the reduced dim's size
   std::vector<int64_t> sizes_, in_strides_, out_strides_;
@@ -210,9 +211,16 @@ class ReduceKernel {
 
 }  // namespace
 
+void detail::emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
+                         int64_t dim, const View& out) {
+  ReduceKernel(kb, declare, op, in, dim, out).build();
+}
+
 isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,
                     const View& out) {
-  return ReduceKernel(target, op, in, dim, out).build();
+  KernelBuilder kb(target);
+  detail::emit_reduce(kb, declare_operand, op, in, dim, out);
+  return kb.finish();
 }
 
 }  // namespace neuronsim::kernels

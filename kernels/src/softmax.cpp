@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "neuronsim/kernels/kernels.h"
+#include "stages.h"
 
 namespace neuronsim::kernels {
 namespace {
@@ -39,9 +40,18 @@ isa::Program row_softmax(std::string_view kernel, std::string_view target, int64
   check_dims(kernel, {{"rows", rows}, {"cols", cols}});
   check_float(kernel, "dtype", dtype);
   KernelBuilder kb(target);
-  const AccessPattern x = kb.input("x", dtype, {rows, cols});
-  const AccessPattern out = kb.output("out", dtype, {rows, cols});
-  const uint32_t C = u32(cols);
+  emit_row_softmax(kb, kernel, kb.input("x", dtype, {rows, cols}),
+                   kb.output("out", dtype, {rows, cols}), log);
+  return kb.finish();
+}
+
+}  // namespace
+
+void detail::emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
+                              const AccessPattern& out, bool log) {
+  const DType dtype = x.dtype;
+  const int64_t rows = x.num_partitions;
+  const uint32_t C = x.dims[0].size;
   const RowTiles tiles{static_cast<uint64_t>(rows)};
 
   const uint64_t slot_bytes =
@@ -87,10 +97,7 @@ isa::Program row_softmax(std::string_view kernel, std::string_view target, int64
     kb.dma_copy(isa::rows(out, tiles.first(i), p), xt, Engine::POOL);
   };
   pipeline(tiles.count(), nbuf - 1, load, compute);
-  return kb.finish();
 }
-
-}  // namespace
 
 isa::Program softmax(std::string_view target, int64_t rows, int64_t cols, DType dtype) {
   return row_softmax("softmax", target, rows, cols, dtype, /*log=*/false);

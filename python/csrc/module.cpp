@@ -11,6 +11,7 @@
 #include "allocator.h"
 #include "backend.h"
 #include "fallback.h"
+#include "graph.h"
 #include "guard.h"
 #include "neuronsim/sim/simulator.h"
 #include "neuronsim/traces/chrome_trace.h"
@@ -76,4 +77,5 @@ PYBIND11_MODULE(_C, m) {
     neuronsim::traces::write_chrome_trace(t.result, {}, path);
     return t.result.executions.size();
   });
+  neuronsim::pytorch::register_graph_functions(m);
 }

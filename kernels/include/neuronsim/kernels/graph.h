@@ -1,0 +1,64 @@
+// A compiled graph (torch.compile's "neuron" backend) as one program: the eager
+// kernels as stages in one KernelBuilder, reading and writing places in the graph's
+// tensors. The builder's dependency tracking orders the stages: a stage waits only for
+// the HBM bytes and SBUF/PSUM buffers it shares with earlier ones, so the loads of one
+// stage overlap the tail of the last, and each stage's SBUF is free again for the next.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "neuronsim/isa/kernel_builder.h"
+#include "neuronsim/kernels/eager.h"
+
+namespace neuronsim::kernels {
+
+// A view of a graph tensor: `view` (its dtype the tensor's) from element `offset`.
+struct Place {
+  std::string tensor;
+  int64_t offset = 0;
+  View view;
+};
+
+class GraphProgram {
+ public:
+  explicit GraphProgram(std::string_view target);
+
+  // A tensor of the graph, `elems` elements of `dtype`: an input or output bound at
+  // each run, or scratch, which the program keeps in HBM (a value no later graph needs).
+  void tensor(const std::string& name, isa::DType dtype, int64_t elems, isa::TensorKind kind);
+
+  // The stages. Each throws std::invalid_argument naming the kernel and the operand
+  // when a place does not fit its tensor or the kernel refuses the case.
+  void pointwise(const PointwiseExpr& expr, std::span<const Place> inputs,
+                 std::span<const Place> outs);
+  void matmul(const Place& a, const Place& b, const Place& out);
+  void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out);
+  // softmax (or log_softmax) over the last dim; both places contiguous in that dim and
+  // rows of it one after the other.
+  void softmax(const Place& in, const Place& out, bool log);
+
+  size_t stages() const { return stages_; }
+  isa::Program finish();
+
+ private:
+  struct Declared {
+    isa::AccessPattern pattern;
+    int64_t elems;
+    isa::TensorKind kind;
+  };
+  isa::AccessPattern at(std::string_view kernel, const std::string& operand, const Place& place,
+                        bool output) const;
+  // Runs one stage with the SBUF and PSUM it allocates freed afterwards.
+  template <class Emit>
+  void stage(Emit&& emit);
+
+  isa::KernelBuilder kb_;
+  std::unordered_map<std::string, Declared> tensors_;
+  size_t stages_ = 0;
+};
+
+}  // namespace neuronsim::kernels

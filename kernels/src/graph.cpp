@@ -1,0 +1,147 @@
+// GraphProgram: stages bound to places in the graph's tensors (see graph.h).
+#include "neuronsim/kernels/graph.h"
+
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "stages.h"
+
+namespace neuronsim::kernels {
+
+using namespace detail;
+
+GraphProgram::GraphProgram(std::string_view target) : kb_(target) {}
+
+void GraphProgram::tensor(const std::string& name, isa::DType dtype, int64_t elems,
+                          isa::TensorKind kind) {
+  require(elems >= 1, "graph", fmt::format("tensor {} has no elements", name));
+  require(!tensors_.contains(name), "graph", fmt::format("tensor {} is declared twice", name));
+  isa::AccessPattern ap;
+  switch (kind) {
+    case isa::TensorKind::input:
+      ap = kb_.input(name, dtype, {1, elems});
+      break;
+    case isa::TensorKind::output:
+      ap = kb_.output(name, dtype, {1, elems});
+      break;
+    case isa::TensorKind::scratch:
+      ap = kb_.scratch(name, dtype, {1, elems});
+      break;
+    default:
+      require(false, "graph", fmt::format("tensor {}: a graph holds no constants", name));
+  }
+  tensors_.emplace(name, Declared{ap, elems, kind});
+}
+
+isa::AccessPattern GraphProgram::at(std::string_view kernel, const std::string& operand,
+                                    const Place& place, bool output) const {
+  const auto it = tensors_.find(place.tensor);
+  require(
+      it != tensors_.end(), kernel,
+      fmt::format("{} is in tensor {}, which the graph does not declare", operand, place.tensor));
+  const Declared& t = it->second;
+  require(place.view.dtype == t.pattern.dtype, kernel,
+          fmt::format("{} is {}, its tensor {} is {}", operand, isa::dtype_name(place.view.dtype),
+                      place.tensor, isa::dtype_name(t.pattern.dtype)));
+  require(
+      place.offset >= 0 && place.offset + place.view.extent_elems() <= t.elems, kernel,
+      fmt::format("{} reaches elements {}..{} of tensor {}, which has {}", operand, place.offset,
+                  place.offset + place.view.extent_elems() - 1, place.tensor, t.elems));
+  require(!output || t.kind != isa::TensorKind::input, kernel,
+          fmt::format("{} would write tensor {}, an input of the graph", operand, place.tensor));
+  isa::AccessPattern ap = t.pattern;
+  ap.offset = static_cast<uint64_t>(place.offset) * isa::dtype_size(ap.dtype);
+  return ap;
+}
+
+template <class Emit>
+void GraphProgram::stage(Emit&& emit) {
+  const uint64_t sbuf = kb_.sbuf_mark(), psum = kb_.psum_mark();
+  emit();
+  kb_.release_sbuf(sbuf);
+  kb_.release_psum(psum);
+  ++stages_;
+}
+
+void GraphProgram::pointwise(const PointwiseExpr& expr, std::span<const Place> inputs,
+                             std::span<const Place> outs) {
+  require(!expr.draws_random(), "pointwise", "a graph program draws no random numbers");
+  std::map<std::string, const Place*> places;
+  std::vector<View> in_views, out_views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    places[fmt::format("in{}", i)] = &inputs[i];
+    in_views.push_back(inputs[i].view);
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    places[fmt::format("out{}", k)] = &outs[k];
+    out_views.push_back(outs[k].view);
+  }
+  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
+    return at("pointwise", name, *places.at(name), output);
+  };
+  stage([&] { emit_pointwise(kb_, bind, expr, in_views, out_views); });
+}
+
+void GraphProgram::matmul(const Place& a, const Place& b, const Place& out) {
+  const std::map<std::string, const Place*> places{{"a", &a}, {"b", &b}, {"out", &out}};
+  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
+    return at("matmul", name, *places.at(name), output);
+  };
+  stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view); });
+}
+
+void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out) {
+  const std::map<std::string, const Place*> places{{"in", &in}, {"out", &out}};
+  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
+    return at("reduce", name, *places.at(name), output);
+  };
+  stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view); });
+}
+
+namespace {
+
+// The [rows, cols] pattern of a view whose last dim is contiguous and whose rows
+// follow one another: every row of the other dims in order.
+isa::AccessPattern row_major(std::string_view kernel, const char* operand, isa::AccessPattern ap,
+                             const View& v) {
+  require(!v.sizes.empty(), kernel, fmt::format("{} is a 0-dim tensor", operand));
+  const int64_t cols = v.sizes.back();
+  int64_t rows = 1, expect = cols;
+  require(v.strides.back() == 1 || cols == 1, kernel,
+          fmt::format("{}'s last dim is not contiguous (stride {})", operand, v.strides.back()));
+  for (size_t d = v.sizes.size() - 1; d-- > 0;) {
+    require(v.sizes[d] == 1 || v.strides[d] == expect, kernel,
+            fmt::format("{}'s rows are not one after another (sizes [{}], strides [{}])", operand,
+                        fmt::join(v.sizes, ", "), fmt::join(v.strides, ", ")));
+    expect *= v.sizes[d];
+    rows *= v.sizes[d];
+  }
+  check_dims(kernel, {{"rows", rows}, {"cols", cols}});
+  ap.num_partitions = u16(static_cast<uint64_t>(rows));
+  ap.partition_stride = cols;
+  ap.num_dims = 1;
+  ap.dims[0] = {1, u32(cols)};
+  return ap;
+}
+
+}  // namespace
+
+void GraphProgram::softmax(const Place& in, const Place& out, bool log) {
+  const char* kernel = log ? "log_softmax" : "softmax";
+  check_float(kernel, "in", in.view.dtype);
+  require(in.view.sizes == out.view.sizes && in.view.dtype == out.view.dtype, kernel,
+          "in and out differ in sizes or dtype");
+  const isa::AccessPattern x = row_major(kernel, "in", at(kernel, "in", in, false), in.view);
+  const isa::AccessPattern y = row_major(kernel, "out", at(kernel, "out", out, true), out.view);
+  stage([&] { emit_row_softmax(kb_, kernel, x, y, log); });
+}
+
+isa::Program GraphProgram::finish() {
+  require(stages_ > 0, "graph", "a graph program needs at least one stage");
+  return kb_.finish();
+}
+
+}  // namespace neuronsim::kernels

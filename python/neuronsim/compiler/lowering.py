@@ -1,0 +1,741 @@
+"""From an FX graph of core aten ops to graph programs.
+
+The graph is cut into segments: maximal runs of nodes this module lowers, between nodes
+that run eagerly on the device (ops without a lowering here). Each segment becomes one
+plan (``python/csrc/graph.cpp`` documents its JSON), built by the C++ side into one
+program, one NEFF.
+
+Inside a segment every value is either a ``Place`` (a view of one of the program's HBM
+tensors: an input bound at run time, an output the caller allocates, or scratch the
+program keeps) or a ``Lazy`` pointwise expression not yet stored anywhere. A pointwise
+node whose only user is another pointwise node of the segment stays lazy and is computed
+on chip, in SBUF, by the kernel that stores its user: that is the fusion, and each lazy
+node is one HBM round trip (a store and a load) saved. Matmuls, reductions and softmax
+read Places, so they store the expressions that feed them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+# What the engines hold: the dtypes a lowered node reads and writes.
+ENGINE_DTYPES = {
+    torch.float32: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.bool: "bool",
+}
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+class Unsupported(Exception):
+    """A node this module does not lower (it runs eagerly instead); the message says why."""
+
+
+class NoWork(Unsupported):
+    """A node outside the programs that computes nothing (a view of a tensor the engines
+    do not hold, an item of a tuple): it runs eagerly, but nothing is split out."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    tensor: str
+    offset: int
+    sizes: tuple
+    strides: tuple
+    dtype: torch.dtype
+
+    def json(self) -> dict:
+        return {
+            "tensor": self.tensor,
+            "offset": self.offset,
+            "sizes": list(self.sizes),
+            "strides": list(self.strides),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Lazy:
+    """A pointwise value not stored yet: an expression tree whose leaves are Places.
+    Trees are tuples: ("load", place), ("const", v), ("act", func, x, scale),
+    ("alu", op, a, b), ("alu_imm", op, a, imm, reverse), ("select", p, t, f)."""
+
+    expr: tuple
+    sizes: tuple
+    dtype: torch.dtype
+
+
+def meta(node: Any):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def extent(sizes, strides) -> int:
+    if any(s == 0 for s in sizes):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the tensor's elements fill exactly its extent."""
+    return t.numel() > 0 and extent(t.shape, t.stride()) == t.numel()
+
+
+def contiguous_strides(sizes) -> tuple:
+    strides, step = [], 1
+    for n in reversed(sizes):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+# --- which nodes lower -------------------------------------------------------------
+
+ACTIVATIONS = {
+    aten.exp.default: "exp",
+    aten.log.default: "log",
+    aten.tanh.default: "tanh",
+    aten.sigmoid.default: "sigmoid",
+    aten.relu.default: "relu",
+    aten.sqrt.default: "sqrt",
+    aten.rsqrt.default: "rsqrt",
+    aten.reciprocal.default: "reciprocal",
+    aten.sin.default: "sin",
+    aten.cos.default: "cos",
+    aten.erf.default: "erf",
+    aten.abs.default: "abs",
+    aten.neg.default: "negate",
+    aten.silu.default: "silu",
+}
+
+BINARY = {
+    aten.add.Tensor: "add",
+    aten.add.Scalar: "add",
+    aten.sub.Tensor: "subtract",
+    aten.sub.Scalar: "subtract",
+    aten.mul.Tensor: "multiply",
+    aten.mul.Scalar: "multiply",
+    aten.div.Tensor: "divide",
+    aten.div.Scalar: "divide",
+    aten.maximum.default: "max",
+    aten.minimum.default: "min",
+    aten.pow.Tensor_Tensor: "pow",
+    aten.eq.Tensor: "is_equal",
+    aten.eq.Scalar: "is_equal",
+    aten.ne.Tensor: "not_equal",
+    aten.ne.Scalar: "not_equal",
+    aten.gt.Tensor: "is_gt",
+    aten.gt.Scalar: "is_gt",
+    aten.ge.Tensor: "is_ge",
+    aten.ge.Scalar: "is_ge",
+    aten.lt.Tensor: "is_lt",
+    aten.lt.Scalar: "is_lt",
+    aten.le.Tensor: "is_le",
+    aten.le.Scalar: "is_le",
+    aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or",
+}
+
+VIEWS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.expand.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.slice.Tensor,
+    aten.select.int,
+    aten.alias.default,
+    aten.detach.default,
+    aten.as_strided.default,
+}
+
+# Pointwise ops that choose, move or make values without arithmetic: exact in any dtype.
+MOVES = {
+    aten.where.self,
+    aten.clone.default,
+    aten._to_copy.default,
+    aten.copy.default,
+    aten.full.default,
+    aten.scalar_tensor.default,
+}
+OTHER_POINTWISE = MOVES | {
+    aten.pow.Tensor_Scalar,
+    aten.rsub.Scalar,
+    aten.clamp.default,
+    aten.logical_not.default,
+    aten.gelu.default,
+}
+
+MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
+REDUCTIONS = {
+    aten.sum.dim_IntList: "sum",
+    aten.sum.default: "sum",
+    aten.mean.dim: "mean",
+    aten.mean.default: "mean",
+    aten.amax.default: "max",
+    aten.amin.default: "min",
+}
+SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
+CONCAT = {aten.cat.default}
+
+
+def is_pointwise(node: torch.fx.Node) -> bool:
+    t = node.target
+    return t in ACTIVATIONS or t in BINARY or t in OTHER_POINTWISE or t is aten.addmm.default
+
+
+def reads_lazy(node: torch.fx.Node) -> bool:
+    """The node computes from expressions (it stores them itself), not from places."""
+    return (is_pointwise(node) and node.target is not aten.addmm.default) or node.target in CONCAT
+
+
+def check_lowerable(node: torch.fx.Node) -> None:
+    """Raises Unsupported, saying why, unless this module lowers the node."""
+    t = node.target
+    if node.op != "call_function":
+        raise Unsupported(f"{node.op} node")
+    if t is operator.getitem:
+        raise NoWork("an item of a tuple")
+    if not (
+        t in ACTIVATIONS
+        or t in BINARY
+        or t in VIEWS
+        or t in OTHER_POINTWISE
+        or t in MATMULS
+        or t in REDUCTIONS
+        or t in SOFTMAX
+        or t in CONCAT
+    ):
+        raise Unsupported(f"no lowering for {t}")
+    out = meta(node)
+    if not isinstance(out, torch.Tensor):
+        raise Unsupported("its result is not one tensor")
+    if t in CONCAT and any(meta(a).dtype != out.dtype for a in node.args[0]):
+        raise Unsupported("a concatenation of several dtypes")
+    tensors = [out] + [meta(a) for a in node.all_input_nodes]
+    for v in tensors:
+        if not isinstance(v, torch.Tensor):
+            raise Unsupported("an input is not a tensor")
+        if v.device.type != "neuron":
+            raise Unsupported(f"a tensor is on {v.device}, not a neuron device")
+        if v.dtype not in ENGINE_DTYPES:
+            raise (NoWork if t in VIEWS else Unsupported)(f"{v.dtype} has no engine type")
+        if v.numel() == 0:
+            raise Unsupported("an empty tensor")
+    if t not in VIEWS and not is_dense(out):
+        raise Unsupported("its result's strides overlap or leave gaps")
+    computes = t in FLOAT_ONLY or t in MATMULS or t in SOFTMAX
+    if computes and out.dtype not in FLOATS and t not in ANY_DTYPE:
+        raise Unsupported(f"{out.dtype} arithmetic rounds differently from the engines")
+    if t is aten.div.Tensor and node.kwargs.get("rounding_mode") is not None:
+        raise Unsupported("div with a rounding mode")
+    if t in SOFTMAX:
+        dim = node.args[1] % out.dim()
+        if dim != out.dim() - 1 or node.args[2]:
+            raise Unsupported("softmax over a dim other than the last, or half to float")
+    if t in (aten._to_copy.default,):
+        extra = set(node.kwargs) - {"dtype", "layout", "device", "memory_format"}
+        if extra or node.kwargs.get("device") not in (None, out.device):
+            raise Unsupported("a copy to another device")
+    if t in (aten.full.default, aten.scalar_tensor.default) and not isinstance(
+        node.args[-1] if t is aten.scalar_tensor.default else node.args[1], (int, float, bool)
+    ):
+        raise Unsupported("a fill value that is not a number")
+    if t is aten.gelu.default and node.kwargs.get("approximate", "none") not in ("none", "tanh"):
+        raise Unsupported("gelu approximation")
+    if t in REDUCTIONS:
+        reduce_plan(node)  # raises when the reduced dims do not merge
+    if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
+        raise Unsupported("clamp with tensor bounds")
+
+
+# Ops whose results are exact in any engine dtype: comparisons and logic give 0 or 1.
+ANY_DTYPE = (
+    {k for k, v in BINARY.items() if v.startswith("is_") or v == "not_equal"}
+    | {aten.logical_not.default, aten.logical_and.default, aten.logical_or.default}
+    | MOVES
+)
+FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
+
+
+def reduce_plan(node: torch.fx.Node) -> tuple[int, int, int]:
+    """The reduced dims of a reduction node as one run [first, last] of the input's dims
+    that its strides merge; raises Unsupported otherwise. Returns (first, last, rank)."""
+    x = meta(node.args[0])
+    rank = x.dim()
+    dims = node.args[1] if len(node.args) > 1 else None
+    if node.target in (aten.sum.default, aten.mean.default) or not dims:
+        dims = list(range(rank))
+    dims = sorted({d % rank for d in dims}) if rank else []
+    if not dims:
+        raise Unsupported("a reduction over no dims")
+    if dims != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported("reduced dims that are not adjacent")
+    sizes, strides = x.shape, x.stride()
+    for d in range(dims[0], dims[-1]):
+        if sizes[d + 1] != 1 and strides[d] != strides[d + 1] * sizes[d + 1]:
+            raise Unsupported("reduced dims that do not merge")
+    if node.kwargs.get("dtype") not in (None, meta(node).dtype):
+        raise Unsupported("a reduction with a dtype")
+    return dims[0], dims[-1], rank
+
+
+# --- one segment's plan -----------------------------------------------------------
+
+
+class SegmentPlan:
+    """Lowers the nodes of one segment into a plan. `outside_users` are the nodes of the
+    segment whose values are needed after it (by eager nodes, later segments or the
+    graph's output)."""
+
+    def __init__(self, nodes: list[torch.fx.Node], outside_users: set[torch.fx.Node]):
+        self.nodes = nodes
+        self.members = set(nodes)
+        self.escaping = set(outside_users)
+        # A view that escapes needs its base in an output tensor too.
+        self.must_store = set(self.escaping)
+        for n in list(self.escaping):
+            while n.target in VIEWS and n.args[0] in self.members:
+                n = n.args[0]
+                self.must_store.add(n)
+        self.tensors: list[dict] = []
+        self.stages: list[dict] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.inputs: list[tuple[str, torch.fx.Node]] = []  # bound at run time
+        self.outputs: list[tuple[str, torch.dtype, int]] = []  # allocated by the caller
+        self.escapes: list[tuple[torch.fx.Node, Place]] = []
+        self.fused = 0  # pointwise nodes computed on chip only
+
+    # -- tensors
+
+    def _declare(self, kind: str, dtype: torch.dtype, elems: int) -> str:
+        name = f"{kind[0]}{len(self.tensors)}"
+        self.tensors.append(
+            {"name": name, "dtype": ENGINE_DTYPES[dtype], "elems": elems, "kind": kind}
+        )
+        if kind == "output":
+            self.outputs.append((name, dtype, elems))
+        return name
+
+    def _input(self, node: torch.fx.Node) -> Place:
+        v = meta(node)
+        name = self._declare("input", v.dtype, extent(v.shape, v.stride()))
+        self.inputs.append((name, node))
+        place = Place(name, 0, tuple(v.shape), tuple(v.stride()), v.dtype)
+        self.env[node] = place
+        return place
+
+    def _new(self, node: torch.fx.Node) -> Place:
+        """A fresh tensor for the node's value, with the strides its meta says."""
+        v = meta(node)
+        kind = "output" if node in self.must_store else "scratch"
+        name = self._declare(kind, v.dtype, v.numel())
+        return Place(name, 0, tuple(v.shape), tuple(v.stride()), v.dtype)
+
+    # -- values
+
+    def value(self, a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            if a not in self.env:
+                self._input(a)
+            return self.env[a]
+        return a
+
+    def place(self, a: Any) -> Place:
+        """The argument as a Place, storing it when it is lazy."""
+        v = self.value(a)
+        assert not isinstance(v, Lazy), "lazy values are stored by their node"
+        return v
+
+    def term(self, a: Any) -> tuple:
+        v = self.value(a)
+        if isinstance(v, Lazy):
+            return v.expr
+        if isinstance(v, Place):
+            return ("load", v)
+        if isinstance(v, (bool, int, float)):
+            return ("const", float(v))
+        raise Unsupported(f"operand {a!r}")
+
+    def store(self, node: torch.fx.Node, lazy: Lazy, place: Place | None = None) -> Place:
+        place = place or self._new(node)
+        steps, loads, outputs = emit_expression(lazy.expr)
+        self.stages.append(
+            {
+                "kind": "pointwise",
+                "steps": steps,
+                "outputs": outputs,
+                "inputs": [p.json() for p in loads],
+                "outs": [place.json()],
+                "node": node.name,
+            }
+        )
+        return place
+
+    def _stays_lazy(self, node: torch.fx.Node) -> bool:
+        users = list(node.users)
+        # A value eager rounds to bf16 or fp16 is stored, so that it is rounded too.
+        return (
+            node not in self.must_store
+            and meta(node).dtype in (torch.float32, torch.bool)
+            and len(users) == 1
+            and users[0] in self.members
+            and reads_lazy(users[0])
+        )
+
+    def pointwise_result(self, node: torch.fx.Node, expr: tuple) -> None:
+        v = meta(node)
+        lazy = Lazy(expr, tuple(v.shape), v.dtype)
+        if self._stays_lazy(node):
+            self.env[node] = lazy
+            self.fused += 1
+        else:
+            self.env[node] = self.store(node, lazy)
+
+    # -- lowering
+
+    def lower(self) -> None:
+        for node in self.nodes:
+            lower_node(self, node)
+        for node in self.escaping:
+            v = self.env[node]
+            assert isinstance(v, Place), node
+            self.escapes.append((node, v))
+
+    def plan(self) -> dict:
+        return {"tensors": self.tensors, "stages": self.stages}
+
+
+def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
+    """The steps of a PointwiseExpr computing `root`, and the places it loads."""
+    steps: list[dict] = []
+    loads: dict[Place, int] = {}
+    memo: dict[int, int] = {}
+
+    def visit(e: tuple) -> int:
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        kind = e[0]
+        if kind == "load":
+            if e[1] not in loads:
+                loads[e[1]] = len(loads)
+            step = {"op": "load", "input": loads[e[1]]}
+        elif kind == "const":
+            step = {"op": "constant", "imm": e[1]}
+        elif kind == "act":
+            step = {"op": "activation", "func": e[1], "args": [visit(e[2])], "imm": e[3]}
+        elif kind == "alu":
+            step = {"op": "alu", "alu": e[1], "args": [visit(e[2]), visit(e[3])]}
+        elif kind == "alu_imm":
+            step = {
+                "op": "alu_imm",
+                "alu": e[1],
+                "args": [visit(e[2])],
+                "imm": e[3],
+                "reverse": e[4],
+            }
+        elif kind == "select":
+            step = {"op": "select", "args": [visit(e[1]), visit(e[2]), visit(e[3])]}
+        else:
+            raise AssertionError(kind)
+        steps.append(step)
+        memo[key] = len(steps) - 1
+        return memo[key]
+
+    result = visit(root)
+    return steps, list(loads), [result]
+
+
+def binary(seg: SegmentPlan, op: str, a: Any, b: Any) -> tuple:
+    if not isinstance(b, torch.fx.Node):
+        return ("alu_imm", op, seg.term(a), float(b), False)
+    if not isinstance(a, torch.fx.Node):
+        return ("alu_imm", op, seg.term(b), float(a), True)
+    return ("alu", op, seg.term(a), seg.term(b))
+
+
+def pointwise_expr(seg: SegmentPlan, node: torch.fx.Node) -> tuple:
+    t, args, kwargs = node.target, node.args, node.kwargs
+    if t in ACTIVATIONS:
+        return ("act", ACTIVATIONS[t], seg.term(args[0]), 1.0)
+    if t in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar):
+        alpha = kwargs.get("alpha", 1)
+        b = args[1]
+        if alpha != 1:
+            b = (
+                ("alu_imm", "multiply", seg.term(b), float(alpha), False)
+                if isinstance(b, torch.fx.Node)
+                else b * alpha
+            )
+            if isinstance(b, tuple):
+                return ("alu", BINARY[t], seg.term(args[0]), b)
+        return binary(seg, BINARY[t], args[0], b)
+    if t in BINARY:
+        return binary(seg, BINARY[t], args[0], args[1])
+    if t is aten.rsub.Scalar:
+        alpha = kwargs.get("alpha", 1)
+        x = seg.term(args[0])
+        if alpha != 1:
+            x = ("alu_imm", "multiply", x, float(alpha), False)
+        return ("alu_imm", "subtract", x, float(args[1]), True)
+    if t is aten.pow.Tensor_Scalar:
+        x, e = seg.term(args[0]), float(args[1])
+        if e == 2.0:
+            return ("alu", "multiply", x, x)
+        if e == 1.0:
+            return x
+        if e == 0.5:
+            return ("act", "sqrt", x, 1.0)
+        if e == -0.5:
+            return ("act", "rsqrt", x, 1.0)
+        if e == -1.0:
+            return ("act", "reciprocal", x, 1.0)
+        return ("alu_imm", "pow", x, e, False)
+    if t is aten.where.self:
+        return ("select", seg.term(args[0]), seg.term(args[1]), seg.term(args[2]))
+    if t in (aten.clone.default, aten._to_copy.default):
+        return seg.term(args[0])
+    if t is aten.copy.default:
+        return seg.term(args[1])
+    if t is aten.full.default:
+        return ("const", float(args[1]))
+    if t is aten.scalar_tensor.default:
+        return ("const", float(args[0]))
+    if t is aten.logical_not.default:
+        return ("alu_imm", "is_equal", seg.term(args[0]), 0.0, False)
+    if t is aten.clamp.default:
+        x = seg.term(args[0])
+        lo = args[1] if len(args) > 1 else kwargs.get("min")
+        hi = args[2] if len(args) > 2 else kwargs.get("max")
+        if lo is not None:
+            x = ("alu_imm", "max", x, float(lo), False)
+        if hi is not None:
+            x = ("alu_imm", "min", x, float(hi), False)
+        return x
+    if t is aten.gelu.default:
+        approx = kwargs.get("approximate", "none")
+        return ("act", "gelu_tanh" if approx == "tanh" else "gelu", seg.term(args[0]), 1.0)
+    raise Unsupported(f"no pointwise lowering for {t}")
+
+
+def view_place(seg: SegmentPlan, node: torch.fx.Node) -> Place:
+    """A view node's place: its base's tensor, with the view's sizes and strides and the
+    offset its meta's storage offset gives relative to the base's."""
+    base = seg.place(node.args[0])
+    b, v = meta(node.args[0]), meta(node)
+    if tuple(b.stride()) != base.strides and b.numel() > 1:
+        raise Unsupported("a view of a value laid out unlike its meta")
+    offset = base.offset + v.storage_offset() - b.storage_offset()
+    return Place(base.tensor, offset, tuple(v.shape), tuple(v.stride()), v.dtype)
+
+
+def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    t = node.target
+    if t in VIEWS:
+        src = seg.value(node.args[0])
+        if isinstance(src, Lazy):
+            raise AssertionError("a lazy value is never viewed")
+        seg.env[node] = view_place(seg, node)
+    elif t is aten.addmm.default:
+        bias, a, b = node.args[:3]
+        if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+            raise Unsupported("addmm with beta or alpha")
+        v = meta(node)
+        product = seg._declare("scratch", v.dtype, v.numel())
+        out = Place(product, 0, tuple(v.shape), contiguous_strides(v.shape), v.dtype)
+        seg.stages.append(matmul_stage(seg, a, b, out, node))
+        seg.pointwise_result(node, ("alu", "add", ("load", out), seg.term(bias)))
+    elif is_pointwise(node):
+        seg.pointwise_result(node, pointwise_expr(seg, node))
+    elif t in MATMULS:
+        out = seg._new(node)
+        seg.stages.append(matmul_stage(seg, node.args[0], node.args[1], out, node))
+        seg.env[node] = out
+    elif t in REDUCTIONS:
+        lower_reduction(seg, node)
+    elif t in SOFTMAX:
+        x = seg.place(node.args[0])
+        if x.strides != contiguous_strides(x.sizes):
+            x = seg.store(node, Lazy(("load", x), x.sizes, x.dtype), scratch_like(seg, x))
+        out = seg._new(node)
+        if out.strides != contiguous_strides(out.sizes):
+            raise Unsupported("a softmax result that is not contiguous")
+        seg.stages.append(
+            {
+                "kind": "softmax",
+                "log": SOFTMAX[t],
+                "in": x.json(),
+                "out": out.json(),
+                "node": node.name,
+            }
+        )
+        seg.env[node] = out
+    elif t in CONCAT:
+        lower_concat(seg, node)
+    else:
+        raise Unsupported(f"no lowering for {t}")
+
+
+def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """Each input copied into its slice of the result (one stored expression each, so a
+    lazy input is computed straight into its slice)."""
+    out = seg._new(node)
+    dim = (node.args[1] if len(node.args) > 1 else 0) % len(out.sizes)
+    first = 0
+    for a in node.args[0]:
+        size = meta(a).shape[dim]
+        if size == 0:
+            continue
+        sizes = list(out.sizes)
+        sizes[dim] = size
+        part = Place(
+            out.tensor, out.offset + first * out.strides[dim], tuple(sizes), out.strides, out.dtype
+        )
+        seg.store(node, Lazy(seg.term(a), part.sizes, out.dtype), part)
+        first += size
+    seg.env[node] = out
+
+
+def scratch_like(seg: SegmentPlan, p: Place) -> Place:
+    name = seg._declare("scratch", p.dtype, math.prod(p.sizes))
+    return Place(name, 0, p.sizes, contiguous_strides(p.sizes), p.dtype)
+
+
+def matmul_stage(seg: SegmentPlan, a: Any, b: Any, out: Place, node: torch.fx.Node) -> dict:
+    return {
+        "kind": "matmul",
+        "a": seg.place(a).json(),
+        "b": seg.place(b).json(),
+        "out": out.json(),
+        "node": node.name,
+    }
+
+
+def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    first, last, rank = reduce_plan(node)
+    x = seg.place(node.args[0])
+    # The reduced dims merged into one (reduce_plan checked that their strides allow it).
+    sizes = (
+        list(x.sizes[:first]) + [math.prod(x.sizes[first : last + 1])] + list(x.sizes[last + 1 :])
+    )
+    inner = [d for d in range(first, last + 1) if x.sizes[d] != 1] or [last]
+    strides = list(x.strides[:first]) + [x.strides[inner[-1]]] + list(x.strides[last + 1 :])
+    if rank == 0:
+        sizes, strides = [1], [1]
+    merged = Place(x.tensor, x.offset, tuple(sizes), tuple(strides), x.dtype)
+    out = seg._new(node)
+    v = meta(node)
+    keep = [d for d in range(len(x.sizes)) if d < first or d > last]
+    out_sizes = [x.sizes[d] for d in keep]
+    # The output's strides for the kept dims, whether or not the node keeps the others.
+    keepdim = v.dim() == rank and rank > 0
+    out_strides = [out.strides[d] for d in keep] if keepdim else list(out.strides)
+    out_view = Place(out.tensor, 0, tuple(out_sizes), tuple(out_strides), out.dtype)
+    seg.stages.append(
+        {
+            "kind": "reduce",
+            "op": REDUCTIONS[node.target],
+            "in": merged.json(),
+            "dim": first if rank else 0,
+            "out": out_view.json(),
+            "node": node.name,
+        }
+    )
+    seg.env[node] = out
+
+
+# --- cutting a graph into segments ------------------------------------------------
+
+
+@dataclasses.dataclass
+class Step:
+    """One step of a compiled graph: a node run eagerly, or a segment's program."""
+
+    eager: torch.fx.Node | None = None
+    segment: SegmentPlan | None = None
+    reason: str = ""
+    work: bool = True  # False for an eager node that computes nothing (NoWork)
+
+
+def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> list[Step]:
+    """The graph's call nodes as steps: segments of lowerable nodes and eager nodes.
+
+    The graph is functional, so nodes may run in any order their inputs allow: every
+    eager node runs as soon as its inputs are ready, and each segment then takes every
+    lowerable node whose inputs are ready or in the segment. That makes as few segments
+    as the eager nodes' dependencies allow (integer index work before a loss, for
+    instance, runs ahead and does not split the program). Nodes with side effects
+    (mutations, random draws) keep their place in the order. `refuse(node, why)` is
+    called for each node that runs eagerly (strict mode raises there)."""
+    nodes = [n for n in graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
+    position = {n: i for i, n in enumerate(nodes)}
+    why: dict[torch.fx.Node, str] = {}
+    no_work: set[torch.fx.Node] = set()
+    for node in nodes:
+        try:
+            check_lowerable(node)
+        except NoWork as reason:
+            why[node] = str(reason)
+            no_work.add(node)
+        except Unsupported as reason:
+            why[node] = str(reason)
+            refuse(node, str(reason))
+    deps = {n: {a for a in n.all_input_nodes if a in position} for n in nodes}
+    barrier = None
+    for i, node in enumerate(nodes):
+        if has_side_effects(node):
+            deps[node] |= set(nodes[:i])
+            barrier = node
+        elif barrier is not None:
+            deps[node].add(barrier)
+
+    steps: list[Step] = []
+    done: set[torch.fx.Node] = set()
+    remaining = nodes
+    while remaining:
+        for node in remaining:  # in order, so a chain of eager nodes runs in one pass
+            if node in why and deps[node] <= done:
+                steps.append(Step(eager=node, reason=why[node], work=node not in no_work))
+                done.add(node)
+        run: list[torch.fx.Node] = []
+        taken: set[torch.fx.Node] = set()
+        for node in remaining:
+            if (
+                node not in why
+                and node not in done
+                and all(d in done or d in taken for d in deps[node])
+            ):
+                run.append(node)
+                taken.add(node)
+        if run:
+            steps.append(Step(segment=segment_of(run)))
+            done |= taken
+        remaining = [n for n in remaining if n not in done]
+    return steps
+
+
+def has_side_effects(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    tags = getattr(node.target, "tags", ())
+    return (schema is not None and schema.is_mutable) or torch.Tag.nondeterministic_seeded in tags
+
+
+def segment_of(nodes: list[torch.fx.Node]) -> SegmentPlan:
+    members = set(nodes)
+    outside = {n for n in nodes if any(u not in members for u in n.users)}
+    return SegmentPlan(nodes, outside)
