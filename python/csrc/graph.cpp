@@ -17,6 +17,7 @@
 //          {"op": "alu_imm", "alu", "args": [a], "imm", "reverse"} |
 //          {"op": "select", "args": [p, t, f]} | {"op": "position", "weights"}
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,17 @@ T parse(std::optional<T> v, const std::string& what, const std::string& name) {
   return *v;
 }
 
+// A number of the plan: JSON has no infinities or NaN, so the plan writes those as the
+// strings "inf", "-inf" and "nan" (a causal mask's -inf, for instance).
+float number(const json& v) {
+  if (!v.is_string()) return v.get<float>();
+  const std::string s = v;
+  if (s == "inf") return std::numeric_limits<float>::infinity();
+  if (s == "-inf") return -std::numeric_limits<float>::infinity();
+  if (s == "nan") return std::numeric_limits<float>::quiet_NaN();
+  throw std::invalid_argument(fmt::format("plan: '{}' is not a number", s));
+}
+
 kernels::PointwiseExpr expression(const json& stage) {
   kernels::PointwiseExpr e;
   for (const json& s : stage.at("steps")) {
@@ -52,16 +64,16 @@ kernels::PointwiseExpr expression(const json& stage) {
     if (op == "load") {
       e.load(s.at("input"));
     } else if (op == "constant") {
-      e.constant(s.at("imm"));
+      e.constant(number(s.at("imm")));
     } else if (op == "activation") {
       const std::string f = s.at("func");
-      e.activation(parse(isa::parse_act_func(f), "activation", f), arg(0), s.value("imm", 1.0f));
+      e.activation(parse(isa::parse_act_func(f), "activation", f), arg(0), number(s.at("imm")));
     } else if (op == "alu") {
       const std::string a = s.at("alu");
       e.alu(parse(isa::parse_alu_op(a), "ALU op", a), arg(0), arg(1));
     } else if (op == "alu_imm") {
       const std::string a = s.at("alu");
-      e.alu_imm(parse(isa::parse_alu_op(a), "ALU op", a), arg(0), s.at("imm"),
+      e.alu_imm(parse(isa::parse_alu_op(a), "ALU op", a), arg(0), number(s.at("imm")),
                 s.value("reverse", false));
     } else if (op == "select") {
       e.select(arg(0), arg(1), arg(2));

@@ -56,7 +56,7 @@ class CompiledSegment:
         self.stages = len(plan.stages)
         self.fused = plan.fused
         self.nodes = plan.nodes
-        text = json.dumps(plan.plan(), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(plan.plan(), sort_keys=True, separators=(",", ":"), allow_nan=False)
         key = hashlib.sha256(f"{__version__}\n{_C.instance()}\n{text}".encode()).hexdigest()
         self.path = str(cache_dir() / "graphs" / f"{key[:32]}.neff")
         if os.path.exists(self.path):

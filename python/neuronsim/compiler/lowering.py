@@ -170,7 +170,9 @@ MOVES = {
     aten._to_copy.default,
     aten.copy.default,
     aten.full.default,
+    aten.full_like.default,
     aten.scalar_tensor.default,
+    aten.lift_fresh_copy.default,
 }
 OTHER_POINTWISE = MOVES | {
     aten.pow.Tensor_Scalar,
@@ -188,6 +190,9 @@ REDUCTIONS = {
     aten.mean.default: "mean",
     aten.amax.default: "max",
     aten.amin.default: "min",
+    aten.any.dim: "max",
+    aten.any.dims: "max",
+    aten.any.default: "max",
 }
 SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
 CONCAT = {aten.cat.default}
@@ -234,8 +239,8 @@ def check_lowerable(node: torch.fx.Node) -> None:
             raise Unsupported(f"a tensor is on {v.device}, not a neuron device")
         if v.dtype not in ENGINE_DTYPES:
             raise (NoWork if t in VIEWS else Unsupported)(f"{v.dtype} has no engine type")
-        if v.numel() == 0:
-            raise Unsupported("an empty tensor")
+        if v.numel() == 0 and (v is out or t not in CONCAT):
+            raise (NoWork if v is out else Unsupported)("an empty tensor")
     if t not in VIEWS and not is_dense(out):
         raise Unsupported("its result's strides overlap or leave gaps")
     computes = t in FLOAT_ONLY or t in MATMULS or t in SOFTMAX
@@ -251,8 +256,12 @@ def check_lowerable(node: torch.fx.Node) -> None:
         extra = set(node.kwargs) - {"dtype", "layout", "device", "memory_format"}
         if extra or node.kwargs.get("device") not in (None, out.device):
             raise Unsupported("a copy to another device")
-    if t in (aten.full.default, aten.scalar_tensor.default) and not isinstance(
-        node.args[-1] if t is aten.scalar_tensor.default else node.args[1], (int, float, bool)
+    if t in (
+        aten.full.default,
+        aten.full_like.default,
+        aten.scalar_tensor.default,
+    ) and not isinstance(
+        node.args[0] if t is aten.scalar_tensor.default else node.args[1], (int, float, bool)
     ):
         raise Unsupported("a fill value that is not a number")
     if t is aten.gelu.default and node.kwargs.get("approximate", "none") not in ("none", "tanh"):
@@ -268,6 +277,7 @@ ANY_DTYPE = (
     {k for k, v in BINARY.items() if v.startswith("is_") or v == "not_equal"}
     | {aten.logical_not.default, aten.logical_and.default, aten.logical_or.default}
     | MOVES
+    | {aten.any.dim, aten.any.dims, aten.any.default}
 )
 FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
 
@@ -277,8 +287,10 @@ def reduce_plan(node: torch.fx.Node) -> tuple[int, int, int]:
     that its strides merge; raises Unsupported otherwise. Returns (first, last, rank)."""
     x = meta(node.args[0])
     rank = x.dim()
-    dims = node.args[1] if len(node.args) > 1 else None
-    if node.target in (aten.sum.default, aten.mean.default) or not dims:
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    if node.target in (aten.sum.default, aten.mean.default, aten.any.default) or dims in (None, []):
         dims = list(range(rank))
     dims = sorted({d % rank for d in dims}) if rank else []
     if not dims:
@@ -420,6 +432,11 @@ class SegmentPlan:
         return {"tensors": self.tensors, "stages": self.stages}
 
 
+def number(v: float) -> float | str:
+    """A number as the plan writes it: JSON has no infinities or NaN."""
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
 def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
     """The steps of a PointwiseExpr computing `root`, and the places it loads."""
     steps: list[dict] = []
@@ -436,7 +453,7 @@ def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
                 loads[e[1]] = len(loads)
             step = {"op": "load", "input": loads[e[1]]}
         elif kind == "const":
-            step = {"op": "constant", "imm": e[1]}
+            step = {"op": "constant", "imm": number(e[1])}
         elif kind == "act":
             step = {"op": "activation", "func": e[1], "args": [visit(e[2])], "imm": e[3]}
         elif kind == "alu":
@@ -446,7 +463,7 @@ def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
                 "op": "alu_imm",
                 "alu": e[1],
                 "args": [visit(e[2])],
-                "imm": e[3],
+                "imm": number(e[3]),
                 "reverse": e[4],
             }
         elif kind == "select":
@@ -508,8 +525,10 @@ def pointwise_expr(seg: SegmentPlan, node: torch.fx.Node) -> tuple:
         return ("alu_imm", "pow", x, e, False)
     if t is aten.where.self:
         return ("select", seg.term(args[0]), seg.term(args[1]), seg.term(args[2]))
-    if t in (aten.clone.default, aten._to_copy.default):
+    if t in (aten.clone.default, aten._to_copy.default, aten.lift_fresh_copy.default):
         return seg.term(args[0])
+    if t is aten.full_like.default:
+        return ("const", float(args[1]))
     if t is aten.copy.default:
         return seg.term(args[1])
     if t is aten.full.default:
@@ -598,9 +617,9 @@ def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
     dim = (node.args[1] if len(node.args) > 1 else 0) % len(out.sizes)
     first = 0
     for a in node.args[0]:
-        size = meta(a).shape[dim]
-        if size == 0:
+        if meta(a).numel() == 0:  # torch.cat skips empty inputs, even 1-D ones of any rank
             continue
+        size = meta(a).shape[dim]
         sizes = list(out.sizes)
         sizes[dim] = size
         part = Place(
