@@ -170,3 +170,96 @@ def test_the_trace_shows_one_kernel_named_after_the_graph_and_module(tmp_path):
             fn(x)
     text = path.read_text()
     assert "Sequential.frame0.inference.0" in text
+
+
+# --- the tiny Qwen3 ---------------------------------------------------------------
+
+# What the Qwen3 graphs leave to eager kernels: the token lookup and the int64 work on
+# positions and masks (the engines hold no int64), which runs before the program.
+QWEN3_EAGER = {
+    "aten::embedding",
+    "aten::arange.start_step",
+    "aten::add.Tensor",
+    "aten::sub.Tensor",
+    "aten::le.Scalar",
+    "aten::_to_copy",
+}
+
+
+@pytest.fixture(scope="module")
+def ids():
+    return torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+def test_the_tiny_qwen3_forward_is_one_kernel_with_the_values_of_eager_and_the_cpu(ids):
+    from neuronsim.testing import tiny_qwen3
+
+    model = tiny_qwen3().eval()
+    with torch.no_grad():
+        expected = model(ids).logits
+        model = model.to("neuron")
+        x = ids.to("neuron")
+        start = neuronsim.kernels_run()
+        eager = model(x).logits
+        eager_kernels = neuronsim.kernels_run() - start
+        compiled = torch.compile(model, backend="neuron", dynamic=False)
+        compiled(x)
+        start = neuronsim.kernels_run()
+        got = compiled(x).logits
+        compiled_kernels = neuronsim.kernels_run() - start
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got.cpu(), eager.cpu(), atol=1e-5, rtol=1e-5)
+    (report,) = compiler.graphs()
+    assert report.name == "Qwen3Model.frame0.inference"
+    assert report.kernels == 1
+    assert set(report.eager) <= QWEN3_EAGER, report.eager
+    assert report.fused > 50
+    # One program plus the int64 position work, against a kernel per op.
+    assert compiled_kernels * 4 < eager_kernels, (compiled_kernels, eager_kernels)
+    assert compiler.stats().recompiles == 0
+
+
+def test_a_compiled_training_step_gives_the_cpu_loss_and_gradients(ids):
+    import copy
+
+    from neuronsim.testing import tiny_qwen3
+
+    cpu_model = tiny_qwen3()
+    dev_model = copy.deepcopy(cpu_model).to("neuron")
+    compiled = torch.compile(dev_model, backend="neuron", dynamic=False)
+    expected = cpu_model(ids, labels=ids).loss
+    expected.backward()
+    x = ids.to("neuron")
+    loss = compiled(x, labels=x).loss
+    loss.backward()
+    torch.testing.assert_close(loss.cpu(), expected.detach(), atol=1e-5, rtol=1e-5)
+    for (name, p), q in zip(dev_model.named_parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-4, msg=name)
+    forward, backward = compiler.graphs()
+    assert forward.name.endswith(".forward") and backward.name.endswith(".backward")
+    # Each splits once: at the gather of the targets' log-probabilities (forward) and
+    # at the scatter of its gradient (backward), both indexed by int64 targets.
+    assert forward.kernels == 2 and backward.kernels == 2
+    assert backward.fused > 50
+
+
+def test_generate_with_a_static_cache_and_compile_config_gives_the_eager_tokens(ids):
+    from transformers import CompileConfig, GenerationConfig
+
+    from neuronsim.testing import tiny_qwen3
+
+    model = tiny_qwen3().eval().to("neuron")
+    x = ids.to("neuron")
+    expected = model.generate(x, max_new_tokens=6, do_sample=False)
+    config = GenerationConfig(
+        max_new_tokens=6,
+        do_sample=False,
+        cache_implementation="static",
+        compile_config=CompileConfig(backend="neuron", fullgraph=False, dynamic=False),
+    )
+    got = model.generate(x, generation_config=config)
+    assert torch.equal(got.cpu(), expected.cpu())
+    # The decoding step compiles once (static shapes: every token has the same graph).
+    assert compiler.stats().graphs == 1 and compiler.stats().recompiles == 0
+    (report,) = compiler.graphs()
+    assert report.kernels >= 1 and report.fused > 50

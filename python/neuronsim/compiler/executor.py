@@ -106,9 +106,10 @@ class CompiledGraph:
     `steps` are ("segment", CompiledSegment), ("eager", node) for a node split out of
     the program, or ("view", node) for a view left between eager nodes (no work)."""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, name: str, steps: list[tuple[str, Any]]):
+        # An instance attribute: Dynamo wraps backward graphs with functools.wraps, which
+        # copies the instance's __dict__ only.
+        self._boxed_call = True
         self.name = name
         self.steps = steps
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

@@ -196,6 +196,8 @@ REDUCTIONS = {
 }
 SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
 CONCAT = {aten.cat.default}
+# The result is the first input with a slice replaced by the second (backward of slices).
+SCATTERS = {aten.slice_scatter.default, aten.select_scatter.default}
 
 
 def is_pointwise(node: torch.fx.Node) -> bool:
@@ -205,7 +207,8 @@ def is_pointwise(node: torch.fx.Node) -> bool:
 
 def reads_lazy(node: torch.fx.Node) -> bool:
     """The node computes from expressions (it stores them itself), not from places."""
-    return (is_pointwise(node) and node.target is not aten.addmm.default) or node.target in CONCAT
+    t = node.target
+    return (is_pointwise(node) and t is not aten.addmm.default) or t in CONCAT or t in SCATTERS
 
 
 def check_lowerable(node: torch.fx.Node) -> None:
@@ -224,6 +227,7 @@ def check_lowerable(node: torch.fx.Node) -> None:
         or t in REDUCTIONS
         or t in SOFTMAX
         or t in CONCAT
+        or t in SCATTERS
     ):
         raise Unsupported(f"no lowering for {t}")
     out = meta(node)
@@ -267,7 +271,7 @@ def check_lowerable(node: torch.fx.Node) -> None:
     if t is aten.gelu.default and node.kwargs.get("approximate", "none") not in ("none", "tanh"):
         raise Unsupported("gelu approximation")
     if t in REDUCTIONS:
-        reduce_plan(node)  # raises when the reduced dims do not merge
+        reduced_runs(node)  # raises for a dtype argument
     if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
         raise Unsupported("clamp with tensor bounds")
 
@@ -282,9 +286,9 @@ ANY_DTYPE = (
 FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
 
 
-def reduce_plan(node: torch.fx.Node) -> tuple[int, int, int]:
-    """The reduced dims of a reduction node as one run [first, last] of the input's dims
-    that its strides merge; raises Unsupported otherwise. Returns (first, last, rank)."""
+def reduced_runs(node: torch.fx.Node) -> list[list[int]]:
+    """The dims a reduction node reduces, as runs of adjacent dims that the input's
+    strides let one reduction walk as one dim; the reductions run one run at a time."""
     x = meta(node.args[0])
     rank = x.dim()
     dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
@@ -292,18 +296,19 @@ def reduce_plan(node: torch.fx.Node) -> tuple[int, int, int]:
         dims = [dims]
     if node.target in (aten.sum.default, aten.mean.default, aten.any.default) or dims in (None, []):
         dims = list(range(rank))
-    dims = sorted({d % rank for d in dims}) if rank else []
-    if not dims:
-        raise Unsupported("a reduction over no dims")
-    if dims != list(range(dims[0], dims[-1] + 1)):
-        raise Unsupported("reduced dims that are not adjacent")
-    sizes, strides = x.shape, x.stride()
-    for d in range(dims[0], dims[-1]):
-        if sizes[d + 1] != 1 and strides[d] != strides[d + 1] * sizes[d + 1]:
-            raise Unsupported("reduced dims that do not merge")
     if node.kwargs.get("dtype") not in (None, meta(node).dtype):
         raise Unsupported("a reduction with a dtype")
-    return dims[0], dims[-1], rank
+    if rank == 0:
+        return [[0]]
+    runs: list[list[int]] = []
+    sizes, strides = x.shape, x.stride()
+    for d in sorted({d % rank for d in dims}):
+        prev = runs[-1][-1] if runs else None
+        if prev == d - 1 and (sizes[d] == 1 or strides[prev] == strides[d] * sizes[d]):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
 
 
 # --- one segment's plan -----------------------------------------------------------
@@ -606,6 +611,8 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
         seg.env[node] = out
     elif t in CONCAT:
         lower_concat(seg, node)
+    elif t in SCATTERS:
+        lower_scatter(seg, node)
     else:
         raise Unsupported(f"no lowering for {t}")
 
@@ -630,6 +637,28 @@ def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
     seg.env[node] = out
 
 
+def lower_scatter(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """The base stored into the result, then the source into its slice of it."""
+    out = seg._new(node)
+    seg.store(node, Lazy(seg.term(node.args[0]), out.sizes, out.dtype), out)
+    src = meta(node.args[1])
+    dim = node.args[2] % len(out.sizes) if len(node.args) > 2 else 0
+    strides = list(out.strides)
+    if node.target is aten.select_scatter.default:
+        index = node.args[3] % out.sizes[dim]
+        offset = out.offset + index * out.strides[dim]
+        del strides[dim]
+    else:
+        start = node.args[3] if len(node.args) > 3 and node.args[3] is not None else 0
+        step = node.args[5] if len(node.args) > 5 else 1
+        start = max(0, start + out.sizes[dim] if start < 0 else start)
+        offset = out.offset + start * out.strides[dim]
+        strides[dim] *= step
+    part = Place(out.tensor, offset, tuple(src.shape), tuple(strides), out.dtype)
+    seg.store(node, Lazy(seg.term(node.args[1]), part.sizes, out.dtype), part)
+    seg.env[node] = out
+
+
 def scratch_like(seg: SegmentPlan, p: Place) -> Place:
     name = seg._declare("scratch", p.dtype, math.prod(p.sizes))
     return Place(name, 0, p.sizes, contiguous_strides(p.sizes), p.dtype)
@@ -646,35 +675,60 @@ def matmul_stage(seg: SegmentPlan, a: Any, b: Any, out: Place, node: torch.fx.No
 
 
 def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
-    first, last, rank = reduce_plan(node)
+    """One reduce stage per run of reduced dims, innermost run first; the runs before the
+    last go to scratch with the reduced dims kept as 1 (a mean of equal-sized means is
+    the mean, so mean chains too)."""
+    runs = reduced_runs(node)
     x = seg.place(node.args[0])
-    # The reduced dims merged into one (reduce_plan checked that their strides allow it).
-    sizes = (
-        list(x.sizes[:first]) + [math.prod(x.sizes[first : last + 1])] + list(x.sizes[last + 1 :])
-    )
-    inner = [d for d in range(first, last + 1) if x.sizes[d] != 1] or [last]
-    strides = list(x.strides[:first]) + [x.strides[inner[-1]]] + list(x.strides[last + 1 :])
-    if rank == 0:
-        sizes, strides = [1], [1]
-    merged = Place(x.tensor, x.offset, tuple(sizes), tuple(strides), x.dtype)
+    if not x.sizes:  # a 0-dim input: one element
+        x = Place(x.tensor, x.offset, (1,), (1,), x.dtype)
+    rank, reduced = len(x.sizes), {d for run in runs for d in run}
     out = seg._new(node)
-    v = meta(node)
-    keep = [d for d in range(len(x.sizes)) if d < first or d > last]
-    out_sizes = [x.sizes[d] for d in keep]
-    # The output's strides for the kept dims, whether or not the node keeps the others.
-    keepdim = v.dim() == rank and rank > 0
-    out_strides = [out.strides[d] for d in keep] if keepdim else list(out.strides)
-    out_view = Place(out.tensor, 0, tuple(out_sizes), tuple(out_strides), out.dtype)
-    seg.stages.append(
-        {
-            "kind": "reduce",
-            "op": REDUCTIONS[node.target],
-            "in": merged.json(),
-            "dim": first if rank else 0,
-            "out": out_view.json(),
-            "node": node.name,
-        }
+    keepdim = len(out.sizes) == rank and len(meta(node.args[0]).shape) > 0
+    kept_strides = (
+        [out.strides[d] for d in range(rank) if d not in reduced] if keepdim else out.strides
     )
+    cur, removed = x, set()
+    for k, run in enumerate(reversed(runs)):
+        in_sizes, in_strides, dim = [], [], 0
+        for d in range(rank):
+            if d == run[0]:
+                inner = [e for e in run if cur.sizes[e] != 1] or [run[-1]]
+                dim = len(in_sizes)
+                in_sizes.append(math.prod(cur.sizes[e] for e in run))
+                in_strides.append(cur.strides[inner[-1]])
+            elif d not in removed and d not in run:
+                in_sizes.append(cur.sizes[d])
+                in_strides.append(cur.strides[d])
+        kept = [d for d in range(rank) if d not in removed and d not in run]
+        if k == len(runs) - 1:
+            target = Place(
+                out.tensor, 0, tuple(x.sizes[d] for d in kept), tuple(kept_strides), out.dtype
+            )
+            nxt = out
+        else:
+            sizes = tuple(1 if d in removed or d in run else x.sizes[d] for d in range(rank))
+            nxt = scratch_like(seg, Place("", 0, sizes, (), meta(node).dtype))
+            target = Place(
+                nxt.tensor,
+                0,
+                tuple(sizes[d] for d in kept),
+                tuple(nxt.strides[d] for d in kept),
+                nxt.dtype,
+            )
+        merged = Place(cur.tensor, cur.offset, tuple(in_sizes), tuple(in_strides), cur.dtype)
+        seg.stages.append(
+            {
+                "kind": "reduce",
+                "op": REDUCTIONS[node.target],
+                "in": merged.json(),
+                "dim": dim,
+                "out": target.json(),
+                "node": node.name,
+            }
+        )
+        removed |= set(run)
+        cur = nxt
     seg.env[node] = out
 
 
