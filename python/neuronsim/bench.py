@@ -4,7 +4,14 @@ Reports, each measured in one run (ratios, never absolute gates):
 - host microseconds per cached small op in functional-only mode (the per-op floor a
   model pays), as a median, and its ratio to the same op on torch's CPU;
 - one training step of the tiny Qwen3 (forward, backward, AdamW): kernels launched,
-  CPU fallbacks, host seconds, and simulated seconds in the timing mode.
+  CPU fallbacks, host seconds, and simulated seconds in the timing mode;
+- eager against torch.compile(backend="neuron") on the tiny Qwen3 (a forward and a
+  training step): kernels launched and simulated time per step, and host seconds to
+  compile each graph.
+
+The simulated figures of the last part are the same on every machine, so they are also
+gated: ``--check bench/expected_torch.csv`` fails when one leaves its margin (both ways),
+``--update`` rewrites the file (the format of bench/expected_results.csv).
 
 Each mode runs in its own process (the mode is chosen when the device opens).
 """
@@ -79,11 +86,139 @@ def _train_step(steps: int = 3) -> dict:
     }
 
 
+def _compiled() -> dict:
+    """Eager and compiled steps of the tiny Qwen3 in the timing mode: per step, kernels
+    launched and simulated microseconds; per compiled graph, its counts and host compile
+    seconds."""
+    import torch
+
+    import neuronsim
+    from neuronsim import compiler
+    from neuronsim.testing import tiny_qwen3
+
+    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1)).to("neuron")
+
+    def measure(step) -> dict:
+        step()  # builds the kernels or compiles the graphs
+        torch.neuron.synchronize()
+        kernels, sim = neuronsim.kernels_run(), neuronsim.simulated_time()
+        step()
+        torch.neuron.synchronize()
+        return {
+            "kernels": neuronsim.kernels_run() - kernels,
+            "simulated_us": round((neuronsim.simulated_time() - sim) * 1e6, 6),
+        }
+
+    def steps(run, opt):
+        def forward():
+            with torch.no_grad():
+                run(ids)
+
+        def train():
+            run(ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+        return forward, train
+
+    rows = {}
+    for compiled in (False, True):
+        model = tiny_qwen3().to("neuron")
+        run = torch.compile(model, backend="neuron", dynamic=False) if compiled else model
+        forward, train = steps(run, torch.optim.AdamW(model.parameters(), lr=1e-3))
+        how = "compiled" if compiled else "eager"
+        rows[f"qwen3_tiny_forward_{how}"] = measure(forward)
+        rows[f"qwen3_tiny_train_step_{how}"] = measure(train)
+    graphs = {
+        g.name: {
+            "kernels": g.kernels,
+            "stages": g.stages,
+            "fused_nodes": g.fused,
+            "eager_nodes": len(g.eager),
+            "compile_s": round(g.compile_seconds, 4),
+        }
+        for g in compiler.graphs()
+    }
+    return {"steps": rows, "graphs": graphs}
+
+
+# Figures of _compiled() that the gate checks: simulated, so the same on every machine.
+def _gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
+    rows = []
+    for name, r in result["steps"].items():
+        rows += [(f"{target}/torch/{name}", k, float(v)) for k, v in r.items()]
+    for name, g in result["graphs"].items():
+        rows += [(f"{target}/torch/{name}", k, float(v)) for k, v in g.items() if k != "compile_s"]
+    return rows
+
+
+def _margin_ok(margin: str, expected: float, actual: float) -> bool:
+    if margin.startswith("abs:"):
+        return abs(actual - expected) <= float(margin[4:])
+    return abs(actual - expected) <= float(margin) * abs(expected)
+
+
+_GATE_HEADER = """\
+# Expected simulated figures of `python -m neuronsim.bench` on trn2.3xlarge: the tiny Qwen3
+# run eagerly and through torch.compile(backend="neuron"), kernels launched and simulated
+# microseconds per step, and the counts of each compiled graph. Checked by
+# `python -m neuronsim.bench --check bench/expected_torch.csv` (tests/python/test_bench_gate.py);
+# regenerate with --update, which keeps margins. Margins as in bench/expected_results.csv.
+# Rule: a commit that changes an expected value gives the reason for it in the same commit.
+benchmark,metric,value,margin
+"""
+
+
+def _read_expected(path: str) -> list[tuple[str, str, float, str]]:
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith(("#", "benchmark,")):
+                continue
+            fields = line.split(",")
+            if len(fields) != 4:
+                raise SystemExit(f"{path}:{number}: expected benchmark,metric,value,margin")
+            rows.append((fields[0], fields[1], float(fields[2]), fields[3]))
+    return rows
+
+
+def check(path: str, measured: list[tuple[str, str, float]]) -> list[str]:
+    """The failures of `measured` against the expected file: rows out of margin (either
+    way), missing from the run, or measured but not expected."""
+    actual = {(b, m): v for b, m, v in measured}
+    failures, seen = [], set()
+    for bench, metric, value, margin in _read_expected(path):
+        seen.add((bench, metric))
+        if (bench, metric) not in actual:
+            failures.append(f"MISSING {bench} {metric}: expected {value}, not measured")
+        elif not _margin_ok(margin, value, actual[(bench, metric)]):
+            failures.append(
+                f"FAIL {bench} {metric}: expected {value}, actual {actual[(bench, metric)]}, "
+                f"margin {margin}"
+            )
+    failures += [
+        f"NEW {b} {m}: {v} (not in {path})" for (b, m), v in actual.items() if (b, m) not in seen
+    ]
+    return failures
+
+
+def update(path: str, measured: list[tuple[str, str, float]]) -> None:
+    margins = {}
+    if os.path.exists(path):
+        margins = {(b, m): margin for b, m, _, margin in _read_expected(path)}
+    with open(path, "w") as f:
+        f.write(_GATE_HEADER)
+        for bench, metric, value in measured:
+            default = "abs:0" if metric != "simulated_us" else "1e-06"
+            f.write(f"{bench},{metric},{value!r},{margins.get((bench, metric), default)}\n")
+
+
 def _part(name: str) -> dict:
     import warnings
 
     warnings.filterwarnings("ignore")
-    return {"ops": _ops, "train_step": _train_step}[name]()
+    return {"ops": _ops, "train_step": _train_step, "compiled": _compiled}[name]()
 
 
 def _run(part: str, mode: str) -> dict:
@@ -106,16 +241,33 @@ def main(argv=None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--part", choices=["ops", "train_step"], help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=["ops", "train_step", "compiled"], help=argparse.SUPPRESS)
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--check", metavar="CSV", help="run only the gated part and check it against CSV"
+    )
+    parser.add_argument("--update", metavar="CSV", help="run only the gated part and rewrite CSV")
     args = parser.parse_args(argv)
     if args.part:
         print(json.dumps(_part(args.part)))
         return 0
+    if args.check or args.update:
+        result = _run("compiled", "functional-and-timing")
+        measured = _gate_rows(result, "trn2")
+        if args.update:
+            update(args.update, measured)
+            print(f"neuronsim.bench: wrote {len(measured)} rows to {args.update}")
+            return 0
+        failures = check(args.check, measured)
+        for line in failures:
+            print(line)
+        print(f"neuronsim.bench: {len(measured) - len(failures)} of {len(measured)} rows pass")
+        return 1 if failures else 0
     results = {
         "ops_functional_only": _run("ops", "functional-only"),
         "train_step_functional_only": _run("train_step", "functional-only"),
         "train_step_timing": _run("train_step", "functional-and-timing"),
+        "compiled_timing": _run("compiled", "functional-and-timing"),
     }
     print("host time per cached op, functional-only (median):")
     for name, r in results["ops_functional_only"].items():
@@ -132,6 +284,20 @@ def main(argv=None) -> int:
             f"tiny Qwen3 training step, {label}: {r['kernels_per_step']:.0f} kernels, "
             f"{r['fallbacks_per_step']:.0f} CPU fallbacks, host {r['host_s_per_step']:.3f} s, "
             f"simulated {r['simulated_us_per_step']:.1f} us"
+        )
+    steps = results["compiled_timing"]["steps"]
+    print("tiny Qwen3, eager against torch.compile(backend='neuron'), per step (timing mode):")
+    for what in ("forward", "train_step"):
+        e, c = steps[f"qwen3_tiny_{what}_eager"], steps[f"qwen3_tiny_{what}_compiled"]
+        print(
+            f"  {what:10s} eager {e['kernels']:4d} kernels {e['simulated_us']:9.1f} us   "
+            f"compiled {c['kernels']:4d} kernels {c['simulated_us']:9.1f} us"
+        )
+    for name, g in results["compiled_timing"]["graphs"].items():
+        print(
+            f"  graph {name}: {g['kernels']} kernel(s), {g['stages']} stages, "
+            f"{g['fused_nodes']} fused, {g['eager_nodes']} eager nodes, "
+            f"compiled in {g['compile_s']:.3f} s"
         )
     if args.json:
         with open(args.json, "w") as f:
