@@ -1,0 +1,129 @@
+// GraphProgram: stages of the eager kernels in one program, exchanging values through
+// scratch tensors and views with offsets, against host references; SBUF freed between
+// stages; places that do not fit their tensor refused with the operand named.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "neuronsim/kernels/graph.h"
+#include "test_eager_support.h"
+
+namespace neuronsim::kernels {
+namespace {
+
+using isa::DType;
+using isa::TensorKind;
+using test::contiguous;
+
+Place at(const std::string& tensor, int64_t offset, const View& v) {
+  return {tensor, offset, v};
+}
+
+TEST(GraphProgram, StagesShareValuesThroughScratchAndViewsWithOffsets) {
+  constexpr int64_t M = 8, K = 32, N = 16;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, M * K, TensorKind::input);
+  g.tensor("w", DType::fp32, K * N, TensorKind::input);
+  g.tensor("e", DType::fp32, M * K, TensorKind::scratch);
+  g.tensor("y", DType::fp32, M * N, TensorKind::output);
+  g.tensor("rowsum", DType::fp32, M, TensorKind::output);
+  g.tensor("p", DType::fp32, 4 * N, TensorKind::output);
+
+  PointwiseExpr twice_exp;  // e = exp(x) * 2
+  twice_exp.alu_imm(isa::AluOp::multiply,
+                    twice_exp.activation(isa::ActFunc::exp, twice_exp.load(0)), 2.0f);
+  const Place x = at("x", 0, contiguous(DType::fp32, {M, K}));
+  const Place e = at("e", 0, contiguous(DType::fp32, {M, K}));
+  g.pointwise(twice_exp, {&x, 1}, {&e, 1});
+  g.matmul(e, at("w", 0, contiguous(DType::fp32, {K, N})),
+           at("y", 0, contiguous(DType::fp32, {M, N})));
+  g.reduce(ReduceOp::sum, at("y", 0, contiguous(DType::fp32, {M, N})), 1,
+           at("rowsum", 0, contiguous(DType::fp32, {M})));
+  // softmax of y's last four rows: a place 4 rows into its tensor.
+  g.softmax(at("y", 4 * N, contiguous(DType::fp32, {4, N})),
+            at("p", 0, contiguous(DType::fp32, {4, N})),
+            /*log=*/false);
+  EXPECT_EQ(g.stages(), 4u);
+  const isa::Program program = g.finish();
+
+  const std::vector<float> xs = test::random_values(M * K, 1, -1.0f, 1.0f, DType::fp32);
+  const std::vector<float> ws = test::random_values(K * N, 2, -0.5f, 0.5f, DType::fp32);
+  auto out = test::run(program, {{"x", xs}, {"w", ws}});
+
+  std::vector<double> y(M * N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        y[m * N + n] += 2.0 * std::exp(double{xs[m * K + k]}) * ws[k * N + n];
+  for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(out["y"][i], y[i], 1e-4 * (1 + std::abs(y[i])));
+  for (int64_t m = 0; m < M; ++m) {
+    double sum = 0.0;
+    for (int64_t n = 0; n < N; ++n) sum += y[m * N + n];
+    EXPECT_NEAR(out["rowsum"][m], sum, 1e-3 * (1 + std::abs(sum)));
+  }
+  for (int64_t r = 0; r < 4; ++r) {
+    double max = -INFINITY, total = 0.0;
+    for (int64_t n = 0; n < N; ++n) max = std::max(max, y[(4 + r) * N + n]);
+    for (int64_t n = 0; n < N; ++n) total += std::exp(y[(4 + r) * N + n] - max);
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_NEAR(out["p"][r * N + n], std::exp(y[(4 + r) * N + n] - max) / total, 1e-5);
+  }
+}
+
+TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
+  // Twelve stages of full [128, 2048] tiles: each takes 16 KiB or more per partition,
+  // together more than the 224 KiB a trn2 partition holds.
+  constexpr int64_t n = 128 * 2048;
+  GraphProgram g("trn2");
+  g.tensor("a", DType::fp32, n, TensorKind::input);
+  g.tensor("b", DType::fp32, n, TensorKind::output);
+  const Place a = at("a", 0, contiguous(DType::fp32, {n})),
+              b = at("b", 0, contiguous(DType::fp32, {n}));
+  g.pointwise(PointwiseExpr::copy(), {&a, 1}, {&b, 1});
+  for (int i = 0; i < 11; ++i) {
+    PointwiseExpr plus_one = PointwiseExpr::scalar(isa::AluOp::add, 1.0f);
+    g.pointwise(plus_one, {&b, 1}, {&b, 1});
+  }
+  const std::vector<float> as = test::random_values(n, 3, -1.0f, 1.0f, DType::fp32);
+  auto out = test::run(g.finish(), {{"a", as}});
+  for (int64_t i = 0; i < n; i += 997) EXPECT_FLOAT_EQ(out["b"][i], as[i] + 11.0f);
+}
+
+TEST(GraphProgram, PlacesThatDoNotFitTheirTensorAreRefusedNamingTheOperand) {
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, 64, TensorKind::input);
+  g.tensor("y", DType::fp32, 64, TensorKind::output);
+  const PointwiseExpr copy = PointwiseExpr::copy();
+  const Place y = at("y", 0, contiguous(DType::fp32, {64}));
+  const Place past_end = at("x", 8, contiguous(DType::fp32, {64}));
+  test::expect_invalid(
+      [&] {
+        g.pointwise(copy, {&past_end, 1}, {&y, 1});
+      },
+      {"in0 reaches elements 8..71 of tensor x, which has 64"});
+  const Place x = at("x", 0, contiguous(DType::fp32, {64}));
+  test::expect_invalid(
+      [&] {
+        g.pointwise(copy, {&y, 1}, {&x, 1});
+      },
+      {"out0 would write tensor x, an input of the graph"});
+  const Place nowhere = at("z", 0, contiguous(DType::fp32, {64}));
+  test::expect_invalid(
+      [&] {
+        g.pointwise(copy, {&nowhere, 1}, {&y, 1});
+      },
+      {"in0 is in tensor z, which the graph does not declare"});
+  const Place as_bf16 = at("x", 0, contiguous(DType::bf16, {64}));
+  test::expect_invalid(
+      [&] {
+        g.pointwise(copy, {&as_bf16, 1}, {&y, 1});
+      },
+      {"in0 is bfloat16, its tensor x is float32"});
+  test::expect_invalid([&] { g.tensor("x", DType::fp32, 4, TensorKind::scratch); },
+                       {"tensor x is declared twice"});
+  test::expect_invalid([&] { GraphProgram("trn2").finish(); }, {"at least one stage"});
+}
+
+}  // namespace
+}  // namespace neuronsim::kernels
