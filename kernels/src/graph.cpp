@@ -85,12 +85,18 @@ void GraphProgram::pointwise(const PointwiseExpr& expr, std::span<const Place> i
   stage([&] { emit_pointwise(kb_, bind, expr, in_views, out_views); });
 }
 
-void GraphProgram::matmul(const Place& a, const Place& b, const Place& out) {
-  const std::map<std::string, const Place*> places{{"a", &a}, {"b", &b}, {"out", &out}};
+void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
+                          const PointwiseExpr* epilogue, std::span<const Place> epilogue_inputs) {
+  std::map<std::string, const Place*> places{{"a", &a}, {"b", &b}, {"out", &out}};
+  MatmulEpilogue ep{epilogue, {}};
+  for (size_t k = 0; k < epilogue_inputs.size(); ++k) {
+    places[fmt::format("e{}", k + 1)] = &epilogue_inputs[k];
+    ep.inputs.push_back(epilogue_inputs[k].view);
+  }
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("matmul", name, *places.at(name), output);
   };
-  stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view); });
+  stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, epilogue ? &ep : nullptr); });
 }
 
 void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out) {

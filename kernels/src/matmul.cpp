@@ -97,7 +97,7 @@ class MatmulKernel {
   }
 
   MatmulKernel(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
-               const View& out, const MatmulShape& shape)
+               const View& out, const MatmulShape& shape, const MatmulEpilogue* epilogue)
       : kb_(kb),
         M_(u32(out.sizes[out.sizes.size() - 2])),
         K_(u32(a.sizes.back())),
@@ -108,6 +108,15 @@ class MatmulKernel {
     a_ = strided(declare(kb_, "a", a, false), a);
     b_ = strided(declare(kb_, "b", b, false), b);
     c_ = strided(declare(kb_, "out", out, true), out);
+    if (epilogue) {
+      epilogue_ = epilogue->expr;
+      epilogue_temps_ = tile_expression_temps(kName, *epilogue_, epilogue->inputs.size() + 1);
+      for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+        const std::string name = fmt::format("e{}", k + 1);
+        const View v = broadcast_to(kName, name.c_str(), epilogue->inputs[k], out.sizes);
+        epilogue_in_.push_back(strided(declare(kb_, name, epilogue->inputs[k], false), v));
+      }
+    }
     allocate(kb_.target().sbuf_partition_bytes / 2);
   }
 
@@ -127,9 +136,17 @@ class MatmulKernel {
 
   void allocate(uint64_t b_resident_budget) {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes;
+    // With an epilogue the product stays FP32 in SBUF; the epilogue reads it and its
+    // inputs' tiles and writes a tile of out's dtype, which is stored.
+    const DType rows_dt = epilogue_ ? DType::fp32 : out_dt_;
+    uint64_t epilogue_bytes = 0;
+    if (epilogue_) {
+      epilogue_bytes = 2 * tile_bytes(out_dt_, N_) + epilogue_temps_ * tile_bytes(DType::fp32, N_);
+      for (const HbmMatrix& in : epilogue_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
+    }
     const uint64_t fixed = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
                            2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions) +
-                           2 * tile_bytes(out_dt_, N_);
+                           2 * tile_bytes(rows_dt, N_) + epilogue_bytes;
     const uint64_t resident = KT_ * tile_bytes(dt_, N_);
     const uint64_t streamed = kStreamBufs * tile_bytes(dt_, kNTile);
     b_resident_ = shape_.b_shared && resident <= b_resident_budget && fixed + resident <= capacity;
@@ -139,8 +156,15 @@ class MatmulKernel {
     for (int i = 0; i < 2; ++i) {
       if (!shape_.a_direct) a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
       a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, KT_ * kPartitions);
-      out_rows_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
+      out_rows_[i] = sbuf(kb_, kName, rows_dt, kPartitions, N_);
+      if (epilogue_) {
+        stored_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
+        for (const HbmMatrix& in : epilogue_in_)
+          epilogue_tiles_[i].push_back(sbuf(kb_, kName, in.t.dtype, kPartitions, N_));
+      }
     }
+    for (size_t t = 0; t < epilogue_temps_; ++t)
+      temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, N_));
     const uint32_t nb = b_resident_ ? KT_ : kStreamBufs;
     for (uint32_t i = 0; i < nb; ++i)
       b_tiles_.push_back(sbuf(kb_, kName, dt_, kPartitions, b_resident_ ? N_ : kNTile));
@@ -241,7 +265,26 @@ class MatmulKernel {
       }
       evacuate(isa::cols(out, nt * kNTile, n_cols(nt)), acc);  // casts FP32 to out_dtype
     }
-    kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), out, Engine::POOL);
+    const AccessPattern result = epilogue_ ? apply_epilogue(i, out) : out;
+    kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), result, Engine::POOL);
+  }
+
+  // The epilogue over step i's rows: its inputs' rows loaded (on SP's and ACT's queues),
+  // the expression on VectorE or GpSimd (ScalarE for activations); returns the tile to store.
+  AccessPattern apply_epilogue(uint32_t i, const AccessPattern& product) {
+    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    std::vector<AccessPattern> loads{product};
+    for (size_t k = 0; k < epilogue_in_.size(); ++k) {
+      const AccessPattern tile = isa::rows(epilogue_tiles_[i % 2][k], 0, mp);
+      kb_.dma_copy(tile, epilogue_in_[k].block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_),
+                   k % 2 ? Engine::ACT : Engine::SP);
+      loads.push_back(tile);
+    }
+    std::vector<AccessPattern> temps;
+    for (const AccessPattern& t : temps_) temps.push_back(isa::rows(t, 0, mp));
+    const AccessPattern stored = isa::rows(stored_[i % 2], 0, mp);
+    emit_tile_expression(kb_, i % 2 ? Engine::POOL : Engine::DVE, *epilogue_, loads, temps, stored);
+    return stored;
   }
 
   KernelBuilder& kb_;
@@ -254,6 +297,11 @@ class MatmulKernel {
   HbmMatrix a_, b_, c_;
   AccessPattern a_rows_[2], a_t_[2], out_rows_[2], trans_[2], acc_[kAccBanks];
   std::vector<AccessPattern> b_tiles_;
+  const PointwiseExpr* epilogue_ = nullptr;
+  size_t epilogue_temps_ = 0;
+  std::vector<HbmMatrix> epilogue_in_;
+  std::vector<AccessPattern> epilogue_tiles_[2], temps_;
+  AccessPattern stored_[2];
   bool b_resident_ = false;
   uint32_t blocks_per_bank_ = 1;
   uint32_t stream_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0;
@@ -319,8 +367,8 @@ isa::Program matmul(std::string_view target, int64_t M, int64_t K, int64_t N, DT
 namespace detail {
 
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
-                 const View& out) {
-  MatmulKernel(kb, declare, a, b, out, check_views(a, b, out)).build();
+                 const View& out, const MatmulEpilogue* epilogue) {
+  MatmulKernel(kb, declare, a, b, out, check_views(a, b, out), epilogue).build();
 }
 
 }  // namespace detail

@@ -611,6 +611,56 @@ class PointwiseKernel {
 
 namespace detail {
 
+size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
+  check_expr(kernel, expr, inputs, 1, 0);
+  size_t temps = 0;
+  for (const PointwiseExpr::Step& st : expr.steps()) {
+    require(st.op != Op::position && st.op != Op::random && st.scalar < 0, kernel,
+            "an epilogue takes no positions, random numbers or scalar inputs");
+    if (st.op != Op::load) ++temps;
+  }
+  return temps;
+}
+
+void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr& expr,
+                          std::span<const AccessPattern> loads,
+                          std::span<const AccessPattern> temps, const AccessPattern& dst) {
+  const auto& steps = expr.steps();
+  const Reg result = expr.outputs().front();
+  std::vector<AccessPattern> value(steps.size());
+  size_t next = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PointwiseExpr::Step& st = steps[s];
+    if (st.op == Op::load) {
+      value[s] = loads[static_cast<size_t>(st.input)];
+      if (static_cast<Reg>(s) == result) kb.tensor_copy(engine, dst, value[s]);
+      continue;
+    }
+    value[s] = static_cast<Reg>(s) == result ? dst : temps[next++];
+    auto arg = [&](size_t k) { return value[static_cast<size_t>(st.args[k])]; };
+    switch (st.op) {
+      case Op::constant:
+        kb.memset(engine, value[s], st.imm);
+        break;
+      case Op::activation:
+        kb.activation(value[s], arg(0), st.func, st.imm);
+        break;
+      case Op::alu:
+        kb.tensor_tensor(engine, value[s], arg(0), arg(1), st.alu);
+        break;
+      case Op::alu_imm:
+        scalar_op(kb, engine, value[s], arg(0), nullptr, st,
+                  [](int32_t) { return AccessPattern{}; });
+        break;
+      case Op::select:
+        select_op(kb, engine, value[s], arg(0), arg(1), arg(2));
+        break;
+      default:
+        break;  // refused by tile_expression_temps
+    }
+  }
+}
+
 void emit_pointwise(KernelBuilder& kb, const Declare& declare, const PointwiseExpr& expr,
                     std::span<const View> inputs, std::span<const View> outs) {
   std::vector<std::string> names;

@@ -6,6 +6,7 @@
 
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "eager_common.h"
 
@@ -13,8 +14,24 @@ namespace neuronsim::kernels::detail {
 
 void emit_pointwise(KernelBuilder& kb, const Declare& declare, const PointwiseExpr& expr,
                     std::span<const View> inputs, std::span<const View> outs);
+// An expression applied to each output tile of a matmul before it is stored: load(0) is
+// the product (FP32), load(k) for k >= 1 is inputs[k - 1], a view broadcast to out's sizes.
+struct MatmulEpilogue {
+  const PointwiseExpr* expr = nullptr;
+  std::vector<View> inputs;
+};
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
-                 const View& out);
+                 const View& out, const MatmulEpilogue* epilogue = nullptr);
+
+// The FP32 temporaries emit_tile_expression needs for `expr` (one per computed step);
+// throws std::invalid_argument for steps a tile expression has no instruction for.
+size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr, size_t inputs);
+// Evaluates `expr` over SBUF tiles of one shape: load(k) reads loads[k], computed steps go
+// to `temps` (FP32), the result (expr's one output) to dst, on `engine` (ScalarE for
+// activations).
+void emit_tile_expression(KernelBuilder& kb, isa::Engine engine, const PointwiseExpr& expr,
+                          std::span<const AccessPattern> loads,
+                          std::span<const AccessPattern> temps, const AccessPattern& dst);
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
                  int64_t dim, const View& out);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).

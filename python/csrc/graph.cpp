@@ -6,7 +6,9 @@
 //   {"tensors": [{"name", "dtype", "elems", "kind": "input" | "output" | "scratch"}],
 //    "stages": [{"kind": "pointwise", "steps": [...], "outputs": [reg], "inputs": [place],
 //                "outs": [place]},
-//               {"kind": "matmul", "a": place, "b": place, "out": place},
+//               {"kind": "matmul", "a": place, "b": place, "out": place,
+//                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place]}},
+//                (optional: out = epilogue(a @ b, inputs...), load(0) being the product)
 //               {"kind": "reduce", "op": "sum" | "mean" | "max" | "min", "in": place,
 //                "dim": d, "out": place},
 //               {"kind": "softmax", "log": bool, "in": place, "out": place}]}
@@ -147,7 +149,14 @@ isa::Program build_graph(const std::string& plan_text) {
     if (kind == "pointwise") {
       g.pointwise(expression(s), reader.places(s.at("inputs")), reader.places(s.at("outs")));
     } else if (kind == "matmul") {
-      g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")));
+      if (s.contains("epilogue")) {
+        const json& ep = s.at("epilogue");
+        const kernels::PointwiseExpr expr = expression(ep);
+        g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")), &expr,
+                 reader.places(ep.at("inputs")));
+      } else {
+        g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")));
+      }
     } else if (kind == "reduce") {
       g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
                reader.place(s.at("out")));

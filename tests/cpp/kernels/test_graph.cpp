@@ -71,6 +71,45 @@ TEST(GraphProgram, StagesShareValuesThroughScratchAndViewsWithOffsets) {
   }
 }
 
+TEST(GraphProgram, AMatmulEpilogueComputesOnTheProductBeforeItIsStored) {
+  // out = silu(x @ w) * u + bias, batched (two batches, 130 rows: a partial row tile), with
+  // u [B, M, N] and bias [N] broadcast; the product never goes to HBM.
+  constexpr int64_t B = 2, M = 130, K = 48, N = 40;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, B * M * K, TensorKind::input);
+  g.tensor("w", DType::fp32, K * N, TensorKind::input);
+  g.tensor("u", DType::fp32, B * M * N, TensorKind::input);
+  g.tensor("bias", DType::fp32, N, TensorKind::input);
+  g.tensor("y", DType::bf16, B * M * N, TensorKind::output);
+  PointwiseExpr ep;
+  const auto gated =
+      ep.alu(isa::AluOp::multiply, ep.activation(isa::ActFunc::silu, ep.load(0)), ep.load(1));
+  ep.alu(isa::AluOp::add, gated, ep.load(2));
+  const Place inputs[] = {at("u", 0, contiguous(DType::fp32, {B, M, N})),
+                          at("bias", 0, contiguous(DType::fp32, {N}))};
+  View w = contiguous(DType::fp32, {1, K, N});
+  w.strides[0] = 0;  // one weight for both batches
+  g.matmul(at("x", 0, contiguous(DType::fp32, {B, M, K})), at("w", 0, w),
+           at("y", 0, contiguous(DType::bf16, {B, M, N})), &ep, inputs);
+  const isa::Program program = g.finish();
+  EXPECT_EQ(test::count_dma(program, isa::Engine::POOL), static_cast<size_t>(B * 2))
+      << "one store per row tile";
+
+  const auto xs = test::random_values(B * M * K, 4, -1.0f, 1.0f, DType::fp32);
+  const auto ws = test::random_values(K * N, 5, -0.3f, 0.3f, DType::fp32);
+  const auto us = test::random_values(B * M * N, 6, -1.0f, 1.0f, DType::fp32);
+  const auto bs = test::random_values(N, 7, -1.0f, 1.0f, DType::fp32);
+  auto out = test::run(program, {{"x", xs}, {"w", ws}, {"u", us}, {"bias", bs}});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double p = 0.0;
+        for (int64_t k = 0; k < K; ++k) p += double{xs[(b * M + m) * K + k]} * ws[k * N + n];
+        const double want = p / (1.0 + std::exp(-p)) * us[(b * M + m) * N + n] + bs[n];
+        EXPECT_NEAR(out["y"][(b * M + m) * N + n], want, 1e-2 * (1 + std::abs(want)));
+      }
+}
+
 TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
   // Twelve stages of full [128, 2048] tiles: each takes 16 KiB or more per partition,
   // together more than the 224 KiB a trn2 partition holds.

@@ -35,7 +35,11 @@ class GraphProgram {
   // when a place does not fit its tensor or the kernel refuses the case.
   void pointwise(const PointwiseExpr& expr, std::span<const Place> inputs,
                  std::span<const Place> outs);
-  void matmul(const Place& a, const Place& b, const Place& out);
+  // out = epilogue(a @ b, inputs...) when an epilogue is given: an expression whose
+  // load(0) is the product and load(k) is epilogue_inputs[k - 1] (broadcast to out's sizes),
+  // computed on each output tile in SBUF before it is stored.
+  void matmul(const Place& a, const Place& b, const Place& out,
+              const PointwiseExpr* epilogue = nullptr, std::span<const Place> epilogue_inputs = {});
   void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out);
   // softmax (or log_softmax) over the last dim; both places contiguous in that dim and
   // rows of it one after the other.
