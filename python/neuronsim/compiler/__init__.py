@@ -99,7 +99,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
                 _refuse(node, f"its segment does not build: {why}")
                 steps.append(("eager", node))
                 eager.append(op_name(node))
-            log.info("%s: a segment runs eagerly: %s", name, why)
+            STATS.failed_segments += 1
+            log.warning("%s: a segment of %d nodes runs eagerly: %s", name, len(plan.nodes), why)
             continue
         segments.append(segment)
         steps.append(("segment", segment))

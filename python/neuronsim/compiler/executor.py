@@ -24,6 +24,7 @@ class Stats:
     recompiles: int = 0  # compiles of a frame compiled before (a new shape, a failed guard)
     neffs_built: int = 0
     neff_cache_hits: int = 0  # NEFFs found in the on-disk cache instead of built
+    failed_segments: int = 0  # segments run eagerly whole because a kernel refused them
     eager_nodes: Counter = dataclasses.field(default_factory=Counter)  # split out, by op
     eager_runs: Counter = dataclasses.field(default_factory=Counter)  # their runs, by op
 

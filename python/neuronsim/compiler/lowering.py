@@ -183,6 +183,7 @@ OTHER_POINTWISE = MOVES | {
 }
 
 MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
+RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 REDUCTIONS = {
     aten.sum.dim_IntList: "sum",
     aten.sum.default: "sum",
@@ -389,8 +390,23 @@ class SegmentPlan:
         raise Unsupported(f"operand {a!r}")
 
     def store(self, node: torch.fx.Node, lazy: Lazy, place: Place | None = None) -> Place:
+        """Stores a lazy value: as the epilogue of the matmul it holds when one of its
+        products has the value's shape (the product then never goes to HBM), else as a
+        pointwise stage. Other products in the expression are stored first."""
         place = place or self._new(node)
-        steps, loads, outputs = emit_expression(lazy.expr)
+        expr = lazy.expr
+        products = matmul_leaves(expr)
+        main = next((m for m in products if fits_epilogue(m, place)), None)
+        for m in products:
+            if m is not main:
+                expr = substitute(expr, m, ("load", self._product(node, m)))
+        if main is not None:
+            stage = self._epilogue_stage(node, expr, main, place)
+            if stage is not None:
+                self.stages.append(stage)
+                return place
+            expr = substitute(expr, main, ("load", self._product(node, main)))
+        steps, loads, outputs = emit_expression(expr)
         self.stages.append(
             {
                 "kind": "pointwise",
@@ -402,6 +418,57 @@ class SegmentPlan:
             }
         )
         return place
+
+    def _epilogue_stage(self, node, expr: tuple, main: tuple, place: Place) -> dict | None:
+        """The matmul stage computing `main` into place with the rest of expr as its
+        epilogue, or None when an input cannot be viewed with the product's sizes."""
+        _, a, b, product_sizes, _ = main
+        stage = {
+            "kind": "matmul",
+            "a": a.json(),
+            "b": b.json(),
+            "out": reshaped(place, product_sizes).json(),
+            "node": node.name,
+        }
+        if expr is main:
+            return stage
+        steps, loads, outputs = emit_expression(expr, first=main)
+        inputs = []
+        for p in loads[1:]:
+            wide = broadcast(p, place.sizes)
+            if meta_view(wide.sizes, wide.strides, product_sizes) is None:
+                return None
+            inputs.append(reshaped(wide, product_sizes).json())
+        stage["epilogue"] = {"steps": steps, "outputs": outputs, "inputs": inputs}
+        return stage
+
+    def _product(self, node: torch.fx.Node, leaf: tuple) -> Place:
+        """A matmul leaf stored on its own: a plain matmul stage into scratch."""
+        _, a, b, product_sizes, sizes = leaf
+        out = scratch_like(self, Place("", 0, tuple(sizes), (), a.dtype))
+        self.stages.append(
+            {
+                "kind": "matmul",
+                "a": a.json(),
+                "b": b.json(),
+                "out": reshaped(out, product_sizes).json(),
+                "node": node.name,
+            }
+        )
+        return out
+
+    def fusable_product(self, node: torch.fx.Node) -> bool:
+        """A matmul whose product can stay on chip: through reshapes, its one user is a
+        node of the segment that computes from expressions."""
+        n = node
+        while n not in self.must_store:
+            users = list(n.users)
+            if len(users) != 1 or users[0] not in self.members:
+                return False
+            if users[0].target not in RESHAPES:
+                return reads_lazy(users[0])
+            n = users[0]
+        return False
 
     def _stays_lazy(self, node: torch.fx.Node) -> bool:
         users = list(node.users)
@@ -442,10 +509,13 @@ def number(v: float) -> float | str:
     return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
 
 
-def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
-    """The steps of a PointwiseExpr computing `root`, and the places it loads."""
+def emit_expression(
+    root: tuple, first: tuple | None = None
+) -> tuple[list[dict], list[Any], list[int]]:
+    """The steps of a PointwiseExpr computing `root`, and the places it loads. With
+    `first` (a matmul epilogue), that leaf is input 0 and the places follow."""
     steps: list[dict] = []
-    loads: dict[Place, int] = {}
+    loads: dict[Any, int] = {first: 0} if first is not None else {}
     memo: dict[int, int] = {}
 
     def visit(e: tuple) -> int:
@@ -453,7 +523,9 @@ def emit_expression(root: tuple) -> tuple[list[dict], list[Place], list[int]]:
         if key in memo:
             return memo[key]
         kind = e[0]
-        if kind == "load":
+        if e is first:
+            step = {"op": "load", "input": 0}
+        elif kind == "load":
             if e[1] not in loads:
                 loads[e[1]] = len(loads)
             step = {"op": "load", "input": loads[e[1]]}
@@ -572,24 +644,26 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     t = node.target
     if t in VIEWS:
         src = seg.value(node.args[0])
-        if isinstance(src, Lazy):
-            raise AssertionError("a lazy value is never viewed")
-        seg.env[node] = view_place(seg, node)
+        if isinstance(src, Lazy):  # a reshape of a product that stays on chip
+            assert src.expr[0] == "matmul" and t in RESHAPES, node
+            v = meta(node)
+            seg.env[node] = Lazy(src.expr[:4] + (tuple(v.shape),), tuple(v.shape), v.dtype)
+        else:
+            seg.env[node] = view_place(seg, node)
     elif t is aten.addmm.default:
         bias, a, b = node.args[:3]
         if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
             raise Unsupported("addmm with beta or alpha")
-        v = meta(node)
-        product = seg._declare("scratch", v.dtype, v.numel())
-        out = Place(product, 0, tuple(v.shape), contiguous_strides(v.shape), v.dtype)
-        seg.stages.append(matmul_stage(seg, a, b, out, node))
-        seg.pointwise_result(node, ("alu", "add", ("load", out), seg.term(bias)))
+        seg.pointwise_result(node, ("alu", "add", product_leaf(seg, node, a, b), seg.term(bias)))
     elif is_pointwise(node):
         seg.pointwise_result(node, pointwise_expr(seg, node))
     elif t in MATMULS:
-        out = seg._new(node)
-        seg.stages.append(matmul_stage(seg, node.args[0], node.args[1], out, node))
-        seg.env[node] = out
+        leaf = product_leaf(seg, node, node.args[0], node.args[1])
+        if seg.fusable_product(node):
+            seg.env[node] = Lazy(leaf, leaf[4], meta(node).dtype)
+            seg.fused += 1
+        else:
+            seg.env[node] = seg.store(node, Lazy(leaf, leaf[4], meta(node).dtype))
     elif t in REDUCTIONS:
         lower_reduction(seg, node)
     elif t in SOFTMAX:
@@ -664,14 +738,66 @@ def scratch_like(seg: SegmentPlan, p: Place) -> Place:
     return Place(name, 0, p.sizes, contiguous_strides(p.sizes), p.dtype)
 
 
-def matmul_stage(seg: SegmentPlan, a: Any, b: Any, out: Place, node: torch.fx.Node) -> dict:
-    return {
-        "kind": "matmul",
-        "a": seg.place(a).json(),
-        "b": seg.place(b).json(),
-        "out": out.json(),
-        "node": node.name,
-    }
+def product_leaf(seg: SegmentPlan, node: torch.fx.Node, a: Any, b: Any) -> tuple:
+    """A matmul as an expression leaf: ("matmul", a, b, product sizes, sizes in the
+    expression), the last two differing after a reshape."""
+    sizes = tuple(meta(node).shape)
+    return ("matmul", seg.place(a), seg.place(b), sizes, sizes)
+
+
+def matmul_leaves(expr: tuple) -> list[tuple]:
+    found: dict[int, tuple] = {}
+
+    def visit(e: Any) -> None:
+        if isinstance(e, tuple) and e and e[0] == "matmul":
+            found.setdefault(id(e), e)
+        elif isinstance(e, tuple) and e and e[0] != "load":
+            for x in e[1:]:
+                visit(x)
+
+    visit(expr)
+    return list(found.values())
+
+
+def substitute(expr: tuple, old: tuple, new: tuple) -> tuple:
+    if expr is old:
+        return new
+    if expr[0] in ("load", "const", "matmul"):
+        return expr
+    return tuple(substitute(x, old, new) if isinstance(x, tuple) else x for x in expr)
+
+
+def meta_view(sizes, strides, new_sizes) -> tuple | None:
+    """The strides of (sizes, strides) viewed as new_sizes, or None when no view gives it."""
+    try:
+        t = torch.empty_strided(sizes, strides, device="meta").view(new_sizes)
+    except (RuntimeError, ValueError):  # torch says "Cannot view ..." with either
+        return None
+    return tuple(t.stride())
+
+
+def reshaped(p: Place, sizes: tuple) -> Place:
+    strides = meta_view(p.sizes, p.strides, sizes)
+    assert strides is not None, (p, sizes)
+    return Place(p.tensor, p.offset, tuple(sizes), strides, p.dtype)
+
+
+def broadcast(p: Place, sizes: tuple) -> Place:
+    """p expanded to sizes (numpy rules: dims aligned on the right)."""
+    pad = len(sizes) - len(p.sizes)
+    old = (1,) * pad + tuple(p.sizes), (0,) * pad + tuple(p.strides)
+    strides = tuple(0 if n == 1 and s != 1 else st for n, s, st in zip(old[0], sizes, old[1]))
+    return Place(p.tensor, p.offset, tuple(sizes), strides, p.dtype)
+
+
+def fits_epilogue(leaf: tuple, place: Place) -> bool:
+    """The product can be computed straight into place, with the expression as its
+    epilogue: it has the place's shape, and the place (and so every input broadcast to
+    it) can be viewed with the product's sizes. 3-D products need a dense batch."""
+    _, _, _, product_sizes, sizes = leaf
+    return tuple(sizes) == tuple(place.sizes) and (
+        meta_view(place.sizes, place.strides, product_sizes) is not None
+    )
 
 
 def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
