@@ -59,10 +59,23 @@ isa::AccessPattern GraphProgram::at(std::string_view kernel, const std::string& 
 
 template <class Emit>
 void GraphProgram::stage(Emit&& emit) {
-  const uint64_t sbuf = kb_.sbuf_mark(), psum = kb_.psum_mark();
-  emit();
-  kb_.release_sbuf(sbuf);
-  kb_.release_psum(psum);
+  // Each stage takes its SBUF and PSUM after the last stage's, wrapping to the start when
+  // they do not fit there: a stage that does not read the last one's results then finds
+  // its buffers free and loads while the last one computes. The kernels allocate before
+  // they emit, so a stage refused for space is tried again from the start.
+  const size_t before = kb_.instructions();
+  kb_.release_sbuf(next_sbuf_);
+  kb_.release_psum(next_psum_);
+  try {
+    emit();
+  } catch (const std::invalid_argument&) {
+    if ((next_sbuf_ == 0 && next_psum_ == 0) || kb_.instructions() != before) throw;
+    kb_.release_sbuf(0);
+    kb_.release_psum(0);
+    emit();
+  }
+  next_sbuf_ = kb_.sbuf_mark();
+  next_psum_ = kb_.psum_mark();
   ++stages_;
 }
 

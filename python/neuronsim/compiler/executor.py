@@ -4,6 +4,7 @@ kernels and segments as their NEFFs, values kept by FX node."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -41,6 +42,18 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "neuronsim"
 
 
+@functools.cache
+def build_id() -> str:
+    """What built the programs: the digest of the backend's libraries, so that a NEFF
+    cached by another build of the kernels is never taken for this one's."""
+    digest = hashlib.sha256(__version__.encode())
+    so = pathlib.Path(_C.__file__)
+    for path in [so, *sorted((so.parent / "lib").glob("libneuronsim*"))]:
+        with open(path, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()
+
+
 def op_name(node: torch.fx.Node) -> str:
     """The aten name of a node's op ("aten::embedding"), as fallback_counts() spells it."""
     return getattr(node.target, "_name", None) or getattr(node.target, "__name__", str(node.target))
@@ -58,7 +71,7 @@ class CompiledSegment:
         self.fused = plan.fused
         self.nodes = plan.nodes
         text = json.dumps(plan.plan(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-        key = hashlib.sha256(f"{__version__}\n{_C.instance()}\n{text}".encode()).hexdigest()
+        key = hashlib.sha256(f"{build_id()}\n{_C.instance()}\n{text}".encode()).hexdigest()
         self.path = str(cache_dir() / "graphs" / f"{key[:32]}.neff")
         if os.path.exists(self.path):
             STATS.neff_cache_hits += 1

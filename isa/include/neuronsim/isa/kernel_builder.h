@@ -56,6 +56,8 @@ class KernelBuilder {
   uint64_t psum_mark() const { return psum_used_; }
   void release_sbuf(uint64_t mark) { sbuf_used_ = mark; }
   void release_psum(uint64_t mark) { psum_used_ = mark; }
+  // Instructions emitted so far.
+  size_t instructions() const { return nodes_.size(); }
 
   // Emits any instruction; its wait/signal fields must be empty (the builder owns them).
   void emit(Instruction inst);

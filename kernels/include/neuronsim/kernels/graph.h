@@ -1,8 +1,8 @@
 // A compiled graph (torch.compile's "neuron" backend) as one program: the eager
 // kernels as stages in one KernelBuilder, reading and writing places in the graph's
 // tensors. The builder's dependency tracking orders the stages: a stage waits only for
-// the HBM bytes and SBUF/PSUM buffers it shares with earlier ones, so the loads of one
-// stage overlap the tail of the last, and each stage's SBUF is free again for the next.
+// the HBM bytes and SBUF/PSUM buffers it shares with earlier ones. Stages take their
+// buffers in turn around SBUF and PSUM, so independent stages overlap.
 #pragma once
 
 #include <cstdint>
@@ -56,13 +56,14 @@ class GraphProgram {
   };
   isa::AccessPattern at(std::string_view kernel, const std::string& operand, const Place& place,
                         bool output) const;
-  // Runs one stage with the SBUF and PSUM it allocates freed afterwards.
+  // Runs one stage, its SBUF and PSUM after the last stage's (see graph.cpp).
   template <class Emit>
   void stage(Emit&& emit);
 
   isa::KernelBuilder kb_;
   std::unordered_map<std::string, Declared> tensors_;
   size_t stages_ = 0;
+  uint64_t next_sbuf_ = 0, next_psum_ = 0;
 };
 
 }  // namespace neuronsim::kernels
