@@ -112,12 +112,13 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
   stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, epilogue ? &ep : nullptr); });
 }
 
-void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out) {
+void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
+                          const PointwiseExpr* prologue) {
   const std::map<std::string, const Place*> places{{"in", &in}, {"out", &out}};
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("reduce", name, *places.at(name), output);
   };
-  stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view); });
+  stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue); });
 }
 
 namespace {

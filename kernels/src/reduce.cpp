@@ -79,9 +79,13 @@ void iota(KernelBuilder& kb, const AccessPattern& dst, int32_t offset) {
 class ReduceKernel {
  public:
   ReduceKernel(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in, int64_t dim,
-               const View& out)
-      : kb_(kb), op_(op) {
+               const View& out, const PointwiseExpr* prologue)
+      : kb_(kb), op_(op), prologue_(prologue) {
     const size_t d = check_views(op, in, dim, out);
+    if (prologue_) {
+      require(!is_arg(op_), kName, "argmax/argmin take no prologue");
+      prologue_temps_ = tile_expression_temps(kName, *prologue_, 1);
+    }
     reduced_ = in.sizes[d];
     layout(in, d, out);
     in_ = declare(kb_, "in", in, false);
@@ -115,7 +119,8 @@ class ReduceKernel {
   // they fit, else two.
   void allocate() {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4096;  // the [P, 1] tiles
-    const uint64_t per_buf = is_arg(op_) ? 8 : 4, shared = is_arg(op_) ? 4 : 0;
+    const uint64_t per_buf = is_arg(op_) || prologue_ ? 8 : 4;
+    const uint64_t shared = (is_arg(op_) ? 4 : 0) + 4 * prologue_temps_;
     auto chunk_for = [&](uint32_t nbuf) {
       return std::min<uint64_t>(kMaxChunk, capacity / (nbuf * per_buf + shared) / 16 * 16);
     };
@@ -131,8 +136,11 @@ class ReduceKernel {
             fmt::format("the reduced dim of {} elements needs {} chunks, more than {}", need,
                         chunks_, kMaxChunk));
     const uint32_t len = plan_.tiles.front().len;
+    for (size_t t = 0; t < prologue_temps_; ++t)
+      temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
     for (uint32_t b = 0; b < nbuf_; ++b) {
       x_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
+      if (prologue_) y_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
       if (is_arg(op_)) cand_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
     }
     if (is_arg(op_)) iota_ = sbuf(kb_, kName, DType::fp32, kPartitions, len);
@@ -155,7 +163,15 @@ class ReduceKernel {
   void compute(uint32_t i) {
     const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
     const TilePlan::Tile& t = tile(i);
-    const AccessPattern x = on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype);
+    AccessPattern x = on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype);
+    if (prologue_) {  // the reduced values are the prologue's of the loaded ones
+      const AccessPattern y = on_chip(y_[i % nbuf_], t.parts, t.len, DType::fp32);
+      std::vector<AccessPattern> temps;
+      for (const AccessPattern& tmp : temps_)
+        temps.push_back(on_chip(tmp, t.parts, t.len, DType::fp32));
+      emit_tile_expression(kb_, engine, *prologue_, {&x, 1}, temps, y);
+      x = y;
+    }
     const AccessPattern partials =
         on_chip(partials_[block_of(i) % 2], t.parts, chunks_, DType::fp32);
     const AccessPattern result = on_chip(result_[block_of(i) % 2], t.parts, 1, out_.dtype);
@@ -200,6 +216,9 @@ class ReduceKernel {
 
   KernelBuilder& kb_;
   ReduceOp op_;
+  const PointwiseExpr* prologue_;
+  size_t prologue_temps_ = 0;
+  std::vector<AccessPattern> y_, temps_;
   int64_t reduced_ = 1;  // D, the reduced dim's size
   std::vector<int64_t> sizes_, in_strides_, out_strides_;
   AccessPattern in_, out_;
@@ -212,8 +231,8 @@ class ReduceKernel {
 }  // namespace
 
 void detail::emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
-                         int64_t dim, const View& out) {
-  ReduceKernel(kb, declare, op, in, dim, out).build();
+                         int64_t dim, const View& out, const PointwiseExpr* prologue) {
+  ReduceKernel(kb, declare, op, in, dim, out, prologue).build();
 }
 
 isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,

@@ -32,8 +32,10 @@ size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr,
 void emit_tile_expression(KernelBuilder& kb, isa::Engine engine, const PointwiseExpr& expr,
                           std::span<const AccessPattern> loads,
                           std::span<const AccessPattern> temps, const AccessPattern& dst);
+// With a prologue (an expression of its one input, load(0)), the values reduced are the
+// prologue's of in's elements, computed on chip (the square of an RMS norm).
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
-                 int64_t dim, const View& out);
+                 int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

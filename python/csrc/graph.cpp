@@ -10,7 +10,8 @@
 //                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place]}},
 //                (optional: out = epilogue(a @ b, inputs...), load(0) being the product)
 //               {"kind": "reduce", "op": "sum" | "mean" | "max" | "min", "in": place,
-//                "dim": d, "out": place},
+//                "dim": d, "out": place, "prologue": {"steps": [...], "outputs": [reg]}},
+//                (optional: the values reduced are the prologue's of in's, load(0) being in)
 //               {"kind": "softmax", "log": bool, "in": place, "out": place}]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
@@ -158,8 +159,14 @@ isa::Program build_graph(const std::string& plan_text) {
         g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")));
       }
     } else if (kind == "reduce") {
-      g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
-               reader.place(s.at("out")));
+      if (s.contains("prologue")) {
+        const kernels::PointwiseExpr expr = expression(s.at("prologue"));
+        g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
+                 reader.place(s.at("out")), &expr);
+      } else {
+        g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
+                 reader.place(s.at("out")));
+      }
     } else if (kind == "softmax") {
       g.softmax(reader.place(s.at("in")), reader.place(s.at("out")), s.value("log", false));
     } else {

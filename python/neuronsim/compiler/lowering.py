@@ -287,11 +287,12 @@ ANY_DTYPE = (
 FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
 
 
-def reduced_runs(node: torch.fx.Node) -> list[list[int]]:
+def reduced_runs(node: torch.fx.Node, x: Place | None = None) -> list[list[int]]:
     """The dims a reduction node reduces, as runs of adjacent dims that the input's
-    strides let one reduction walk as one dim; the reductions run one run at a time."""
-    x = meta(node.args[0])
-    rank = x.dim()
+    strides (x's, else its meta's) let one reduction walk as one dim; the reductions run
+    one run at a time."""
+    v = meta(node.args[0])
+    rank = v.dim()
     dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
     if isinstance(dims, int):
         dims = [dims]
@@ -302,7 +303,7 @@ def reduced_runs(node: torch.fx.Node) -> list[list[int]]:
     if rank == 0:
         return [[0]]
     runs: list[list[int]] = []
-    sizes, strides = x.shape, x.stride()
+    sizes, strides = (x.sizes, x.strides) if x is not None else (v.shape, v.stride())
     for d in sorted({d % rank for d in dims}):
         prev = runs[-1][-1] if runs else None
         if prev == d - 1 and (sizes[d] == 1 or strides[prev] == strides[d] * sizes[d]):
@@ -470,21 +471,24 @@ class SegmentPlan:
             n = users[0]
         return False
 
-    def _stays_lazy(self, node: torch.fx.Node) -> bool:
+    def _stays_lazy(self, node: torch.fx.Node, expr: tuple) -> bool:
         users = list(node.users)
         # A value eager rounds to bf16 or fp16 is stored, so that it is rounded too.
-        return (
-            node not in self.must_store
-            and meta(node).dtype in (torch.float32, torch.bool)
-            and len(users) == 1
-            and users[0] in self.members
-            and reads_lazy(users[0])
-        )
+        if (
+            node in self.must_store
+            or meta(node).dtype not in (torch.float32, torch.bool)
+            or len(users) != 1
+            or users[0] not in self.members
+        ):
+            return False
+        if users[0].target in REDUCTIONS:  # as the reduction's prologue
+            return users[0].args[0] is node and prologue_input(expr, meta(node).shape) is not None
+        return reads_lazy(users[0])
 
     def pointwise_result(self, node: torch.fx.Node, expr: tuple) -> None:
         v = meta(node)
         lazy = Lazy(expr, tuple(v.shape), v.dtype)
-        if self._stays_lazy(node):
+        if self._stays_lazy(node, expr):
             self.env[node] = lazy
             self.fused += 1
         else:
@@ -745,6 +749,25 @@ def product_leaf(seg: SegmentPlan, node: torch.fx.Node, a: Any, b: Any) -> tuple
     return ("matmul", seg.place(a), seg.place(b), sizes, sizes)
 
 
+def prologue_input(expr: tuple, sizes) -> Place | None:
+    """The one place an expression reads, when it reads one, of its own sizes (so that a
+    reduction can walk it and compute the expression on chip), and no product."""
+    places: set[Place] = set()
+
+    def visit(e: tuple) -> bool:
+        if e[0] == "load":
+            places.add(e[1])
+            return True
+        if e[0] == "matmul":
+            return False
+        return all(visit(x) for x in e[1:] if isinstance(x, tuple))
+
+    if not visit(expr) or len(places) != 1:
+        return None
+    (p,) = places
+    return p if tuple(p.sizes) == tuple(sizes) else None
+
+
 def matmul_leaves(expr: tuple) -> list[tuple]:
     found: dict[int, tuple] = {}
 
@@ -804,8 +827,12 @@ def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
     """One reduce stage per run of reduced dims, innermost run first; the runs before the
     last go to scratch with the reduced dims kept as 1 (a mean of equal-sized means is
     the mean, so mean chains too)."""
-    runs = reduced_runs(node)
-    x = seg.place(node.args[0])
+    x = seg.value(node.args[0])
+    prologue = None
+    if isinstance(x, Lazy):  # computed on chip from one place, as the reduction reads it
+        steps, (x,), outputs = emit_expression(x.expr)
+        prologue = {"steps": steps, "outputs": outputs}
+    runs = reduced_runs(node, x)
     if not x.sizes:  # a 0-dim input: one element
         x = Place(x.tensor, x.offset, (1,), (1,), x.dtype)
     rank, reduced = len(x.sizes), {d for run in runs for d in run}
@@ -843,16 +870,17 @@ def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
                 nxt.dtype,
             )
         merged = Place(cur.tensor, cur.offset, tuple(in_sizes), tuple(in_strides), cur.dtype)
-        seg.stages.append(
-            {
-                "kind": "reduce",
-                "op": REDUCTIONS[node.target],
-                "in": merged.json(),
-                "dim": dim,
-                "out": target.json(),
-                "node": node.name,
-            }
-        )
+        stage = {
+            "kind": "reduce",
+            "op": REDUCTIONS[node.target],
+            "in": merged.json(),
+            "dim": dim,
+            "out": target.json(),
+            "node": node.name,
+        }
+        if prologue is not None and k == 0:
+            stage["prologue"] = prologue
+        seg.stages.append(stage)
         removed |= set(run)
         cur = nxt
     seg.env[node] = out

@@ -110,6 +110,27 @@ TEST(GraphProgram, AMatmulEpilogueComputesOnTheProductBeforeItIsStored) {
       }
 }
 
+TEST(GraphProgram, AReductionPrologueComputesTheReducedValuesOnChip) {
+  // mean(x * x) over the last dim (an RMS norm's), rows longer than one chunk.
+  constexpr int64_t R = 6, C = 5000;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::bf16, R * C, TensorKind::input);
+  g.tensor("ms", DType::fp32, R, TensorKind::output);
+  PointwiseExpr square;
+  const auto x = square.load(0);
+  square.alu(isa::AluOp::multiply, x, x);
+  g.reduce(ReduceOp::mean, at("x", 0, contiguous(DType::bf16, {R, C})), 1,
+           at("ms", 0, contiguous(DType::fp32, {R})), &square);
+  const auto xs = test::random_values(R * C, 8, -2.0f, 2.0f, DType::bf16);
+  auto out = test::run(g.finish(), {{"x", xs}});
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += double{xs[r * C + c]} * xs[r * C + c];
+    // FP32 sums of C terms: within C units of FP32 roundoff.
+    EXPECT_NEAR(out["ms"][r], sum / C, C * test::kU32 * sum / C);
+  }
+}
+
 TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
   // Twelve stages of full [128, 2048] tiles: each takes 16 KiB or more per partition,
   // together more than the 224 KiB a trn2 partition holds.

@@ -40,7 +40,10 @@ class GraphProgram {
   // computed on each output tile in SBUF before it is stored.
   void matmul(const Place& a, const Place& b, const Place& out,
               const PointwiseExpr* epilogue = nullptr, std::span<const Place> epilogue_inputs = {});
-  void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out);
+  // With a prologue (an expression whose one input, load(0), is in), the values reduced
+  // are the prologue's, computed on chip.
+  void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
+              const PointwiseExpr* prologue = nullptr);
   // softmax (or log_softmax) over the last dim; both places contiguous in that dim and
   // rows of it one after the other.
   void softmax(const Place& in, const Place& out, bool log);
