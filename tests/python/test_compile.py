@@ -269,3 +269,32 @@ def test_generate_with_a_static_cache_and_compile_config_gives_the_eager_tokens(
     assert compiler.stats().graphs == 1 and compiler.stats().recompiles == 0
     (report,) = compiler.graphs()
     assert report.kernels >= 1 and report.fused > 50
+
+
+def test_the_trainer_picks_the_neuron_backend_and_trains_with_the_eager_losses(tmp_path):
+    # TrainingArguments(torch_compile=True) chooses "neuron" when it sees the device; the
+    # Trainer scales the compiled graph's loss in place, which a graph output that is a
+    # view of a shared buffer would refuse.
+    from transformers import Trainer, TrainingArguments
+
+    from neuronsim.testing import tiny_qwen3
+
+    rows = torch.randint(0, 256, (4, 16), generator=torch.Generator().manual_seed(2))
+    data = [{"input_ids": r, "labels": r} for r in rows]
+    losses = {}
+    for compile_ in (False, True):
+        args = TrainingArguments(
+            output_dir=str(tmp_path / str(compile_)),
+            torch_compile=compile_,
+            max_steps=2,
+            per_device_train_batch_size=2,
+            learning_rate=1e-3,
+            report_to=[],
+            save_strategy="no",
+            disable_tqdm=True,
+        )
+        if compile_:
+            assert args.torch_compile_backend == "neuron"
+        losses[compile_] = Trainer(model=tiny_qwen3(), args=args, train_dataset=data).train()
+    assert losses[True].training_loss == pytest.approx(losses[False].training_loss, rel=1e-5)
+    assert compiler.stats().graphs == 2  # the forward and the backward graph

@@ -84,8 +84,10 @@ class CompiledSegment:
         for name, node in self.inputs:
             bound[name] = as_planned(env[node], meta(node))
         device = meta(self.nodes[0]).device
-        for name, dtype, elems in self.outputs:
-            bound[name] = torch.empty(elems, dtype=dtype, device=device)
+        # Each output is a tensor of its own (a graph's output that is a view of a shared
+        # buffer could not be modified in place, as a loss is by a Trainer).
+        for p in self.outputs:
+            bound[p.tensor] = torch.empty_strided(p.sizes, p.strides, dtype=p.dtype, device=device)
         _C.run_graph(self.name, self.path, list(bound.items()))
         for node, place in self.escapes:
             env[node] = view_of(bound[place.tensor], place)
@@ -107,6 +109,9 @@ def as_planned(t: torch.Tensor, planned: torch.Tensor) -> torch.Tensor:
 
 
 def view_of(base: torch.Tensor, place: Place) -> torch.Tensor:
+    """The place's view of the tensor bound to it: the tensor itself when it is all of it."""
+    if place.offset == 0 and place.sizes == tuple(base.shape) and place.strides == base.stride():
+        return base
     return torch.as_strided(base, place.sizes, place.strides, base.storage_offset() + place.offset)
 
 

@@ -335,7 +335,7 @@ class SegmentPlan:
         self.stages: list[dict] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.inputs: list[tuple[str, torch.fx.Node]] = []  # bound at run time
-        self.outputs: list[tuple[str, torch.dtype, int]] = []  # allocated by the caller
+        self.outputs: list[Place] = []  # allocated by the caller, each a whole tensor
         self.escapes: list[tuple[torch.fx.Node, Place]] = []
         self.fused = 0  # pointwise nodes computed on chip only
 
@@ -346,8 +346,6 @@ class SegmentPlan:
         self.tensors.append(
             {"name": name, "dtype": ENGINE_DTYPES[dtype], "elems": elems, "kind": kind}
         )
-        if kind == "output":
-            self.outputs.append((name, dtype, elems))
         return name
 
     def _input(self, node: torch.fx.Node) -> Place:
@@ -363,7 +361,10 @@ class SegmentPlan:
         v = meta(node)
         kind = "output" if node in self.must_store else "scratch"
         name = self._declare(kind, v.dtype, v.numel())
-        return Place(name, 0, tuple(v.shape), tuple(v.stride()), v.dtype)
+        place = Place(name, 0, tuple(v.shape), tuple(v.stride()), v.dtype)
+        if kind == "output":
+            self.outputs.append(place)
+        return place
 
     # -- values
 
