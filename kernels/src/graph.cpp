@@ -99,9 +99,11 @@ void GraphProgram::pointwise(const PointwiseExpr& expr, std::span<const Place> i
 }
 
 void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
-                          const PointwiseExpr* epilogue, std::span<const Place> epilogue_inputs) {
+                          const PointwiseExpr* epilogue, std::span<const Place> epilogue_inputs,
+                          bool softmax_rows, bool log) {
   std::map<std::string, const Place*> places{{"a", &a}, {"b", &b}, {"out", &out}};
-  MatmulEpilogue ep{epilogue, {}};
+  const RowOp rows = !softmax_rows ? RowOp::none : log ? RowOp::log_softmax : RowOp::softmax;
+  MatmulEpilogue ep{epilogue, {}, rows};
   for (size_t k = 0; k < epilogue_inputs.size(); ++k) {
     places[fmt::format("e{}", k + 1)] = &epilogue_inputs[k];
     ep.inputs.push_back(epilogue_inputs[k].view);
@@ -109,7 +111,9 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("matmul", name, *places.at(name), output);
   };
-  stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, epilogue ? &ep : nullptr); });
+  stage([&] {
+    emit_matmul(kb_, bind, a.view, b.view, out.view, epilogue || softmax_rows ? &ep : nullptr);
+  });
 }
 
 void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,

@@ -108,9 +108,13 @@ class MatmulKernel {
     a_ = strided(declare(kb_, "a", a, false), a);
     b_ = strided(declare(kb_, "b", b, false), b);
     c_ = strided(declare(kb_, "out", out, true), out);
-    if (epilogue) {
+    if (epilogue && (epilogue->expr || epilogue->rows != RowOp::none)) {
+      has_epilogue_ = true;
       epilogue_ = epilogue->expr;
-      epilogue_temps_ = tile_expression_temps(kName, *epilogue_, epilogue->inputs.size() + 1);
+      rows_ = epilogue->rows;
+      if (rows_ != RowOp::none) check_float(kName, "out", out.dtype);
+      if (epilogue_)
+        epilogue_temps_ = tile_expression_temps(kName, *epilogue_, epilogue->inputs.size() + 1);
       for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
         const std::string name = fmt::format("e{}", k + 1);
         const View v = broadcast_to(kName, name.c_str(), epilogue->inputs[k], out.sizes);
@@ -138,11 +142,13 @@ class MatmulKernel {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes;
     // With an epilogue the product stays FP32 in SBUF; the epilogue reads it and its
     // inputs' tiles and writes a tile of out's dtype, which is stored.
-    const DType rows_dt = epilogue_ ? DType::fp32 : out_dt_;
+    const DType rows_dt = has_epilogue_ ? DType::fp32 : out_dt_;
     uint64_t epilogue_bytes = 0;
-    if (epilogue_) {
+    if (has_epilogue_) {
       epilogue_bytes = 2 * tile_bytes(out_dt_, N_) + epilogue_temps_ * tile_bytes(DType::fp32, N_);
       for (const HbmMatrix& in : epilogue_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
+      if (rows_ != RowOp::none)  // the expression's rows, their exponentials, three columns
+        epilogue_bytes += 2 * tile_bytes(DType::fp32, N_) + 3 * tile_bytes(DType::fp32, 1);
     }
     const uint64_t fixed = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
                            2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions) +
@@ -157,7 +163,7 @@ class MatmulKernel {
       if (!shape_.a_direct) a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
       a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, KT_ * kPartitions);
       out_rows_[i] = sbuf(kb_, kName, rows_dt, kPartitions, N_);
-      if (epilogue_) {
+      if (has_epilogue_) {
         stored_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
         for (const HbmMatrix& in : epilogue_in_)
           epilogue_tiles_[i].push_back(sbuf(kb_, kName, in.t.dtype, kPartitions, N_));
@@ -165,6 +171,11 @@ class MatmulKernel {
     }
     for (size_t t = 0; t < epilogue_temps_; ++t)
       temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, N_));
+    if (rows_ != RowOp::none) {
+      pre_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
+      exp_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
+      for (auto& c : columns_) c = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
+    }
     const uint32_t nb = b_resident_ ? KT_ : kStreamBufs;
     for (uint32_t i = 0; i < nb; ++i)
       b_tiles_.push_back(sbuf(kb_, kName, dt_, kPartitions, b_resident_ ? N_ : kNTile));
@@ -265,7 +276,7 @@ class MatmulKernel {
       }
       evacuate(isa::cols(out, nt * kNTile, n_cols(nt)), acc);  // casts FP32 to out_dtype
     }
-    const AccessPattern result = epilogue_ ? apply_epilogue(i, out) : out;
+    const AccessPattern result = has_epilogue_ ? apply_epilogue(i, out) : out;
     kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), result, Engine::POOL);
   }
 
@@ -283,8 +294,32 @@ class MatmulKernel {
     std::vector<AccessPattern> temps;
     for (const AccessPattern& t : temps_) temps.push_back(isa::rows(t, 0, mp));
     const AccessPattern stored = isa::rows(stored_[i % 2], 0, mp);
-    emit_tile_expression(kb_, i % 2 ? Engine::POOL : Engine::DVE, *epilogue_, loads, temps, stored);
+    AccessPattern value = product;
+    if (epilogue_) {
+      value = rows_ == RowOp::none ? stored : isa::rows(pre_, 0, mp);
+      emit_tile_expression(kb_, i % 2 ? Engine::POOL : Engine::DVE, *epilogue_, loads, temps,
+                           value);
+    }
+    if (rows_ != RowOp::none) row_softmax(value, stored, mp);
     return stored;
+  }
+
+  // dst = softmax (or log_softmax) of each row of x, as the softmax kernel computes it:
+  // VectorE's negated row max, ScalarE's exponentials summed as they are written.
+  void row_softmax(const AccessPattern& x, const AccessPattern& dst, uint32_t mp) {
+    const AccessPattern nmax = isa::rows(columns_[0], 0, mp), sum = isa::rows(columns_[1], 0, mp);
+    const AccessPattern scale = isa::rows(columns_[2], 0, mp), e = isa::rows(exp_, 0, mp);
+    kb_.tensor_reduce(Engine::DVE, nmax, x, isa::AluOp::max, 0x1, /*negate=*/true);
+    kb_.activation(e, x, isa::ActFunc::exp, 1.0f, &nmax, &sum, isa::AluOp::add);
+    if (rows_ == RowOp::log_softmax) {
+      kb_.activation(scale, sum, isa::ActFunc::log);
+      kb_.tensor_scalar(Engine::DVE, dst, x, isa::AluOp::add, 0.0f, isa::AluOp::subtract, 0.0f,
+                        &nmax, &scale);
+    } else {
+      kb_.activation(scale, sum, isa::ActFunc::reciprocal);
+      kb_.tensor_scalar(Engine::DVE, dst, e, isa::AluOp::multiply, 0.0f, isa::AluOp::bypass, 0.0f,
+                        &scale);
+    }
   }
 
   KernelBuilder& kb_;
@@ -297,7 +332,10 @@ class MatmulKernel {
   HbmMatrix a_, b_, c_;
   AccessPattern a_rows_[2], a_t_[2], out_rows_[2], trans_[2], acc_[kAccBanks];
   std::vector<AccessPattern> b_tiles_;
+  bool has_epilogue_ = false;
   const PointwiseExpr* epilogue_ = nullptr;
+  RowOp rows_ = RowOp::none;
+  AccessPattern pre_, exp_, columns_[3];
   size_t epilogue_temps_ = 0;
   std::vector<HbmMatrix> epilogue_in_;
   std::vector<AccessPattern> epilogue_tiles_[2], temps_;

@@ -14,11 +14,15 @@ namespace neuronsim::kernels::detail {
 
 void emit_pointwise(KernelBuilder& kb, const Declare& declare, const PointwiseExpr& expr,
                     std::span<const View> inputs, std::span<const View> outs);
-// An expression applied to each output tile of a matmul before it is stored: load(0) is
-// the product (FP32), load(k) for k >= 1 is inputs[k - 1], a view broadcast to out's sizes.
+// What a matmul computes on each output tile before it is stored: an expression whose
+// load(0) is the product (FP32) and load(k) for k >= 1 is inputs[k - 1], a view broadcast
+// to out's sizes; then, optionally, a softmax or log_softmax of each row (the tiles hold
+// whole rows).
+enum class RowOp : uint8_t { none, softmax, log_softmax };
 struct MatmulEpilogue {
   const PointwiseExpr* expr = nullptr;
   std::vector<View> inputs;
+  RowOp rows = RowOp::none;
 };
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
                  const View& out, const MatmulEpilogue* epilogue = nullptr);

@@ -7,8 +7,10 @@
 //    "stages": [{"kind": "pointwise", "steps": [...], "outputs": [reg], "inputs": [place],
 //                "outs": [place]},
 //               {"kind": "matmul", "a": place, "b": place, "out": place,
-//                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place]}},
-//                (optional: out = epilogue(a @ b, inputs...), load(0) being the product)
+//                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place]},
+//                "rows": "softmax" | "log_softmax"}
+//                (optional: out = epilogue(a @ b, inputs...), load(0) being the product,
+//                then the softmax of each row)
 //               {"kind": "reduce", "op": "sum" | "mean" | "max" | "min", "in": place,
 //                "dim": d, "out": place, "prologue": {"steps": [...], "outputs": [reg]}},
 //                (optional: the values reduced are the prologue's of in's, load(0) being in)
@@ -21,6 +23,7 @@
 //          {"op": "select", "args": [p, t, f]} | {"op": "position", "weights"}
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -150,14 +153,17 @@ isa::Program build_graph(const std::string& plan_text) {
     if (kind == "pointwise") {
       g.pointwise(expression(s), reader.places(s.at("inputs")), reader.places(s.at("outs")));
     } else if (kind == "matmul") {
+      std::optional<kernels::PointwiseExpr> expr;
+      std::vector<kernels::Place> inputs;
       if (s.contains("epilogue")) {
-        const json& ep = s.at("epilogue");
-        const kernels::PointwiseExpr expr = expression(ep);
-        g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")), &expr,
-                 reader.places(ep.at("inputs")));
-      } else {
-        g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")));
+        expr = expression(s.at("epilogue"));
+        inputs = reader.places(s.at("epilogue").at("inputs"));
       }
+      const std::string rows = s.value("rows", "");
+      if (!rows.empty() && rows != "softmax" && rows != "log_softmax")
+        throw std::invalid_argument(fmt::format("plan: unknown row operation '{}'", rows));
+      g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")),
+               expr ? &*expr : nullptr, inputs, !rows.empty(), rows == "log_softmax");
     } else if (kind == "reduce") {
       if (s.contains("prologue")) {
         const kernels::PointwiseExpr expr = expression(s.at("prologue"));

@@ -376,9 +376,14 @@ class SegmentPlan:
         return a
 
     def place(self, a: Any) -> Place:
-        """The argument as a Place, storing it when it is lazy."""
+        """The argument as a Place, storing it when it is lazy (an expression a softmax
+        could not take into its matmul: it was counted as fused, and is not)."""
         v = self.value(a)
-        assert not isinstance(v, Lazy), "lazy values are stored by their node"
+        if isinstance(v, Lazy):
+            self.fused -= 1
+            v = self.env[a] = self.store(
+                a, v, scratch_like(self, Place("", 0, v.sizes, (), v.dtype))
+            )
         return v
 
     def term(self, a: Any) -> tuple:
@@ -461,14 +466,15 @@ class SegmentPlan:
 
     def fusable_product(self, node: torch.fx.Node) -> bool:
         """A matmul whose product can stay on chip: through reshapes, its one user is a
-        node of the segment that computes from expressions."""
+        node of the segment that computes from expressions, or a softmax (which the matmul
+        then computes on its rows)."""
         n = node
         while n not in self.must_store:
             users = list(n.users)
             if len(users) != 1 or users[0] not in self.members:
                 return False
             if users[0].target not in RESHAPES:
-                return reads_lazy(users[0])
+                return reads_lazy(users[0]) or users[0].target in SOFTMAX
             n = users[0]
         return False
 
@@ -484,6 +490,8 @@ class SegmentPlan:
             return False
         if users[0].target in REDUCTIONS:  # as the reduction's prologue
             return users[0].args[0] is node and prologue_input(expr, meta(node).shape) is not None
+        if users[0].target in SOFTMAX:  # as the epilogue of a matmul that ends in the softmax
+            return bool(matmul_leaves(expr))
         return reads_lazy(users[0])
 
     def pointwise_result(self, node: torch.fx.Node, expr: tuple) -> None:
@@ -672,6 +680,8 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     elif t in REDUCTIONS:
         lower_reduction(seg, node)
     elif t in SOFTMAX:
+        if isinstance(seg.value(node.args[0]), Lazy) and softmax_of_product(seg, node):
+            return
         x = seg.place(node.args[0])
         if x.strides != contiguous_strides(x.sizes):
             x = seg.store(node, Lazy(("load", x), x.sizes, x.dtype), scratch_like(seg, x))
@@ -736,6 +746,37 @@ def lower_scatter(seg: SegmentPlan, node: torch.fx.Node) -> None:
     part = Place(out.tensor, offset, tuple(src.shape), tuple(strides), out.dtype)
     seg.store(node, Lazy(seg.term(node.args[1]), part.sizes, out.dtype), part)
     seg.env[node] = out
+
+
+def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:
+    """A softmax of an expression of a product, lowered as the matmul whose epilogue
+    computes the expression and then the softmax of each row; False when the product
+    does not fit (its rows are not the softmax's), the expression left to be stored."""
+    source = node.args[0]
+    lazy = seg.value(source)
+    v = meta(node)
+    planned = Place("", 0, tuple(v.shape), tuple(v.stride()), v.dtype)
+    if planned.strides != contiguous_strides(planned.sizes):
+        return False
+    leaves = matmul_leaves(lazy.expr)
+    main = next(
+        (m for m in leaves if fits_epilogue(m, planned) and m[3][-1] == planned.sizes[-1]), None
+    )
+    if main is None:
+        return False
+    expr = lazy.expr
+    for m in leaves:
+        if m is not main:
+            expr = substitute(expr, m, ("load", seg._product(node, m)))
+    seg.env[source] = lazy = Lazy(expr, lazy.sizes, lazy.dtype)
+    if seg._epilogue_stage(node, expr, main, planned) is None:
+        return False
+    out = seg._new(node)
+    stage = seg._epilogue_stage(node, expr, main, out)
+    stage["rows"] = "log_softmax" if SOFTMAX[node.target] else "softmax"
+    seg.stages.append(stage)
+    seg.env[node] = out
+    return True
 
 
 def scratch_like(seg: SegmentPlan, p: Place) -> Place:

@@ -110,6 +110,54 @@ TEST(GraphProgram, AMatmulEpilogueComputesOnTheProductBeforeItIsStored) {
       }
 }
 
+TEST(GraphProgram, AMatmulEpilogueEndsInASoftmaxOfEachRow) {
+  // Attention's probabilities: softmax(q @ k^T * 0.25 + mask) per row, the scores never
+  // stored; and log_softmax of a bare product.
+  constexpr int64_t B = 3, S = 20, D = 16;
+  GraphProgram g("trn2");
+  g.tensor("q", DType::fp32, B * S * D, TensorKind::input);
+  g.tensor("kt", DType::fp32, B * D * S, TensorKind::input);
+  g.tensor("mask", DType::fp32, S * S, TensorKind::input);
+  g.tensor("p", DType::fp32, B * S * S, TensorKind::output);
+  g.tensor("lp", DType::fp32, B * S * S, TensorKind::output);
+  PointwiseExpr ep;
+  ep.alu(isa::AluOp::add, ep.alu_imm(isa::AluOp::multiply, ep.load(0), 0.25f), ep.load(1));
+  const Place mask = at("mask", 0, contiguous(DType::fp32, {S, S}));
+  const Place q = at("q", 0, contiguous(DType::fp32, {B, S, D}));
+  const Place kt = at("kt", 0, contiguous(DType::fp32, {B, D, S}));
+  g.matmul(q, kt, at("p", 0, contiguous(DType::fp32, {B, S, S})), &ep, {&mask, 1},
+           /*softmax_rows=*/true);
+  g.matmul(q, kt, at("lp", 0, contiguous(DType::fp32, {B, S, S})), nullptr, {},
+           /*softmax_rows=*/true, /*log=*/true);
+  const auto qs = test::random_values(B * S * D, 9, -1.0f, 1.0f, DType::fp32);
+  const auto ks = test::random_values(B * D * S, 10, -1.0f, 1.0f, DType::fp32);
+  std::vector<float> ms(S * S);
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) ms[i * S + j] = j > i ? -INFINITY : 0.0f;
+  auto out = test::run(g.finish(), {{"q", qs}, {"kt", ks}, {"mask", ms}});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      std::vector<double> s(S), l(S);
+      double max = -INFINITY, lmax = -INFINITY;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          dot += double{qs[(b * S + i) * D + d]} * ks[(b * D + d) * S + j];
+        l[j] = dot;
+        s[j] = dot * 0.25 + ms[i * S + j];
+        max = std::max(max, s[j]);
+        lmax = std::max(lmax, l[j]);
+      }
+      double total = 0.0, ltotal = 0.0;
+      for (int64_t j = 0; j < S; ++j)
+        total += std::exp(s[j] - max), ltotal += std::exp(l[j] - lmax);
+      for (int64_t j = 0; j < S; ++j) {
+        EXPECT_NEAR(out["p"][(b * S + i) * S + j], std::exp(s[j] - max) / total, 1e-5);
+        EXPECT_NEAR(out["lp"][(b * S + i) * S + j], l[j] - lmax - std::log(ltotal), 1e-4);
+      }
+    }
+}
+
 TEST(GraphProgram, AReductionPrologueComputesTheReducedValuesOnChip) {
   // mean(x * x) over the last dim (an RMS norm's), rows longer than one chunk.
   constexpr int64_t R = 6, C = 5000;

@@ -38,8 +38,10 @@ class GraphProgram {
   // out = epilogue(a @ b, inputs...) when an epilogue is given: an expression whose
   // load(0) is the product and load(k) is epilogue_inputs[k - 1] (broadcast to out's sizes),
   // computed on each output tile in SBUF before it is stored.
+  // Then, with softmax_rows, the softmax (log_softmax with log) of each row of that.
   void matmul(const Place& a, const Place& b, const Place& out,
-              const PointwiseExpr* epilogue = nullptr, std::span<const Place> epilogue_inputs = {});
+              const PointwiseExpr* epilogue = nullptr, std::span<const Place> epilogue_inputs = {},
+              bool softmax_rows = false, bool log = false);
   // With a prologue (an expression whose one input, load(0), is in), the values reduced
   // are the prologue's, computed on chip.
   void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
