@@ -117,12 +117,22 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
 }
 
 void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
-                          const PointwiseExpr* prologue) {
-  const std::map<std::string, const Place*> places{{"in", &in}, {"out", &out}};
+                          const PointwiseExpr* prologue, const PointwiseExpr* epilogue,
+                          std::span<const Place> epilogue_inputs, const Place* rows) {
+  require(!epilogue == !rows, "reduce", "an epilogue writes rows, and rows need an epilogue");
+  std::map<std::string, const Place*> places{{"in", &in}, {"out", &out}};
+  RowEpilogue ep{epilogue, {}, rows ? rows->view : View{}};
+  if (rows) places["rows"] = rows;
+  for (size_t k = 0; k < epilogue_inputs.size(); ++k) {
+    places[fmt::format("e{}", k + 2)] = &epilogue_inputs[k];
+    ep.inputs.push_back(epilogue_inputs[k].view);
+  }
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("reduce", name, *places.at(name), output);
   };
-  stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue); });
+  stage([&] {
+    emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue, epilogue ? &ep : nullptr);
+  });
 }
 
 namespace {

@@ -611,22 +611,49 @@ class PointwiseKernel {
 
 namespace detail {
 
-size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
-  check_expr(kernel, expr, inputs, 1, 0);
-  size_t temps = 0;
-  for (const PointwiseExpr::Step& st : expr.steps()) {
+std::vector<bool> tile_expression_columns(std::string_view kernel, const PointwiseExpr& expr,
+                                          const std::vector<bool>& column_inputs) {
+  check_expr(kernel, expr, column_inputs.size(), 1, 0);
+  const auto& steps = expr.steps();
+  std::vector<bool> column(steps.size(), false);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PointwiseExpr::Step& st = steps[s];
     require(st.op != Op::position && st.op != Op::random && st.scalar < 0, kernel,
             "an epilogue takes no positions, random numbers or scalar inputs");
-    if (st.op != Op::load) ++temps;
+    if (st.op == Op::load) {
+      column[s] = column_inputs[static_cast<size_t>(st.input)];
+      continue;
+    }
+    const bool any =
+        std::ranges::any_of(st.args, [&](Reg a) { return column[static_cast<size_t>(a)]; });
+    const bool all = !st.args.empty() && std::ranges::all_of(st.args, [&](Reg a) {
+      return column[static_cast<size_t>(a)];
+    });
+    require(st.op != Op::select || !any, kernel, "a select of a row's value");
+    column[s] = all;
   }
-  return temps;
+  require(!column[static_cast<size_t>(expr.outputs().front())], kernel,
+          "the result is one value per row, not a row");
+  return column;
+}
+
+size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr, size_t inputs) {
+  const std::vector<bool> none(inputs, false);
+  tile_expression_columns(kernel, expr, none);
+  return static_cast<size_t>(std::ranges::count_if(
+      expr.steps(), [](const PointwiseExpr::Step& st) { return st.op != Op::load; }));
 }
 
 void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr& expr,
                           std::span<const AccessPattern> loads,
-                          std::span<const AccessPattern> temps, const AccessPattern& dst) {
+                          std::span<const AccessPattern> temps, const AccessPattern& dst,
+                          const std::vector<bool>& column_inputs,
+                          std::span<const AccessPattern> column_temps) {
   const auto& steps = expr.steps();
   const Reg result = expr.outputs().front();
+  std::vector<bool> none(loads.size(), false);
+  const std::vector<bool> column =
+      tile_expression_columns("epilogue", expr, column_inputs.empty() ? none : column_inputs);
   std::vector<AccessPattern> value(steps.size());
   size_t next = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -636,8 +663,10 @@ void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr&
       if (static_cast<Reg>(s) == result) kb.tensor_copy(engine, dst, value[s]);
       continue;
     }
-    value[s] = static_cast<Reg>(s) == result ? dst : temps[next++];
+    value[s] = static_cast<Reg>(s) == result ? dst : column[s] ? column_temps[next] : temps[next];
+    ++next;
     auto arg = [&](size_t k) { return value[static_cast<size_t>(st.args[k])]; };
+    auto is_column = [&](size_t k) { return bool(column[static_cast<size_t>(st.args[k])]); };
     switch (st.op) {
       case Op::constant:
         kb.memset(engine, value[s], st.imm);
@@ -646,7 +675,20 @@ void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr&
         kb.activation(value[s], arg(0), st.func, st.imm);
         break;
       case Op::alu:
-        kb.tensor_tensor(engine, value[s], arg(0), arg(1), st.alu);
+        if (column[s] || is_column(0) == is_column(1)) {
+          kb.tensor_tensor(engine, value[s], arg(0), arg(1), st.alu);
+        } else {  // a row and its row's value: the value is each partition's scalar operand
+          const bool first = is_column(0);
+          isa::Instruction in;
+          in.opcode = isa::Opcode::tensor_scalar;
+          in.engine = engine;
+          in.operands = {{isa::Role::dst, value[s]},
+                         {isa::Role::src, arg(first ? 1 : 0)},
+                         {isa::Role::operand0, arg(first ? 0 : 1)}};
+          in.alu0 = st.alu;
+          in.flags |= first ? isa::kReverse0 : 0;
+          kb.emit(std::move(in));
+        }
         break;
       case Op::alu_imm:
         scalar_op(kb, engine, value[s], arg(0), nullptr, st,
@@ -656,7 +698,7 @@ void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr&
         select_op(kb, engine, value[s], arg(0), arg(1), arg(2));
         break;
       default:
-        break;  // refused by tile_expression_temps
+        break;  // refused by tile_expression_columns
     }
   }
 }

@@ -79,17 +79,32 @@ void iota(KernelBuilder& kb, const AccessPattern& dst, int32_t offset) {
 class ReduceKernel {
  public:
   ReduceKernel(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in, int64_t dim,
-               const View& out, const PointwiseExpr* prologue)
-      : kb_(kb), op_(op), prologue_(prologue) {
+               const View& out, const PointwiseExpr* prologue, const RowEpilogue* epilogue)
+      : kb_(kb), op_(op), prologue_(prologue), epilogue_(epilogue) {
     const size_t d = check_views(op, in, dim, out);
-    if (prologue_) {
-      require(!is_arg(op_), kName, "argmax/argmin take no prologue");
-      prologue_temps_ = tile_expression_temps(kName, *prologue_, 1);
+    require(!is_arg(op_) || (!prologue_ && !epilogue_), kName,
+            "argmax/argmin take no prologue or epilogue");
+    if (prologue_) prologue_temps_ = tile_expression_temps(kName, *prologue_, 1);
+    std::vector<View> extra;  // the epilogue's output and inputs, walked like in
+    if (epilogue_) {
+      require(epilogue_->out.sizes == in.sizes, kName, "the epilogue's rows are not in's");
+      extra.push_back(epilogue_->out);
+      for (size_t k = 0; k < epilogue_->inputs.size(); ++k)
+        extra.push_back(broadcast_to(kName, "an epilogue input", epilogue_->inputs[k], in.sizes));
+      std::vector<bool> columns(epilogue_->inputs.size() + 2, false);
+      columns[1] = true;  // load(1): the row's result
+      column_ = tile_expression_columns(kName, *epilogue_->expr, columns);
+      columns_in_ = columns;
     }
     reduced_ = in.sizes[d];
-    layout(in, d, out);
+    layout(in, d, out, extra);
     in_ = declare(kb_, "in", in, false);
     out_ = declare(kb_, "out", out, true);
+    if (epilogue_) {
+      rows_out_ = declare(kb_, "rows", epilogue_->out, true);
+      for (size_t k = 0; k < epilogue_->inputs.size(); ++k)
+        rows_in_.push_back(declare(kb_, fmt::format("e{}", k + 2), epilogue_->inputs[k], false));
+    }
     allocate();
   }
 
@@ -103,15 +118,21 @@ class ReduceKernel {
  private:
   // The index space [kept dims..., reduced]: kept dims in out's memory order and
   // coalesced with out, the largest of them last (on the partitions).
-  void layout(const View& in, size_t d, const View& out) {
+  void layout(const View& in, size_t d, const View& out, const std::vector<View>& extra) {
     const View out_kept = out.sizes.size() == in.sizes.size() ? without_dim(out, d) : out;
-    const std::vector<View> kept = partition_layout({without_dim(in, d), out_kept}, 1);
+    std::vector<View> views{without_dim(in, d), out_kept};
+    for (const View& v : extra) views.push_back(without_dim(v, d));
+    const std::vector<View> kept = partition_layout(views, 1);
     sizes_ = kept[0].sizes;
     sizes_.push_back(reduced_);
     in_strides_ = kept[0].strides;
     in_strides_.push_back(in.strides[d]);
     out_strides_ = kept[1].strides;
     out_strides_.push_back(0);
+    for (size_t k = 0; k < extra.size(); ++k) {
+      extra_strides_.push_back(kept[2 + k].strides);
+      extra_strides_.back().push_back(extra[k].strides[d]);
+    }
   }
 
   // Per element and partition, per buffer: the input chunk (FP32-sized) and, for
@@ -119,8 +140,10 @@ class ReduceKernel {
   // they fit, else two.
   void allocate() {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes - 4096;  // the [P, 1] tiles
-    const uint64_t per_buf = is_arg(op_) || prologue_ ? 8 : 4;
-    const uint64_t shared = (is_arg(op_) ? 4 : 0) + 4 * prologue_temps_;
+    const size_t epilogue_steps = epilogue_ ? epilogue_->expr->steps().size() : 0;
+    const uint64_t per_buf =
+        (is_arg(op_) || prologue_ ? 8 : 4) + (epilogue_ ? 4 * (1 + epilogue_->inputs.size()) : 0);
+    const uint64_t shared = (is_arg(op_) ? 4 : 0) + 4 * prologue_temps_ + 4 * epilogue_steps;
     auto chunk_for = [&](uint32_t nbuf) {
       return std::min<uint64_t>(kMaxChunk, capacity / (nbuf * per_buf + shared) / 16 * 16);
     };
@@ -132,12 +155,26 @@ class ReduceKernel {
                         need, kb_.target().name, chunk));
     plan_ = plan_rows(kName, sizes_, chunk);
     chunks_ = ceil_div(need, plan_.tiles.front().len);
+    require(!epilogue_ || chunks_ == 1, kName,
+            fmt::format("an epilogue needs each row ({} elements) in one tile; {} holds {}", need,
+                        kb_.target().name, plan_.tiles.front().len));
     require(chunks_ <= kMaxChunk, kName,
             fmt::format("the reduced dim of {} elements needs {} chunks, more than {}", need,
                         chunks_, kMaxChunk));
     const uint32_t len = plan_.tiles.front().len;
     for (size_t t = 0; t < prologue_temps_; ++t)
       temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
+    if (epilogue_) {
+      for (size_t t = 0; t < epilogue_->expr->steps().size(); ++t) {
+        row_temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
+        column_temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, 1));
+      }
+      for (uint32_t b = 0; b < nbuf_; ++b) {
+        rows_tiles_.push_back(sbuf(kb_, kName, rows_out_.dtype, kPartitions, len));
+        for (const AccessPattern& in : rows_in_)
+          rows_in_tiles_.push_back(sbuf(kb_, kName, in.dtype, kPartitions, len));
+      }
+    }
     for (uint32_t b = 0; b < nbuf_; ++b) {
       x_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
       if (prologue_) y_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, len));
@@ -158,12 +195,40 @@ class ReduceKernel {
     const TilePlan::Tile& t = tile(i);
     kb_.dma_copy(on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype),
                  hbm_tile(kName, in_, in_strides_, plan_, t), i % 2 ? Engine::ACT : Engine::SP);
+    for (size_t k = 0; k < rows_in_.size(); ++k)
+      kb_.dma_copy(rows_in_tile(i, k),
+                   hbm_tile(kName, rows_in_[k], extra_strides_[k + 1], plan_, t),
+                   (i + k + 1) % 2 ? Engine::ACT : Engine::SP);
+  }
+
+  AccessPattern rows_in_tile(uint32_t i, size_t k) const {
+    const TilePlan::Tile& t = tile(i);
+    return on_chip(rows_in_tiles_[(i % nbuf_) * rows_in_.size() + k], t.parts, t.len,
+                   rows_in_[k].dtype);
+  }
+
+  // The epilogue over the whole rows of tile i, with the row's result as load(1); the
+  // rows it computes are stored to "rows".
+  void apply_epilogue(uint32_t i, Engine engine, const AccessPattern& x,
+                      const AccessPattern& result) {
+    const TilePlan::Tile& t = tile(i);
+    std::vector<AccessPattern> loads{x, result}, temps, columns;
+    for (size_t k = 0; k < rows_in_.size(); ++k) loads.push_back(rows_in_tile(i, k));
+    for (const AccessPattern& r : row_temps_)
+      temps.push_back(on_chip(r, t.parts, t.len, DType::fp32));
+    for (const AccessPattern& c : column_temps_)
+      columns.push_back(on_chip(c, t.parts, 1, DType::fp32));
+    const AccessPattern rows = on_chip(rows_tiles_[i % nbuf_], t.parts, t.len, rows_out_.dtype);
+    emit_tile_expression(kb_, engine, *epilogue_->expr, loads, temps, rows, columns_in_, columns);
+    kb_.dma_copy(hbm_tile(kName, rows_out_, extra_strides_[0], plan_, t), rows,
+                 engine == Engine::POOL ? Engine::POOL : Engine::SP);
   }
 
   void compute(uint32_t i) {
     const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
     const TilePlan::Tile& t = tile(i);
     AccessPattern x = on_chip(x_[i % nbuf_], t.parts, t.len, in_.dtype);
+    const AccessPattern raw = x;
     if (prologue_) {  // the reduced values are the prologue's of the loaded ones
       const AccessPattern y = on_chip(y_[i % nbuf_], t.parts, t.len, DType::fp32);
       std::vector<AccessPattern> temps;
@@ -190,6 +255,7 @@ class ReduceKernel {
     row.len = 1;
     kb_.dma_copy(hbm_tile(kName, out_, out_strides_, plan_, row), result,
                  engine == Engine::POOL ? Engine::POOL : Engine::SP);
+    if (epilogue_) apply_epilogue(i, engine, raw, result);
   }
 
   // The chunk results of one row block into the result, divided by D for mean.
@@ -217,8 +283,13 @@ class ReduceKernel {
   KernelBuilder& kb_;
   ReduceOp op_;
   const PointwiseExpr* prologue_;
+  const RowEpilogue* epilogue_;
   size_t prologue_temps_ = 0;
   std::vector<AccessPattern> y_, temps_;
+  std::vector<bool> column_, columns_in_;
+  std::vector<std::vector<int64_t>> extra_strides_;  // the epilogue's rows, then its inputs
+  AccessPattern rows_out_;
+  std::vector<AccessPattern> rows_in_, rows_tiles_, rows_in_tiles_, row_temps_, column_temps_;
   int64_t reduced_ = 1;  // D, the reduced dim's size
   std::vector<int64_t> sizes_, in_strides_, out_strides_;
   AccessPattern in_, out_;
@@ -231,8 +302,9 @@ class ReduceKernel {
 }  // namespace
 
 void detail::emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
-                         int64_t dim, const View& out, const PointwiseExpr* prologue) {
-  ReduceKernel(kb, declare, op, in, dim, out, prologue).build();
+                         int64_t dim, const View& out, const PointwiseExpr* prologue,
+                         const RowEpilogue* epilogue) {
+  ReduceKernel(kb, declare, op, in, dim, out, prologue, epilogue).build();
 }
 
 isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,

@@ -30,16 +30,35 @@ void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const
 // The FP32 temporaries emit_tile_expression needs for `expr` (one per computed step);
 // throws std::invalid_argument for steps a tile expression has no instruction for.
 size_t tile_expression_temps(std::string_view kernel, const PointwiseExpr& expr, size_t inputs);
-// Evaluates `expr` over SBUF tiles of one shape: load(k) reads loads[k], computed steps go
-// to `temps` (FP32), the result (expr's one output) to dst, on `engine` (ScalarE for
-// activations).
+// Which steps of `expr` are columns (one value per row, [P, 1]) when the inputs flagged
+// in column_inputs are; throws std::invalid_argument when a select reads a column or the
+// result is one.
+std::vector<bool> tile_expression_columns(std::string_view kernel, const PointwiseExpr& expr,
+                                          const std::vector<bool>& column_inputs);
+// Evaluates `expr` over SBUF tiles of one shape: load(k) reads loads[k], computed step k
+// (in order, loads not counted) goes to temps[k] (FP32), or column_temps[k] ([P, 1] FP32)
+// when it is a column, the result (expr's one output) to dst, on `engine` (ScalarE for
+// activations). A column input (column_inputs[k]) is one value per row, [P, 1], which
+// steps combine with rows as each partition's scalar operand (a row's mean in a norm).
 void emit_tile_expression(KernelBuilder& kb, isa::Engine engine, const PointwiseExpr& expr,
                           std::span<const AccessPattern> loads,
-                          std::span<const AccessPattern> temps, const AccessPattern& dst);
+                          std::span<const AccessPattern> temps, const AccessPattern& dst,
+                          const std::vector<bool>& column_inputs = {},
+                          std::span<const AccessPattern> column_temps = {});
 // With a prologue (an expression of its one input, load(0)), the values reduced are the
 // prologue's of in's elements, computed on chip (the square of an RMS norm).
+// With an epilogue, the reduction also writes rows = expr(in, the row's result,
+// inputs...): load(0) is in's element (before any prologue), load(1) the result of its row
+// (one value per row), load(k) for k >= 2 is inputs[k - 2] broadcast to in's sizes; `out`
+// has in's sizes. Each row must fit one tile (an RMS norm's normalised rows, say).
+struct RowEpilogue {
+  const PointwiseExpr* expr = nullptr;
+  std::vector<View> inputs;
+  View out;
+};
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
-                 int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr);
+                 int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr,
+                 const RowEpilogue* epilogue = nullptr);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

@@ -12,8 +12,11 @@
 //                (optional: out = epilogue(a @ b, inputs...), load(0) being the product,
 //                then the softmax of each row)
 //               {"kind": "reduce", "op": "sum" | "mean" | "max" | "min", "in": place,
-//                "dim": d, "out": place, "prologue": {"steps": [...], "outputs": [reg]}},
-//                (optional: the values reduced are the prologue's of in's, load(0) being in)
+//                "dim": d, "out": place, "prologue": {"steps": [...], "outputs": [reg]},
+//                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place],
+//                             "rows": place}}
+//                (optional: the values reduced are the prologue's of in's, load(0) being in;
+//                the epilogue writes rows = f(in, the row's result, inputs...))
 //               {"kind": "softmax", "log": bool, "in": place, "out": place}]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
@@ -165,14 +168,19 @@ isa::Program build_graph(const std::string& plan_text) {
       g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")),
                expr ? &*expr : nullptr, inputs, !rows.empty(), rows == "log_softmax");
     } else if (kind == "reduce") {
-      if (s.contains("prologue")) {
-        const kernels::PointwiseExpr expr = expression(s.at("prologue"));
-        g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
-                 reader.place(s.at("out")), &expr);
-      } else {
-        g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
-                 reader.place(s.at("out")));
+      std::optional<kernels::PointwiseExpr> prologue, epilogue;
+      std::vector<kernels::Place> inputs;
+      std::optional<kernels::Place> rows;
+      if (s.contains("prologue")) prologue = expression(s.at("prologue"));
+      if (s.contains("epilogue")) {
+        const json& ep = s.at("epilogue");
+        epilogue = expression(ep);
+        inputs = reader.places(ep.at("inputs"));
+        rows = reader.place(ep.at("rows"));
       }
+      g.reduce(reduce_op(s.at("op")), reader.place(s.at("in")), s.at("dim"),
+               reader.place(s.at("out")), prologue ? &*prologue : nullptr,
+               epilogue ? &*epilogue : nullptr, inputs, rows ? &*rows : nullptr);
     } else if (kind == "softmax") {
       g.softmax(reader.place(s.at("in")), reader.place(s.at("out")), s.value("log", false));
     } else {

@@ -523,10 +523,11 @@ def number(v: float) -> float | str:
 
 
 def emit_expression(
-    root: tuple, first: tuple | None = None
+    root: tuple | list[tuple], first: tuple | None = None
 ) -> tuple[list[dict], list[Any], list[int]]:
-    """The steps of a PointwiseExpr computing `root`, and the places it loads. With
-    `first` (a matmul epilogue), that leaf is input 0 and the places follow."""
+    """The steps of a PointwiseExpr computing `root` (or each of a list of roots, one
+    output each), and the places it loads. With `first` (a matmul epilogue), that leaf is
+    input 0 and the places follow."""
     steps: list[dict] = []
     loads: dict[Any, int] = {first: 0} if first is not None else {}
     memo: dict[int, int] = {}
@@ -564,8 +565,8 @@ def emit_expression(
         memo[key] = len(steps) - 1
         return memo[key]
 
-    result = visit(root)
-    return steps, list(loads), [result]
+    results = [visit(r) for r in (root if isinstance(root, list) else [root])]
+    return steps, list(loads), results
 
 
 def binary(seg: SegmentPlan, op: str, a: Any, b: Any) -> tuple:
@@ -711,7 +712,7 @@ def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
     lazy input is computed straight into its slice)."""
     out = seg._new(node)
     dim = (node.args[1] if len(node.args) > 1 else 0) % len(out.sizes)
-    first = 0
+    first, parts = 0, []
     for a in node.args[0]:
         if meta(a).numel() == 0:  # torch.cat skips empty inputs, even 1-D ones of any rank
             continue
@@ -721,8 +722,25 @@ def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
         part = Place(
             out.tensor, out.offset + first * out.strides[dim], tuple(sizes), out.strides, out.dtype
         )
-        seg.store(node, Lazy(seg.term(a), part.sizes, out.dtype), part)
+        parts.append((seg.term(a), part))
         first += size
+    same = all(p.sizes == parts[0][1].sizes for _, p in parts)
+    if same and len(parts) > 1 and not any(matmul_leaves(e) for e, _ in parts):
+        # Parts of one shape (rotate_half's halves): one stage writes them all.
+        steps, loads, outputs = emit_expression([e for e, _ in parts])
+        seg.stages.append(
+            {
+                "kind": "pointwise",
+                "steps": steps,
+                "outputs": outputs,
+                "inputs": [p.json() for p in loads],
+                "outs": [p.json() for _, p in parts],
+                "node": node.name,
+            }
+        )
+    else:
+        for e, part in parts:
+            seg.store(node, Lazy(e, part.sizes, out.dtype), part)
     seg.env[node] = out
 
 

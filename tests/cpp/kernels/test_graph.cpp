@@ -179,6 +179,39 @@ TEST(GraphProgram, AReductionPrologueComputesTheReducedValuesOnChip) {
   }
 }
 
+TEST(GraphProgram, AReductionEpilogueNormalisesTheRowsInTheSameStage) {
+  // An RMS norm in one stage: ms = mean(x * x) per row, rows = x * rsqrt(ms + eps) * w.
+  constexpr int64_t B = 2, T = 70, C = 64;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, B * T * C, TensorKind::input);
+  g.tensor("w", DType::fp32, C, TensorKind::input);
+  g.tensor("ms", DType::fp32, B * T, TensorKind::scratch);
+  g.tensor("y", DType::bf16, B * T * C, TensorKind::output);
+  PointwiseExpr square;
+  square.alu(isa::AluOp::multiply, square.load(0), square.load(0));
+  PointwiseExpr norm;  // load(0): x, load(1): the row's mean square, load(2): w
+  const auto r =
+      norm.activation(isa::ActFunc::rsqrt, norm.alu_imm(isa::AluOp::add, norm.load(1), 1e-6f));
+  norm.alu(isa::AluOp::multiply, norm.alu(isa::AluOp::multiply, norm.load(0), r), norm.load(2));
+  const Place w = at("w", 0, contiguous(DType::fp32, {C}));
+  const Place y = at("y", 0, contiguous(DType::bf16, {B, T, C}));
+  g.reduce(ReduceOp::mean, at("x", 0, contiguous(DType::fp32, {B, T, C})), 2,
+           at("ms", 0, contiguous(DType::fp32, {B, T, 1})), &square, &norm, {&w, 1}, &y);
+  EXPECT_EQ(g.stages(), 1u);
+  const auto xs = test::random_values(B * T * C, 11, -2.0f, 2.0f, DType::fp32);
+  const auto ws = test::random_values(C, 12, 0.5f, 1.5f, DType::fp32);
+  auto out = test::run(g.finish(), {{"x", xs}, {"w", ws}});
+  for (int64_t row = 0; row < B * T; ++row) {
+    double ms = 0.0;
+    for (int64_t c = 0; c < C; ++c) ms += double{xs[row * C + c]} * xs[row * C + c];
+    ms /= C;
+    for (int64_t c = 0; c < C; ++c) {
+      const double want = xs[row * C + c] / std::sqrt(ms + 1e-6) * ws[c];
+      EXPECT_NEAR(out["y"][row * C + c], want, 1e-2 * (1 + std::abs(want)));  // bf16 rows
+    }
+  }
+}
+
 TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
   // Twelve stages of full [128, 2048] tiles: each takes 16 KiB or more per partition,
   // together more than the 224 KiB a trn2 partition holds.

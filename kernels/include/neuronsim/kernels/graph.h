@@ -44,8 +44,12 @@ class GraphProgram {
               bool softmax_rows = false, bool log = false);
   // With a prologue (an expression whose one input, load(0), is in), the values reduced
   // are the prologue's, computed on chip.
+  // With an epilogue, the stage also writes `rows` (in's sizes) = epilogue(in, the row's
+  // result, epilogue_inputs...): load(0) is in's element, load(1) its row's result, load(k)
+  // epilogue_inputs[k - 2]; each row must fit one tile.
   void reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
-              const PointwiseExpr* prologue = nullptr);
+              const PointwiseExpr* prologue = nullptr, const PointwiseExpr* epilogue = nullptr,
+              std::span<const Place> epilogue_inputs = {}, const Place* rows = nullptr);
   // softmax (or log_softmax) over the last dim; both places contiguous in that dim and
   // rows of it one after the other.
   void softmax(const Place& in, const Place& out, bool log);
