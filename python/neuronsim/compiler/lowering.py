@@ -17,6 +17,7 @@ read Places, so they store the expressions that feed them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import operator
 from collections.abc import Callable
@@ -402,6 +403,18 @@ class SegmentPlan:
         pointwise stage. Other products in the expression are stored first."""
         place = place or self._new(node)
         expr = lazy.expr
+        rows = leaves_of(expr, "rowreduce")
+        if rows and not leaves_of(expr, "matmul"):
+            for leaf in rows:
+                stage = self._row_stage(node, expr, leaf, place)
+                if stage is not None:
+                    for other in rows:
+                        if other is not leaf:
+                            raise Unsupported("an expression of two row reductions")
+                    self.stages.append(stage)
+                    return place
+        for leaf in rows:
+            expr = substitute(expr, leaf, ("load", self._row_result(node, leaf)))
         products = matmul_leaves(expr)
         main = next((m for m in products if fits_epilogue(m, place)), None)
         for m in products:
@@ -464,6 +477,72 @@ class SegmentPlan:
         )
         return out
 
+    def row_reduction_stays_lazy(self, node: torch.fx.Node, x: Place, runs: list) -> bool:
+        """A reduction over the last dim, keeping it, whose one user computes from
+        expressions: the stage that stores that user's value reduces the rows itself."""
+        users = list(node.users)
+        v = meta(node)
+        return (
+            node not in self.must_store
+            and len(x.sizes) > 0
+            and runs == [[len(x.sizes) - 1]]
+            and tuple(v.shape) == tuple(x.sizes[:-1]) + (1,)
+            and node.target not in (aten.any.dim, aten.any.dims, aten.any.default)
+            and len(users) == 1
+            and users[0] in self.members
+            and reads_lazy(users[0])
+            and users[0].target not in CONCAT
+        )
+
+    def _row_stage(
+        self, node: torch.fx.Node, expr: tuple, leaf: tuple, place: Place
+    ) -> dict | None:
+        """The reduce stage that reduces leaf's rows and writes place = expr from them,
+        or None when its rows are not place's or would not fit SBUF."""
+        _, op, x, prologue = leaf
+        if tuple(x.sizes) != tuple(place.sizes):
+            return None
+        steps, loads, outputs = emit_expression(expr, first=leaf, seed=x)
+        # Per row element: the input, the rows written, each input's tile, two or three
+        # buffers of each, and a temporary per step: the kernel needs the row in one tile.
+        if x.sizes[-1] * 4 * (len(steps) + 3 * (2 + len(loads))) > 160 * 1024:
+            return None
+        result = scratch_like(self, Place("", 0, tuple(x.sizes[:-1]) + (1,), (), torch.float32))
+        stage = {
+            "kind": "reduce",
+            "op": op,
+            "in": x.json(),
+            "dim": len(x.sizes) - 1,
+            "out": result.json(),
+            "node": node.name,
+            "epilogue": {
+                "steps": steps,
+                "outputs": outputs,
+                "inputs": [broadcast(p, place.sizes).json() for p in loads[2:]],
+                "rows": place.json(),
+            },
+        }
+        if prologue != "null":
+            stage["prologue"] = json.loads(prologue)
+        return stage
+
+    def _row_result(self, node: torch.fx.Node, leaf: tuple) -> Place:
+        """A row reduction leaf stored on its own: a plain reduce stage into scratch."""
+        _, op, x, prologue = leaf
+        out = scratch_like(self, Place("", 0, tuple(x.sizes[:-1]) + (1,), (), torch.float32))
+        stage = {
+            "kind": "reduce",
+            "op": op,
+            "in": x.json(),
+            "dim": len(x.sizes) - 1,
+            "out": out.json(),
+            "node": node.name,
+        }
+        if prologue != "null":
+            stage["prologue"] = json.loads(prologue)
+        self.stages.append(stage)
+        return out
+
     def fusable_product(self, node: torch.fx.Node) -> bool:
         """A matmul whose product can stay on chip: through reshapes, its one user is a
         node of the segment that computes from expressions, or a softmax (which the matmul
@@ -523,13 +602,17 @@ def number(v: float) -> float | str:
 
 
 def emit_expression(
-    root: tuple | list[tuple], first: tuple | None = None
+    root: tuple | list[tuple], first: tuple | None = None, seed: Place | None = None
 ) -> tuple[list[dict], list[Any], list[int]]:
     """The steps of a PointwiseExpr computing `root` (or each of a list of roots, one
     output each), and the places it loads. With `first` (a matmul epilogue), that leaf is
     input 0 and the places follow."""
     steps: list[dict] = []
-    loads: dict[Any, int] = {first: 0} if first is not None else {}
+    # A reduction's epilogue reads its input as load(0) and the row's result as load(1).
+    if seed is not None:
+        loads: dict[Any, int] = {seed: 0, first: 1}
+    else:
+        loads = {first: 0} if first is not None else {}
     memo: dict[int, int] = {}
 
     def visit(e: tuple) -> int:
@@ -538,7 +621,7 @@ def emit_expression(
             return memo[key]
         kind = e[0]
         if e is first:
-            step = {"op": "load", "input": 0}
+            step = {"op": "load", "input": loads[first]}
         elif kind == "load":
             if e[1] not in loads:
                 loads[e[1]] = len(loads)
@@ -818,7 +901,7 @@ def prologue_input(expr: tuple, sizes) -> Place | None:
         if e[0] == "load":
             places.add(e[1])
             return True
-        if e[0] == "matmul":
+        if e[0] in ("matmul", "rowreduce"):
             return False
         return all(visit(x) for x in e[1:] if isinstance(x, tuple))
 
@@ -828,13 +911,14 @@ def prologue_input(expr: tuple, sizes) -> Place | None:
     return p if tuple(p.sizes) == tuple(sizes) else None
 
 
-def matmul_leaves(expr: tuple) -> list[tuple]:
+def leaves_of(expr: tuple, kind: str) -> list[tuple]:
+    """The distinct leaves of one kind ("matmul", "rowreduce") in an expression."""
     found: dict[int, tuple] = {}
 
     def visit(e: Any) -> None:
-        if isinstance(e, tuple) and e and e[0] == "matmul":
+        if isinstance(e, tuple) and e and e[0] == kind:
             found.setdefault(id(e), e)
-        elif isinstance(e, tuple) and e and e[0] != "load":
+        elif isinstance(e, tuple) and e and e[0] not in ("load", "matmul", "rowreduce"):
             for x in e[1:]:
                 visit(x)
 
@@ -842,10 +926,14 @@ def matmul_leaves(expr: tuple) -> list[tuple]:
     return list(found.values())
 
 
+def matmul_leaves(expr: tuple) -> list[tuple]:
+    return leaves_of(expr, "matmul")
+
+
 def substitute(expr: tuple, old: tuple, new: tuple) -> tuple:
     if expr is old:
         return new
-    if expr[0] in ("load", "const", "matmul"):
+    if expr[0] in ("load", "const", "matmul", "rowreduce"):
         return expr
     return tuple(substitute(x, old, new) if isinstance(x, tuple) else x for x in expr)
 
@@ -893,6 +981,14 @@ def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
         steps, (x,), outputs = emit_expression(x.expr)
         prologue = {"steps": steps, "outputs": outputs}
     runs = reduced_runs(node, x)
+    if seg.row_reduction_stays_lazy(node, x, runs):
+        # The consumer's stage reduces each row and computes from the result (a norm).
+        v = meta(node)
+        # The prologue as text: leaves are hashable (they key an expression's loads).
+        leaf = ("rowreduce", REDUCTIONS[node.target], x, json.dumps(prologue))
+        seg.env[node] = Lazy(leaf, tuple(v.shape), v.dtype)
+        seg.fused += 1
+        return
     if not x.sizes:  # a 0-dim input: one element
         x = Place(x.tensor, x.offset, (1,), (1,), x.dtype)
     rank, reduced = len(x.sizes), {d for run in runs for d in run}
