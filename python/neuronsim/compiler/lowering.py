@@ -499,7 +499,7 @@ class SegmentPlan:
     ) -> dict | None:
         """The reduce stage that reduces leaf's rows and writes place = expr from them,
         or None when its rows are not place's or would not fit SBUF."""
-        _, op, x, prologue = leaf
+        x = leaf[2]
         if tuple(x.sizes) != tuple(place.sizes):
             return None
         steps, loads, outputs = emit_expression(expr, first=leaf, seed=x)
@@ -507,27 +507,23 @@ class SegmentPlan:
         # buffers of each, and a temporary per step: the kernel needs the row in one tile.
         if x.sizes[-1] * 4 * (len(steps) + 3 * (2 + len(loads))) > 160 * 1024:
             return None
-        result = scratch_like(self, Place("", 0, tuple(x.sizes[:-1]) + (1,), (), torch.float32))
-        stage = {
-            "kind": "reduce",
-            "op": op,
-            "in": x.json(),
-            "dim": len(x.sizes) - 1,
-            "out": result.json(),
-            "node": node.name,
-            "epilogue": {
-                "steps": steps,
-                "outputs": outputs,
-                "inputs": [broadcast(p, place.sizes).json() for p in loads[2:]],
-                "rows": place.json(),
-            },
+        stage, _ = self._row_reduce(node, leaf)
+        stage["epilogue"] = {
+            "steps": steps,
+            "outputs": outputs,
+            "inputs": [broadcast(p, place.sizes).json() for p in loads[2:]],
+            "rows": place.json(),
         }
-        if prologue != "null":
-            stage["prologue"] = json.loads(prologue)
         return stage
 
     def _row_result(self, node: torch.fx.Node, leaf: tuple) -> Place:
         """A row reduction leaf stored on its own: a plain reduce stage into scratch."""
+        stage, out = self._row_reduce(node, leaf)
+        self.stages.append(stage)
+        return out
+
+    def _row_reduce(self, node: torch.fx.Node, leaf: tuple) -> tuple[dict, Place]:
+        """The reduce stage of a row reduction leaf, its result (kept dims) in scratch."""
         _, op, x, prologue = leaf
         out = scratch_like(self, Place("", 0, tuple(x.sizes[:-1]) + (1,), (), torch.float32))
         stage = {
@@ -540,8 +536,7 @@ class SegmentPlan:
         }
         if prologue != "null":
             stage["prologue"] = json.loads(prologue)
-        self.stages.append(stage)
-        return out
+        return stage, out
 
     def fusable_product(self, node: torch.fx.Node) -> bool:
         """A matmul whose product can stay on chip: through reshapes, its one user is a
