@@ -1,6 +1,7 @@
 // GraphProgram: stages bound to places in the graph's tensors (see graph.h).
 #include "neuronsim/kernels/graph.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -111,9 +112,44 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("matmul", name, *places.at(name), output);
   };
-  stage([&] {
-    emit_matmul(kb_, bind, a.view, b.view, out.view, epilogue || softmax_rows ? &ep : nullptr);
-  });
+  if (!epilogue && !softmax_rows)
+    return stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view); });
+  if (fused([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, &ep); })) return;
+  // Too big to fuse: the product to scratch, the epilogue and the softmax as stages of their own.
+  const Place product = temporary(DType::fp32, out.view.sizes);
+  matmul(a, b, product);
+  Place value = product;
+  if (epilogue) {
+    value = softmax_rows ? temporary(DType::fp32, out.view.sizes) : out;
+    std::vector<Place> inputs{product};
+    inputs.insert(inputs.end(), epilogue_inputs.begin(), epilogue_inputs.end());
+    pointwise(*epilogue, inputs, {&value, 1});
+  }
+  if (softmax_rows) softmax(value, out, log);
+}
+
+template <class Emit>
+bool GraphProgram::fused(Emit&& emit) {
+  const size_t before = kb_.instructions();
+  try {
+    stage(emit);
+    return true;
+  } catch (const std::invalid_argument&) {
+    if (kb_.instructions() != before) throw;  // refused after it began: cannot be undone
+    return false;
+  }
+}
+
+Place GraphProgram::temporary(DType dtype, const std::vector<int64_t>& sizes) {
+  const std::string name = fmt::format("unfused{}", temporaries_++);
+  View v{dtype, sizes, std::vector<int64_t>(sizes.size())};
+  int64_t step = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    v.strides[d] = step;
+    step *= sizes[d];
+  }
+  tensor(name, dtype, std::max<int64_t>(step, 1), isa::TensorKind::scratch);
+  return {name, 0, v};
 }
 
 void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place& out,
@@ -130,9 +166,22 @@ void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("reduce", name, *places.at(name), output);
   };
-  stage([&] {
-    emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue, epilogue ? &ep : nullptr);
-  });
+  if (!epilogue)
+    return stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue); });
+  if (fused([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue, &ep); })) return;
+  // Rows too long to fuse: the reduction, then the epilogue as a stage of its own, reading
+  // the row's result broadcast along the reduced dim.
+  reduce(op, in, dim, out, prologue);
+  Place result = out;
+  const auto d =
+      static_cast<size_t>(dim < 0 ? dim + static_cast<int64_t>(in.view.sizes.size()) : dim);
+  if (result.view.sizes.size() < in.view.sizes.size()) {
+    result.view.sizes.insert(result.view.sizes.begin() + static_cast<std::ptrdiff_t>(d), 1);
+    result.view.strides.insert(result.view.strides.begin() + static_cast<std::ptrdiff_t>(d), 0);
+  }
+  std::vector<Place> inputs{in, result};
+  inputs.insert(inputs.end(), epilogue_inputs.begin(), epilogue_inputs.end());
+  pointwise(*epilogue, inputs, {rows, 1});
 }
 
 namespace {

@@ -212,6 +212,51 @@ TEST(GraphProgram, AReductionEpilogueNormalisesTheRowsInTheSameStage) {
   }
 }
 
+TEST(GraphProgram, FusedStagesTooBigForSbufAreEmittedOneByOne) {
+  // Rows of 16384 FP32 values: a plain matmul fits, its epilogue's tiles beside it do not;
+  // nor does a norm's epilogue over rows of 40000. Each becomes the stages it fuses.
+  constexpr int64_t M = 4, K = 8, N = 16384, C = 40000;
+  GraphProgram g("trn2");
+  g.tensor("a", DType::fp32, M * K, TensorKind::input);
+  g.tensor("b", DType::fp32, K * N, TensorKind::input);
+  g.tensor("bias", DType::fp32, N, TensorKind::input);
+  g.tensor("y", DType::fp32, M * N, TensorKind::output);
+  g.tensor("x", DType::fp32, 2 * C, TensorKind::input);
+  g.tensor("sum", DType::fp32, 2, TensorKind::scratch);
+  g.tensor("rows", DType::fp32, 2 * C, TensorKind::output);
+  PointwiseExpr ep;  // y = 2 * (a @ b) + bias
+  ep.alu(isa::AluOp::add, ep.alu_imm(isa::AluOp::multiply, ep.load(0), 2.0f), ep.load(1));
+  const Place bias = at("bias", 0, contiguous(DType::fp32, {N}));
+  g.matmul(at("a", 0, contiguous(DType::fp32, {M, K})), at("b", 0, contiguous(DType::fp32, {K, N})),
+           at("y", 0, contiguous(DType::fp32, {M, N})), &ep, {&bias, 1});
+  EXPECT_EQ(g.stages(), 2u);
+  PointwiseExpr centre;  // rows = x - sum(x) / C
+  centre.alu(isa::AluOp::subtract, centre.load(0),
+             centre.alu_imm(isa::AluOp::divide, centre.load(1), float{C}));
+  const Place rows = at("rows", 0, contiguous(DType::fp32, {2, C}));
+  g.reduce(ReduceOp::sum, at("x", 0, contiguous(DType::fp32, {2, C})), 1,
+           at("sum", 0, contiguous(DType::fp32, {2})), nullptr, &centre, {}, &rows);
+  EXPECT_EQ(g.stages(), 4u);
+  const auto as = test::random_values(M * K, 13, -1.0f, 1.0f, DType::fp32);
+  const auto bs = test::random_values(K * N, 14, -1.0f, 1.0f, DType::fp32);
+  const auto cs = test::random_values(N, 15, -1.0f, 1.0f, DType::fp32);
+  const auto xs = test::random_values(2 * C, 16, 0.0f, 1.0f, DType::fp32);
+  auto out = test::run(g.finish(), {{"a", as}, {"b", bs}, {"bias", cs}, {"x", xs}});
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; n += 61) {
+      double p = 0.0;
+      for (int64_t k = 0; k < K; ++k) p += double{as[m * K + k]} * bs[k * N + n];
+      EXPECT_NEAR(out["y"][m * N + n], 2 * p + cs[n], 1e-4);
+    }
+  for (int64_t r = 0; r < 2; ++r) {
+    double mean = 0.0;
+    for (int64_t c = 0; c < C; ++c) mean += xs[r * C + c];
+    mean /= C;
+    for (int64_t c = 0; c < C; c += 97)
+      EXPECT_NEAR(out["rows"][r * C + c], xs[r * C + c] - mean, 1e-4);
+  }
+}
+
 TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
   // Twelve stages of full [128, 2048] tiles: each takes 16 KiB or more per partition,
   // together more than the 224 KiB a trn2 partition holds.

@@ -2,7 +2,8 @@
 // kernels as stages in one KernelBuilder, reading and writing places in the graph's
 // tensors. The builder's dependency tracking orders the stages: a stage waits only for
 // the HBM bytes and SBUF/PSUM buffers it shares with earlier ones. Stages take their
-// buffers in turn around SBUF and PSUM, so independent stages overlap.
+// buffers in turn around SBUF and PSUM, so independent stages overlap. A fused stage that
+// does not fit SBUF (an epilogue of very long rows) is emitted as the stages it fuses.
 #pragma once
 
 #include <cstdint>
@@ -68,11 +69,18 @@ class GraphProgram {
   // Runs one stage, its SBUF and PSUM after the last stage's (see graph.cpp).
   template <class Emit>
   void stage(Emit&& emit);
+  // Runs a fused stage; false, having emitted nothing, when its kernel refuses it (too
+  // big for SBUF), so that the caller emits the stages it fuses one by one.
+  template <class Emit>
+  bool fused(Emit&& emit);
+  // A contiguous scratch tensor for a value an unfused stage passes to the next.
+  Place temporary(isa::DType dtype, const std::vector<int64_t>& sizes);
 
   isa::KernelBuilder kb_;
   std::unordered_map<std::string, Declared> tensors_;
   size_t stages_ = 0;
   uint64_t next_sbuf_ = 0, next_psum_ = 0;
+  size_t temporaries_ = 0;
 };
 
 }  // namespace neuronsim::kernels
