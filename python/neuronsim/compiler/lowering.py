@@ -382,9 +382,7 @@ class SegmentPlan:
         v = self.value(a)
         if isinstance(v, Lazy):
             self.fused -= 1
-            v = self.env[a] = self.store(
-                a, v, scratch_like(self, Place("", 0, v.sizes, (), v.dtype))
-            )
+            v = self.env[a] = self.store(a, v)
         return v
 
     def term(self, a: Any) -> tuple:
@@ -566,7 +564,24 @@ class SegmentPlan:
             return users[0].args[0] is node and prologue_input(expr, meta(node).shape) is not None
         if users[0].target in SOFTMAX:  # as the epilogue of a matmul that ends in the softmax
             return bool(matmul_leaves(expr))
+        if (
+            users[0].target in VIEWS
+            and not leaves_of(expr, "matmul")
+            and not leaves_of(expr, "rowreduce")
+        ):  # viewed, then read by a pointwise node: the view goes to the expression's leaves
+            return self._read_through_views(users[0])
         return reads_lazy(users[0])
+
+    def _read_through_views(self, view: torch.fx.Node) -> bool:
+        """A chain of views, each read by the next only, ending in a node that reads
+        expressions."""
+        n = view
+        while n.target in VIEWS:
+            users = list(n.users)
+            if n in self.must_store or len(users) != 1 or users[0] not in self.members:
+                return False
+            n = users[0]
+        return reads_lazy(n)
 
     def pointwise_result(self, node: torch.fx.Node, expr: tuple) -> None:
         v = meta(node)
@@ -736,12 +751,18 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     t = node.target
     if t in VIEWS:
         src = seg.value(node.args[0])
-        if isinstance(src, Lazy):  # a reshape of a product that stays on chip
-            assert src.expr[0] == "matmul" and t in RESHAPES, node
-            v = meta(node)
+        v = meta(node)
+        if isinstance(src, Lazy) and src.expr[0] == "matmul":  # a reshape of a product
+            assert t in RESHAPES, node
             seg.env[node] = Lazy(src.expr[:4] + (tuple(v.shape),), tuple(v.shape), v.dtype)
-        else:
-            seg.env[node] = view_place(seg, node)
+            return
+        if isinstance(src, Lazy):  # the view taken of each leaf of the expression
+            expr = view_leaves(src, node)
+            if expr is not None:
+                seg.env[node] = Lazy(expr, tuple(v.shape), v.dtype)
+                return
+            seg.place(node.args[0])  # a leaf that the view does not apply to: stored first
+        seg.env[node] = view_place(seg, node)
     elif t is aten.addmm.default:
         bias, a, b = node.args[:3]
         if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
@@ -873,6 +894,40 @@ def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:
     seg.stages.append(stage)
     seg.env[node] = out
     return True
+
+
+def view_leaves(lazy: Lazy, node: torch.fx.Node) -> tuple | None:
+    """lazy's expression with the view `node` applied to each leaf (broadcast to lazy's
+    sizes first): the view of the value it computes. None when a leaf cannot be viewed so
+    (a reshape of a broadcast leaf)."""
+    args, kwargs = node.args[1:], node.kwargs
+    done: dict[Place, Place] = {}
+
+    def leaf(p: Place) -> Place:
+        if p not in done:
+            full = broadcast(p, lazy.sizes)
+            base = torch.empty_strided(full.sizes, full.strides, device="meta", dtype=p.dtype)
+            t = node.target(base, *args, **kwargs)
+            done[p] = Place(
+                p.tensor, p.offset + t.storage_offset(), tuple(t.shape), tuple(t.stride()), p.dtype
+            )
+        return done[p]
+
+    memo: dict[int, tuple] = {}  # shared subexpressions stay shared
+
+    def visit(e: Any) -> Any:
+        if not isinstance(e, tuple) or not e or e[0] == "const":
+            return e
+        if id(e) not in memo:
+            memo[id(e)] = (
+                ("load", leaf(e[1])) if e[0] == "load" else (e[0],) + tuple(visit(x) for x in e[1:])
+            )
+        return memo[id(e)]
+
+    try:
+        return visit(lazy.expr)
+    except (RuntimeError, ValueError):
+        return None
 
 
 def scratch_like(seg: SegmentPlan, p: Place) -> Place:
