@@ -88,6 +88,33 @@ def test_causal_attention_is_one_kernel():
     assert report.fused == 3 and report.stages == 2
 
 
+def test_views_of_an_expression_are_taken_of_its_leaves():
+    x, y, z = rand(8, 16), rand(16, 8, seed=1), rand(3, 8, 16, seed=2)
+
+    def fn(x, y, z):
+        e = torch.exp(x * 2.0)
+        return e.t() + y, e.unsqueeze(0).expand(3, 8, 16) * z
+
+    (a, b), report = compiled_run(fn, x, y, z)
+    want_a, want_b = fn(x, y, z)
+    torch.testing.assert_close(a.cpu(), want_a, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(b.cpu(), want_b, atol=1e-4, rtol=1e-4)
+    # e has two readers, so it is stored; x * 2 is computed on chip. Once e's transposed
+    # and expanded views are read from e's place, both sums are one stage each.
+    assert report.kernels == 1 and report.stages == 3 and report.fused == 1
+
+    torch._dynamo.reset()
+    compiler.reset_stats()
+
+    def transposed(x, y):
+        return torch.exp(x * 2.0).t() + y
+
+    got, report = compiled_run(transposed, x, y)
+    torch.testing.assert_close(got.cpu(), transposed(x, y), atol=1e-4, rtol=1e-4)
+    # The transpose goes to x's leaf: the product and the exponential never leave SBUF.
+    assert report.stages == 1 and report.fused == 2
+
+
 def test_cross_entropy_splits_at_the_integer_targets():
     logits, target = rand(8, 32), torch.randint(0, 32, (8,), generator=torch.Generator())
 
