@@ -101,7 +101,7 @@ void GraphProgram::pointwise(const PointwiseExpr& expr, std::span<const Place> i
 
 void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
                           const PointwiseExpr* epilogue, std::span<const Place> epilogue_inputs,
-                          bool softmax_rows, bool log) {
+                          bool softmax_rows, bool log, const RowNorm* norm) {
   std::map<std::string, const Place*> places{{"a", &a}, {"b", &b}, {"out", &out}};
   const RowOp rows = !softmax_rows ? RowOp::none : log ? RowOp::log_softmax : RowOp::softmax;
   MatmulEpilogue ep{epilogue, {}, rows};
@@ -109,23 +109,44 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
     places[fmt::format("e{}", k + 1)] = &epilogue_inputs[k];
     ep.inputs.push_back(epilogue_inputs[k].view);
   }
+  MatmulNorm mn;
+  if (norm) {
+    mn = {norm->op, norm->prologue, norm->epilogue, {}, norm->rows.view};
+    places["norm_rows"] = &norm->rows;
+    for (size_t k = 0; k < norm->inputs.size(); ++k) {
+      places[fmt::format("n{}", k + 2)] = &norm->inputs[k];
+      mn.inputs.push_back(norm->inputs[k].view);
+    }
+    ep.norm = &mn;
+  }
   const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
     return at("matmul", name, *places.at(name), output);
   };
-  if (!epilogue && !softmax_rows)
+  if (!epilogue && !softmax_rows && !norm)
     return stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view); });
   if (fused([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, &ep); })) return;
-  // Too big to fuse: the product to scratch, the epilogue and the softmax as stages of their own.
-  const Place product = temporary(DType::fp32, out.view.sizes);
-  matmul(a, b, product);
-  Place value = product;
-  if (epilogue) {
-    value = softmax_rows ? temporary(DType::fp32, out.view.sizes) : out;
-    std::vector<Place> inputs{product};
-    inputs.insert(inputs.end(), epilogue_inputs.begin(), epilogue_inputs.end());
-    pointwise(*epilogue, inputs, {&value, 1});
+  // Too big to fuse: the product to scratch, the epilogue, the softmax and the norm as
+  // stages of their own.
+  if (epilogue || softmax_rows) {
+    const Place product = temporary(DType::fp32, out.view.sizes);
+    matmul(a, b, product);
+    Place value = product;
+    if (epilogue) {
+      value = softmax_rows ? temporary(DType::fp32, out.view.sizes) : out;
+      std::vector<Place> inputs{product};
+      inputs.insert(inputs.end(), epilogue_inputs.begin(), epilogue_inputs.end());
+      pointwise(*epilogue, inputs, {&value, 1});
+    }
+    if (softmax_rows) softmax(value, out, log);
+  } else {
+    matmul(a, b, out);
   }
-  if (softmax_rows) softmax(value, out, log);
+  if (norm) {
+    std::vector<int64_t> kept = out.view.sizes;
+    kept.back() = 1;
+    reduce(norm->op, out, static_cast<int64_t>(kept.size()) - 1, temporary(DType::fp32, kept),
+           norm->prologue, norm->epilogue, norm->inputs, &norm->rows);
+  }
 }
 
 template <class Emit>

@@ -108,7 +108,7 @@ class MatmulKernel {
     a_ = strided(declare(kb_, "a", a, false), a);
     b_ = strided(declare(kb_, "b", b, false), b);
     c_ = strided(declare(kb_, "out", out, true), out);
-    if (epilogue && (epilogue->expr || epilogue->rows != RowOp::none)) {
+    if (epilogue && (epilogue->expr || epilogue->rows != RowOp::none || epilogue->norm)) {
       has_epilogue_ = true;
       epilogue_ = epilogue->expr;
       rows_ = epilogue->rows;
@@ -120,6 +120,7 @@ class MatmulKernel {
         const View v = broadcast_to(kName, name.c_str(), epilogue->inputs[k], out.sizes);
         epilogue_in_.push_back(strided(declare(kb_, name, epilogue->inputs[k], false), v));
       }
+      if (epilogue->norm) declare_norm(declare, *epilogue->norm, out);
     }
     allocate(kb_.target().sbuf_partition_bytes / 2);
   }
@@ -149,6 +150,11 @@ class MatmulKernel {
       for (const HbmMatrix& in : epilogue_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
       if (rows_ != RowOp::none)  // the expression's rows, their exponentials, three columns
         epilogue_bytes += 2 * tile_bytes(DType::fp32, N_) + 3 * tile_bytes(DType::fp32, 1);
+      if (norm_) {  // the prologue's rows, the rows written, the inputs' tiles, temporaries
+        epilogue_bytes += tile_bytes(DType::fp32, N_) + 2 * tile_bytes(norm_rows_.t.dtype, N_) +
+                          norm_temps_ * (tile_bytes(DType::fp32, N_) + 4);
+        for (const HbmMatrix& in : norm_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
+      }
     }
     const uint64_t fixed = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
                            2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions) +
@@ -171,6 +177,19 @@ class MatmulKernel {
     }
     for (size_t t = 0; t < epilogue_temps_; ++t)
       temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, N_));
+    if (norm_) {
+      norm_pre_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
+      norm_result_ = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
+      for (size_t t = 0; t < norm_temps_; ++t) {
+        norm_temps_full_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, N_));
+        norm_temps_col_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, 1));
+      }
+      for (int b = 0; b < 2; ++b) {
+        norm_out_[b] = sbuf(kb_, kName, norm_rows_.t.dtype, kPartitions, N_);
+        for (const HbmMatrix& in : norm_in_)
+          norm_tiles_[b].push_back(sbuf(kb_, kName, in.t.dtype, kPartitions, N_));
+      }
+    }
     if (rows_ != RowOp::none) {
       pre_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
       exp_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
@@ -278,6 +297,67 @@ class MatmulKernel {
     }
     const AccessPattern result = has_epilogue_ ? apply_epilogue(i, out) : out;
     kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), result, Engine::POOL);
+    if (norm_) apply_norm(i, result);
+  }
+
+  // The norm's operands: its inputs broadcast to out's sizes and its rows, out's sizes.
+  void declare_norm(const Declare& declare, const MatmulNorm& norm, const View& out) {
+    require(norm.rows.sizes == out.sizes, kName, "the norm's rows are not the product's");
+    norm_ = &norm;
+    std::vector<bool> columns(norm.inputs.size() + 2, false);
+    columns[1] = true;  // load(1): the row's result
+    tile_expression_columns(kName, *norm.epilogue, columns);
+    norm_columns_ = columns;
+    norm_temps_ = norm.epilogue->steps().size() +
+                  (norm.prologue ? tile_expression_temps(kName, *norm.prologue, 1) : 0);
+    norm_rows_ = strided(declare(kb_, "norm_rows", norm.rows, true), norm.rows);
+    for (size_t k = 0; k < norm.inputs.size(); ++k) {
+      const std::string name = fmt::format("n{}", k + 2);
+      const View v = broadcast_to(kName, name.c_str(), norm.inputs[k], out.sizes);
+      norm_in_.push_back(strided(declare(kb_, name, norm.inputs[k], false), v));
+    }
+  }
+
+  // The norm over step i's stored rows: the prologue, the reduction along the row, the
+  // epilogue with the row's result as load(1); its rows stored to "norm_rows".
+  void apply_norm(uint32_t i, const AccessPattern& value) {
+    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
+    std::vector<AccessPattern> loads{value, isa::rows(norm_result_, 0, mp)}, temps, columns;
+    for (size_t k = 0; k < norm_in_.size(); ++k) {
+      const AccessPattern tile = isa::rows(norm_tiles_[i % 2][k], 0, mp);
+      kb_.dma_copy(tile, norm_in_[k].block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_),
+                   k % 2 ? Engine::SP : Engine::ACT);
+      loads.push_back(tile);
+    }
+    for (size_t t = 0; t < norm_temps_; ++t) {
+      temps.push_back(isa::rows(norm_temps_full_[t], 0, mp));
+      columns.push_back(isa::rows(norm_temps_col_[t], 0, mp));
+    }
+    AccessPattern reduced = value;
+    if (norm_->prologue) {
+      reduced = isa::rows(norm_pre_, 0, mp);
+      emit_tile_expression(kb_, engine, *norm_->prologue, {&value, 1}, temps, reduced);
+    }
+    const AccessPattern result = loads[1];
+    kb_.tensor_reduce(engine, result, reduced, reduce_alu(norm_->op), 0x1);
+    if (norm_->op == ReduceOp::mean)
+      kb_.tensor_scalar(engine, result, result, isa::AluOp::divide, static_cast<float>(N_));
+    const AccessPattern rows = isa::rows(norm_out_[i % 2], 0, mp);
+    emit_tile_expression(kb_, engine, *norm_->epilogue, loads, temps, rows, norm_columns_, columns);
+    kb_.dma_copy(norm_rows_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), rows,
+                 Engine::POOL);
+  }
+
+  static isa::AluOp reduce_alu(ReduceOp op) {
+    switch (op) {
+      case ReduceOp::max:
+        return isa::AluOp::max;
+      case ReduceOp::min:
+        return isa::AluOp::min;
+      default:
+        return isa::AluOp::add;
+    }
   }
 
   // The epilogue over step i's rows: its inputs' rows loaded (on SP's and ACT's queues),
@@ -301,6 +381,8 @@ class MatmulKernel {
                            value);
     }
     if (rows_ != RowOp::none) row_softmax(value, stored, mp);
+    if (!epilogue_ && rows_ == RowOp::none)  // a norm of the bare product: stored as out's dtype
+      kb_.tensor_copy(i % 2 ? Engine::POOL : Engine::DVE, stored, product);
     return stored;
   }
 
@@ -333,6 +415,13 @@ class MatmulKernel {
   AccessPattern a_rows_[2], a_t_[2], out_rows_[2], trans_[2], acc_[kAccBanks];
   std::vector<AccessPattern> b_tiles_;
   bool has_epilogue_ = false;
+  const MatmulNorm* norm_ = nullptr;
+  std::vector<bool> norm_columns_;
+  size_t norm_temps_ = 0;
+  HbmMatrix norm_rows_;
+  std::vector<HbmMatrix> norm_in_;
+  AccessPattern norm_pre_, norm_result_, norm_out_[2];
+  std::vector<AccessPattern> norm_temps_full_, norm_temps_col_, norm_tiles_[2];
   const PointwiseExpr* epilogue_ = nullptr;
   RowOp rows_ = RowOp::none;
   AccessPattern pre_, exp_, columns_[3];

@@ -19,10 +19,22 @@ void emit_pointwise(KernelBuilder& kb, const Declare& declare, const PointwiseEx
 // to out's sizes; then, optionally, a softmax or log_softmax of each row (the tiles hold
 // whole rows).
 enum class RowOp : uint8_t { none, softmax, log_softmax };
+// After the stored value, a norm of it: rows = epilogue(value, the row's reduction of
+// prologue(value), inputs...) (load(0): the stored value, load(1): the row's result,
+// load(k): inputs[k - 2] broadcast to out's sizes); rows has out's sizes (an RMS norm of
+// the residual stream that the epilogue adds to).
+struct MatmulNorm {
+  ReduceOp op = ReduceOp::sum;
+  const PointwiseExpr* prologue = nullptr;
+  const PointwiseExpr* epilogue = nullptr;
+  std::vector<View> inputs;
+  View rows;
+};
 struct MatmulEpilogue {
   const PointwiseExpr* expr = nullptr;
   std::vector<View> inputs;
   RowOp rows = RowOp::none;
+  const MatmulNorm* norm = nullptr;
 };
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
                  const View& out, const MatmulEpilogue* epilogue = nullptr);

@@ -8,9 +8,12 @@
 //                "outs": [place]},
 //               {"kind": "matmul", "a": place, "b": place, "out": place,
 //                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place]},
-//                "rows": "softmax" | "log_softmax"}
+//                "rows": "softmax" | "log_softmax",
+//                "norm": {"op", "prologue": {...}, "steps": [...], "outputs": [reg],
+//                         "inputs": [place], "rows": place}}
 //                (optional: out = epilogue(a @ b, inputs...), load(0) being the product,
-//                then the softmax of each row)
+//                then the softmax of each row; then a norm of the stored value, which
+//                writes norm's rows = f(value, the row's reduction, inputs...))
 //               {"kind": "reduce", "op": "sum" | "mean" | "max" | "min", "in": place,
 //                "dim": d, "out": place, "prologue": {"steps": [...], "outputs": [reg]},
 //                "epilogue": {"steps": [...], "outputs": [reg], "inputs": [place],
@@ -165,8 +168,19 @@ isa::Program build_graph(const std::string& plan_text) {
       const std::string rows = s.value("rows", "");
       if (!rows.empty() && rows != "softmax" && rows != "log_softmax")
         throw std::invalid_argument(fmt::format("plan: unknown row operation '{}'", rows));
+      std::optional<kernels::PointwiseExpr> norm_prologue, norm_epilogue;
+      std::optional<kernels::RowNorm> norm;
+      if (s.contains("norm")) {
+        const json& n = s.at("norm");
+        if (n.contains("prologue")) norm_prologue = expression(n.at("prologue"));
+        norm_epilogue = expression(n);
+        norm = kernels::RowNorm{reduce_op(n.at("op")), norm_prologue ? &*norm_prologue : nullptr,
+                                &*norm_epilogue, reader.places(n.at("inputs")),
+                                reader.place(n.at("rows"))};
+      }
       g.matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("out")),
-               expr ? &*expr : nullptr, inputs, !rows.empty(), rows == "log_softmax");
+               expr ? &*expr : nullptr, inputs, !rows.empty(), rows == "log_softmax",
+               norm ? &*norm : nullptr);
     } else if (kind == "reduce") {
       std::optional<kernels::PointwiseExpr> prologue, epilogue;
       std::vector<kernels::Place> inputs;

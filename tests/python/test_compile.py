@@ -71,6 +71,23 @@ def test_rmsnorm_then_matmul_is_two_stages_that_store_only_the_normed_rows():
     assert report.fused == 5 and report.stages == 2
 
 
+def test_a_residual_add_and_the_next_norm_are_one_matmul_stage():
+    h, x, w, g = rand(24, 64), rand(24, 32, seed=1), rand(64, 32, seed=2), rand(64, seed=3)
+
+    def block(h, x, w, g):
+        h2 = h + F.linear(x, w)
+        r = torch.rsqrt(h2.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return h2, h2 * r * g
+
+    (h2, y), report = compiled_run(block, h, x, w, g)
+    want_h2, want_y = block(h, x, w, g)
+    torch.testing.assert_close(h2.cpu(), want_h2, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(y.cpu(), want_y, atol=1e-4, rtol=1e-4)
+    # The matmul stores h2 (its epilogue adds h) and, from h2 in SBUF, the normed rows:
+    # one stage; the product, the square, the mean and the scaling never go to HBM.
+    assert report.stages == 1 and report.fused == 6
+
+
 def test_causal_attention_is_one_kernel():
     q, k, v = rand(2, 8, 16), rand(2, 8, 16, seed=1), rand(2, 8, 16, seed=2)
     mask = torch.full((8, 8), float("-inf")).triu(1)

@@ -402,15 +402,12 @@ class SegmentPlan:
         place = place or self._new(node)
         expr = lazy.expr
         rows = leaves_of(expr, "rowreduce")
-        if rows and not leaves_of(expr, "matmul"):
-            for leaf in rows:
-                stage = self._row_stage(node, expr, leaf, place)
-                if stage is not None:
-                    for other in rows:
-                        if other is not leaf:
-                            raise Unsupported("an expression of two row reductions")
+        if len(rows) == 1 and not leaves_of(expr, "matmul"):
+            stage = self._row_stage(node, expr, rows[0], place)
+            if stage is not None:
+                if not self._norm_into_matmul(stage):
                     self.stages.append(stage)
-                    return place
+                return place
         for leaf in rows:
             expr = substitute(expr, leaf, ("load", self._row_result(node, leaf)))
         products = matmul_leaves(expr)
@@ -513,6 +510,48 @@ class SegmentPlan:
             "rows": place.json(),
         }
         return stage
+
+    def _norm_into_matmul(self, stage: dict) -> bool:
+        """Moves a row stage (a norm) into the matmul stage that stores its input, when the
+        matmul's tiles hold the rows whole and nothing the norm reads is written after
+        that matmul: the norm is then computed from the stored value in SBUF."""
+        x = stage["in"]
+        for k in range(len(self.stages) - 1, -1, -1):
+            mm = self.stages[k]
+            if mm["kind"] == "matmul" and mm["out"]["tensor"] == x["tensor"]:
+                break
+        else:
+            return False
+        out, epilogue = mm["out"], stage["epilogue"]
+        dense = all(
+            tuple(p["strides"]) == contiguous_strides(p["sizes"])
+            for p in (out, x, epilogue["rows"])
+        )
+        if (
+            "rows" in mm
+            or "norm" in mm
+            or not dense
+            or out["offset"] != x["offset"]
+            or math.prod(out["sizes"]) != math.prod(x["sizes"])
+            or out["sizes"][-1] != x["sizes"][-1]
+        ):
+            return False
+        written = {t for later in self.stages[k + 1 :] for t in stage_writes(later)}
+        if any(p["tensor"] in written for p in epilogue["inputs"]):
+            return False
+        inputs = []
+        for p in epilogue["inputs"]:
+            strides = meta_view(p["sizes"], p["strides"], out["sizes"])
+            if strides is None:
+                return False
+            inputs.append({**p, "sizes": list(out["sizes"]), "strides": list(strides)})
+        rows = {**epilogue["rows"], "sizes": list(out["sizes"])}
+        rows["strides"] = list(contiguous_strides(out["sizes"]))
+        norm = {"op": stage["op"], **epilogue, "inputs": inputs, "rows": rows}
+        if "prologue" in stage:
+            norm["prologue"] = stage["prologue"]
+        mm["norm"] = norm
+        return True
 
     def _row_result(self, node: torch.fx.Node, leaf: tuple) -> Place:
         """A row reduction leaf stored on its own: a plain reduce stage into scratch."""
@@ -863,6 +902,17 @@ def lower_scatter(seg: SegmentPlan, node: torch.fx.Node) -> None:
     part = Place(out.tensor, offset, tuple(src.shape), tuple(strides), out.dtype)
     seg.store(node, Lazy(seg.term(node.args[1]), part.sizes, out.dtype), part)
     seg.env[node] = out
+
+
+def stage_writes(stage: dict) -> list[str]:
+    """The tensors a plan stage writes."""
+    places = list(stage.get("outs", []))
+    if "out" in stage:
+        places.append(stage["out"])
+    for extra in ("epilogue", "norm"):
+        if extra in stage and "rows" in stage[extra]:
+            places.append(stage[extra]["rows"])
+    return [p["tensor"] for p in places]
 
 
 def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:

@@ -158,6 +158,55 @@ TEST(GraphProgram, AMatmulEpilogueEndsInASoftmaxOfEachRow) {
     }
 }
 
+TEST(GraphProgram, AMatmulStoresTheResidualStreamAndItsNormInOneStage) {
+  // h2 = x @ w + h (the residual add as the epilogue), and from the stored h2 in SBUF,
+  // rows = h2 * rsqrt(mean(h2 * h2) + eps) * g: the next layer's normalised input.
+  constexpr int64_t M = 150, K = 32, N = 48;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, M * K, TensorKind::input);
+  g.tensor("w", DType::fp32, K * N, TensorKind::input);
+  g.tensor("h", DType::fp32, M * N, TensorKind::input);
+  g.tensor("gain", DType::fp32, N, TensorKind::input);
+  g.tensor("h2", DType::fp32, M * N, TensorKind::output);
+  g.tensor("normed", DType::bf16, M * N, TensorKind::output);
+  PointwiseExpr residual;
+  residual.alu(isa::AluOp::add, residual.load(0), residual.load(1));
+  PointwiseExpr square;
+  square.alu(isa::AluOp::multiply, square.load(0), square.load(0));
+  PointwiseExpr norm;
+  const auto r =
+      norm.activation(isa::ActFunc::rsqrt, norm.alu_imm(isa::AluOp::add, norm.load(1), 1e-6f));
+  norm.alu(isa::AluOp::multiply, norm.alu(isa::AluOp::multiply, norm.load(0), r), norm.load(2));
+  const Place h = at("h", 0, contiguous(DType::fp32, {M, N}));
+  RowNorm rn{ReduceOp::mean,
+             &square,
+             &norm,
+             {at("gain", 0, contiguous(DType::fp32, {N}))},
+             at("normed", 0, contiguous(DType::bf16, {M, N}))};
+  g.matmul(at("x", 0, contiguous(DType::fp32, {M, K})), at("w", 0, contiguous(DType::fp32, {K, N})),
+           at("h2", 0, contiguous(DType::fp32, {M, N})), &residual, {&h, 1}, false, false, &rn);
+  EXPECT_EQ(g.stages(), 1u);
+  const auto xs = test::random_values(M * K, 17, -1.0f, 1.0f, DType::fp32);
+  const auto ws = test::random_values(K * N, 18, -0.5f, 0.5f, DType::fp32);
+  const auto hs = test::random_values(M * N, 19, -1.0f, 1.0f, DType::fp32);
+  const auto gs = test::random_values(N, 20, 0.5f, 1.5f, DType::fp32);
+  auto out = test::run(g.finish(), {{"x", xs}, {"w", ws}, {"h", hs}, {"gain", gs}});
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<double> h2(N);
+    double ms = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) h2[n] += double{xs[m * K + k]} * ws[k * N + n];
+      h2[n] += hs[m * N + n];
+      ms += h2[n] * h2[n] / N;
+      EXPECT_NEAR(out["h2"][m * N + n], h2[n], 1e-4);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const double want = h2[n] / std::sqrt(ms + 1e-6) * gs[n];
+      EXPECT_NEAR(out["normed"][m * N + n], want, 1e-2 * (1 + std::abs(want)));
+    }
+  }
+}
+
 TEST(GraphProgram, AReductionPrologueComputesTheReducedValuesOnChip) {
   // mean(x * x) over the last dim (an RMS norm's), rows longer than one chunk.
   constexpr int64_t R = 6, C = 5000;

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "neuronsim/isa/kernel_builder.h"
 #include "neuronsim/kernels/eager.h"
@@ -22,6 +23,17 @@ struct Place {
   std::string tensor;
   int64_t offset = 0;
   View view;
+};
+
+// A norm computed from a matmul's stored value in the same stage: rows = epilogue(value,
+// the row's reduction of prologue(value), inputs...): load(0) is the value, load(1) the row's
+// result, load(k) inputs[k - 2] broadcast to the value's sizes; rows has its sizes.
+struct RowNorm {
+  ReduceOp op = ReduceOp::mean;
+  const PointwiseExpr* prologue = nullptr;
+  const PointwiseExpr* epilogue = nullptr;
+  std::vector<Place> inputs;
+  Place rows;
 };
 
 class GraphProgram {
@@ -39,10 +51,12 @@ class GraphProgram {
   // out = epilogue(a @ b, inputs...) when an epilogue is given: an expression whose
   // load(0) is the product and load(k) is epilogue_inputs[k - 1] (broadcast to out's sizes),
   // computed on each output tile in SBUF before it is stored.
-  // Then, with softmax_rows, the softmax (log_softmax with log) of each row of that.
+  // Then, with softmax_rows, the softmax (log_softmax with log) of each row of that. With
+  // a norm, the stage also writes norm->rows from the value it stores (the tiles hold whole
+  // rows: an RMS norm of the residual stream the epilogue adds to).
   void matmul(const Place& a, const Place& b, const Place& out,
               const PointwiseExpr* epilogue = nullptr, std::span<const Place> epilogue_inputs = {},
-              bool softmax_rows = false, bool log = false);
+              bool softmax_rows = false, bool log = false, const RowNorm* norm = nullptr);
   // With a prologue (an expression whose one input, load(0), is in), the values reduced
   // are the prologue's, computed on chip.
   // With an epilogue, the stage also writes `rows` (in's sizes) = epilogue(in, the row's
