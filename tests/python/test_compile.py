@@ -132,6 +132,19 @@ def test_views_of_an_expression_are_taken_of_its_leaves():
     assert report.stages == 1 and report.fused == 2
 
 
+def test_a_split_is_views_of_its_input():
+    x, w = rand(6, 24), rand(24, 24, seed=1)
+
+    def fn(x, w):
+        q, k, v = F.linear(x, w).split([8, 8, 8], dim=-1)  # a fused QKV projection
+        return torch.exp(q) + k * v
+
+    got, report = compiled_run(fn, x, w)
+    torch.testing.assert_close(got.cpu(), fn(x, w), atol=1e-4, rtol=1e-4)
+    assert report.kernels == 1 and report.eager == []
+    assert report.stages == 2  # the projection, and the expression of its three slices
+
+
 def test_cross_entropy_splits_at_the_integer_targets():
     logits, target = rand(8, 32), torch.randint(0, 32, (8,), generator=torch.Generator())
 

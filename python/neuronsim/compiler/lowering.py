@@ -185,6 +185,18 @@ OTHER_POINTWISE = MOVES | {
 
 MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
 RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+# Views of a tensor's slices along a dim, one per item (read through getitem).
+SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
+
+
+def is_split_item(node: torch.fx.Node) -> bool:
+    return (
+        node.target is operator.getitem
+        and isinstance(node.args[0], torch.fx.Node)
+        and node.args[0].target in SPLITS
+    )
+
+
 REDUCTIONS = {
     aten.sum.dim_IntList: "sum",
     aten.sum.default: "sum",
@@ -219,7 +231,18 @@ def check_lowerable(node: torch.fx.Node) -> None:
     if node.op != "call_function":
         raise Unsupported(f"{node.op} node")
     if t is operator.getitem:
-        raise NoWork("an item of a tuple")
+        source = node.args[0]
+        if not (isinstance(source, torch.fx.Node) and source.target in SPLITS):
+            raise NoWork("an item of a tuple")
+        check_lowerable(source)  # an item of a split: a view, when the split lowers
+        return
+    if t in SPLITS:
+        parts = meta(node)
+        if not all(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in parts):
+            raise Unsupported("a split off the device")
+        if meta(node.args[0]).dtype not in ENGINE_DTYPES:
+            raise NoWork(f"{meta(node.args[0]).dtype} has no engine type")
+        return
     if not (
         t in ACTIVATIONS
         or t in BINARY
@@ -329,7 +352,7 @@ class SegmentPlan:
         # A view that escapes needs its base in an output tensor too.
         self.must_store = set(self.escaping)
         for n in list(self.escaping):
-            while n.target in VIEWS and n.args[0] in self.members:
+            while (n.target in VIEWS or is_split_item(n)) and n.args[0] in self.members:
                 n = n.args[0]
                 self.must_store.add(n)
         self.tensors: list[dict] = []
@@ -637,6 +660,8 @@ class SegmentPlan:
         for node in self.nodes:
             lower_node(self, node)
         for node in self.escaping:
+            if node.target in SPLITS:  # read through its items, which escape themselves
+                continue
             v = self.env[node]
             assert isinstance(v, Place), node
             self.escapes.append((node, v))
@@ -788,6 +813,25 @@ def view_place(seg: SegmentPlan, node: torch.fx.Node) -> Place:
 
 def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     t = node.target
+    if t in SPLITS:  # the parts' places; each item node picks its own
+        base = seg.place(node.args[0])
+        b = meta(node.args[0])
+        if tuple(b.stride()) != base.strides and b.numel() > 1:
+            raise Unsupported("a split of a value laid out unlike its meta")
+        seg.env[node] = [
+            Place(
+                base.tensor,
+                base.offset + part.storage_offset() - b.storage_offset(),
+                tuple(part.shape),
+                tuple(part.stride()),
+                part.dtype,
+            )
+            for part in meta(node)
+        ]
+        return
+    if is_split_item(node):
+        seg.env[node] = seg.env[node.args[0]][node.args[1]]
+        return
     if t in VIEWS:
         src = seg.value(node.args[0])
         v = meta(node)
