@@ -357,3 +357,45 @@ def test_the_trainer_picks_the_neuron_backend_and_trains_with_the_eager_losses(t
         losses[compile_] = Trainer(model=tiny_qwen3(), args=args, train_dataset=data).train()
     assert losses[True].training_loss == pytest.approx(losses[False].training_loss, rel=1e-5)
     assert compiler.stats().graphs == 2  # the forward and the backward graph
+
+
+def test_a_layer_norm_is_two_stages_and_gives_its_mean_and_rstd_for_training():
+    x, g, b = rand(6, 40), rand(40, seed=1), rand(40, seed=2)
+
+    def fn(x, g, b):
+        return F.layer_norm(x * 2.0, (40,), g, b, eps=1e-5)
+
+    got, report = compiled_run(fn, x, g, b)
+    torch.testing.assert_close(got.cpu(), fn(x, g, b), atol=1e-5, rtol=1e-4)
+    # x * 2 is stored for the mean's pass; the mean's stage writes x - mean, and the
+    # variance's stage normalises, scales and shifts: three stages, no split.
+    assert report.kernels == 1 and report.eager == [] and report.stages == 3
+
+    torch._dynamo.reset()
+    compiler.reset_stats()
+    xs = x.to("neuron").requires_grad_()
+    ws = g.to("neuron").requires_grad_()
+    torch.compile(fn, backend="neuron")(xs, ws, b.to("neuron")).square().sum().backward()
+    xc, wc = x.clone().requires_grad_(), g.clone().requires_grad_()
+    fn(xc, wc, b).square().sum().backward()
+    torch.testing.assert_close(xs.grad.cpu(), xc.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ws.grad.cpu(), wc.grad, atol=1e-4, rtol=1e-4)
+    assert "aten::native_layer_norm" not in compiler.stats().eager_nodes
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "phi3", "qwen3_moe", "bloom"])
+def test_other_architectures_compile_to_the_eager_logits(model_type):
+    # Layer norms and fused QKV splits (gpt2), a fused gate/up projection (phi3), expert
+    # routing (qwen3_moe), ALiBi (bloom): compiled with no segment refused.
+    from transformers import AutoModelForCausalLM
+
+    from neuronsim.coverage import tiny_config
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_config(model_type)).eval().to("neuron")
+    ids = torch.randint(3, 200, (1, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eager = model(ids.to("neuron")).logits.cpu()
+        got = torch.compile(model, backend="neuron", dynamic=False)(ids.to("neuron")).logits
+    torch.testing.assert_close(got.cpu(), eager, atol=1e-5, rtol=1e-5)
+    assert compiler.graphs() and all(g.kernels >= 1 for g in compiler.graphs())

@@ -70,6 +70,8 @@ class CompiledSegment:
         self.stages = len(plan.stages)
         self.fused = plan.fused
         self.nodes = plan.nodes
+        # The device of the segment's values (a node with several results has a tuple).
+        self.device = next(meta(n).device for n in plan.nodes if isinstance(meta(n), torch.Tensor))
         text = json.dumps(plan.plan(), sort_keys=True, separators=(",", ":"), allow_nan=False)
         key = hashlib.sha256(f"{build_id()}\n{_C.instance()}\n{text}".encode()).hexdigest()
         self.path = str(cache_dir() / "graphs" / f"{key[:32]}.neff")
@@ -83,7 +85,7 @@ class CompiledSegment:
         bound: dict[str, torch.Tensor] = {}
         for name, node in self.inputs:
             bound[name] = as_planned(env[node], meta(node))
-        device = meta(self.nodes[0]).device
+        device = self.device
         # Each output is a tensor of its own (a graph's output that is a view of a shared
         # buffer could not be modified in place, as a loss is by a Trainer).
         for p in self.outputs:

@@ -187,6 +187,8 @@ MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
 RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 # Views of a tensor's slices along a dim, one per item (read through getitem).
 SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
+# Ops with several results, each read through getitem.
+TUPLES = SPLITS | {aten.native_layer_norm.default}
 
 
 def is_split_item(node: torch.fx.Node) -> bool:
@@ -194,6 +196,14 @@ def is_split_item(node: torch.fx.Node) -> bool:
         node.target is operator.getitem
         and isinstance(node.args[0], torch.fx.Node)
         and node.args[0].target in SPLITS
+    )
+
+
+def is_item(node: torch.fx.Node) -> bool:
+    return (
+        node.target is operator.getitem
+        and isinstance(node.args[0], torch.fx.Node)
+        and node.args[0].target in TUPLES
     )
 
 
@@ -231,10 +241,20 @@ def check_lowerable(node: torch.fx.Node) -> None:
     if node.op != "call_function":
         raise Unsupported(f"{node.op} node")
     if t is operator.getitem:
-        source = node.args[0]
-        if not (isinstance(source, torch.fx.Node) and source.target in SPLITS):
+        if not is_item(node):
             raise NoWork("an item of a tuple")
-        check_lowerable(source)  # an item of a split: a view, when the split lowers
+        check_lowerable(node.args[0])  # an item of a split or a layer norm that lowers
+        return
+    if t is aten.native_layer_norm.default:
+        x, shape, weight, bias = node.args[:4]
+        v = meta(x)
+        if len(shape) != 1 or v.dtype not in FLOATS or v.device.type != "neuron" or not v.numel():
+            raise Unsupported("a layer norm over more than the last dim, or not of floats")
+        for a in (weight, bias):
+            if a is not None and (meta(a) is None or meta(a).dtype not in FLOATS):
+                raise Unsupported("a layer norm's weight or bias that is not a float tensor")
+        if meta(node)[1].dtype != torch.float32:
+            raise Unsupported("a layer norm whose mean is not float32")
         return
     if t in SPLITS:
         parts = meta(node)
@@ -660,7 +680,7 @@ class SegmentPlan:
         for node in self.nodes:
             lower_node(self, node)
         for node in self.escaping:
-            if node.target in SPLITS:  # read through its items, which escape themselves
+            if node.target in TUPLES:  # read through its items, which escape themselves
                 continue
             v = self.env[node]
             assert isinstance(v, Place), node
@@ -832,6 +852,16 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     if is_split_item(node):
         seg.env[node] = seg.env[node.args[0]][node.args[1]]
         return
+    if t is aten.native_layer_norm.default:
+        lower_layer_norm(seg, node)
+        return
+    if is_item(node):  # of a layer norm: a place, or an expression
+        item = seg.env[node.args[0]][node.args[1]]
+        if isinstance(item, Lazy):
+            seg.pointwise_result(node, item.expr)
+        else:
+            seg.env[node] = item
+        return
     if t in VIEWS:
         src = seg.value(node.args[0])
         v = meta(node)
@@ -887,6 +917,53 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
         lower_scatter(seg, node)
     else:
         raise Unsupported(f"no lowering for {t}")
+
+
+def lower_layer_norm(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """(out, mean, rstd) of a layer norm over the last dim, in two passes as eager does:
+    a reduce stage whose epilogue writes d = x - mean(x), then the variance, mean(d * d),
+    as a row reduction read by out = d * rsqrt(var + eps) * w + b (one stage when out is
+    stored: the reduction with out as its epilogue)."""
+    x_node, _, weight, bias, eps = node.args[:5]
+    x = seg.place(x_node)
+    keep = tuple(x.sizes[:-1]) + (1,)
+    mean = scratch_like(seg, Place("", 0, keep, (), torch.float32))
+    if any(u.args[1] == 1 and u in seg.must_store for u in node.users):  # read after the program
+        mean = seg._new(next(u for u in node.users if u.args[1] == 1))
+    d = scratch_like(seg, Place("", 0, tuple(x.sizes), (), torch.float32))
+    centre = [
+        {"op": "load", "input": 0},
+        {"op": "load", "input": 1},
+        {"op": "alu", "alu": "subtract", "args": [0, 1]},
+    ]
+    seg.stages.append(
+        {
+            "kind": "reduce",
+            "op": "mean",
+            "in": x.json(),
+            "dim": len(x.sizes) - 1,
+            "out": mean.json(),
+            "node": node.name,
+            "epilogue": {"steps": centre, "outputs": [2], "inputs": [], "rows": d.json()},
+        }
+    )
+    square = {
+        "steps": [{"op": "load", "input": 0}, {"op": "alu", "alu": "multiply", "args": [0, 0]}],
+        "outputs": [1],
+    }
+    var = ("rowreduce", "mean", d, json.dumps(square))
+    rstd = ("act", "rsqrt", ("alu_imm", "add", var, float(eps), False), 1.0)
+    out = ("alu", "multiply", ("load", d), rstd)
+    if weight is not None:
+        out = ("alu", "multiply", out, seg.term(weight))
+    if bias is not None:
+        out = ("alu", "add", out, seg.term(bias))
+    v = meta(node)
+    seg.env[node] = [
+        Lazy(out, tuple(x.sizes), v[0].dtype),
+        Place(mean.tensor, 0, tuple(v[1].shape), contiguous_strides(v[1].shape), torch.float32),
+        Lazy(rstd, tuple(v[2].shape), v[2].dtype),
+    ]
 
 
 def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:
