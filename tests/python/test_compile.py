@@ -145,6 +145,19 @@ def test_a_split_is_views_of_its_input():
     assert report.stages == 2  # the projection, and the expression of its three slices
 
 
+def test_a_slice_of_a_split_read_after_the_program_comes_from_an_output():
+    x = rand(4, 12)
+
+    def fn(x):
+        a, b = (x * 2.0).split([4, 8], dim=-1)
+        return a.t(), torch.exp(b)  # a view of a split's item leaves the program
+
+    (a, b), report = compiled_run(fn, x)
+    want_a, want_b = fn(x)
+    torch.testing.assert_close(a.cpu(), want_a)
+    torch.testing.assert_close(b.cpu(), want_b, atol=1e-5, rtol=1e-5)
+
+
 def test_cross_entropy_splits_at_the_integer_targets():
     logits, target = rand(8, 32), torch.randint(0, 32, (8,), generator=torch.Generator())
 

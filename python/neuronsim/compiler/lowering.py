@@ -372,7 +372,9 @@ class SegmentPlan:
         # A view that escapes needs its base in an output tensor too.
         self.must_store = set(self.escaping)
         for n in list(self.escaping):
-            while (n.target in VIEWS or is_split_item(n)) and n.args[0] in self.members:
+            while (n.target in VIEWS or n.target in SPLITS or is_split_item(n)) and n.args[
+                0
+            ] in self.members:
                 n = n.args[0]
                 self.must_store.add(n)
         self.tensors: list[dict] = []
