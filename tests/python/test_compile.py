@@ -156,6 +156,7 @@ def test_a_slice_of_a_split_read_after_the_program_comes_from_an_output():
     want_a, want_b = fn(x)
     torch.testing.assert_close(a.cpu(), want_a)
     torch.testing.assert_close(b.cpu(), want_b, atol=1e-5, rtol=1e-5)
+    assert report.kernels == 1
 
 
 def test_cross_entropy_splits_at_the_integer_targets():
