@@ -5,6 +5,9 @@ and the NEFF cache survives a new process."""
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -235,6 +238,25 @@ def test_the_neff_cache_survives_a_new_process(tmp_path, run_python):
     assert second == ["0", "1", "1"]
     (neff,) = (tmp_path / "shared-cache" / "graphs").glob("*.neff")
     assert neff.stat().st_size > 1024
+
+
+NEURON_SIM = pathlib.Path(__file__).resolve().parents[2] / "build" / "bin" / "neuron-sim"
+
+
+@pytest.mark.skipif(not NEURON_SIM.exists(), reason="the CLI is built by the C++ build")
+def test_the_cli_reads_and_runs_a_compiled_graphs_neff():
+
+    x, w = rand(8, 16), rand(16, 4, seed=1)
+    _, report = compiled_run(lambda x, w: torch.relu(x @ w) * 2.0, x, w)
+    (neff,) = report.neffs
+    info = subprocess.run([NEURON_SIM, "info", neff], capture_output=True, text=True, check=False)
+    assert info.returncode == 0, info.stderr
+    assert "producer neuronsim" in info.stdout and "executable by neuronsim: yes" in info.stdout
+    run = subprocess.run(
+        [NEURON_SIM, "run", neff, "--random-inputs"], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert "total simulated time" in run.stdout
 
 
 def test_the_trace_shows_one_kernel_named_after_the_graph_and_module(tmp_path):
