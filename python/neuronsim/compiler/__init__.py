@@ -2,7 +2,7 @@
 
 Dynamo hands the backend a graph; AOTAutograd turns it into core aten forward and
 backward (or inference) graphs; each of those is cut into segments of nodes this
-package lowers (``lowering.py``), separated by nodes it does not, which run eagerly on
+package lowers (``ops.py``, ``segment.py``), separated by nodes it does not, which run eagerly on
 the device and are counted (``stats().eager_nodes``) or, in strict mode
 (``neuronsim.strict_mode()``, ``NEURONSIM_STRICT=1``), refused with an error naming the
 node. A segment is one program, built once into a NEFF in the on-disk cache
@@ -26,8 +26,9 @@ import torch
 import torch.fx
 
 from .. import strict
-from . import lowering
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
+from .ops import Unsupported
+from .schedule import cut
 
 log = logging.getLogger("neuronsim.compiler")
 
@@ -80,7 +81,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
     steps: list[tuple[str, Any]] = []
     eager: list[str] = []
     segments: list[CompiledSegment] = []
-    for step in lowering.cut(gm.graph, _refuse):
+    for step in cut(gm.graph, _refuse):
         if step.eager is not None:
             steps.append(("eager" if step.work else "view", step.eager))
             if step.work:
@@ -93,7 +94,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
                 steps.extend(("view", n) for n in plan.nodes)
                 continue
             segment = CompiledSegment(f"{name}.{len(segments)}", plan)
-        except (lowering.Unsupported, ValueError) as why:
+        except (Unsupported, ValueError) as why:
             # The kernels refused a case the checks let through: the segment runs eagerly.
             for node in plan.nodes:
                 _refuse(node, f"its segment does not build: {why}")

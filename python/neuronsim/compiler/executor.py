@@ -16,7 +16,8 @@ import torch
 import torch.fx
 
 from .. import _C, __version__
-from .lowering import Place, SegmentPlan, meta
+from .expressions import Place, meta
+from .segment import SegmentPlan
 
 
 @dataclasses.dataclass

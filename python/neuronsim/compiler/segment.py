@@ -11,353 +11,55 @@ program keeps) or a ``Lazy`` pointwise expression not yet stored anywhere. A poi
 node whose only user is another pointwise node of the segment stays lazy and is computed
 on chip, in SBUF, by the kernel that stores its user: that is the fusion, and each lazy
 node is one HBM round trip (a store and a load) saved. Matmuls, reductions and softmax
-read Places, so they store the expressions that feed them.
-"""
+read Places, so they store the expressions that feed them."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import operator
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.fx
 
-aten = torch.ops.aten
-
-# What the engines hold: the dtypes a lowered node reads and writes.
-ENGINE_DTYPES = {
-    torch.float32: "fp32",
-    torch.bfloat16: "bf16",
-    torch.float16: "fp16",
-    torch.bool: "bool",
-}
-FLOATS = (torch.float32, torch.bfloat16, torch.float16)
-
-
-class Unsupported(Exception):
-    """A node this module does not lower (it runs eagerly instead); the message says why."""
-
-
-class NoWork(Unsupported):
-    """A node outside the programs that computes nothing (a view of a tensor the engines
-    do not hold, an item of a tuple): it runs eagerly, but nothing is split out."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Place:
-    tensor: str
-    offset: int
-    sizes: tuple
-    strides: tuple
-    dtype: torch.dtype
-
-    def json(self) -> dict:
-        return {
-            "tensor": self.tensor,
-            "offset": self.offset,
-            "sizes": list(self.sizes),
-            "strides": list(self.strides),
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class Lazy:
-    """A pointwise value not stored yet: an expression tree whose leaves are Places.
-    Trees are tuples: ("load", place), ("const", v), ("act", func, x, scale),
-    ("alu", op, a, b), ("alu_imm", op, a, imm, reverse), ("select", p, t, f)."""
-
-    expr: tuple
-    sizes: tuple
-    dtype: torch.dtype
-
-
-def meta(node: Any):
-    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-
-
-def extent(sizes, strides) -> int:
-    if any(s == 0 for s in sizes):
-        return 0
-    return 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
-
-
-def is_dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the tensor's elements fill exactly its extent."""
-    return t.numel() > 0 and extent(t.shape, t.stride()) == t.numel()
-
-
-def contiguous_strides(sizes) -> tuple:
-    strides, step = [], 1
-    for n in reversed(sizes):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-# --- which nodes lower -------------------------------------------------------------
-
-ACTIVATIONS = {
-    aten.exp.default: "exp",
-    aten.log.default: "log",
-    aten.tanh.default: "tanh",
-    aten.sigmoid.default: "sigmoid",
-    aten.relu.default: "relu",
-    aten.sqrt.default: "sqrt",
-    aten.rsqrt.default: "rsqrt",
-    aten.reciprocal.default: "reciprocal",
-    aten.sin.default: "sin",
-    aten.cos.default: "cos",
-    aten.erf.default: "erf",
-    aten.abs.default: "abs",
-    aten.neg.default: "negate",
-    aten.silu.default: "silu",
-}
-
-BINARY = {
-    aten.add.Tensor: "add",
-    aten.add.Scalar: "add",
-    aten.sub.Tensor: "subtract",
-    aten.sub.Scalar: "subtract",
-    aten.mul.Tensor: "multiply",
-    aten.mul.Scalar: "multiply",
-    aten.div.Tensor: "divide",
-    aten.div.Scalar: "divide",
-    aten.maximum.default: "max",
-    aten.minimum.default: "min",
-    aten.pow.Tensor_Tensor: "pow",
-    aten.eq.Tensor: "is_equal",
-    aten.eq.Scalar: "is_equal",
-    aten.ne.Tensor: "not_equal",
-    aten.ne.Scalar: "not_equal",
-    aten.gt.Tensor: "is_gt",
-    aten.gt.Scalar: "is_gt",
-    aten.ge.Tensor: "is_ge",
-    aten.ge.Scalar: "is_ge",
-    aten.lt.Tensor: "is_lt",
-    aten.lt.Scalar: "is_lt",
-    aten.le.Tensor: "is_le",
-    aten.le.Scalar: "is_le",
-    aten.logical_and.default: "logical_and",
-    aten.logical_or.default: "logical_or",
-}
-
-VIEWS = {
-    aten.view.default,
-    aten._unsafe_view.default,
-    aten.reshape.default,
-    aten.expand.default,
-    aten.permute.default,
-    aten.transpose.int,
-    aten.t.default,
-    aten.unsqueeze.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.squeeze.default,
-    aten.slice.Tensor,
-    aten.select.int,
-    aten.alias.default,
-    aten.detach.default,
-    aten.as_strided.default,
-}
-
-# Pointwise ops that choose, move or make values without arithmetic: exact in any dtype.
-MOVES = {
-    aten.where.self,
-    aten.clone.default,
-    aten._to_copy.default,
-    aten.copy.default,
-    aten.full.default,
-    aten.full_like.default,
-    aten.scalar_tensor.default,
-    aten.lift_fresh_copy.default,
-}
-OTHER_POINTWISE = MOVES | {
-    aten.pow.Tensor_Scalar,
-    aten.rsub.Scalar,
-    aten.clamp.default,
-    aten.logical_not.default,
-    aten.gelu.default,
-}
-
-MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
-RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
-# Views of a tensor's slices along a dim, one per item (read through getitem).
-SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
-# Ops with several results, each read through getitem.
-TUPLES = SPLITS | {aten.native_layer_norm.default}
-
-
-def is_split_item(node: torch.fx.Node) -> bool:
-    return (
-        node.target is operator.getitem
-        and isinstance(node.args[0], torch.fx.Node)
-        and node.args[0].target in SPLITS
-    )
-
-
-def is_item(node: torch.fx.Node) -> bool:
-    return (
-        node.target is operator.getitem
-        and isinstance(node.args[0], torch.fx.Node)
-        and node.args[0].target in TUPLES
-    )
-
-
-REDUCTIONS = {
-    aten.sum.dim_IntList: "sum",
-    aten.sum.default: "sum",
-    aten.mean.dim: "mean",
-    aten.mean.default: "mean",
-    aten.amax.default: "max",
-    aten.amin.default: "min",
-    aten.any.dim: "max",
-    aten.any.dims: "max",
-    aten.any.default: "max",
-}
-SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
-CONCAT = {aten.cat.default}
-# The result is the first input with a slice replaced by the second (backward of slices).
-SCATTERS = {aten.slice_scatter.default, aten.select_scatter.default}
-
-
-def is_pointwise(node: torch.fx.Node) -> bool:
-    t = node.target
-    return t in ACTIVATIONS or t in BINARY or t in OTHER_POINTWISE or t is aten.addmm.default
-
-
-def reads_lazy(node: torch.fx.Node) -> bool:
-    """The node computes from expressions (it stores them itself), not from places."""
-    t = node.target
-    return (is_pointwise(node) and t is not aten.addmm.default) or t in CONCAT or t in SCATTERS
-
-
-def check_lowerable(node: torch.fx.Node) -> None:
-    """Raises Unsupported, saying why, unless this module lowers the node."""
-    t = node.target
-    if node.op != "call_function":
-        raise Unsupported(f"{node.op} node")
-    if t is operator.getitem:
-        if not is_item(node):
-            raise NoWork("an item of a tuple")
-        check_lowerable(node.args[0])  # an item of a split or a layer norm that lowers
-        return
-    if t is aten.native_layer_norm.default:
-        x, shape, weight, bias = node.args[:4]
-        v = meta(x)
-        if len(shape) != 1 or v.dtype not in FLOATS or v.device.type != "neuron" or not v.numel():
-            raise Unsupported("a layer norm over more than the last dim, or not of floats")
-        for a in (weight, bias):
-            if a is not None and (meta(a) is None or meta(a).dtype not in FLOATS):
-                raise Unsupported("a layer norm's weight or bias that is not a float tensor")
-        if meta(node)[1].dtype != torch.float32:
-            raise Unsupported("a layer norm whose mean is not float32")
-        return
-    if t in SPLITS:
-        parts = meta(node)
-        if not all(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in parts):
-            raise Unsupported("a split off the device")
-        if meta(node.args[0]).dtype not in ENGINE_DTYPES:
-            raise NoWork(f"{meta(node.args[0]).dtype} has no engine type")
-        return
-    if not (
-        t in ACTIVATIONS
-        or t in BINARY
-        or t in VIEWS
-        or t in OTHER_POINTWISE
-        or t in MATMULS
-        or t in REDUCTIONS
-        or t in SOFTMAX
-        or t in CONCAT
-        or t in SCATTERS
-    ):
-        raise Unsupported(f"no lowering for {t}")
-    out = meta(node)
-    if not isinstance(out, torch.Tensor):
-        raise Unsupported("its result is not one tensor")
-    if t in CONCAT and any(meta(a).dtype != out.dtype for a in node.args[0]):
-        raise Unsupported("a concatenation of several dtypes")
-    tensors = [out] + [meta(a) for a in node.all_input_nodes]
-    for v in tensors:
-        if not isinstance(v, torch.Tensor):
-            raise Unsupported("an input is not a tensor")
-        if v.device.type != "neuron":
-            raise Unsupported(f"a tensor is on {v.device}, not a neuron device")
-        if v.dtype not in ENGINE_DTYPES:
-            raise (NoWork if t in VIEWS else Unsupported)(f"{v.dtype} has no engine type")
-        if v.numel() == 0 and (v is out or t not in CONCAT):
-            raise (NoWork if v is out else Unsupported)("an empty tensor")
-    if t not in VIEWS and not is_dense(out):
-        raise Unsupported("its result's strides overlap or leave gaps")
-    computes = t in FLOAT_ONLY or t in MATMULS or t in SOFTMAX
-    if computes and out.dtype not in FLOATS and t not in ANY_DTYPE:
-        raise Unsupported(f"{out.dtype} arithmetic rounds differently from the engines")
-    if t is aten.div.Tensor and node.kwargs.get("rounding_mode") is not None:
-        raise Unsupported("div with a rounding mode")
-    if t in SOFTMAX:
-        dim = node.args[1] % out.dim()
-        if dim != out.dim() - 1 or node.args[2]:
-            raise Unsupported("softmax over a dim other than the last, or half to float")
-    if t in (aten._to_copy.default,):
-        extra = set(node.kwargs) - {"dtype", "layout", "device", "memory_format"}
-        if extra or node.kwargs.get("device") not in (None, out.device):
-            raise Unsupported("a copy to another device")
-    if t in (
-        aten.full.default,
-        aten.full_like.default,
-        aten.scalar_tensor.default,
-    ) and not isinstance(
-        node.args[0] if t is aten.scalar_tensor.default else node.args[1], (int, float, bool)
-    ):
-        raise Unsupported("a fill value that is not a number")
-    if t is aten.gelu.default and node.kwargs.get("approximate", "none") not in ("none", "tanh"):
-        raise Unsupported("gelu approximation")
-    if t in REDUCTIONS:
-        reduced_runs(node)  # raises for a dtype argument
-    if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
-        raise Unsupported("clamp with tensor bounds")
-
-
-# Ops whose results are exact in any engine dtype: comparisons and logic give 0 or 1.
-ANY_DTYPE = (
-    {k for k, v in BINARY.items() if v.startswith("is_") or v == "not_equal"}
-    | {aten.logical_not.default, aten.logical_and.default, aten.logical_or.default}
-    | MOVES
-    | {aten.any.dim, aten.any.dims, aten.any.default}
+from .expressions import (
+    Lazy,
+    Place,
+    broadcast,
+    contiguous_strides,
+    emit_expression,
+    extent,
+    fits_epilogue,
+    leaves_of,
+    matmul_leaves,
+    meta,
+    meta_view,
+    prologue_input,
+    reshaped,
+    substitute,
+    view_leaves,
 )
-FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
-
-
-def reduced_runs(node: torch.fx.Node, x: Place | None = None) -> list[list[int]]:
-    """The dims a reduction node reduces, as runs of adjacent dims that the input's
-    strides (x's, else its meta's) let one reduction walk as one dim; the reductions run
-    one run at a time."""
-    v = meta(node.args[0])
-    rank = v.dim()
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    if isinstance(dims, int):
-        dims = [dims]
-    if node.target in (aten.sum.default, aten.mean.default, aten.any.default) or dims in (None, []):
-        dims = list(range(rank))
-    if node.kwargs.get("dtype") not in (None, meta(node).dtype):
-        raise Unsupported("a reduction with a dtype")
-    if rank == 0:
-        return [[0]]
-    runs: list[list[int]] = []
-    sizes, strides = (x.sizes, x.strides) if x is not None else (v.shape, v.stride())
-    for d in sorted({d % rank for d in dims}):
-        prev = runs[-1][-1] if runs else None
-        if prev == d - 1 and (sizes[d] == 1 or strides[prev] == strides[d] * sizes[d]):
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    return runs
-
-
-# --- one segment's plan -----------------------------------------------------------
+from .ops import (
+    ACTIVATIONS,
+    BINARY,
+    CONCAT,
+    ENGINE_DTYPES,
+    MATMULS,
+    REDUCTIONS,
+    RESHAPES,
+    SCATTERS,
+    SOFTMAX,
+    SPLITS,
+    TUPLES,
+    VIEWS,
+    Unsupported,
+    aten,
+    is_item,
+    is_pointwise,
+    is_split_item,
+    reads_lazy,
+    reduced_runs,
+)
 
 
 class SegmentPlan:
@@ -692,62 +394,6 @@ class SegmentPlan:
         return {"tensors": self.tensors, "stages": self.stages}
 
 
-def number(v: float) -> float | str:
-    """A number as the plan writes it: JSON has no infinities or NaN."""
-    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-
-
-def emit_expression(
-    root: tuple | list[tuple], first: tuple | None = None, seed: Place | None = None
-) -> tuple[list[dict], list[Any], list[int]]:
-    """The steps of a PointwiseExpr computing `root` (or each of a list of roots, one
-    output each), and the places it loads. With `first` (a matmul epilogue), that leaf is
-    input 0 and the places follow."""
-    steps: list[dict] = []
-    # A reduction's epilogue reads its input as load(0) and the row's result as load(1).
-    if seed is not None:
-        loads: dict[Any, int] = {seed: 0, first: 1}
-    else:
-        loads = {first: 0} if first is not None else {}
-    memo: dict[int, int] = {}
-
-    def visit(e: tuple) -> int:
-        key = id(e)
-        if key in memo:
-            return memo[key]
-        kind = e[0]
-        if e is first:
-            step = {"op": "load", "input": loads[first]}
-        elif kind == "load":
-            if e[1] not in loads:
-                loads[e[1]] = len(loads)
-            step = {"op": "load", "input": loads[e[1]]}
-        elif kind == "const":
-            step = {"op": "constant", "imm": number(e[1])}
-        elif kind == "act":
-            step = {"op": "activation", "func": e[1], "args": [visit(e[2])], "imm": e[3]}
-        elif kind == "alu":
-            step = {"op": "alu", "alu": e[1], "args": [visit(e[2]), visit(e[3])]}
-        elif kind == "alu_imm":
-            step = {
-                "op": "alu_imm",
-                "alu": e[1],
-                "args": [visit(e[2])],
-                "imm": number(e[3]),
-                "reverse": e[4],
-            }
-        elif kind == "select":
-            step = {"op": "select", "args": [visit(e[1]), visit(e[2]), visit(e[3])]}
-        else:
-            raise AssertionError(kind)
-        steps.append(step)
-        memo[key] = len(steps) - 1
-        return memo[key]
-
-    results = [visit(r) for r in (root if isinstance(root, list) else [root])]
-    return steps, list(loads), results
-
-
 def binary(seg: SegmentPlan, op: str, a: Any, b: Any) -> tuple:
     if not isinstance(b, torch.fx.Node):
         return ("alu_imm", op, seg.term(a), float(b), False)
@@ -1069,40 +715,6 @@ def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:
     return True
 
 
-def view_leaves(lazy: Lazy, node: torch.fx.Node) -> tuple | None:
-    """lazy's expression with the view `node` applied to each leaf (broadcast to lazy's
-    sizes first): the view of the value it computes. None when a leaf cannot be viewed so
-    (a reshape of a broadcast leaf)."""
-    args, kwargs = node.args[1:], node.kwargs
-    done: dict[Place, Place] = {}
-
-    def leaf(p: Place) -> Place:
-        if p not in done:
-            full = broadcast(p, lazy.sizes)
-            base = torch.empty_strided(full.sizes, full.strides, device="meta", dtype=p.dtype)
-            t = node.target(base, *args, **kwargs)
-            done[p] = Place(
-                p.tensor, p.offset + t.storage_offset(), tuple(t.shape), tuple(t.stride()), p.dtype
-            )
-        return done[p]
-
-    memo: dict[int, tuple] = {}  # shared subexpressions stay shared
-
-    def visit(e: Any) -> Any:
-        if not isinstance(e, tuple) or not e or e[0] == "const":
-            return e
-        if id(e) not in memo:
-            memo[id(e)] = (
-                ("load", leaf(e[1])) if e[0] == "load" else (e[0],) + tuple(visit(x) for x in e[1:])
-            )
-        return memo[id(e)]
-
-    try:
-        return visit(lazy.expr)
-    except (RuntimeError, ValueError):
-        return None
-
-
 def scratch_like(seg: SegmentPlan, p: Place) -> Place:
     name = seg._declare("scratch", p.dtype, math.prod(p.sizes))
     return Place(name, 0, p.sizes, contiguous_strides(p.sizes), p.dtype)
@@ -1113,85 +725,6 @@ def product_leaf(seg: SegmentPlan, node: torch.fx.Node, a: Any, b: Any) -> tuple
     expression), the last two differing after a reshape."""
     sizes = tuple(meta(node).shape)
     return ("matmul", seg.place(a), seg.place(b), sizes, sizes)
-
-
-def prologue_input(expr: tuple, sizes) -> Place | None:
-    """The one place an expression reads, when it reads one, of its own sizes (so that a
-    reduction can walk it and compute the expression on chip), and no product."""
-    places: set[Place] = set()
-
-    def visit(e: tuple) -> bool:
-        if e[0] == "load":
-            places.add(e[1])
-            return True
-        if e[0] in ("matmul", "rowreduce"):
-            return False
-        return all(visit(x) for x in e[1:] if isinstance(x, tuple))
-
-    if not visit(expr) or len(places) != 1:
-        return None
-    (p,) = places
-    return p if tuple(p.sizes) == tuple(sizes) else None
-
-
-def leaves_of(expr: tuple, kind: str) -> list[tuple]:
-    """The distinct leaves of one kind ("matmul", "rowreduce") in an expression."""
-    found: dict[int, tuple] = {}
-
-    def visit(e: Any) -> None:
-        if isinstance(e, tuple) and e and e[0] == kind:
-            found.setdefault(id(e), e)
-        elif isinstance(e, tuple) and e and e[0] not in ("load", "matmul", "rowreduce"):
-            for x in e[1:]:
-                visit(x)
-
-    visit(expr)
-    return list(found.values())
-
-
-def matmul_leaves(expr: tuple) -> list[tuple]:
-    return leaves_of(expr, "matmul")
-
-
-def substitute(expr: tuple, old: tuple, new: tuple) -> tuple:
-    if expr is old:
-        return new
-    if expr[0] in ("load", "const", "matmul", "rowreduce"):
-        return expr
-    return tuple(substitute(x, old, new) if isinstance(x, tuple) else x for x in expr)
-
-
-def meta_view(sizes, strides, new_sizes) -> tuple | None:
-    """The strides of (sizes, strides) viewed as new_sizes, or None when no view gives it."""
-    try:
-        t = torch.empty_strided(sizes, strides, device="meta").view(new_sizes)
-    except (RuntimeError, ValueError):  # torch says "Cannot view ..." with either
-        return None
-    return tuple(t.stride())
-
-
-def reshaped(p: Place, sizes: tuple) -> Place:
-    strides = meta_view(p.sizes, p.strides, sizes)
-    assert strides is not None, (p, sizes)
-    return Place(p.tensor, p.offset, tuple(sizes), strides, p.dtype)
-
-
-def broadcast(p: Place, sizes: tuple) -> Place:
-    """p expanded to sizes (numpy rules: dims aligned on the right)."""
-    pad = len(sizes) - len(p.sizes)
-    old = (1,) * pad + tuple(p.sizes), (0,) * pad + tuple(p.strides)
-    strides = tuple(0 if n == 1 and s != 1 else st for n, s, st in zip(old[0], sizes, old[1]))
-    return Place(p.tensor, p.offset, tuple(sizes), strides, p.dtype)
-
-
-def fits_epilogue(leaf: tuple, place: Place) -> bool:
-    """The product can be computed straight into place, with the expression as its
-    epilogue: it has the place's shape, and the place (and so every input broadcast to
-    it) can be viewed with the product's sizes. 3-D products need a dense batch."""
-    _, _, _, product_sizes, sizes = leaf
-    return tuple(sizes) == tuple(place.sizes) and (
-        meta_view(place.sizes, place.strides, product_sizes) is not None
-    )
 
 
 def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
@@ -1263,85 +796,3 @@ def lower_reduction(seg: SegmentPlan, node: torch.fx.Node) -> None:
         removed |= set(run)
         cur = nxt
     seg.env[node] = out
-
-
-# --- cutting a graph into segments ------------------------------------------------
-
-
-@dataclasses.dataclass
-class Step:
-    """One step of a compiled graph: a node run eagerly, or a segment's program."""
-
-    eager: torch.fx.Node | None = None
-    segment: SegmentPlan | None = None
-    reason: str = ""
-    work: bool = True  # False for an eager node that computes nothing (NoWork)
-
-
-def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> list[Step]:
-    """The graph's call nodes as steps: segments of lowerable nodes and eager nodes.
-
-    The graph is functional, so nodes may run in any order their inputs allow: every
-    eager node runs as soon as its inputs are ready, and each segment then takes every
-    lowerable node whose inputs are ready or in the segment. That makes as few segments
-    as the eager nodes' dependencies allow (integer index work before a loss, for
-    instance, runs ahead and does not split the program). Nodes with side effects
-    (mutations, random draws) keep their place in the order. `refuse(node, why)` is
-    called for each node that runs eagerly (strict mode raises there)."""
-    nodes = [n for n in graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
-    position = {n: i for i, n in enumerate(nodes)}
-    why: dict[torch.fx.Node, str] = {}
-    no_work: set[torch.fx.Node] = set()
-    for node in nodes:
-        try:
-            check_lowerable(node)
-        except NoWork as reason:
-            why[node] = str(reason)
-            no_work.add(node)
-        except Unsupported as reason:
-            why[node] = str(reason)
-            refuse(node, str(reason))
-    deps = {n: {a for a in n.all_input_nodes if a in position} for n in nodes}
-    barrier = None
-    for i, node in enumerate(nodes):
-        if has_side_effects(node):
-            deps[node] |= set(nodes[:i])
-            barrier = node
-        elif barrier is not None:
-            deps[node].add(barrier)
-
-    steps: list[Step] = []
-    done: set[torch.fx.Node] = set()
-    remaining = nodes
-    while remaining:
-        for node in remaining:  # in order, so a chain of eager nodes runs in one pass
-            if node in why and deps[node] <= done:
-                steps.append(Step(eager=node, reason=why[node], work=node not in no_work))
-                done.add(node)
-        run: list[torch.fx.Node] = []
-        taken: set[torch.fx.Node] = set()
-        for node in remaining:
-            if (
-                node not in why
-                and node not in done
-                and all(d in done or d in taken for d in deps[node])
-            ):
-                run.append(node)
-                taken.add(node)
-        if run:
-            steps.append(Step(segment=segment_of(run)))
-            done |= taken
-        remaining = [n for n in remaining if n not in done]
-    return steps
-
-
-def has_side_effects(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    tags = getattr(node.target, "tags", ())
-    return (schema is not None and schema.is_mutable) or torch.Tag.nondeterministic_seeded in tags
-
-
-def segment_of(nodes: list[torch.fx.Node]) -> SegmentPlan:
-    members = set(nodes)
-    outside = {n for n in nodes if any(u not in members for u in n.users)}
-    return SegmentPlan(nodes, outside)

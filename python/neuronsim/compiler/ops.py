@@ -1,0 +1,311 @@
+"""Which aten nodes lower to graph programs (check_lowerable) and the tables that say how
+they are grouped; a node that does not lower runs eagerly."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+from .expressions import Place, is_dense, meta
+
+aten = torch.ops.aten
+
+
+# What the engines hold: the dtypes a lowered node reads and writes.
+ENGINE_DTYPES = {
+    torch.float32: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.bool: "bool",
+}
+
+
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+class Unsupported(Exception):
+    """A node this module does not lower (it runs eagerly instead); the message says why."""
+
+
+class NoWork(Unsupported):
+    """A node outside the programs that computes nothing (a view of a tensor the engines
+    do not hold, an item of a tuple): it runs eagerly, but nothing is split out."""
+
+
+ACTIVATIONS = {
+    aten.exp.default: "exp",
+    aten.log.default: "log",
+    aten.tanh.default: "tanh",
+    aten.sigmoid.default: "sigmoid",
+    aten.relu.default: "relu",
+    aten.sqrt.default: "sqrt",
+    aten.rsqrt.default: "rsqrt",
+    aten.reciprocal.default: "reciprocal",
+    aten.sin.default: "sin",
+    aten.cos.default: "cos",
+    aten.erf.default: "erf",
+    aten.abs.default: "abs",
+    aten.neg.default: "negate",
+    aten.silu.default: "silu",
+}
+
+
+BINARY = {
+    aten.add.Tensor: "add",
+    aten.add.Scalar: "add",
+    aten.sub.Tensor: "subtract",
+    aten.sub.Scalar: "subtract",
+    aten.mul.Tensor: "multiply",
+    aten.mul.Scalar: "multiply",
+    aten.div.Tensor: "divide",
+    aten.div.Scalar: "divide",
+    aten.maximum.default: "max",
+    aten.minimum.default: "min",
+    aten.pow.Tensor_Tensor: "pow",
+    aten.eq.Tensor: "is_equal",
+    aten.eq.Scalar: "is_equal",
+    aten.ne.Tensor: "not_equal",
+    aten.ne.Scalar: "not_equal",
+    aten.gt.Tensor: "is_gt",
+    aten.gt.Scalar: "is_gt",
+    aten.ge.Tensor: "is_ge",
+    aten.ge.Scalar: "is_ge",
+    aten.lt.Tensor: "is_lt",
+    aten.lt.Scalar: "is_lt",
+    aten.le.Tensor: "is_le",
+    aten.le.Scalar: "is_le",
+    aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or",
+}
+
+
+VIEWS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.expand.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.slice.Tensor,
+    aten.select.int,
+    aten.alias.default,
+    aten.detach.default,
+    aten.as_strided.default,
+}
+
+
+# Pointwise ops that choose, move or make values without arithmetic: exact in any dtype.
+MOVES = {
+    aten.where.self,
+    aten.clone.default,
+    aten._to_copy.default,
+    aten.copy.default,
+    aten.full.default,
+    aten.full_like.default,
+    aten.scalar_tensor.default,
+    aten.lift_fresh_copy.default,
+}
+
+
+OTHER_POINTWISE = MOVES | {
+    aten.pow.Tensor_Scalar,
+    aten.rsub.Scalar,
+    aten.clamp.default,
+    aten.logical_not.default,
+    aten.gelu.default,
+}
+
+
+MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default}
+
+
+RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+
+
+# Views of a tensor's slices along a dim, one per item (read through getitem).
+SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
+
+
+# Ops with several results, each read through getitem.
+TUPLES = SPLITS | {aten.native_layer_norm.default}
+
+
+def is_split_item(node: torch.fx.Node) -> bool:
+    return (
+        node.target is operator.getitem
+        and isinstance(node.args[0], torch.fx.Node)
+        and node.args[0].target in SPLITS
+    )
+
+
+def is_item(node: torch.fx.Node) -> bool:
+    return (
+        node.target is operator.getitem
+        and isinstance(node.args[0], torch.fx.Node)
+        and node.args[0].target in TUPLES
+    )
+
+
+REDUCTIONS = {
+    aten.sum.dim_IntList: "sum",
+    aten.sum.default: "sum",
+    aten.mean.dim: "mean",
+    aten.mean.default: "mean",
+    aten.amax.default: "max",
+    aten.amin.default: "min",
+    aten.any.dim: "max",
+    aten.any.dims: "max",
+    aten.any.default: "max",
+}
+
+
+SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
+
+
+CONCAT = {aten.cat.default}
+
+
+# The result is the first input with a slice replaced by the second (backward of slices).
+SCATTERS = {aten.slice_scatter.default, aten.select_scatter.default}
+
+
+def is_pointwise(node: torch.fx.Node) -> bool:
+    t = node.target
+    return t in ACTIVATIONS or t in BINARY or t in OTHER_POINTWISE or t is aten.addmm.default
+
+
+def reads_lazy(node: torch.fx.Node) -> bool:
+    """The node computes from expressions (it stores them itself), not from places."""
+    t = node.target
+    return (is_pointwise(node) and t is not aten.addmm.default) or t in CONCAT or t in SCATTERS
+
+
+def check_lowerable(node: torch.fx.Node) -> None:
+    """Raises Unsupported, saying why, unless this module lowers the node."""
+    t = node.target
+    if node.op != "call_function":
+        raise Unsupported(f"{node.op} node")
+    if t is operator.getitem:
+        if not is_item(node):
+            raise NoWork("an item of a tuple")
+        check_lowerable(node.args[0])  # an item of a split or a layer norm that lowers
+        return
+    if t is aten.native_layer_norm.default:
+        x, shape, weight, bias = node.args[:4]
+        v = meta(x)
+        if len(shape) != 1 or v.dtype not in FLOATS or v.device.type != "neuron" or not v.numel():
+            raise Unsupported("a layer norm over more than the last dim, or not of floats")
+        for a in (weight, bias):
+            if a is not None and (meta(a) is None or meta(a).dtype not in FLOATS):
+                raise Unsupported("a layer norm's weight or bias that is not a float tensor")
+        if meta(node)[1].dtype != torch.float32:
+            raise Unsupported("a layer norm whose mean is not float32")
+        return
+    if t in SPLITS:
+        parts = meta(node)
+        if not all(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in parts):
+            raise Unsupported("a split off the device")
+        if meta(node.args[0]).dtype not in ENGINE_DTYPES:
+            raise NoWork(f"{meta(node.args[0]).dtype} has no engine type")
+        return
+    if not (
+        t in ACTIVATIONS
+        or t in BINARY
+        or t in VIEWS
+        or t in OTHER_POINTWISE
+        or t in MATMULS
+        or t in REDUCTIONS
+        or t in SOFTMAX
+        or t in CONCAT
+        or t in SCATTERS
+    ):
+        raise Unsupported(f"no lowering for {t}")
+    out = meta(node)
+    if not isinstance(out, torch.Tensor):
+        raise Unsupported("its result is not one tensor")
+    if t in CONCAT and any(meta(a).dtype != out.dtype for a in node.args[0]):
+        raise Unsupported("a concatenation of several dtypes")
+    tensors = [out] + [meta(a) for a in node.all_input_nodes]
+    for v in tensors:
+        if not isinstance(v, torch.Tensor):
+            raise Unsupported("an input is not a tensor")
+        if v.device.type != "neuron":
+            raise Unsupported(f"a tensor is on {v.device}, not a neuron device")
+        if v.dtype not in ENGINE_DTYPES:
+            raise (NoWork if t in VIEWS else Unsupported)(f"{v.dtype} has no engine type")
+        if v.numel() == 0 and (v is out or t not in CONCAT):
+            raise (NoWork if v is out else Unsupported)("an empty tensor")
+    if t not in VIEWS and not is_dense(out):
+        raise Unsupported("its result's strides overlap or leave gaps")
+    computes = t in FLOAT_ONLY or t in MATMULS or t in SOFTMAX
+    if computes and out.dtype not in FLOATS and t not in ANY_DTYPE:
+        raise Unsupported(f"{out.dtype} arithmetic rounds differently from the engines")
+    if t is aten.div.Tensor and node.kwargs.get("rounding_mode") is not None:
+        raise Unsupported("div with a rounding mode")
+    if t in SOFTMAX:
+        dim = node.args[1] % out.dim()
+        if dim != out.dim() - 1 or node.args[2]:
+            raise Unsupported("softmax over a dim other than the last, or half to float")
+    if t in (aten._to_copy.default,):
+        extra = set(node.kwargs) - {"dtype", "layout", "device", "memory_format"}
+        if extra or node.kwargs.get("device") not in (None, out.device):
+            raise Unsupported("a copy to another device")
+    if t in (
+        aten.full.default,
+        aten.full_like.default,
+        aten.scalar_tensor.default,
+    ) and not isinstance(
+        node.args[0] if t is aten.scalar_tensor.default else node.args[1], (int, float, bool)
+    ):
+        raise Unsupported("a fill value that is not a number")
+    if t is aten.gelu.default and node.kwargs.get("approximate", "none") not in ("none", "tanh"):
+        raise Unsupported("gelu approximation")
+    if t in REDUCTIONS:
+        reduced_runs(node)  # raises for a dtype argument
+    if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
+        raise Unsupported("clamp with tensor bounds")
+
+
+# Ops whose results are exact in any engine dtype: comparisons and logic give 0 or 1.
+ANY_DTYPE = (
+    {k for k, v in BINARY.items() if v.startswith("is_") or v == "not_equal"}
+    | {aten.logical_not.default, aten.logical_and.default, aten.logical_or.default}
+    | MOVES
+    | {aten.any.dim, aten.any.dims, aten.any.default}
+)
+
+
+FLOAT_ONLY = set(ACTIVATIONS) | set(BINARY) | set(OTHER_POINTWISE) | set(REDUCTIONS)
+
+
+def reduced_runs(node: torch.fx.Node, x: Place | None = None) -> list[list[int]]:
+    """The dims a reduction node reduces, as runs of adjacent dims that the input's
+    strides (x's, else its meta's) let one reduction walk as one dim; the reductions run
+    one run at a time."""
+    v = meta(node.args[0])
+    rank = v.dim()
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    if node.target in (aten.sum.default, aten.mean.default, aten.any.default) or dims in (None, []):
+        dims = list(range(rank))
+    if node.kwargs.get("dtype") not in (None, meta(node).dtype):
+        raise Unsupported("a reduction with a dtype")
+    if rank == 0:
+        return [[0]]
+    runs: list[list[int]] = []
+    sizes, strides = (x.sizes, x.strides) if x is not None else (v.shape, v.stride())
+    for d in sorted({d % rank for d in dims}):
+        prev = runs[-1][-1] if runs else None
+        if prev == d - 1 and (sizes[d] == 1 or strides[prev] == strides[d] * sizes[d]):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
