@@ -58,6 +58,14 @@ isa::AccessPattern GraphProgram::at(std::string_view kernel, const std::string& 
   return ap;
 }
 
+Declare GraphProgram::binder(std::string_view kernel,
+                             const std::map<std::string, const Place*>& places) const {
+  return
+      [this, kernel, &places](KernelBuilder&, const std::string& name, const View&, bool output) {
+        return at(kernel, name, *places.at(name), output);
+      };
+}
+
 template <class Emit>
 void GraphProgram::stage(Emit&& emit) {
   // Each stage takes its SBUF and PSUM after the last stage's, wrapping to the start when
@@ -93,9 +101,7 @@ void GraphProgram::pointwise(const PointwiseExpr& expr, std::span<const Place> i
     places[fmt::format("out{}", k)] = &outs[k];
     out_views.push_back(outs[k].view);
   }
-  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
-    return at("pointwise", name, *places.at(name), output);
-  };
+  const Declare bind = binder("pointwise", places);
   stage([&] { emit_pointwise(kb_, bind, expr, in_views, out_views); });
 }
 
@@ -119,9 +125,7 @@ void GraphProgram::matmul(const Place& a, const Place& b, const Place& out,
     }
     ep.norm = &mn;
   }
-  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
-    return at("matmul", name, *places.at(name), output);
-  };
+  const Declare bind = binder("matmul", places);
   if (!epilogue && !softmax_rows && !norm)
     return stage([&] { emit_matmul(kb_, bind, a.view, b.view, out.view); });
   if (fused([&] { emit_matmul(kb_, bind, a.view, b.view, out.view, &ep); })) return;
@@ -184,9 +188,7 @@ void GraphProgram::reduce(ReduceOp op, const Place& in, int64_t dim, const Place
     places[fmt::format("e{}", k + 2)] = &epilogue_inputs[k];
     ep.inputs.push_back(epilogue_inputs[k].view);
   }
-  const Declare bind = [&](KernelBuilder&, const std::string& name, const View&, bool output) {
-    return at("reduce", name, *places.at(name), output);
-  };
+  const Declare bind = binder("reduce", places);
   if (!epilogue)
     return stage([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue); });
   if (fused([&] { emit_reduce(kb_, bind, op, in.view, dim, out.view, prologue, &ep); })) return;

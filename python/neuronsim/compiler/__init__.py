@@ -163,11 +163,10 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list, **options: Any):
             shapes,
         )
     base = f"{source}.frame{frame}" + (f"_{attempt}" if attempt else "")
-    compiler = functools.partial
     backend = aot_autograd(
-        fw_compiler=compiler(compile_graph, name=f"{base}.forward"),
-        bw_compiler=compiler(compile_graph, name=f"{base}.backward"),
-        inference_compiler=compiler(compile_graph, name=f"{base}.inference"),
+        fw_compiler=functools.partial(compile_graph, name=f"{base}.forward"),
+        bw_compiler=functools.partial(compile_graph, name=f"{base}.backward"),
+        inference_compiler=functools.partial(compile_graph, name=f"{base}.inference"),
         decompositions=core_aten_decompositions(),
     )
     return backend(gm, example_inputs)

@@ -159,9 +159,7 @@ class SegmentPlan:
             expr = substitute(expr, leaf, ("load", self._row_result(node, leaf)))
         products = matmul_leaves(expr)
         main = next((m for m in products if fits_epilogue(m, place)), None)
-        for m in products:
-            if m is not main:
-                expr = substitute(expr, m, ("load", self._product(node, m)))
+        expr = self.store_products(node, expr, keep=main)
         if main is not None:
             stage = self._epilogue_stage(node, expr, main, place)
             if stage is not None:
@@ -203,6 +201,13 @@ class SegmentPlan:
             inputs.append(reshaped(wide, product_sizes).json())
         stage["epilogue"] = {"steps": steps, "outputs": outputs, "inputs": inputs}
         return stage
+
+    def store_products(self, node: torch.fx.Node, expr: tuple, keep: tuple | None) -> tuple:
+        """expr with each product leaf but `keep` stored on its own and loaded."""
+        for m in matmul_leaves(expr):
+            if m is not keep:
+                expr = substitute(expr, m, ("load", self._product(node, m)))
+        return expr
 
     def _product(self, node: torch.fx.Node, leaf: tuple) -> Place:
         """A matmul leaf stored on its own: a plain matmul stage into scratch."""
@@ -700,10 +705,7 @@ def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:
     )
     if main is None:
         return False
-    expr = lazy.expr
-    for m in leaves:
-        if m is not main:
-            expr = substitute(expr, m, ("load", seg._product(node, m)))
+    expr = seg.store_products(node, lazy.expr, keep=main)
     seg.env[source] = lazy = Lazy(expr, lazy.sizes, lazy.dtype)
     if seg._epilogue_stage(node, expr, main, planned) is None:
         return False

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,6 +82,10 @@ class GraphProgram {
   };
   isa::AccessPattern at(std::string_view kernel, const std::string& operand, const Place& place,
                         bool output) const;
+  // How a stage's kernel finds its operands: each named operand at its place.
+  // (A kernels::detail::Declare: an operand's pattern from its name and view.)
+  std::function<isa::AccessPattern(isa::KernelBuilder&, const std::string&, const View&, bool)>
+  binder(std::string_view kernel, const std::map<std::string, const Place*>& places) const;
   // Runs one stage, its SBUF and PSUM after the last stage's (see graph.cpp).
   template <class Emit>
   void stage(Emit&& emit);
