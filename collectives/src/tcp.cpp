@@ -74,7 +74,9 @@ std::optional<json> verify(const std::string& token, const std::string& nonce,
   }
 }
 
-std::pair<std::string, uint16_t> split_address(const std::string& address, const char* what) {
+// `any_port`: port 0 is allowed (rank 0 then listens on a free port, TcpOptions::on_listening).
+std::pair<std::string, uint16_t> split_address(const std::string& address, const char* what,
+                                               bool any_port = false) {
   const auto colon = address.rfind(':');
   std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
@@ -82,7 +84,8 @@ std::pair<std::string, uint16_t> split_address(const std::string& address, const
   const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
   char* end = nullptr;
   const unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
-  if (host.empty() || port_text.empty() || *end != '\0' || port == 0 || port > 65535)
+  if (host.empty() || port_text.empty() || *end != '\0' || (port == 0 && !any_port) ||
+      port > 65535)
     throw CommError(CommFault::config,
                     fmt::format("{}='{}' is not host:port (e.g. 127.0.0.1:62182)", what, address));
   return {host, static_cast<uint16_t>(port)};
@@ -445,7 +448,7 @@ struct TcpCommunicator::Impl final : Network {
   }
 
   void rendezvous_as_root(Clock::time_point deadline) {
-    const auto [host, port] = split_address(opt.root, "NEURON_RT_ROOT_COMM_ID");
+    const auto [host, port] = split_address(opt.root, "NEURON_RT_ROOT_COMM_ID", true);
     tcp::resolver resolver(io);
     error_code ec;
     auto eps = resolver.resolve(host, std::to_string(port), ec);
@@ -454,6 +457,10 @@ struct TcpCommunicator::Impl final : Network {
           CommFault::config,
           fmt::format("cannot resolve NEURON_RT_ROOT_COMM_ID host '{}': {}", host, ec.message()));
     open_acceptor(eps.begin()->endpoint());
+    if (opt.on_listening) {
+      const std::string shown = host.find(':') == std::string::npos ? host : "[" + host + "]";
+      opt.on_listening(fmt::format("{}:{}", shown, acceptor->local_endpoint().port()));
+    }
 
     hellos.assign(links.size(), std::nullopt);
     hosts.assign(links.size(), host);
@@ -828,7 +835,9 @@ std::unique_ptr<TcpCommunicator> TcpCommunicator::connect(TcpOptions options) {
   if (options.token.empty())
     throw CommError(CommFault::config,
                     "no job token: every rank needs the same NEURONSIM_JOB_TOKEN");
-  split_address(options.root, "NEURON_RT_ROOT_COMM_ID");
+  // Port 0 is for a rank 0 that tells the others where it listens (on_listening).
+  split_address(options.root, "NEURON_RT_ROOT_COMM_ID",
+                options.rank == 0 && static_cast<bool>(options.on_listening));
   auto impl = std::make_unique<Impl>(std::move(options));
   if (impl->opt.world_size > 1) impl->join();
   if (impl->opt.run.cores.empty())

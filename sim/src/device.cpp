@@ -91,7 +91,9 @@ struct Range {
 struct Work {
   uint64_t seq = 0;
   uint32_t core = 0;
-  bool is_copy = false;
+  bool is_copy = false;  // a copy, or a hold (a copy of no bytes that ends at hold_until_ps)
+  bool is_hold = false;
+  uint64_t hold_until_ps = 0;
   Execution execution;
   Copy copy;
   std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
@@ -283,6 +285,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     return {chip, addr, size, chip, addr};
   }
   void place(Work& w) {
+    if (w.is_hold) return;  // touches no memory
     if (w.is_copy) {
       w.reads.push_back(range(w.copy.src_chip, w.copy.src, w.copy.bytes));
       w.writes.push_back(range(w.copy.dst_chip, w.copy.dst, w.copy.bytes));
@@ -529,7 +532,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         sim.hbm(k.src_chip).read(k.src, bytes.data(), k.bytes);
         sim.hbm(k.dst_chip).write(k.dst, bytes.data(), k.bytes);
       }
-      if (options.mode != Mode::functional_only) c.end_ps = start + copy_ps(k.bytes);
+      if (options.mode != Mode::functional_only)
+        c.end_ps = w.is_hold ? std::max(start, w.hold_until_ps) : start + copy_ps(k.bytes);
     } catch (...) {
       c.error = std::current_exception();
     }
@@ -744,6 +748,17 @@ uint64_t Device::enqueue(uint32_t core, Copy copy) {
   w.core = core;
   w.is_copy = true;
   w.copy = std::move(copy);
+  std::lock_guard lock(impl_->mu);
+  return impl_->push(std::move(w));
+}
+
+uint64_t Device::enqueue(uint32_t core, Hold hold) {
+  chip_of(core);
+  Work w;
+  w.core = core;
+  w.is_copy = w.is_hold = true;
+  w.hold_until_ps = hold.until_ps;
+  w.copy.name = std::move(hold.name);
   std::lock_guard lock(impl_->mu);
   return impl_->push(std::move(w));
 }

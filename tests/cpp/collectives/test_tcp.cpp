@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -447,6 +449,41 @@ TEST(TcpFaults, TimesAgreeAndFollowTheLastArrival) {
   EXPECT_EQ(
       outs[0].end_ps,
       simulate_timing(trn1(), small_all_reduce(1024), {0, 0, 0, 50 * kPicosPerUs}, ro).end_ps);
+}
+
+TEST(TcpRendezvous, RootOnAFreePortTellsItsAddressAndTheJobRuns) {
+  // Rank 0 takes any free port (root "127.0.0.1:0") and publishes the address it got, as the
+  // c10d backend does through the job's store; rank 1 dials what was published.
+  std::promise<std::string> published;
+  std::vector<std::string> errors(2);
+  std::vector<uint8_t> result;
+  std::thread root([&] {
+    try {
+      TcpOptions o = options(0, 2, 0);
+      o.on_listening = [&](const std::string& address) { published.set_value(address); };
+      auto comm = TcpCommunicator::connect(o);
+      comm->run(small_all_reduce(), {RankCall{0, 0, ones(16)}}, true);
+    } catch (const std::exception& e) {
+      errors[0] = e.what();
+    }
+  });
+  const std::string address = published.get_future().get();
+  EXPECT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
+  EXPECT_NE(address, "127.0.0.1:0");
+  try {
+    TcpOptions o = options(1, 2, 0);
+    o.root = address;
+    auto comm = TcpCommunicator::connect(o);
+    result = comm->run(small_all_reduce(), {RankCall{1, 0, ones(16)}}, true).outputs.at(0);
+  } catch (const std::exception& e) {
+    errors[1] = e.what();
+  }
+  root.join();
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  ASSERT_EQ(result.size(), 64u);
+  float first = 0;
+  std::memcpy(&first, result.data(), 4);
+  EXPECT_EQ(first, 2.0f);
 }
 
 TEST(TcpEnvironment, MissingOrMalformedSettingsAreNamed) {

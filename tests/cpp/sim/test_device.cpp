@@ -93,6 +93,31 @@ TEST(Device, TheClockCarriesAcrossExecutionsOfAQueue) {
   EXPECT_EQ(second.run->start_ps, first.end_ps);
 }
 
+TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const Completion first = dev->run({p, io, "a"});
+  const uint64_t until = first.end_ps + 5'000'000;
+  const Completion hold = dev->wait(dev->enqueue(0, Hold{until, "all_reduce"}));
+  EXPECT_EQ(hold.name, "all_reduce");
+  EXPECT_EQ(hold.start_ps, first.end_ps);
+  EXPECT_EQ(hold.end_ps, until);
+  EXPECT_EQ(dev->run({p, io, "b"}).start_ps, until);
+  // A hold whose time has passed takes none.
+  const Completion late = dev->wait(dev->enqueue(0, Hold{1, "barrier"}));
+  EXPECT_EQ(late.end_ps, late.start_ps);
+}
+
+TEST(Device, AHoldTakesNoTimeInFunctionalOnlyMode) {
+  DeviceOptions options;
+  options.mode = Mode::functional_only;
+  auto dev = Device::open("trn2.3xlarge", options);
+  const Completion hold = dev->wait(dev->enqueue(0, Hold{7'000'000, "all_gather"}));
+  EXPECT_EQ(hold.end_ps, hold.start_ps);
+  EXPECT_THROW(dev->enqueue(99, Hold{1, "x"}), std::out_of_range);
+}
+
 TEST(Device, AnExecutionWaitsForItsInputsFromAnotherCore) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p0 = dev->load(0, square_plus_one(), "producer");

@@ -55,6 +55,10 @@ struct TcpOptions {
   // This rank's core, announced to the others. When every rank gives one, the announced cores
   // are the placement; when none does, run.placement places the ranks. Mixing is an error.
   std::optional<CoreId> core;
+  // Rank 0 only: called once it listens, with the address the others dial ("host:port"). With
+  // port 0 in `root`, rank 0 listens on a free port and this is how the others learn it (the
+  // c10d backend puts it in the job's store).
+  std::function<void(const std::string&)> on_listening;
   // Where turned-away strangers are reported (stderr when empty); they do not stop the job.
   std::function<void(const std::string&)> warn;
 };

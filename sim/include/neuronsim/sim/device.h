@@ -86,6 +86,14 @@ struct Copy {
   std::string name;
 };
 
+// Time a core spends on work outside the simulator (a collective whose data another process
+// moves): it holds the core's queue, after what is ahead of it, until the device clock reaches
+// `until_ps`; it moves no data. In functional-only mode it takes no time.
+struct Hold {
+  uint64_t until_ps = 0;
+  std::string name;
+};
+
 // What one piece of work did, once it is done.
 struct Completion {
   uint64_t seq = 0;
@@ -184,6 +192,7 @@ class Device {
   // the allocations it touches, and than any completion the host waited for.
   uint64_t enqueue(Execution execution);
   uint64_t enqueue(uint32_t core, Copy copy);
+  uint64_t enqueue(uint32_t core, Hold hold);
   // Executions that run together, alone in one window, with a collective binding
   // (the cores of a collective job). Returns their sequence numbers in order.
   std::vector<uint64_t> enqueue_group(std::vector<Execution> executions,
