@@ -84,8 +84,7 @@ std::pair<std::string, uint16_t> split_address(const std::string& address, const
   const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
   char* end = nullptr;
   const unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
-  if (host.empty() || port_text.empty() || *end != '\0' || (port == 0 && !any_port) ||
-      port > 65535)
+  if (host.empty() || port_text.empty() || *end != '\0' || (port == 0 && !any_port) || port > 65535)
     throw CommError(CommFault::config,
                     fmt::format("{}='{}' is not host:port (e.g. 127.0.0.1:62182)", what, address));
   return {host, static_cast<uint16_t>(port)};
