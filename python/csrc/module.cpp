@@ -10,6 +10,7 @@
 
 #include "allocator.h"
 #include "backend.h"
+#include "distributed.h"
 #include "fallback.h"
 #include "graph.h"
 #include "guard.h"
@@ -78,4 +79,5 @@ PYBIND11_MODULE(_C, m) {
     return t.result.executions.size();
   });
   neuronsim::pytorch::register_graph_functions(m);
+  neuronsim::pytorch::register_distributed(m);
 }

@@ -70,6 +70,15 @@ def _register() -> None:
 _register()
 
 
+def _register_distributed() -> None:
+    from . import distributed
+
+    distributed.register()
+
+
+_register_distributed()
+
+
 @contextlib.contextmanager
 def host_inspection():
     """Inside the block, ops without a neuron kernel run on the CPU without being counted

@@ -1,0 +1,900 @@
+// The torch.distributed backend "neuron" (distributed.h): how each c10d operation becomes one
+// collective of the simulated fabric, and how a rank joins its group.
+#include "distributed.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "backend.h"
+#include "guard.h"
+#include "neuronsim/cc/algorithms.h"
+#include "neuronsim/cc/tcp.h"
+
+namespace neuronsim::pytorch {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using FuturePtr = c10::intrusive_ptr<c10::ivalue::Future>;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+// ---- Work -----------------------------------------------------------------------------------
+
+// A Work over a future: complete already for collectives (they ran in the calling thread), or
+// completed by a peer thread for send/recv. wait() rethrows the operation's error.
+class NeuronWork final : public c10d::Work {
+ public:
+  NeuronWork(c10d::OpType type, FuturePtr future, std::vector<at::Tensor> outputs)
+      : Work(-1, type), future_(std::move(future)), outputs_(std::move(outputs)) {}
+
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override {
+    return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+  }
+  bool wait(std::chrono::milliseconds /*timeout: the group's own bounds every wait*/) override {
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    return true;
+  }
+  void synchronize() override { wait(kNoTimeout); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  FuturePtr getFuture() override { return future_; }
+
+ private:
+  FuturePtr future_;
+  std::vector<at::Tensor> outputs_;
+};
+
+FuturePtr new_future() {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+}
+
+WorkPtr done(c10d::OpType type, std::vector<at::Tensor> outputs) {
+  FuturePtr f = new_future();
+  f->markCompleted(c10::IValue(outputs));
+  return c10::make_intrusive<NeuronWork>(type, std::move(f), std::move(outputs));
+}
+
+// ---- Bytes of tensors -----------------------------------------------------------------------
+
+// The tensor's elements in order, as bytes (device tensors are read through their host view).
+Bytes bytes_of(const at::Tensor& t) {
+  const at::Tensor h = host_alias(t).contiguous();
+  const auto* p = static_cast<const uint8_t*>(h.data_ptr());
+  return Bytes(p, p + h.nbytes());
+}
+
+// Writes `n` bytes, the tensor's elements in order, into `t` (any layout, any device).
+void write_bytes(const at::Tensor& t, const uint8_t* data, size_t n) {
+  TORCH_INTERNAL_ASSERT(n == t.numel() * t.element_size(), "write_bytes: size mismatch");
+  if (n == 0) return;
+  const at::Tensor src = at::from_blob(const_cast<uint8_t*>(data), t.sizes(),
+                                       at::TensorOptions().dtype(t.scalar_type()));
+  host_alias(t).copy_(src);
+}
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+Bytes concat(const std::vector<at::Tensor>& tensors) {
+  Bytes all;
+  for (const at::Tensor& t : tensors) {
+    const Bytes b = bytes_of(t);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+// Writes consecutive pieces of `data` into `tensors`, each taking its own size.
+void split_into(const std::vector<at::Tensor>& tensors, const Bytes& data) {
+  size_t at = 0;
+  for (const at::Tensor& t : tensors) {
+    write_bytes(t, data.data() + at, nbytes(t));
+    at += nbytes(t);
+  }
+}
+
+// ---- Reductions -----------------------------------------------------------------------------
+
+const char* reduce_name(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return "sum";
+    case c10d::ReduceOp::AVG:
+      return "avg";
+    case c10d::ReduceOp::PRODUCT:
+      return "product";
+    case c10d::ReduceOp::MIN:
+      return "min";
+    case c10d::ReduceOp::MAX:
+      return "max";
+    case c10d::ReduceOp::BAND:
+      return "band";
+    case c10d::ReduceOp::BOR:
+      return "bor";
+    case c10d::ReduceOp::BXOR:
+      return "bxor";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "premul_sum";
+    default:
+      return "unknown";
+  }
+}
+
+bool is_bitwise(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
+         op.op_ == c10d::ReduceOp::BXOR;
+}
+
+// The dtypes the fabric reduces (as the collective engines do, in FP32 rounded per step).
+std::optional<isa::DType> fabric_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return isa::DType::fp32;
+    case at::kBFloat16:
+      return isa::DType::bf16;
+    case at::kHalf:
+      return isa::DType::fp16;
+    default:
+      return std::nullopt;
+  }
+}
+
+cc::ReduceOp fabric_op(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::AVG:
+      return cc::ReduceOp::avg;
+    case c10d::ReduceOp::PRODUCT:
+      return cc::ReduceOp::prod;
+    case c10d::ReduceOp::MIN:
+      return cc::ReduceOp::min;
+    case c10d::ReduceOp::MAX:
+      return cc::ReduceOp::max;
+    default:  // SUM, PREMUL_SUM (the factor is applied before)
+      return cc::ReduceOp::sum;
+  }
+}
+
+// The input a rank contributes: its bytes, scaled first for PREMUL_SUM.
+at::Tensor contribution(const at::Tensor& t, const c10d::ReduceOp& op) {
+  at::Tensor h = host_alias(t).contiguous();
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return h;
+  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "PREMUL_SUM without its factor");
+  const at::Tensor factor = s->tensor_factor.defined() ? host_alias(s->tensor_factor).clone()
+                                                       : at::scalar_tensor(s->double_factor);
+  return h.mul(factor.to(h.scalar_type()));
+}
+
+at::Tensor combine(const at::Tensor& acc, const at::Tensor& x, const c10d::ReduceOp& op) {
+  const bool boolean = acc.scalar_type() == at::kBool;
+  switch (op.op_) {
+    case c10d::ReduceOp::PRODUCT:
+      return boolean ? at::logical_and(acc, x) : acc * x;
+    case c10d::ReduceOp::MIN:
+      return at::minimum(acc, x);
+    case c10d::ReduceOp::MAX:
+      return at::maximum(acc, x);
+    case c10d::ReduceOp::BAND:
+      return at::bitwise_and(acc, x);
+    case c10d::ReduceOp::BOR:
+      return at::bitwise_or(acc, x);
+    case c10d::ReduceOp::BXOR:
+      return at::bitwise_xor(acc, x);
+    default:  // SUM, AVG, PREMUL_SUM
+      return boolean ? at::logical_or(acc, x) : acc + x;
+  }
+}
+
+// Reduces the `ranks` contributions laid one after another in `data` (each `numel` elements
+// of `type`) in rank order, exactly: every rank computes the same bits. Low-precision floats
+// are combined in FP32 and rounded once.
+at::Tensor reduce_on_host(const Bytes& data, int ranks, int64_t numel, at::ScalarType type,
+                          const c10d::ReduceOp& op) {
+  const at::Tensor all =
+      at::from_blob(const_cast<uint8_t*>(data.data()), {ranks, numel}, at::TensorOptions(type));
+  const bool widen = at::isFloatingType(type) && type != at::kDouble;
+  const auto compute = widen ? at::kFloat : type;
+  at::Tensor acc = all[0].to(compute, /*non_blocking=*/false, /*copy=*/true);
+  for (int r = 1; r < ranks; ++r) acc = combine(acc, all[r].to(compute), op);
+  if (op.op_ == c10d::ReduceOp::AVG) acc = acc / ranks;
+  return acc.to(type);
+}
+
+// ---- Peers' threads -------------------------------------------------------------------------
+
+// Runs one peer's sends and receives in order on a thread of its own.
+class PeerThread {
+ public:
+  PeerThread() : thread_([this] { loop(); }) {}
+  ~PeerThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+  std::unique_ptr<cc::TcpCommunicator> comm;  // used by the thread only
+  std::optional<std::string> broken;          // used by the thread only
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string random_token() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+}
+
+std::string text(const Bytes& b) {
+  return std::string(b.begin(), b.end());
+}
+Bytes bytes(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
+
+}  // namespace
+
+// ---- The group --------------------------------------------------------------------------------
+
+struct ProcessGroupNeuron::Impl {
+  GroupSetup setup;
+  std::mutex mu;  // one collective at a time
+  std::unique_ptr<cc::TcpCommunicator> comm;
+  std::optional<std::string> broken;  // why the group failed; every later call fails with it
+  std::mutex peers_mu;
+  std::map<std::pair<int, int>, std::unique_ptr<PeerThread>> channels;  // by (source, dest)
+  bool coalescing = false;
+  std::vector<FuturePtr> coalesced;
+  mutable std::mutex stats_mu;
+  Stats stats;
+
+  int R() const { return setup.size; }
+  int me() const { return setup.rank; }
+
+  // "all_reduce on rank 1 of group 'default_pg' (2 ranks)" — who failed, doing what.
+  std::string where(const std::string& op, int rank = -1) const {
+    const int r = rank < 0 ? me() : rank;
+    const std::string global =
+        static_cast<size_t>(r) < setup.global_ranks.size() &&
+                setup.global_ranks[static_cast<size_t>(r)] != r
+            ? fmt::format(", global rank {}", setup.global_ranks[static_cast<size_t>(r)])
+            : "";
+    return fmt::format("{} on rank {}{} of process group '{}' ({} ranks)", op, r, global,
+                       setup.name, R());
+  }
+  [[noreturn]] void fail(const std::string& op, const std::string& why) const {
+    C10_THROW_ERROR(DistBackendError, fmt::format("neuron: {} failed: {}", where(op), why));
+  }
+  [[noreturn]] void refuse(const std::string& op, const std::string& why) const {
+    C10_THROW_ERROR(ValueError, fmt::format("neuron: {}: {}", where(op), why));
+  }
+
+  // The job token: the environment's, else one the group's first rank to ask draws and
+  // shares through the store (which only the job's ranks reach).
+  std::string token() {
+    std::string t = env_or("NEURONSIM_JOB_TOKEN", "");
+    if (!t.empty()) return t;
+    t = env_or("TORCHELASTIC_RUN_ID", "none");
+    if (t != "none") return t;
+    return text(setup.store->compareSet("neuronsim/token", {}, bytes(random_token())));
+  }
+
+  // The rank's NeuronCore: the current device's when the group is made (torchrun's local rank,
+  // distributed.py), announced to the other ranks as this rank's place on the fabric.
+  cc::CoreId home_core;
+
+  static cc::CoreId current_core() {
+    pytorch::Backend& b = pytorch::Backend::get();
+    const uint32_t physical = b.core_of(current_device());
+    const uint32_t per_chip = b.env().instance.cores_per_chip;
+    const int node = std::atoi(env_or("GROUP_RANK", "0").c_str());
+    return cc::CoreId{physical / per_chip, physical % per_chip, static_cast<uint32_t>(node)};
+  }
+
+  // Joins the ranks `rank` of `size` that meet under `key`: rank 0 listens on a free port and
+  // publishes it in the store; the others read it there.
+  std::unique_ptr<cc::TcpCommunicator> connect(const std::string& key, int rank, int size) {
+    cc::TcpOptions o;
+    o.rank = rank;
+    o.world_size = size;
+    o.timeout = setup.timeout;
+    o.instance = pytorch::Backend::get().env().instance;
+    o.core = home_core;
+    o.token = token();
+    const std::string host = env_or("NEURONSIM_COMM_HOST", "127.0.0.1");
+    if (rank == 0) {
+      o.root = host.find(':') == std::string::npos ? host + ":0" : "[" + host + "]:0";
+      o.on_listening = [&](const std::string& address) { setup.store->set(key, bytes(address)); };
+    } else {
+      setup.store->wait({key}, setup.timeout);
+      o.root = text(setup.store->get(key));
+    }
+    return cc::TcpCommunicator::connect(std::move(o));
+  }
+
+  // Where the collective starts on this rank: the device clock, once its work is done.
+  static uint64_t arrival_ps() {
+    pytorch::Backend& b = pytorch::Backend::get();
+    b.device().synchronize();
+    return b.now_ps();
+  }
+
+  // Holds the core of the first device tensor among `tensors` (or of the current device when
+  // `always`) until the collective's simulated finish, and counts it.
+  void account(const std::string& op, const std::vector<at::Tensor>& tensors, uint64_t arrival,
+               uint64_t finish, uint64_t bytes_in, bool always) {
+    std::optional<int> index;
+    for (const at::Tensor& t : tensors)
+      if (t.defined() && t.device().is_privateuseone()) {
+        index = t.device().index();
+        break;
+      }
+    if (!index && always) index = current_device();
+    if (index) {
+      pytorch::Backend& b = pytorch::Backend::get();
+      b.device().enqueue(b.core_of(*index), sim::Hold{finish, op});
+    }
+    std::lock_guard lock(stats_mu);
+    ++stats.collectives;
+    stats.bytes += bytes_in;
+    stats.simulated_ps += finish > arrival ? finish - arrival : 0;
+  }
+
+  // Runs one collective of the group, this rank contributing `input`; returns its output.
+  Bytes run(const std::string& op, const cc::CollectiveSpec& spec, Bytes input,
+            const std::vector<at::Tensor>& tensors, bool hold_always = false) {
+    std::lock_guard lock(mu);
+    if (broken) fail(op, "the group failed earlier: " + *broken);
+    const uint64_t arrival = arrival_ps();
+    const uint64_t in_bytes = input.size();
+    try {
+      if (!comm) comm = connect("neuronsim/root", me(), R());
+      cc::CollectiveOutcome out = comm->run(spec, {cc::RankCall{me(), arrival, std::move(input)}},
+                                            /*with_data=*/true);
+      account(op, tensors, arrival, out.finish_ps.at(0), in_bytes, hold_always);
+      return std::move(out.outputs.at(0));
+    } catch (const cc::CommError& e) {
+      broken = e.what();
+      comm.reset();
+      fail(op, e.what());
+    }
+  }
+
+  // ---- The shapes of the operations ----
+
+  static cc::CollectiveSpec spec_of(cc::Op op, isa::DType dtype, uint64_t count) {
+    cc::CollectiveSpec s;
+    s.op = op;
+    s.dtype = dtype;
+    s.count = count;
+    return s;
+  }
+  static cc::CollectiveSpec bytes_spec(cc::Op op, uint64_t count) {
+    return spec_of(op, isa::DType::uint8, count);
+  }
+
+  void check_reduction(const std::string& op, const at::Tensor& t, const c10d::ReduceOp& r) {
+    const auto type = t.scalar_type();
+    if (r.op_ == c10d::ReduceOp::UNUSED) refuse(op, "unknown reduce op");
+    if (is_bitwise(r) && !(at::isIntegralType(type, /*includeBool=*/true)))
+      refuse(op, fmt::format("reduce op {} needs integer or bool tensors, not {}", reduce_name(r),
+                             c10::toString(type)));
+    if (r.op_ == c10d::ReduceOp::AVG && !at::isFloatingType(type) && !at::isComplexType(type))
+      refuse(op,
+             fmt::format("reduce op avg of {} tensors (use sum and divide)", c10::toString(type)));
+    if (at::isComplexType(type) &&
+        (r.op_ == c10d::ReduceOp::MIN || r.op_ == c10d::ReduceOp::MAX || is_bitwise(r)))
+      refuse(op, fmt::format("reduce op {} of complex tensors", reduce_name(r)));
+  }
+
+  // All-reduce of one tensor, in place.
+  void all_reduce(const std::string& op, const at::Tensor& t, const c10d::ReduceOp& r) {
+    check_reduction(op, t, r);
+    const at::Tensor in = contribution(t, r);
+    if (const auto dt = fabric_dtype(t.scalar_type())) {
+      cc::CollectiveSpec s = spec_of(cc::Op::all_reduce, *dt, t.numel());
+      s.reduce = fabric_op(r);
+      write_result(t, run(op, s, bytes_of(in), {t}));
+    } else {
+      const Bytes all = run(op, bytes_spec(cc::Op::all_gather, nbytes(t)), bytes_of(in), {t});
+      write_tensor(t, reduce_on_host(all, R(), t.numel(), t.scalar_type(), r));
+    }
+  }
+
+  // Reduce-scatter: `input` holds R blocks the size of `output`; rank r gets block r reduced.
+  void reduce_scatter(const std::string& op, const at::Tensor& output, const at::Tensor& input,
+                      const c10d::ReduceOp& r) {
+    check_reduction(op, input, r);
+    if (input.numel() != output.numel() * R())
+      refuse(op, fmt::format("input has {} elements, expected {} (output's {} × {} ranks)",
+                             input.numel(), output.numel() * R(), output.numel(), R()));
+    const at::Tensor in = contribution(input, r);
+    if (const auto dt = fabric_dtype(input.scalar_type())) {
+      cc::CollectiveSpec s = spec_of(cc::Op::reduce_scatter, *dt, output.numel());
+      s.reduce = fabric_op(r);
+      write_result(output, run(op, s, bytes_of(in), {output, input}));
+    } else {
+      const Bytes mine =
+          run(op, bytes_spec(cc::Op::all_to_all, nbytes(output)), bytes_of(in), {output, input});
+      write_tensor(output, reduce_on_host(mine, R(), output.numel(), output.scalar_type(), r));
+    }
+  }
+
+  void write_result(const at::Tensor& t, const Bytes& b) { write_bytes(t, b.data(), b.size()); }
+  static void write_tensor(const at::Tensor& t, const at::Tensor& value) {
+    host_alias(t).copy_(value.reshape(t.sizes()));
+  }
+
+  // Everyone's sizes, so that every rank checks and shapes an exchange of uneven blocks alike:
+  // rank s sends sends[s][d] bytes to d and expects recvs[s][d] from d.
+  struct Matrix {
+    std::vector<uint64_t> sends, recvs;  // R × R, row = rank
+  };
+  Matrix exchange_sizes(const std::string& op, const std::vector<uint64_t>& sends,
+                        const std::vector<uint64_t>& recvs, const std::vector<at::Tensor>& ts) {
+    std::vector<uint64_t> mine(sends);
+    mine.insert(mine.end(), recvs.begin(), recvs.end());
+    Bytes in(mine.size() * 8);
+    std::memcpy(in.data(), mine.data(), in.size());
+    const Bytes all = run(op + " (sizes)", bytes_spec(cc::Op::all_gather, in.size()), in, ts);
+    Matrix m;
+    const size_t n = static_cast<size_t>(R());
+    m.sends.resize(n * n);
+    m.recvs.resize(n * n);
+    for (size_t s = 0; s < n; ++s) {
+      std::memcpy(&m.sends[s * n], all.data() + s * 2 * n * 8, n * 8);
+      std::memcpy(&m.recvs[s * n], all.data() + s * 2 * n * 8 + n * 8, n * 8);
+    }
+    for (size_t s = 0; s < n; ++s)
+      for (size_t d = 0; d < n; ++d)
+        if (m.sends[s * n + d] != m.recvs[d * n + s])
+          refuse(op, fmt::format("rank {} sends {} bytes to rank {}, which expects {}", s,
+                                 m.sends[s * n + d], d, m.recvs[d * n + s]));
+    return m;
+  }
+
+  // An all-to-all of uneven blocks (bytes): sends[d] to each d; returns the blocks received,
+  // from rank 0 up.
+  Bytes all_to_all_v(const std::string& op, const Bytes& input, const std::vector<uint64_t>& sends,
+                     const std::vector<uint64_t>& recvs, const std::vector<at::Tensor>& ts) {
+    const Matrix m = exchange_sizes(op, sends, recvs, ts);
+    cc::CollectiveSpec s = bytes_spec(cc::Op::all_to_all_v, 0);
+    s.counts = m.sends;
+    return run(op, s, input, ts);
+  }
+
+  // ---- Point to point ----
+
+  PeerThread& channel(int source, int dest) {
+    std::lock_guard lock(peers_mu);
+    auto& p = channels[{source, dest}];
+    if (!p) p = std::make_unique<PeerThread>();
+    return *p;
+  }
+
+  // A send (this rank's bytes to `other`) or a receive (into `t`), as a permute on the
+  // channel from the source to the destination: a connection and a thread of its own for each
+  // direction of each pair, so that sends match receives in order whatever else the two ranks
+  // exchange.
+  WorkPtr point_to_point(const std::string& op, const at::Tensor& t, int other, bool sending) {
+    if (other < 0 || other >= R() || other == me())
+      refuse(op, fmt::format("peer rank {} is not another rank of the group", other));
+    if (broken) fail(op, "the group failed earlier: " + *broken);
+    const uint64_t arrival = arrival_ps();
+    // A permute takes the same size from every rank; the receiver's bytes are not sent.
+    auto input = std::make_shared<Bytes>(sending ? bytes_of(t) : Bytes(nbytes(t), 0));
+    FuturePtr future = new_future();
+    const int source = sending ? me() : other, dest = sending ? other : me();
+    const int pair_rank = sending ? 0 : 1;  // the source is rank 0 of the channel
+    PeerThread& p = channel(source, dest);
+    const std::string what = fmt::format("{} {} rank {}", op, sending ? "to" : "from", other);
+    p.post([this, &p, t, input, future, what, source, dest, pair_rank, sending, arrival] {
+      try {
+        if (p.broken) fail(what, "the connection failed earlier: " + *p.broken);
+        try {
+          if (!p.comm)
+            p.comm = connect(fmt::format("neuronsim/p2p/{}-{}", source, dest), pair_rank, 2);
+          const cc::CollectiveSpec s = cc::send_recv_spec(2, 0, 1, isa::DType::uint8, nbytes(t));
+          cc::CollectiveOutcome out =
+              p.comm->run(s, {cc::RankCall{pair_rank, arrival, std::move(*input)}}, true);
+          if (!sending) write_result(t, out.outputs.at(0));
+          account(what, {t}, arrival, out.finish_ps.at(0), sending ? nbytes(t) : 0, false);
+        } catch (const cc::CommError& e) {
+          p.broken = e.what();
+          p.comm.reset();
+          fail(what, e.what());
+        }
+        future->markCompleted(c10::IValue(std::vector<at::Tensor>{t}));
+      } catch (...) {
+        future->setError(std::current_exception());
+      }
+    });
+    if (coalescing) coalesced.push_back(future);
+    return c10::make_intrusive<NeuronWork>(sending ? c10d::OpType::SEND : c10d::OpType::RECV,
+                                           future, std::vector<at::Tensor>{t});
+  }
+};
+
+namespace {
+
+const at::Tensor& single(const ProcessGroupNeuron::Impl& impl, const std::string& op,
+                         const std::vector<at::Tensor>& tensors) {
+  if (tensors.size() != 1)
+    impl.refuse(op, fmt::format("takes one tensor per rank, got {}", tensors.size()));
+  return tensors[0];
+}
+
+}  // namespace
+
+ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
+    : Backend(setup.rank, setup.size), impl_(std::make_unique<Impl>()) {
+  impl_->setup = std::move(setup);
+  impl_->home_core = Impl::current_core();
+}
+
+ProcessGroupNeuron::~ProcessGroupNeuron() {
+  shutdown();
+}
+
+void ProcessGroupNeuron::shutdown() {
+  std::map<std::pair<int, int>, std::unique_ptr<PeerThread>> channels;
+  {
+    std::lock_guard lock(impl_->peers_mu);
+    channels.swap(impl_->channels);
+  }
+  channels.clear();  // joins the threads after their queued work
+  std::lock_guard lock(impl_->mu);
+  impl_->comm.reset();
+}
+
+ProcessGroupNeuron::Stats ProcessGroupNeuron::stats() const {
+  std::lock_guard lock(impl_->stats_mu);
+  return impl_->stats;
+}
+
+void ProcessGroupNeuron::startCoalescing() {
+  impl_->coalescing = true;
+  impl_->coalesced.clear();
+}
+
+WorkPtr ProcessGroupNeuron::endCoalescing() {
+  impl_->coalescing = false;
+  std::vector<FuturePtr> pending;
+  pending.swap(impl_->coalesced);
+  // Collectives ran as they came; what remains is the sends and receives.
+  FuturePtr all = new_future();
+  if (pending.empty()) all->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+  auto remaining = std::make_shared<std::atomic<size_t>>(pending.size());
+  for (const FuturePtr& f : pending)
+    f->addCallback([all, remaining, pending](c10::ivalue::Future&) {
+      if (--*remaining != 0) return;
+      for (const FuturePtr& g : pending)
+        if (g->hasError()) {
+          all->setError(g->exception_ptr());
+          return;
+        }
+      all->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+    });
+  return c10::make_intrusive<NeuronWork>(c10d::OpType::COALESCED, all, std::vector<at::Tensor>{});
+}
+
+WorkPtr ProcessGroupNeuron::broadcast(std::vector<at::Tensor>& tensors,
+                                      const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(*impl_, "broadcast", tensors);
+  cc::CollectiveSpec s = Impl::bytes_spec(cc::Op::broadcast, nbytes(t));
+  s.root = static_cast<int>(opts.rootRank);
+  const bool root = s.root == impl_->me();
+  impl_->write_result(t, impl_->run("broadcast", s, root ? bytes_of(t) : Bytes{}, {t}));
+  return done(c10d::OpType::BROADCAST, tensors);
+}
+
+WorkPtr ProcessGroupNeuron::allreduce(std::vector<at::Tensor>& tensors,
+                                      const c10d::AllreduceOptions& opts) {
+  impl_->all_reduce("all_reduce", single(*impl_, "all_reduce", tensors), opts.reduceOp);
+  return done(c10d::OpType::ALLREDUCE, tensors);
+}
+
+WorkPtr ProcessGroupNeuron::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                const c10d::AllreduceCoalescedOptions& opts) {
+  for (const at::Tensor& t : tensors) impl_->all_reduce("all_reduce_coalesced", t, opts.reduceOp);
+  return done(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+}
+
+WorkPtr ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
+                                   const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(*impl_, "reduce", tensors);
+  const c10d::ReduceOp& r = opts.reduceOp;
+  impl_->check_reduction("reduce", t, r);
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor in = contribution(t, r);
+  if (const auto dt = fabric_dtype(t.scalar_type())) {
+    cc::CollectiveSpec s = Impl::spec_of(cc::Op::reduce, *dt, t.numel());
+    s.reduce = fabric_op(r);
+    s.root = root;
+    const Bytes out = impl_->run("reduce", s, bytes_of(in), {t});
+    if (root == impl_->me()) impl_->write_result(t, out);
+  } else {
+    const Bytes all =
+        impl_->run("reduce", Impl::bytes_spec(cc::Op::all_gather, nbytes(t)), bytes_of(in), {t});
+    if (root == impl_->me())
+      Impl::write_tensor(t, reduce_on_host(all, impl_->R(), t.numel(), t.scalar_type(), r));
+  }
+  return done(c10d::OpType::REDUCE, tensors);
+}
+
+WorkPtr ProcessGroupNeuron::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                      std::vector<at::Tensor>& inputs,
+                                      const c10d::AllgatherOptions& /*opts*/) {
+  const std::string op = "all_gather";
+  const at::Tensor& in = single(*impl_, op, inputs);
+  if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != impl_->R())
+    impl_->refuse(op, fmt::format("needs one list of {} output tensors", impl_->R()));
+  const std::vector<at::Tensor>& outs = outputs[0];
+  bool even = true;
+  for (const at::Tensor& o : outs) even = even && nbytes(o) == nbytes(in);
+  if (even) {
+    split_into(
+        outs, impl_->run(op, Impl::bytes_spec(cc::Op::all_gather, nbytes(in)), bytes_of(in), {in}));
+  } else {  // uneven sizes: everyone's tensor to everyone
+    const size_t n = static_cast<size_t>(impl_->R());
+    Bytes mine;
+    const Bytes b = bytes_of(in);
+    for (size_t d = 0; d < n; ++d) mine.insert(mine.end(), b.begin(), b.end());
+    std::vector<uint64_t> recvs;
+    for (const at::Tensor& o : outs) recvs.push_back(nbytes(o));
+    split_into(outs,
+               impl_->all_to_all_v(op, mine, std::vector<uint64_t>(n, b.size()), recvs, {in}));
+  }
+  return done(c10d::OpType::ALLGATHER, outs);
+}
+
+WorkPtr ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                            const c10d::AllgatherOptions& /*opts*/) {
+  const std::string op = "all_gather_into_tensor";
+  if (nbytes(output) != nbytes(input) * static_cast<size_t>(impl_->R()))
+    impl_->refuse(op, fmt::format("output has {} elements, expected {} × {} ranks", output.numel(),
+                                  input.numel(), impl_->R()));
+  impl_->write_result(output, impl_->run(op, Impl::bytes_spec(cc::Op::all_gather, nbytes(input)),
+                                         bytes_of(input), {output, input}));
+  return done(c10d::OpType::_ALLGATHER_BASE, {output});
+}
+
+WorkPtr ProcessGroupNeuron::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                std::vector<at::Tensor>& inputs,
+                                                const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != inputs.size())
+    impl_->refuse("all_gather_coalesced", "needs one output list per input");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<std::vector<at::Tensor>> out{outputs[i]};
+    std::vector<at::Tensor> in{inputs[i]};
+    allgather(out, in, opts);
+  }
+  return done(c10d::OpType::ALLGATHER_COALESCED, inputs);
+}
+
+WorkPtr ProcessGroupNeuron::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != inputs.size())
+    impl_->refuse("all_gather_into_tensor_coalesced", "needs one output per input");
+  for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
+  return done(c10d::OpType::COALESCED, outputs);
+}
+
+WorkPtr ProcessGroupNeuron::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                   std::vector<at::Tensor>& inputs,
+                                   const c10d::GatherOptions& opts) {
+  const std::string op = "gather";
+  const at::Tensor& in = single(*impl_, op, inputs);
+  const int root = static_cast<int>(opts.rootRank);
+  const bool at_root = root == impl_->me();
+  if (at_root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != impl_->R()))
+    impl_->refuse(op, fmt::format("the root needs one list of {} output tensors", impl_->R()));
+  const size_t n = static_cast<size_t>(impl_->R());
+  std::vector<uint64_t> sends(n, 0), recvs(n, 0);
+  sends[static_cast<size_t>(root)] = nbytes(in);
+  if (at_root)
+    for (size_t s = 0; s < n; ++s) recvs[s] = nbytes(outputs[0][s]);
+  const Bytes got = impl_->all_to_all_v(op, bytes_of(in), sends, recvs, {in});
+  if (at_root) split_into(outputs[0], got);
+  return done(c10d::OpType::GATHER, at_root ? outputs[0] : inputs);
+}
+
+WorkPtr ProcessGroupNeuron::scatter(std::vector<at::Tensor>& outputs,
+                                    std::vector<std::vector<at::Tensor>>& inputs,
+                                    const c10d::ScatterOptions& opts) {
+  const std::string op = "scatter";
+  const at::Tensor& out = single(*impl_, op, outputs);
+  const int root = static_cast<int>(opts.rootRank);
+  const bool at_root = root == impl_->me();
+  if (at_root && (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != impl_->R()))
+    impl_->refuse(op, fmt::format("the root needs one list of {} input tensors", impl_->R()));
+  const size_t n = static_cast<size_t>(impl_->R());
+  std::vector<uint64_t> sends(n, 0), recvs(n, 0);
+  recvs[static_cast<size_t>(root)] = nbytes(out);
+  if (at_root)
+    for (size_t d = 0; d < n; ++d) sends[d] = nbytes(inputs[0][d]);
+  impl_->write_result(
+      out, impl_->all_to_all_v(op, at_root ? concat(inputs[0]) : Bytes{}, sends, recvs, {out}));
+  return done(c10d::OpType::SCATTER, outputs);
+}
+
+WorkPtr ProcessGroupNeuron::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                           const c10d::ReduceScatterOptions& opts) {
+  const std::string op = "reduce_scatter";
+  const at::Tensor& out = single(*impl_, op, outputs);
+  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != impl_->R())
+    impl_->refuse(op, fmt::format("needs one list of {} input tensors", impl_->R()));
+  for (const at::Tensor& t : inputs[0])
+    if (t.numel() != out.numel() || t.scalar_type() != out.scalar_type())
+      impl_->refuse(op, "every input must have the output's size and dtype");
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : inputs[0]) flat.push_back(host_alias(t).reshape({-1}));
+  const at::Tensor input = at::cat(flat);
+  impl_->reduce_scatter(op, out, input, opts.reduceOp);
+  return done(c10d::OpType::REDUCE_SCATTER, outputs);
+}
+
+WorkPtr ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::ReduceScatterOptions& opts) {
+  impl_->reduce_scatter("reduce_scatter_tensor", output, input, opts.reduceOp);
+  return done(c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+}
+
+WorkPtr ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  if (outputs.size() != inputs.size())
+    impl_->refuse("reduce_scatter_tensor_coalesced", "needs one output per input");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    impl_->reduce_scatter("reduce_scatter_tensor_coalesced", outputs[i], inputs[i], opts.reduceOp);
+  return done(c10d::OpType::COALESCED, outputs);
+}
+
+WorkPtr ProcessGroupNeuron::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                          std::vector<int64_t>& output_split_sizes,
+                                          std::vector<int64_t>& input_split_sizes,
+                                          const c10d::AllToAllOptions& /*opts*/) {
+  const std::string op = "all_to_all_single";
+  const size_t n = static_cast<size_t>(impl_->R());
+  if (output_split_sizes.empty() && input_split_sizes.empty()) {
+    if (nbytes(input) % n != 0 || nbytes(output) != nbytes(input))
+      impl_->refuse(op, fmt::format("input and output must have the same size, divisible by {} "
+                                    "ranks (input {}, output {} elements)",
+                                    n, input.numel(), output.numel()));
+    impl_->write_result(output,
+                        impl_->run(op, Impl::bytes_spec(cc::Op::all_to_all, nbytes(input) / n),
+                                   bytes_of(input), {output, input}));
+    return done(c10d::OpType::ALLTOALL_BASE, {output});
+  }
+  // Rows of dimension 0, as many to (from) each rank as the split sizes say.
+  auto rows_to_bytes = [&](const at::Tensor& t, const std::vector<int64_t>& splits) {
+    const size_t row = t.dim() == 0 || t.size(0) == 0 ? 0 : nbytes(t) / t.size(0);
+    std::vector<uint64_t> b(n, 0);
+    if (splits.empty()) {
+      for (auto& v : b) v = nbytes(t) / n;
+    } else {
+      if (splits.size() != n) impl_->refuse(op, fmt::format("needs {} split sizes", n));
+      for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint64_t>(splits[i]) * row;
+    }
+    return b;
+  };
+  const std::vector<uint64_t> sends = rows_to_bytes(input, input_split_sizes);
+  const std::vector<uint64_t> recvs = rows_to_bytes(output, output_split_sizes);
+  impl_->write_result(output,
+                      impl_->all_to_all_v(op, bytes_of(input), sends, recvs, {output, input}));
+  return done(c10d::OpType::ALLTOALL_BASE, {output});
+}
+
+WorkPtr ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
+                                     std::vector<at::Tensor>& inputs,
+                                     const c10d::AllToAllOptions& /*opts*/) {
+  const std::string op = "all_to_all";
+  const size_t n = static_cast<size_t>(impl_->R());
+  if (outputs.size() != n || inputs.size() != n)
+    impl_->refuse(op, fmt::format("needs {} input and {} output tensors", n, n));
+  std::vector<uint64_t> sends, recvs;
+  for (const at::Tensor& t : inputs) sends.push_back(nbytes(t));
+  for (const at::Tensor& t : outputs) recvs.push_back(nbytes(t));
+  split_into(outputs, impl_->all_to_all_v(op, concat(inputs), sends, recvs, inputs));
+  return done(c10d::OpType::ALLTOALL, outputs);
+}
+
+WorkPtr ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
+  return impl_->point_to_point("send", single(*impl_, "send", tensors), dst_rank, true);
+}
+
+WorkPtr ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
+  return impl_->point_to_point("recv", single(*impl_, "recv", tensors), src_rank, false);
+}
+
+WorkPtr ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  impl_->refuse("recv", "receiving from any source is not supported: name the source rank");
+}
+
+WorkPtr ProcessGroupNeuron::barrier(const c10d::BarrierOptions& /*opts*/) {
+  impl_->run("barrier", Impl::bytes_spec(cc::Op::barrier, 0), {}, {}, /*hold_always=*/true);
+  return done(c10d::OpType::BARRIER, {});
+}
+
+void register_distributed(pybind11::module_& m) {
+  // The class derives from torch's c10d Backend, which torch.distributed registers; so it is
+  // defined on first use, after torch.distributed is imported.
+  m.def("_define_process_group_class", [](pybind11::module_ mod) {
+    if (pybind11::hasattr(mod, "ProcessGroupNeuron")) return;
+    pybind11::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(
+        mod, "ProcessGroupNeuron")
+        .def(pybind11::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                               double timeout_s, std::string name,
+                               std::vector<int64_t> global_ranks) {
+               GroupSetup s;
+               s.store = store;
+               s.rank = rank;
+               s.size = size;
+               s.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+               s.name = std::move(name);
+               s.global_ranks = std::move(global_ranks);
+               return c10::make_intrusive<ProcessGroupNeuron>(std::move(s));
+             }),
+             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"),
+             pybind11::arg("timeout_s"), pybind11::arg("name"), pybind11::arg("global_ranks"))
+        .def("stats", [](const ProcessGroupNeuron& pg) {
+          const ProcessGroupNeuron::Stats s = pg.stats();
+          pybind11::dict d;
+          d["collectives"] = s.collectives;
+          d["bytes"] = s.bytes;
+          d["simulated_ps"] = s.simulated_ps;
+          return d;
+        });
+  });
+}
+
+}  // namespace neuronsim::pytorch

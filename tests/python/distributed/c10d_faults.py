@@ -1,0 +1,42 @@
+"""A rank of a "neuron" process group that dies, hangs or runs a different collective.
+Started as plain processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), not by torchrun,
+whose agent would stop the job at the first failure. Usage: c10d_faults.py CASE TIMEOUT_S.
+Every rank that gets an error prints one JSON line: the error's type and message and the
+seconds from the collective's start to the error."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import neuronsim  # noqa: F401
+
+case, timeout_s = sys.argv[1], float(sys.argv[2])
+dist.init_process_group("neuron", timeout=datetime.timedelta(seconds=timeout_s))
+me = dist.get_rank()
+t = torch.ones(8, device="neuron")
+dist.all_reduce(t)  # the group connects; every rank is healthy here
+
+start = time.monotonic()
+try:
+    if case == "dies" and me == 1:
+        os._exit(3)
+    elif case == "hangs" and me == 1:
+        time.sleep(3600)
+    elif case == "disagrees" and me == 1:
+        dist.broadcast(t, src=0)
+    else:
+        dist.all_reduce(t)
+    result = {"error": None}
+except Exception as e:  # noqa: BLE001  (any error is the result, reported)
+    result = {"error": type(e).__name__, "message": str(e)}
+result["seconds"] = time.monotonic() - start
+result["rank"] = me
+print(json.dumps(result), flush=True)
+os._exit(0)

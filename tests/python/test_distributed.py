@@ -1,0 +1,146 @@
+"""The torch.distributed backend "neuron" across processes: every c10d operation in every
+dtype under torchrun (tests/python/distributed/c10d_ops.py), and the faults: a rank that
+dies, hangs or runs a different collective gives the others a DistBackendError naming the
+operation within the group's timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "distributed"
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON", "TORCHELASTIC"))}
+    env.update(NEURONSIM_MODE=os.environ.get("NEURONSIM_MODE", "functional-only"))
+    env.update(extra)
+    return env
+
+
+def torchrun(script: Path, nproc: int, *args: str, env=None, timeout: float = 600):
+    """Runs `script` under torchrun with `nproc` ranks; returns the CompletedProcess."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(script),
+        *args,
+    ]
+    return subprocess.run(
+        cmd,
+        env=child_environment(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def last_json(stdout: str):
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    assert lines, "no JSON line printed"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def c10d_results():
+    done = torchrun(SCRIPTS / "c10d_ops.py", 4)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return last_json(done.stdout)
+
+
+def test_every_operation_and_dtype_matches_the_reference(c10d_results):
+    results = {k: v for k, v in c10d_results.items() if not k.startswith("_")}
+    # 13 dtypes × (reduce ops + 11 other operations) and the dtype-free checks
+    assert len(results) > 200, sorted(results)
+    failed = {k: v for k, v in results.items() if v is not None}
+    assert not failed, "\n\n".join(f"{k}: {v}" for k, v in sorted(failed.items())[:10])
+
+
+def test_the_group_counts_its_collectives(c10d_results):
+    stats = c10d_results["_stats"]
+    assert stats["collectives"] > 200
+    assert stats["bytes"] > 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_fault(case: str, timeout_s: float, ranks: int = 2):
+    """Starts the ranks of c10d_faults.py; returns each surviving rank's JSON result."""
+    port = free_port()
+    procs = []
+    for rank in range(ranks):
+        env = child_environment(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(ranks),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(SCRIPTS / "c10d_faults.py"), case, str(timeout_s)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = {}
+    try:
+        for rank, p in enumerate(procs):
+            if case == "hangs" and rank == 1:
+                continue
+            out, err = p.communicate(timeout=timeout_s + 120)
+            if case == "dies" and rank == 1:
+                assert p.returncode == 3, err[-3000:]
+                continue
+            assert p.returncode == 0, err[-3000:]
+            results[rank] = last_json(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return results
+
+
+def assert_named_error(result, timeout_s: float, *words: str):
+    assert result["error"] == "DistBackendError", result
+    message = result["message"]
+    assert "all_reduce" in message or "broadcast" in message, message
+    for w in words:
+        assert w in message, message
+    assert result["seconds"] < timeout_s + 10, result
+
+
+def test_a_rank_that_dies_fails_the_others_with_an_error_naming_it():
+    results = run_fault("dies", 20)
+    assert_named_error(results[0], 20, "rank 1")
+    # A dead peer is noticed at once, not after the timeout.
+    assert results[0]["seconds"] < 10, results[0]
+
+
+def test_a_rank_that_hangs_fails_the_others_within_the_timeout():
+    results = run_fault("hangs", 5)
+    assert_named_error(results[0], 5, "rank")
+    assert results[0]["seconds"] >= 4, results[0]
+
+
+def test_ranks_that_run_different_collectives_both_fail():
+    results = run_fault("disagrees", 20)
+    for rank in (0, 1):
+        assert_named_error(results[rank], 20, "broadcast", "all_reduce")
