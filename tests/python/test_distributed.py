@@ -1,7 +1,8 @@
 """The torch.distributed backend "neuron" across processes: every c10d operation in every
 dtype under torchrun (tests/python/distributed/c10d_ops.py), and the faults: a rank that
 dies, hangs or runs a different collective gives the others a DistBackendError naming the
-operation within the group's timeout."""
+operation within the group's timeout; DTensor, tensor parallelism and FSDP2 against one
+process (tests/python/distributed/parallel.py)."""
 
 from __future__ import annotations
 
@@ -144,3 +145,14 @@ def test_ranks_that_run_different_collectives_both_fail():
     results = run_fault("disagrees", 20)
     for rank in (0, 1):
         assert_named_error(results[rank], 20, "broadcast", "all_reduce")
+
+
+def test_dtensor_tensor_parallel_and_fsdp2_match_one_process():
+    """DTensor redistributions and ops, parallelize_module (with and without sequence
+    parallelism), fully_shard, and both on a 2 × 2 mesh, against the CPU in one process."""
+    done = torchrun(SCRIPTS / "parallel.py", 4)
+    assert done.returncode == 0, done.stderr[-6000:]
+    results = last_json(done.stdout)
+    assert len(results) == 6, results
+    failed = {k: v for k, v in results.items() if v is not None}
+    assert not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items())

@@ -6,11 +6,9 @@ wrong}. Each rank checks its own results and the failures of all ranks are gathe
 
 from __future__ import annotations
 
-import json
-import traceback
-
 import torch
 import torch.distributed as dist
+from checks import Checks
 
 import neuronsim
 
@@ -35,7 +33,8 @@ dist.init_process_group("neuron")
 R = dist.get_world_size()
 me = dist.get_rank()
 dev = torch.device("neuron", torch.neuron.current_device())
-failures: dict[str, str | None] = {}
+checks = Checks()
+check = checks.run
 
 
 def values(rank: int, dtype: torch.dtype, n: int = N, salt: int = 0) -> torch.Tensor:
@@ -83,14 +82,6 @@ def reference(op: str, tensors: list[torch.Tensor]) -> torch.Tensor:
     if op == "avg":
         acc = acc / R
     return acc.to(dtype)
-
-
-def check(name: str, fn) -> None:
-    try:
-        fn()
-        failures[name] = None
-    except Exception as e:  # noqa: BLE001  (a failed check is reported, the others still run)
-        failures[name] = f"rank {me}: {type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
 
 
 def reduce_ops(dtype: torch.dtype) -> list[str]:
@@ -346,13 +337,5 @@ def barrier():
 
 check("barrier", barrier)
 
-gathered: list = [None] * R
-dist.all_gather_object(gathered, failures)
-if me == 0:
-    merged: dict[str, str | None] = {}
-    for per_rank in gathered:
-        for name, why in per_rank.items():
-            merged[name] = merged.get(name) or why
-    merged["_stats"] = neuronsim.distributed.group_stats()
-    print(json.dumps(merged))
+checks.report(_stats=neuronsim.distributed.group_stats())
 dist.destroy_process_group()
