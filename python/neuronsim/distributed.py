@@ -72,3 +72,22 @@ def group_stats(group=None) -> dict[str, int]:
     pg = group if group is not None else dist.group.WORLD
     backend = pg._get_backend(torch.device("neuron"))
     return backend.stats()
+
+
+def all_groups_stats() -> dict[str, int]:
+    """group_stats() summed over every process group of this rank that runs on the neuron
+    backend (a mesh's dimension groups and the default group together)."""
+    import torch.distributed as dist
+
+    total = {"collectives": 0, "bytes": 0, "simulated_ps": 0}
+    if not dist.is_initialized():
+        return total
+    for pg in list(dist.distributed_c10d._world.pg_map):
+        try:
+            backend = pg._get_backend(torch.device("neuron"))
+        except RuntimeError:  # a group of another backend
+            continue
+        if hasattr(backend, "stats"):
+            for key, value in backend.stats().items():
+                total[key] += value
+    return total

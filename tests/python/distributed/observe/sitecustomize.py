@@ -1,0 +1,49 @@
+"""Instruments the seed scripts without editing them: put this folder on PYTHONPATH and set
+NEURONSIM_OBSERVE to a folder, and every process that imports Transformers' Trainer records,
+per rank, into <folder>/rank<N>.json:
+- per training step: host wall seconds, simulated seconds of the device clock, simulated
+  seconds the rank's core spent in collectives (the neuron process groups' own count);
+- the peak device memory (torch.neuron.max_memory_allocated);
+and, before the Trainer saves the model, rank 0 writes the full weights gathered from the
+shards (DTensor.full_tensor) to <folder>/gathered.pt, for comparison with the checkpoint.
+Processes that never import the Trainer (torchrun's agent) are untouched."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+_FOLDER = os.environ.get("NEURONSIM_OBSERVE")
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `callback(module)` once the module `name` has been executed."""
+
+    def __init__(self, name, callback):
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            self.callback(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _instrument(trainer_module) -> None:
+    from observe_hooks import instrument_trainer
+
+    instrument_trainer(trainer_module.Trainer, _FOLDER)
+
+
+if _FOLDER:
+    sys.meta_path.insert(0, _AfterImport("transformers.trainer", _instrument))
