@@ -63,6 +63,14 @@ from pathlib import Path
 # 8B one share the architecture; different seeds make their outputs differ.
 QWEN3_MODELS = {"Qwen/Qwen3-8B": 0, "Qwen/Qwen3.8-27B": 1}
 
+# Model id -> steps of fitting on the built-in chat corpus after the random initialisation
+# (fit_qwen3 says why and how). Qwen/Qwen3.8-27B is what generate_tp.py generates with,
+# on tensor-parallel ranks in bfloat16, and its tokens are compared with one CPU
+# process's: it is fitted until its greedy choices are decisive. Qwen/Qwen3-8B is what
+# sft_neuron_example.py fine-tunes on the ultrachat stand-in, where the test is that the
+# loss falls: it stays random (loss ln 768 = 6.6 at the start), with all to learn.
+QWEN3_FIT_STEPS = {"Qwen/Qwen3-8B": 0, "Qwen/Qwen3.8-27B": 200}
+
 QWEN3_SIZES = {
     "num_hidden_layers": 2,
     "hidden_size": 64,

@@ -127,3 +127,25 @@ def test_sft_on_a_tp_by_fsdp_grid_trains_and_saves_a_standard_checkpoint(
     )
     name = "model.layers.0.mlp.down_proj.weight"
     assert not torch.equal(initial.state_dict()[name], saved[name])
+
+
+def test_a_diffusers_pipeline_sharded_by_tensor_parallelism_draws_the_cpu_image(
+    offline_hub, tmp_path
+):
+    script = SCRIPTS / "diffusers_tp.py"
+    done = torchrun(script, 2, ["neuronsim/tiny-flux", str(tmp_path / "tp.pt")], env=offline_hub)
+    assert done.returncode == 0, done.stderr[-6000:]
+    reference = subprocess.run(
+        [sys.executable, str(script), "neuronsim/tiny-flux", str(tmp_path / "cpu.pt")],
+        env=child_environment(**offline_hub),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert reference.returncode == 0, reference.stderr[-4000:]
+    tp, cpu = torch.load(tmp_path / "tp.pt"), torch.load(tmp_path / "cpu.pt")
+    assert tp["sharded"] > 20, tp["sharded"]  # Diffusers' plan shards the blocks' linears
+    assert tp["collectives"] > 0
+    assert tp["image"].shape == cpu["image"].shape == (1, 3, 32, 32)
+    assert cpu["image"].std() > 0.05  # an image, not a flat field
+    torch.testing.assert_close(tp["image"], cpu["image"], atol=1e-4, rtol=0)
