@@ -203,14 +203,16 @@ def check(path: str, measured: list[tuple[str, str, float]]) -> list[str]:
     return failures
 
 
-def update(path: str, measured: list[tuple[str, str, float]]) -> None:
+def update(path: str, measured: list[tuple[str, str, float]], header: str = _GATE_HEADER) -> None:
+    """Rewrites the expected file `path` with `measured`, keeping the margins it had."""
     margins = {}
     if os.path.exists(path):
         margins = {(b, m): margin for b, m, _, margin in _read_expected(path)}
     with open(path, "w") as f:
-        f.write(_GATE_HEADER)
+        f.write(header)
         for bench, metric, value in measured:
-            default = "abs:0" if metric != "simulated_us" else "1e-06"
+            exact = float(value).is_integer() and metric != "simulated_us"
+            default = "abs:0" if exact else "1e-06"
             f.write(f"{bench},{metric},{value!r},{margins.get((bench, metric), default)}\n")
 
 

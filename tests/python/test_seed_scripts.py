@@ -19,10 +19,40 @@ from pathlib import Path
 import pytest
 import torch
 
+from neuronsim import bench
 from test_distributed import SCRIPTS, child_environment
 
 # The scripts live beside the checkout, in ../shared/seed-scripts.
 SEED_SCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "seed-scripts"
+
+
+# The measurements of the runs below (simulated, so the same on every machine) are gated
+# like the other benchmarks; NEURONSIM_BENCH_UPDATE=1 rewrites the file instead.
+GATE = Path(__file__).resolve().parents[2] / "bench" / "expected_seed_scripts.csv"
+GATE_HEADER = """\
+# Expected simulated figures of the seed scripts on trn2.3xlarge under torchrun
+# (tests/python/test_seed_scripts.py, which checks them): sft_neuron_example.py with
+# TP_SIZE=2 FSDP_SIZE=2 on 4 ranks (per steady training step, rank 0: simulated time, time in
+# collectives and their share; peak device memory of any rank) and generate_tp.py on 2 ranks
+# (new tokens and simulated tokens per second). Margins as in bench/expected_results.csv;
+# NEURONSIM_BENCH_UPDATE=1 pytest tests/python/test_seed_scripts.py rewrites the file.
+# Rule: a commit that changes an expected value gives the reason for it in the same commit.
+benchmark,metric,value,margin
+"""
+
+
+def gate(rows: list[tuple[str, str, float]]) -> None:
+    """Checks `rows` against their lines of the gate file (rows of other tests ignored)."""
+    if os.environ.get("NEURONSIM_BENCH_UPDATE") == "1":
+        kept = [(b, m, v) for b, m, v, _ in bench._read_expected(GATE)] if GATE.exists() else []
+        new = {(b, m) for b, m, _ in rows}
+        bench.update(str(GATE), [r for r in kept if (r[0], r[1]) not in new] + rows, GATE_HEADER)
+        return
+    names = {b for b, _, _ in rows}
+    expected = [r for r in bench._read_expected(GATE) if r[0] in names]
+    failures = [f for f in bench.check(str(GATE), rows) if f.split()[1] in names]
+    assert not failures, "\n".join(failures)
+    assert expected, f"no rows for {sorted(names)} in {GATE}"
 
 
 def hub_environment(home: Path) -> dict[str, str]:
@@ -84,9 +114,10 @@ SFT_ARGS = [
 ]  # fmt: skip
 
 
-def run_sft(offline_hub, tmp_path: Path, *extra: str):
+def run_sft(offline_hub, tmp_path: Path, *extra: str, mode: str = "functional-only"):
     out, observed = tmp_path / "out", tmp_path / "observed"
     env = dict(offline_hub, TP_SIZE="2", FSDP_SIZE="2", NEURONSIM_OBSERVE=str(observed))
+    env["NEURONSIM_MODE"] = mode
     env["PYTHONPATH"] = os.pathsep.join(
         [str(SCRIPTS / "observe"), str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
     )
@@ -104,7 +135,9 @@ def test_sft_on_a_tp_by_fsdp_grid_trains_and_saves_a_standard_checkpoint(
     from transformers import AutoModelForCausalLM
 
     extra = ["--torch_compile", "true"] if compiled else []
-    out, observed, ranks = run_sft(offline_hub, tmp_path, *extra)
+    # The eager run is timed (the tiny model costs little more) and gated.
+    mode = "functional-only" if compiled else "functional-and-timing"
+    out, observed, ranks = run_sft(offline_hub, tmp_path, *extra, mode=mode)
     losses = ranks[0]["losses"]
     assert len(losses) == 6, losses
     assert losses[-1] < losses[0] - 0.1, losses
@@ -127,6 +160,23 @@ def test_sft_on_a_tp_by_fsdp_grid_trains_and_saves_a_standard_checkpoint(
     )
     name = "model.layers.0.mlp.down_proj.weight"
     assert not torch.equal(initial.state_dict()[name], saved[name])
+    if not compiled:
+        gate(sft_measurements(ranks))
+
+
+def sft_measurements(ranks: list[dict]) -> list[tuple[str, str, float]]:
+    """Per steady step (the first includes one-time work) of rank 0, and peak memory."""
+    steady = ranks[0]["steps"][1:]
+    simulated = sum(s["simulated_s"] for s in steady) / len(steady)
+    collectives = sum(s["collectives_simulated_s"] for s in steady) / len(steady)
+    assert simulated > 0 and 0 < collectives < simulated, ranks[0]["steps"]
+    name = "trn2/seed/sft_qwen3_tiny_tp2_fsdp2"
+    return [
+        (name, "simulated_us_per_step", round(simulated * 1e6, 6)),
+        (name, "collectives_us_per_step", round(collectives * 1e6, 6)),
+        (name, "collectives_share", round(collectives / simulated, 9)),
+        (name, "peak_memory_bytes", float(max(r["peak_memory_bytes"] for r in ranks))),
+    ]
 
 
 def test_a_diffusers_pipeline_sharded_by_tensor_parallelism_draws_the_cpu_image(

@@ -1,5 +1,5 @@
-"""What sitecustomize.py installs into a Trainer: a callback that measures each step and a
-save_model that first gathers the full weights (see sitecustomize.py)."""
+"""What sitecustomize.py installs: into a Trainer, a callback that measures each step and a
+save_model that first gathers the full weights; around generate(), a measurement."""
 
 from __future__ import annotations
 
@@ -82,3 +82,33 @@ def instrument_trainer(trainer_class, folder: str) -> None:
 
     trainer_class.__init__ = __init__
     trainer_class.save_model = save_model_gathering_first
+
+
+def instrument_generate(mixin, folder: str) -> None:
+    generate = mixin.generate
+    calls: list[dict] = []
+
+    def measured_generate(self, inputs=None, *args, **kwargs):
+        torch.neuron.synchronize()
+        wall, simulated = time.perf_counter(), neuronsim.simulated_time()
+        collectives = neuronsim.distributed.all_groups_stats()["simulated_ps"]
+        out = generate(self, inputs, *args, **kwargs)
+        torch.neuron.synchronize()
+        prompt = inputs if inputs is not None else kwargs.get("input_ids")
+        sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        calls.append(
+            {
+                "new_tokens": int(sequences.shape[-1] - prompt.shape[-1]),
+                "wall_s": time.perf_counter() - wall,
+                "simulated_s": neuronsim.simulated_time() - simulated,
+                "collectives_simulated_s": (
+                    neuronsim.distributed.all_groups_stats()["simulated_ps"] - collectives
+                )
+                / 1e12,
+            }
+        )
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"generate_rank{_rank()}.json").write_text(json.dumps(calls))
+        return out
+
+    mixin.generate = measured_generate

@@ -6,7 +6,9 @@ per rank, into <folder>/rank<N>.json:
 - the peak device memory (torch.neuron.max_memory_allocated);
 and, before the Trainer saves the model, rank 0 writes the full weights gathered from the
 shards (DTensor.full_tensor) to <folder>/gathered.pt, for comparison with the checkpoint.
-Processes that never import the Trainer (torchrun's agent) are untouched."""
+Every process that generates with a Transformers model records, into
+<folder>/generate_rank<N>.json, each generate() call's new tokens, host wall seconds and
+simulated seconds. Processes that import neither (torchrun's agent) are untouched."""
 
 from __future__ import annotations
 
@@ -39,11 +41,18 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _instrument(trainer_module) -> None:
+def _instrument_trainer(module) -> None:
     from observe_hooks import instrument_trainer
 
-    instrument_trainer(trainer_module.Trainer, _FOLDER)
+    instrument_trainer(module.Trainer, _FOLDER)
+
+
+def _instrument_generation(module) -> None:
+    from observe_hooks import instrument_generate
+
+    instrument_generate(module.GenerationMixin, _FOLDER)
 
 
 if _FOLDER:
-    sys.meta_path.insert(0, _AfterImport("transformers.trainer", _instrument))
+    sys.meta_path.insert(0, _AfterImport("transformers.trainer", _instrument_trainer))
+    sys.meta_path.insert(0, _AfterImport("transformers.generation.utils", _instrument_generation))
