@@ -405,6 +405,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         if (later.seq > w.seq && conflict(w, later))
           later.after_ps = std::max(later.after_ps, c.end_ps);
     if (!w.is_copy && !c.error) record_in_sessions(w, c);
+    if (w.is_hold && !c.error) record_hold_in_sessions(w, c);
   }
 
   // Runs a batch with mu released; returns the completions (mu held again).
@@ -538,6 +539,16 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       c.error = std::current_exception();
     }
     return c;
+  }
+
+  // A hold is a slice of its own on the core's row (the collective beside the kernels);
+  // sessions limited to some programs leave it out.
+  void record_hold_in_sessions(const Work& w, const Completion& c) {
+    for (auto& [id, s] : sessions) {
+      if (!s.programs.empty() || !s.wants(w, c.start_ps, c.end_ps)) continue;
+      s.data.result.executions.push_back(
+          {w.core, w.seq, w.copy.name, nullptr, c.start_ps, c.end_ps});
+    }
   }
 
   void record_in_sessions(const Work& w, const Completion& c) {

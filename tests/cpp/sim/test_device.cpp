@@ -109,6 +109,22 @@ TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
   EXPECT_EQ(late.end_ps, late.start_ps);
 }
 
+TEST(Device, AHoldIsASliceOfItsOwnInATraceBesideTheExecutions) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const uint64_t session = dev->start_trace();
+  const Completion first = dev->run({p, io, "a"});
+  dev->wait(dev->enqueue(0, Hold{first.end_ps + 1'000'000, "all_reduce"}));
+  const TraceSession t = dev->stop_trace(session);
+  ASSERT_EQ(t.result.executions.size(), 2u);
+  const ExecutionRecord& hold = t.result.executions[1];
+  EXPECT_EQ(hold.name, "all_reduce");
+  EXPECT_EQ(hold.program, nullptr);
+  EXPECT_EQ(hold.start_ps, first.end_ps);
+  EXPECT_EQ(hold.end_ps, first.end_ps + 1'000'000);
+}
+
 TEST(Device, AHoldTakesNoTimeInFunctionalOnlyMode) {
   DeviceOptions options;
   options.mode = Mode::functional_only;

@@ -331,6 +331,26 @@ def functional_collectives():
 check("functional_collectives", functional_collectives)
 
 
+def profile_shows_collectives():
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/trace.json"
+        t = torch.ones(64, device=dev)
+        with neuronsim.profile(path):
+            t = t * 2
+            dist.all_reduce(t)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    names = [e.get("name") for e in events if e.get("cat") == "Execution"]
+    assert any(n.startswith("all_reduce") for n in names), names
+    assert any("mul" in n for n in names), names
+
+
+check("profile_shows_collectives", profile_shows_collectives)
+
+
 def barrier():
     dist.barrier()
 
