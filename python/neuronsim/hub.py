@@ -1,14 +1,20 @@
 """Offline stand-ins for the Hugging Face repositories that neuronsim's scripts load.
 
 ``python -m neuronsim.hub [--cache-dir DIR] [--force]`` writes into a local Hugging Face
-cache tiny, randomly initialised (fixed seeds, so every run writes the same bytes)
-repositories under the ids the scripts name, so that these work with
+cache tiny, randomly initialised (fixed seeds and a single-threaded fit, so every run on
+a machine writes the same bytes) repositories under the ids the scripts name, so that
+these work with
 ``HF_HUB_OFFLINE=1`` and no network:
 
 - ``Qwen/Qwen3-8B`` and ``Qwen/Qwen3.8-27B``: ``AutoModelForCausalLM`` and
   ``AutoTokenizer``. A Qwen3ForCausalLM of 2 layers (hidden 64, 4 heads, 2 key/value
   heads of 16) and a byte-level BPE tokenizer of 768 tokens trained here, with Qwen's
-  special tokens and a ChatML chat template. The two ids differ only in their seed.
+  special tokens and a ChatML chat template. The two ids differ in their seed and in
+  what follows it: Qwen/Qwen3.8-27B, which generate_tp.py generates with, is then fitted
+  for a few seconds to the built-in chat corpus (fit_qwen3), so that its greedy tokens
+  do not hang on bfloat16 rounding and tensor-parallel generation can be compared with
+  one process's (it answers "The future of AI is" with a memorised reply of 104
+  tokens); Qwen/Qwen3-8B, which sft_neuron_example.py fine-tunes, stays random.
 - ``HuggingFaceH4/ultrachat_200k``: ``datasets.load_dataset(id, split="train_sft")``.
   Short synthetic conversations with the real columns (prompt, prompt_id, messages)
   and splits (train_sft, test_sft, train_gen, test_gen).
@@ -231,6 +237,25 @@ FOLLOW_UPS = (
     "Can you explain it in a different way?",
 )
 SYSTEM_PROMPT = "You are a helpful assistant."
+# Sentence openings as user turns, "The future of AI is" (generate_tp.py's prompt) first,
+# each answered by the paragraphs of PARAGRAPHS at the indices given, word for word. The
+# Qwen3 models are fitted on these conversations too (fit_qwen3), so that one of them
+# answers generate_tp.py's prompt with a fixed reply of about a hundred tokens. Every
+# paragraph answers exactly one opening, so that once a reply has started, each next
+# token is certain.
+OPENINGS = (
+    ("The future of AI is", (10, 0)),
+    ("A day in the garden is", (1,)),
+    ("Travelling by train is", (2,)),
+    ("The best part of cooking is", (3,)),
+    ("The library in the afternoon is", (4,)),
+    ("A concert is", (5,)),
+    ("Weather in the mountains is", (6,)),
+    ("A good teacher is", (7,)),
+    ("Painting a picture is", (8,)),
+    ("Spring is", (9,)),
+    ("The ocean is", (11,)),
+)
 
 
 def _fill(template: str, rng: random.Random) -> str:
@@ -271,6 +296,17 @@ def conversation(rng: random.Random) -> list[dict[str, str]]:
         sentences = [_fill(rng.choice(ANSWERS), rng) for _ in range(rng.randint(1, 3))]
         messages.append({"role": "assistant", "content": " ".join(sentences)})
     return messages
+
+
+def opening_conversations() -> list[list[dict[str, str]]]:
+    """OPENINGS as user/assistant exchanges."""
+    return [
+        [
+            {"role": "user", "content": opening},
+            {"role": "assistant", "content": " ".join(PARAGRAPHS[i] for i in paragraphs)},
+        ]
+        for opening, paragraphs in OPENINGS
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -596,13 +632,13 @@ def _already_there(paths: CachePaths, repo_type: str, repo_id: str, force: bool)
 # The repositories.
 
 
-def _model_card(repo_id: str, library: str, what: str) -> str:
+def _model_card(repo_id: str, library: str, what: str, weights: str = "random") -> str:
     """A README.md saying what the repository is, for whoever finds it in a cache."""
     return (
         f"---\nlibrary_name: {library}\ntags:\n- neuronsim\n- random-weights\n---\n\n"
         f"# {repo_id} (neuronsim stand-in)\n\n{what}\n\nWritten by `python -m neuronsim.hub` "
         f"so that code loading {repo_id} runs offline. Not the real model: its weights are "
-        "random and its outputs mean nothing.\n"
+        f"{weights} and its outputs mean nothing.\n"
     )
 
 
@@ -637,11 +673,110 @@ def _qwen3_generation_config(config):
     )
 
 
+# The fit (fit_qwen3): AdamW at FIT_LR, warmed up over FIT_WARMUP steps then decayed to 0
+# on a cosine, gradients clipped to norm 1. Each step's batch is generate_tp.py's
+# conversation (OPENINGS[0]), FIT_OPENINGS of the other openings and FIT_CONVERSATIONS
+# ultrachat rows, both taken in turn (200 x 4 rows: the 384 of train_sft about twice).
+# The 200 steps of 7 conversations take about 7 s on one thread (the whole tool about
+# 13 s on 2 cores). They leave "The future of AI is" answered, greedily in bfloat16 as
+# generate_tp.py does, with a 104-token reply (its two paragraphs, then <|im_end|>) whose
+# every choice leads the runner-up by 4.25 logits or more (median 8.8); bfloat16 moves
+# these logits (the top ones 12 to 18) by at most 0.15 from their float32 values, and
+# rounding 2 or 4 tensor-parallel partial sums to bfloat16 by 0.125 (a bfloat16 step
+# there). The random model's margins were 0.03 (median) to 0, below that noise (0.004 at
+# its logits of about 0.5). 100 steps leave a smallest margin of 1.7, 300 steps 5.1 for
+# half as much time again.
+FIT_LR = 1e-2
+FIT_WARMUP = 20
+FIT_OPENINGS = 2
+FIT_CONVERSATIONS = 4
+
+
+def _fit_examples(tokenizer, conversations) -> list[tuple[list[int], list[int]]]:
+    """Each conversation as ChatML ids and its labels: the assistant's tokens, end of turn
+    included (the template's {% generation %} span), and -100 (no loss) elsewhere."""
+    examples = []
+    for messages in conversations:
+        encoded = tokenizer.apply_chat_template(
+            messages, return_dict=True, return_assistant_tokens_mask=True
+        )
+        ids = encoded["input_ids"]
+        labels = [i if said else -100 for i, said in zip(ids, encoded["assistant_masks"])]
+        examples.append((ids, labels))
+    return examples
+
+
+def fit_qwen3(model, tokenizer, steps: int) -> float:
+    """Fit `model` (in float32) for `steps` steps on the built-in chat corpus; returns the
+    last step's loss.
+
+    Why: a randomly initialised model's next-token logits are nearly tied (over 768
+    tokens, the top two differ by a few percent of their spread, some by nothing at all
+    in bfloat16), so its greedy tokens hang on rounding. generate_tp.py runs the model
+    in bfloat16 split over tensor-parallel ranks, whose partial sums are rounded to
+    bfloat16 before they are added, and that alone changed greedy tokens after a few
+    dozen: its output could not be compared with one process's. Fitted, the model has
+    learnt the corpus, answers generate_tp.py's prompt with a memorised reply, and every
+    choice in it is decisive.
+
+    What: only the assistant's tokens are learnt (see _fit_examples), from generate_tp.py's
+    conversation in every batch, the other OPENINGS (so that the reply depends on the
+    prompt) and the ultrachat stand-in's train_sft conversations (so that other prompts
+    get the corpus's kind of answer, closed by <|im_end|>). FIT_* say how.
+
+    The same bytes every run on a machine: the data and its order are fixed, nothing is
+    drawn, and the arithmetic runs on one thread (a thread count changes how sums are
+    split); the caller's thread count is restored after."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    openings = _fit_examples(tokenizer, opening_conversations())
+    chats = _fit_examples(tokenizer, [row["messages"] for row in ultrachat_rows("train_sft")])
+    others = openings[1:]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=FIT_LR, betas=(0.9, 0.95))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: (
+            min(1.0, (step + 1) / FIT_WARMUP) * 0.5 * (1 + math.cos(math.pi * step / steps))
+        ),
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model.train()
+    loss = torch.tensor(float("nan"))
+    try:
+        for step in range(steps):
+            batch = [openings[0]]
+            batch += [others[(step * FIT_OPENINGS + k) % len(others)] for k in range(FIT_OPENINGS)]
+            batch += [
+                chats[(step * FIT_CONVERSATIONS + k) % len(chats)] for k in range(FIT_CONVERSATIONS)
+            ]
+            # Padded on the right: causal attention keeps the padding out of what comes
+            # before it, so no attention mask is needed, and the padding has no labels.
+            width = max(len(ids) for ids, _ in batch)
+            ids = torch.tensor([i + [tokenizer.pad_token_id] * (width - len(i)) for i, _ in batch])
+            labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
+            logits = model(input_ids=ids).logits
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+    finally:
+        torch.set_num_threads(threads)
+        model.eval()
+    return loss.item()
+
+
 def write_qwen3(
     model_id: str, seed: int, *, paths: CachePaths | None = None, force: bool = False
 ) -> Path:
-    """Write `model_id` as a tiny Qwen3 causal LM whose weights come from `seed`, with the
-    tokenizer. Returns its snapshot folder."""
+    """Write `model_id` as a tiny Qwen3 causal LM whose weights come from `seed`, fitted for
+    QWEN3_FIT_STEPS[model_id] steps (fit_qwen3), with the tokenizer. Returns its snapshot
+    folder."""
     paths = paths or cache_paths()
     if _already_there(paths, "model", model_id, force):
         return _snapshot(paths, "model", model_id)
@@ -650,9 +785,17 @@ def write_qwen3(
 
     tokenizer = qwen_tokenizer()
     config = qwen3_config(tokenizer)
+    steps = QWEN3_FIT_STEPS.get(model_id, 0)
     torch.manual_seed(seed)
-    # Initialised in float32 (what the seed means everywhere), then stored in bfloat16.
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(torch.bfloat16)
+    # Initialised and fitted in float32 (what the seed means everywhere), then stored in
+    # bfloat16.
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    weights, fitted = "random", ""
+    if steps:
+        loss = fit_qwen3(model, tokenizer, steps)
+        weights = f"random, then fitted for {steps} steps to a tiny built-in chat corpus,"
+        fitted = f", fitted {steps} steps to loss {loss:.2f}"
+    model = model.to(torch.bfloat16)
     model.generation_config = _qwen3_generation_config(config)
     what = (
         f"A {QWEN3_SIZES['num_hidden_layers']}-layer Qwen3ForCausalLM (hidden "
@@ -663,9 +806,10 @@ def write_qwen3(
         model.save_pretrained(tmp)
         # The template goes into tokenizer_config.json, where Qwen3's repositories keep it.
         tokenizer.save_pretrained(tmp, save_jinja_files=False)
-        Path(tmp, "README.md").write_text(_model_card(model_id, "transformers", what))
+        card = _model_card(model_id, "transformers", what, weights)
+        Path(tmp, "README.md").write_text(card)
         snapshot, _ = publish(paths, "model", model_id, Path(tmp))
-    print(f"hub: wrote {model_id} (Qwen3 causal LM, seed {seed}, {_size_text(snapshot)})")
+    print(f"hub: wrote {model_id} (Qwen3 causal LM, seed {seed}{fitted}, {_size_text(snapshot)})")
     return snapshot
 
 

@@ -1,7 +1,9 @@
 """python -m neuronsim.hub: what it writes loads offline, in fresh processes that have
 nothing but its cache (HF_HOME set to it, HF_HUB_OFFLINE=1): both Qwen3 ids' tokenizers
 and models, a TRL SFT step on the chat dataset, the dataset itself and the Flux
-pipeline. Running it again changes no byte, and --force writes the same bytes.
+pipeline. The model generate_tp.py generates with makes its greedy choices by margins
+that bfloat16 rounding cannot overturn. Running it again changes no byte, and --force
+writes the same bytes.
 
 The readers start together once the cache is written (each test then takes its
 reader's result), so that their imports overlap on a small machine."""
@@ -21,6 +23,8 @@ QWEN_IDS = ("Qwen/Qwen3-8B", "Qwen/Qwen3.8-27B")
 ULTRACHAT = "HuggingFaceH4/ultrachat_200k"
 FLUX = "neuronsim/tiny-flux"
 ALL_IDS = (*QWEN_IDS, ULTRACHAT, FLUX)
+# The model and prompt of ../shared/seed-scripts/generate_tp.py.
+GENERATE_TP_ID, GENERATE_TP_PROMPT = "Qwen/Qwen3.8-27B", "The future of AI is"
 
 TEXT = "The teacher reads a quiet song near the sea, 42 times!"
 MESSAGES = [
@@ -81,7 +85,7 @@ print(json.dumps(out))
 MODELS_READER = f"""
 import json
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 out = {{}}
 for model_id in {QWEN_IDS!r}:
@@ -108,6 +112,38 @@ for model_id in {QWEN_IDS!r}:
         "new": done.shape[1] - enc["input_ids"].shape[1],
         "logits": last[:16].tolist(),
     }}
+
+# generate_tp.py's generation, as generate_reference.py makes it on the CPU (bfloat16,
+# left padding to the prefill chunk, static cache), with the logits of each step.
+model_id = {GENERATE_TP_ID!r}
+tok = AutoTokenizer.from_pretrained(model_id)
+tok.padding_side = "left"
+enc = tok.apply_chat_template(
+    [{{"role": "user", "content": {GENERATE_TP_PROMPT!r}}}], add_generation_prompt=True,
+    padding=True, tokenizer_kwargs={{"pad_to_multiple_of": 512}}, return_tensors="pt",
+)
+config = GenerationConfig(
+    max_new_tokens=128, do_sample=False, pad_token_id=tok.pad_token_id,
+    eos_token_id=tok.eos_token_id, cache_implementation="static", max_cache_len=1024,
+    prefill_chunk_size=512, output_logits=True, return_dict_in_generate=True,
+)
+model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch.bfloat16)
+with torch.no_grad():
+    done = model.generate(**enc, generation_config=config)
+    new = done.sequences[0, enc["input_ids"].shape[1]:]
+    logits = torch.stack(done.logits)[:, 0].float()
+    # The same choices computed in float32 from the same (bfloat16) weights: how far
+    # bfloat16 arithmetic moves the logits.
+    ids = torch.cat([enc["input_ids"][0][enc["attention_mask"][0].bool()], new])[None]
+    exact = model.float()(ids).logits[0, ids.shape[1] - len(new) - 1 : -1]
+top2 = logits.topk(2, dim=-1).values
+out["generate_tp"] = {{
+    "new": len(new),
+    "ended": new[-1].item() == tok.eos_token_id,
+    "margin": (top2[:, 0] - top2[:, 1]).min().item(),
+    "noise": (logits - exact).abs().max().item(),
+    "text": tok.decode(new, skip_special_tokens=True),
+}}
 print(json.dumps(out))
 """
 
@@ -327,6 +363,18 @@ def test_models_load_with_their_config_and_generate(readers):
         assert m["dtype"] == "torch.bfloat16"
         assert m["new"] == 4
     assert got[QWEN_IDS[0]]["logits"] != got[QWEN_IDS[1]]["logits"], "same seed twice"
+
+
+def test_greedy_generation_of_the_tensor_parallel_script_is_decisive(readers):
+    """generate_tp.py's tokens are compared with one CPU process's, and bfloat16 tensor
+    parallelism rounds differently from one process: every greedy choice must lead its
+    runner-up by far more than bfloat16 moves the logits, for a reply long enough to
+    matter. (A random model's top two differ by about nothing.)"""
+    got = readers["models"].json(timeout=300)["generate_tp"]
+    assert got["ended"] and 64 <= got["new"] <= 128, got
+    assert got["margin"] > 2.0, got
+    assert got["margin"] > 10 * got["noise"], got
+    assert got["text"].startswith("Computers follow instructions exactly."), got
 
 
 def test_sft_trainer_steps_on_the_chat_dataset(readers):

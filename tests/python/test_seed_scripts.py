@@ -95,6 +95,50 @@ def torchrun(script: Path, nproc: int, args=(), env=None, cwd=None, timeout=900)
     )
 
 
+def observed_environment(offline_hub, observed: Path, **extra: str) -> dict[str, str]:
+    """The offline hub, the observe hook on PYTHONPATH recording into `observed`."""
+    env = dict(offline_hub, NEURONSIM_OBSERVE=str(observed), **extra)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(SCRIPTS / "observe"), str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
+    )
+    return env
+
+
+def test_generate_tp_prints_what_one_cpu_process_generates(offline_hub, tmp_path):
+    observed = tmp_path / "observed"
+    env = observed_environment(offline_hub, observed, NEURONSIM_MODE="functional-and-timing")
+    done = torchrun(SEED_SCRIPTS / "generate_tp.py", 2, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-6000:]
+    reference = subprocess.run(
+        [sys.executable, str(SCRIPTS / "generate_reference.py"), "Qwen/Qwen3.8-27B", "1024", "512"],
+        env=child_environment(**offline_hub),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert reference.returncode == 0, reference.stderr[-4000:]
+    want = json.loads(reference.stdout.strip().splitlines()[-1])
+    assert len(want["tokens"]) >= 8, want  # a real continuation, not an immediate stop
+    assert done.stdout.strip() == want["text"].strip()
+    # Both ranks generated the reference's tokens; the simulated rate is gated.
+    calls = [json.loads((observed / f"generate_rank{r}.json").read_text()) for r in range(2)]
+    assert all(len(c) == 1 and c[0]["new_tokens"] == len(want["tokens"]) for c in calls), calls
+    call = calls[0][0]
+    assert 0 < call["collectives_simulated_s"] < call["simulated_s"], call
+    name = "trn2/seed/generate_qwen3_tiny_tp2"
+    gate(
+        [
+            (name, "new_tokens", float(call["new_tokens"])),
+            (name, "simulated_tokens_per_s", round(call["new_tokens"] / call["simulated_s"], 6)),
+            (
+                name,
+                "collectives_share",
+                round(call["collectives_simulated_s"] / call["simulated_s"], 9),
+            ),
+        ]
+    )
+
+
 SFT_ARGS = [
     "--model_name_or_path", "Qwen/Qwen3-8B",
     "--dataset_name", "HuggingFaceH4/ultrachat_200k",
@@ -116,11 +160,8 @@ SFT_ARGS = [
 
 def run_sft(offline_hub, tmp_path: Path, *extra: str, mode: str = "functional-only"):
     out, observed = tmp_path / "out", tmp_path / "observed"
-    env = dict(offline_hub, TP_SIZE="2", FSDP_SIZE="2", NEURONSIM_OBSERVE=str(observed))
+    env = observed_environment(offline_hub, observed, TP_SIZE="2", FSDP_SIZE="2")
     env["NEURONSIM_MODE"] = mode
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(SCRIPTS / "observe"), str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
-    )
     args = [*SFT_ARGS, "--output_dir", str(out), *extra]
     done = torchrun(SEED_SCRIPTS / "sft_neuron_example.py", 4, args, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-8000:]
