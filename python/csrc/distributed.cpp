@@ -353,10 +353,25 @@ struct ProcessGroupNeuron::Impl {
       o.root = host.find(':') == std::string::npos ? host + ":0" : "[" + host + "]:0";
       o.on_listening = [&](const std::string& address) { setup.store->set(key, bytes(address)); };
     } else {
-      setup.store->wait({key}, setup.timeout);
-      o.root = text(setup.store->get(key));
+      o.root = published(key);
     }
     return cc::TcpCommunicator::connect(std::move(o));
+  }
+
+  // The value rank 0 publishes under `key`, once it is there. Polled, not Store::wait: a
+  // TCPStore client serialises its calls, so a blocking wait in one channel's thread would
+  // keep another thread of this process from publishing its own address (a deadlock across
+  // the ranks of a ring of sends).
+  std::string published(const std::string& key) {
+    const auto deadline = std::chrono::steady_clock::now() + setup.timeout;
+    while (!setup.store->check({key})) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw cc::CommError(cc::CommFault::timeout,
+                            fmt::format("rank 0 of '{}' did not publish its address within {} s",
+                                        key, setup.timeout.count() / 1000.0));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return text(setup.store->get(key));
   }
 
   // Where the collective starts on this rank: the device clock, once its work is done.

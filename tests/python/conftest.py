@@ -141,3 +141,22 @@ def assert_device_works(device: str = "neuron:0") -> None:
 @pytest.fixture
 def device_works():
     return assert_device_works
+
+
+@pytest.fixture(scope="session")
+def offline_hub_cache(tmp_path_factory):
+    """A Hugging Face cache written once per session by `python -m neuronsim.hub` (tiny
+    stand-ins of the seed scripts' models and data): (its folder, the tool's output). The
+    caches come from --cache-dir alone, whatever this environment names."""
+    home = tmp_path_factory.mktemp("hf_home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "neuronsim.hub", "--cache-dir", str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return home, done.stdout

@@ -68,17 +68,9 @@ def hub_environment(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def offline_hub(tmp_path_factory):
+def offline_hub(offline_hub_cache):
     assert SEED_SCRIPTS.is_dir(), f"the seed scripts are not at {SEED_SCRIPTS}"
-    home = tmp_path_factory.mktemp("seed_hf_home")
-    done = subprocess.run(
-        [sys.executable, "-m", "neuronsim.hub", "--cache-dir", str(home)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return hub_environment(home)
+    return hub_environment(offline_hub_cache[0])
 
 
 def torchrun(script: Path, nproc: int, args=(), env=None, cwd=None, timeout=900):

@@ -259,6 +259,23 @@ def blocking_send_recv():
 check("send_recv/blocking", blocking_send_recv)
 
 
+def receives_posted_before_sends():
+    # Every rank waits for its peer's address before it publishes its own: the channels'
+    # threads must not hold the store while they wait (they would never publish).
+    import time
+
+    out = torch.empty(3, device=dev)
+    recv = dist.irecv(out, src=(me - 1) % R)
+    time.sleep(0.5)
+    send = dist.isend(torch.full((3,), float(me), device=dev), dst=(me + 1) % R)
+    recv.wait()
+    send.wait()
+    same(out, torch.full((3,), float((me - 1) % R)))
+
+
+check("send_recv/receives_posted_first", receives_posted_before_sends)
+
+
 def premul_sum():
     t = values(me, torch.float32).to(dev)
     dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
