@@ -1,4 +1,6 @@
-// `neuron-sim cc-bench`: a collective benchmark in the style of nccom-test. Every rank in this
+// `neuron-sim cc-bench`: a collective benchmark that speaks nccom-test's language (the
+// operation as a positional name, its options, its table and closing line), so that scripts
+// written for nccom-test run here unchanged (docs/collectives.md §5a). Every rank in this
 // process on the simulated fabric (default), one process per rank on loopback (--processes), or
 // one rank of a job whose ranks were started by hand (--rank, with NEURON_RT_ROOT_COMM_ID and
 // NEURONSIM_JOB_TOKEN). For each message size it prints the simulated time, the algorithm
@@ -51,9 +53,15 @@ using isa::DType;
 
 struct CcBenchArgs {
   std::string op = "all-reduce";
+  std::string positional_op;  // nccom-test's form: `cc-bench allr -r 2`
   int ranks = 2;
   std::string minbytes = "1K", maxbytes = "64M";
   uint64_t stepfactor = 2;
+  std::string stepbytes;             // an additive step instead of the factor (nccom-test's -i)
+  int iters = 20, warmup_iters = 5;  // accepted as nccom-test's; simulated time is exact
+  bool show_algorithm = false;
+  std::string report_json;   // nccom-test's --report-to-json-file
+  bool quiet_flags = false;  // --non-interactive, --debug: accepted, no effect
   std::string dtype = "fp32";
   std::string algorithm = "auto";
   std::string instance = "trn2.48xlarge";
@@ -116,17 +124,22 @@ struct OpChoice {
 
 OpChoice parse_op(const std::string& text) {
   const std::string s = normalize(text);
-  if (s == "all-reduce" || s == "allreduce") return {Op::all_reduce};
-  if (s == "all-gather" || s == "allgather") return {Op::all_gather};
-  if (s == "reduce-scatter" || s == "reducescatter") return {Op::reduce_scatter};
+  // nccom-test's names and short names (allr, allg, redsct) too.
+  if (s == "all-reduce" || s == "allreduce" || s == "allr") return {Op::all_reduce};
+  if (s == "all-gather" || s == "allgather" || s == "allg") return {Op::all_gather};
+  if (s == "reduce-scatter" || s == "reducescatter" || s == "redsct") return {Op::reduce_scatter};
   if (s == "all-to-all" || s == "alltoall") return {Op::all_to_all};
   if (s == "broadcast") return {Op::broadcast};
   if (s == "reduce") return {Op::reduce};
   if (s == "permute") return {Op::permute};
   if (s == "send-recv" || s == "sendrecv") return {Op::permute, true};
+  if (s == "all-gatherv" || s == "allgv" || s == "alltoallv")
+    throw std::runtime_error(fmt::format(
+        "operation '{}': the variable-size collectives of nccom-test are not supported yet", text));
   throw std::runtime_error(
-      fmt::format("--op '{}': unknown operation (known: all-reduce, all-gather, reduce-scatter, "
-                  "all-to-all, broadcast, reduce, permute, send-recv)",
+      fmt::format("operation '{}': unknown (known: all-reduce/allr, all-gather/allg, "
+                  "reduce-scatter/redsct, all-to-all/alltoall, broadcast, reduce, permute, "
+                  "send-recv/sendrecv)",
                   text));
 }
 
@@ -137,12 +150,12 @@ DType parse_dtype_arg(const std::string& text) {
     DType t;
   };
   static const Name names[] = {
-      {"fp32", DType::fp32},      {"float32", DType::fp32},      {"bf16", DType::bf16},
-      {"bfloat16", DType::bf16},  {"fp16", DType::fp16},         {"float16", DType::fp16},
-      {"tf32", DType::tf32},      {"fp8e4", DType::fp8_e4m3},    {"fp8-e4m3", DType::fp8_e4m3},
-      {"fp8e5", DType::fp8_e5m2}, {"fp8-e5m2", DType::fp8_e5m2}, {"int8", DType::int8},
-      {"uint8", DType::uint8},    {"int16", DType::int16},       {"uint16", DType::uint16},
-      {"int32", DType::int32},    {"uint32", DType::uint32},
+      {"fp32", DType::fp32},         {"float32", DType::fp32},   {"bf16", DType::bf16},
+      {"bfloat16", DType::bf16},     {"fp16", DType::fp16},      {"float16", DType::fp16},
+      {"tf32", DType::tf32},         {"fp8e4", DType::fp8_e4m3}, {"fp8", DType::fp8_e4m3},
+      {"fp8-e4m3", DType::fp8_e4m3}, {"fp8e5", DType::fp8_e5m2}, {"fp8-e5m2", DType::fp8_e5m2},
+      {"int8", DType::int8},         {"uint8", DType::uint8},    {"int16", DType::int16},
+      {"uint16", DType::uint16},     {"int32", DType::int32},    {"uint32", DType::uint32},
   };
   for (const Name& n : names)
     if (s == n.name) return n.t;
@@ -150,6 +163,26 @@ DType parse_dtype_arg(const std::string& text) {
       fmt::format("--dtype '{}': unknown data type (known: fp32, bf16, fp16, tf32, fp8e4, fp8e5, "
                   "int8, uint8, int16, uint16, int32, uint32)",
                   text));
+}
+
+// The data type as nccom-test's `type` column and --datatype name it.
+std::string_view short_dtype_name(DType t) {
+  switch (t) {
+    case DType::fp32:
+      return "fp32";
+    case DType::bf16:
+      return "bf16";
+    case DType::fp16:
+      return "fp16";
+    case DType::tf32:
+      return "tf32";
+    case DType::fp8_e4m3:
+      return "fp8e4";
+    case DType::fp8_e5m2:
+      return "fp8e5";
+    default:
+      return isa::dtype_name(t);  // int8, uint8, ... as nccom-test writes them
+  }
 }
 
 Algorithm parse_algorithm(const std::string& text) {
@@ -379,6 +412,8 @@ struct Row {
 
 // The settings of a run, checked.
 struct Bench {
+  std::string op_text;     // as given (positional or --op)
+  uint64_t stepbytes = 0;  // additive step between sizes; 0: multiply by --stepfactor
   OpChoice choice;
   DType dtype = DType::fp32;
   Algorithm algorithm = Algorithm::auto_select;
@@ -402,7 +437,8 @@ Bench check_args(const CcBenchArgs& args) {
     throw std::runtime_error(
         fmt::format("--timeout {}: must be a positive number of seconds", args.timeout));
   Bench b;
-  b.choice = parse_op(args.op);
+  b.op_text = args.positional_op.empty() ? args.op : args.positional_op;
+  b.choice = parse_op(b.op_text);
   b.dtype = parse_dtype_arg(args.dtype);
   b.algorithm = parse_algorithm(args.algorithm);
   b.reduce = parse_reduce_op(args.reduce_op);
@@ -421,6 +457,15 @@ Bench check_args(const CcBenchArgs& args) {
         fmt::format("--minbytes {} is larger than --maxbytes {}", args.minbytes, args.maxbytes));
   if (args.stepfactor < 2)
     throw std::runtime_error(fmt::format("--stepfactor {}: must be at least 2", args.stepfactor));
+  if (!args.stepbytes.empty()) {
+    b.stepbytes = parse_size("--stepbytes", args.stepbytes);
+    if (b.stepbytes == 0) throw std::runtime_error("--stepbytes must be at least 1");
+  }
+  if (args.iters < 1)
+    throw std::runtime_error(fmt::format("--iters {}: must be at least 1", args.iters));
+  if (args.warmup_iters < 0)
+    throw std::runtime_error(
+        fmt::format("--warmup_iters {}: must not be negative", args.warmup_iters));
   if (args.root < 0 || args.root >= R)
     throw std::runtime_error(fmt::format("--root {}: must be a rank, 0 to {}", args.root, R - 1));
   if (b.algorithm != Algorithm::auto_select &&
@@ -433,7 +478,7 @@ Bench check_args(const CcBenchArgs& args) {
     else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute)
       why = " (this operation is mesh only)";
     throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",
-                                         cc::algorithm_name(b.algorithm), args.op, R, why));
+                                         cc::algorithm_name(b.algorithm), b.op_text, R, why));
   }
   b.options.algorithm = b.algorithm;
   cc::Thresholds t = cc::thresholds_for(b.inst);
@@ -549,6 +594,34 @@ void write_metrics(const CcBenchArgs& args, const Bench& b, const std::vector<Ro
   fmt::print("# metrics written to {}\n", args.metrics);
 }
 
+// One line of nccom-test's table: columns right-aligned, four spaces apart; #wrong (with
+// --check) after busbw, the algorithm last and only with --show-algorithm, as nccom-test.
+void print_row(const CcBenchArgs& args, std::string_view size, std::string_view count,
+               std::string_view type, std::string_view time, std::string_view algbw,
+               std::string_view busbw, std::string_view wrong, std::string_view algorithm) {
+  std::string line = fmt::format("{:>12}    {:>12}    {:>5}    {:>12}    {:>11}    {:>11}", size,
+                                 count, type, time, algbw, busbw);
+  if (args.check) line += fmt::format("    {:>6}", wrong);
+  if (args.show_algorithm) line += fmt::format("    {:>9}", algorithm);
+  fmt::print("{}\n", line);
+}
+
+// nccom-test's --report-to-json-file: {"results": [{"size(B)", "count(elems)", "type",
+// "algbw(GB/s)", "busbw(GB/s)", "time:avg(us)"}, ...]}, bandwidths unrounded.
+void write_nccom_report(const CcBenchArgs& args, const Bench& b, const std::vector<Row>& rows) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const Row& r : rows)
+    results.push_back({{"size(B)", r.bytes},
+                       {"count(elems)", r.count},
+                       {"type", short_dtype_name(b.dtype)},
+                       {"algbw(GB/s)", r.algbw},
+                       {"busbw(GB/s)", r.busbw},
+                       {"time:avg(us)", r.time_us}});
+  std::ofstream out(args.report_json);
+  out << nlohmann::json{{"results", results}}.dump(2) << "\n";
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write", args.report_json));
+}
+
 void cc_bench_command(const CcBenchArgs& args) {
   const auto wall_start = std::chrono::steady_clock::now();
   const Bench b = check_args(args);
@@ -579,9 +652,8 @@ void cc_bench_command(const CcBenchArgs& args) {
         : args.check     ? "with data, checked"
                          : "with data",
         where);
-    fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12} {:>12} {:>12}{}\n", "size(B)", "count(elems)",
-               "type", "algo", "time(us)", "algbw(GiB/s)", "busbw(GiB/s)",
-               args.check ? fmt::format(" {:>8}", "#wrong") : std::string());
+    print_row(args, "size(B)", "count(elems)", "type", "time:avg(us)", "algbw(GB/s)", "busbw(GB/s)",
+              "#wrong", "algorithm");
     std::fflush(stdout);
   }
 
@@ -589,8 +661,9 @@ void cc_bench_command(const CcBenchArgs& args) {
   uint64_t failed_sizes = 0;
   for (uint64_t size = b.minbytes; size <= b.maxbytes;) {
     const cc::CollectiveSpec spec = spec_for(b, args.root, size);
-    const uint64_t next =
-        size > b.maxbytes / args.stepfactor ? b.maxbytes + 1 : size * args.stepfactor;
+    const uint64_t next = b.stepbytes                           ? size + b.stepbytes
+                          : size > b.maxbytes / args.stepfactor ? b.maxbytes + 1
+                                                                : size * args.stepfactor;
     size = next;
     if (spec.count == 0) continue;  // smaller than one element per block
     Row row;
@@ -620,10 +693,10 @@ void cc_bench_command(const CcBenchArgs& args) {
     row.algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / double(1ull << 30) : 0.0;
     row.busbw = row.algbw * cc::bus_bandwidth_factor(b.choice.op, R);
     if (report) {
-      fmt::print("{:>14} {:>13} {:>9} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}{}\n", row.bytes,
-                 row.count, isa::dtype_name(b.dtype), cc::algorithm_name(row.algorithm),
-                 row.time_us, row.algbw, row.busbw,
-                 row.errors ? fmt::format(" {:>8}", *row.errors) : std::string());
+      print_row(args, fmt::to_string(row.bytes), fmt::to_string(row.count),
+                short_dtype_name(b.dtype), fmt::format("{:.2f}", row.time_us),
+                fmt::format("{:.2f}", row.algbw), fmt::format("{:.2f}", row.busbw),
+                row.errors ? fmt::to_string(*row.errors) : "", cc::algorithm_name(row.algorithm));
       std::fflush(stdout);
     }
     rows.push_back(row);
@@ -633,14 +706,15 @@ void cc_bench_command(const CcBenchArgs& args) {
         "no size from --minbytes {} to --maxbytes {} holds one {} element{}", args.minbytes,
         args.maxbytes, isa::dtype_name(b.dtype), blocked(b.choice.op) ? " per rank" : ""));
   if (report) {
-    double busbw_sum = 0;
-    for (const Row& r : rows) busbw_sum += r.busbw;
-    fmt::print("# avg busbw: {:.3f} GiB/s over {} sizes\n",
-               busbw_sum / static_cast<double>(rows.size()), rows.size());
     fmt::print(
         "# wall time: {:.2f} s\n",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
     if (!args.metrics.empty()) write_metrics(args, b, rows);
+    if (!args.report_json.empty()) write_nccom_report(args, b, rows);
+    // nccom-test's closing line, last: the mean of the busbw column ("GB/s" are GiB/s there).
+    double busbw_sum = 0;
+    for (const Row& r : rows) busbw_sum += r.busbw;
+    fmt::print("Avg bus bandwidth:\t{:.4f}GB/s\n", busbw_sum / static_cast<double>(rows.size()));
   }
   if (failed_sizes)
     throw std::runtime_error(fmt::format("cc-bench --check: {} of {} sizes had wrong values",
@@ -679,7 +753,7 @@ void run_processes(const CcBenchArgs& args) {
   ::setenv("NEURONSIM_JOB_TOKEN", random_token().c_str(), 1);
   std::vector<std::string> common{"cc-bench",
                                   "--op",
-                                  args.op,
+                                  b.op_text,
                                   "--ranks",
                                   std::to_string(b.R),
                                   "--minbytes",
@@ -705,6 +779,8 @@ void run_processes(const CcBenchArgs& args) {
   if (!args.mesh_below.empty()) common.insert(common.end(), {"--mesh-below", args.mesh_below});
   if (!args.rdh_below.empty()) common.insert(common.end(), {"--rdh-below", args.rdh_below});
   if (args.check) common.push_back("--check");
+  if (args.show_algorithm) common.push_back("--show-algorithm");
+  if (!args.stepbytes.empty()) common.insert(common.end(), {"--stepbytes", args.stepbytes});
   if (args.timing_only) common.push_back("--timing-only");
   fmt::print("# cc-bench: starting {} processes, rank 0 at {}\n", b.R, root);
   std::fflush(stdout);
@@ -747,19 +823,39 @@ void add_cc_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("cc-bench",
                                      "Benchmark a collective on the simulated fabric (nccom-test "
                                      "style): time, algbw and busbw per size");
-  cmd->add_option("--op", args->op,
-                  "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, permute, "
-                  "send-recv")
-      ->default_val("all-reduce");
-  cmd->add_option("--ranks,-r", args->ranks,
+  auto* positional =
+      cmd->add_option("operation", args->positional_op,
+                      "the collective, as nccom-test names it: all_reduce/allr, all_gather/allg, "
+                      "reduce_scatter/redsct, alltoall, permute, sendrecv (and broadcast, reduce)");
+  cmd->add_option("--op", args->op, "the collective, as an option (same names)")
+      ->default_val("all-reduce")
+      ->excludes(positional);
+  cmd->add_option("--ranks,--nworkers,-r", args->ranks,
                   "number of ranks (NeuronCores), at most the instance's")
       ->default_val(2);
   cmd->add_option("--minbytes,-b", args->minbytes, "smallest size (1024, 1K, 64M, 1G)")
       ->default_val("1K");
   cmd->add_option("--maxbytes,-e", args->maxbytes, "largest size")->default_val("64M");
-  cmd->add_option("--stepfactor,-f", args->stepfactor, "size multiplier between rows (at least 2)")
-      ->default_val(2);
-  cmd->add_option("--dtype,-d", args->dtype,
+  auto* factor = cmd->add_option("--stepfactor,-f", args->stepfactor,
+                                 "size multiplier between rows (at least 2)")
+                     ->default_val(2);
+  cmd->add_option("--stepbytes,-i", args->stepbytes,
+                  "size added between rows, instead of --stepfactor")
+      ->excludes(factor);
+  cmd->add_option("--iters,-n", args->iters,
+                  "iterations per size (nccom-test's; accepted: simulated time is the same each "
+                  "time, so one is simulated)")
+      ->default_val(20);
+  cmd->add_option("--warmup_iters,--warmup-iters,-w", args->warmup_iters,
+                  "warm-up iterations (accepted, as --iters)")
+      ->default_val(5);
+  cmd->add_flag("--show-algorithm", args->show_algorithm,
+                "add the algorithm of each size as the last column");
+  cmd->add_option("--report-to-json-file", args->report_json,
+                  "write the results as nccom-test's JSON report");
+  cmd->add_flag("--non-interactive,--debug", args->quiet_flags,
+                "accepted for nccom-test's scripts (no effect)");
+  cmd->add_option("--dtype,--datatype,-d", args->dtype,
                   "fp32, bf16, fp16, tf32, fp8e4, fp8e5, int8, uint8, int16, uint16, int32, uint32")
       ->default_val("fp32");
   cmd->add_option("--algorithm,-a", args->algorithm, "auto, ring, mesh, rdh, hier2d")
