@@ -12,7 +12,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config git
   libsystemc-dev libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libarchive-dev libssl-dev libopenblas-dev libgtest-dev libgmock-dev
-  python3-venv python3-dev valgrind clang-format
+  python3-venv python3-dev valgrind clang-format ccache
 )
 
 missing=()
@@ -44,7 +44,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 echo "setup: building the neuronsim package into .venv (build/python)"
-if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
-fi
+# The compiler CMake picks for build/ (c++), so that ccache serves both builds alike.
+export CXX="${CXX:-c++}" CC="${CC:-cc}"
 "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
