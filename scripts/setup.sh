@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 debian_packages=(
   build-essential cmake ninja-build pkg-config git
   libsystemc-dev libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libarchive-dev libssl-dev libopenblas-dev libgtest-dev libgmock-dev
+  libarchive-dev libssl-dev libopenblas-dev libsqlite3-dev libgtest-dev libgmock-dev
   python3-venv python3-dev valgrind clang-format ccache
 )
 

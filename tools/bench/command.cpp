@@ -1,13 +1,19 @@
 // `neuron-sim bench`: the simulator's benchmark suite (bench/README.md).
 //
-//   neuron-sim bench                                    print the tables
-//   neuron-sim bench --csv results.csv                  also write benchmark,metric,value rows
-//   neuron-sim bench --check bench/expected_results.csv    gate: exit 1 when a figure leaves its
-//   margin neuron-sim bench --update bench/expected_results.csv   rewrite the expected file,
-//   keeping margins neuron-sim bench --speed                            also measure the
-//   simulator's host speed
+// neuron-sim bench                                  print the tables
+// neuron-sim bench --csv results.csv                also write benchmark,metric,value rows
+// neuron-sim bench --check bench/expected_results.csv
+//     the gate: exit 1 when a figure leaves its margin
+// neuron-sim bench --update bench/expected_results.csv
+//     rewrite the expected file, keeping margins
+// neuron-sim bench --speed                          also measure the simulator's host speed
+// neuron-sim bench --record history.db              append the run to the history (SQLite)
+#include <unistd.h>
+
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +25,7 @@
 
 #include "benchmarks.h"
 #include "expected.h"
+#include "history.h"
 #include "neuronsim/spec/config.h"
 
 namespace neuronsim::bench {
@@ -35,7 +42,37 @@ struct Args {
   bool speed = false;
   double speed_seconds = 0.3;
   bool quiet = false;
+  std::string record, commit, machine;  // --record: the history, and what the run was
 };
+
+// The commit the run measured: --commit, else the checkout's (git rev-parse HEAD), else
+// "unknown".
+std::string current_commit(const std::string& given) {
+  if (!given.empty()) return given;
+  std::string out;
+  if (FILE* p = ::popen("git rev-parse HEAD 2>/dev/null", "r")) {
+    std::array<char, 128> buf{};
+    while (std::fgets(buf.data(), static_cast<int>(buf.size()), p)) out += buf.data();
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
+}
+
+std::string host_name(const std::string& given) {
+  if (!given.empty()) return given;
+  std::array<char, 256> buf{};
+  return ::gethostname(buf.data(), buf.size() - 1) == 0 ? buf.data() : "unknown";
+}
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -84,6 +121,13 @@ int run(const Args& args) {
     throw std::invalid_argument(fmt::format("--filter '{}' selects no benchmark", args.filter));
 
   if (!args.csv.empty()) write_file(args.csv, bench::results_csv(results));
+  if (!args.record.empty()) {
+    const bench::RunInfo info{current_commit(args.commit), utc_now(), host_name(args.machine),
+                              "neuron-sim bench"};
+    const int64_t id = bench::record_run(args.record, info, results);
+    fmt::print("{}recorded run {} ({} figures, commit {}) in {}\n", args.quiet ? "" : "\n", id,
+               results.size(), info.commit, args.record);
+  }
 
   int status = 0;
   if (!args.update.empty()) {
@@ -143,6 +187,11 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("-q,--quiet", args->quiet, "do not print the result tables");
+  cmd->add_option("--record", args->record,
+                  "append the run to a history database (SQLite; created when new)");
+  cmd->add_option("--commit", args->commit,
+                  "the commit the run measured (default: git rev-parse HEAD)");
+  cmd->add_option("--machine", args->machine, "the machine's name (default: the host name)");
   cmd->callback([args] {
     if (const int status = run(*args); status != 0) {
       std::fflush(stdout);

@@ -479,3 +479,29 @@ TEST_F(NeuronSimRun, BadInputsAreClearErrors) {
 }
 }  // namespace
 }  // namespace neuronsim::tools
+
+namespace neuronsim::tools {
+namespace {
+
+// `bench --record`: each run appends to the history (the same simulated figures each time);
+// a file that is not a history is refused with its name and left as it was.
+TEST_F(NeuronSimCli, BenchRecordsRunsInAHistory) {
+  const std::string db = (tmp_ / "history.db").string();
+  for (const char* expect : {"recorded run 1", "recorded run 2"}) {
+    const test::Result r =
+        run({"bench", "-q", "--filter", "dma_", "--record", db, "--commit", "c0ffee"});
+    ASSERT_EQ(r.code(), 0) << r.describe();
+    EXPECT_THAT(r.out, ::testing::HasSubstr(expect)) << r.describe();
+    EXPECT_THAT(r.out, ::testing::HasSubstr("commit c0ffee")) << r.describe();
+  }
+  const std::string bad = (tmp_ / "notes.txt").string();
+  { std::ofstream(bad) << "not a database\n"; }
+  const test::Result r = run({"bench", "-q", "--filter", "dma_", "--record", bad});
+  EXPECT_EQ(r.code(), 1) << r.describe();
+  EXPECT_THAT(r.err, ::testing::HasSubstr(bad + ": cannot start a transaction: file is not a "
+                                                "database"))
+      << r.describe();
+}
+
+}  // namespace
+}  // namespace neuronsim::tools
