@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "guard.h"
+#include "kernel_call.h"
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/cc/tcp.h"
 
@@ -142,18 +143,12 @@ bool is_bitwise(const c10d::ReduceOp& op) {
          op.op_ == c10d::ReduceOp::BXOR;
 }
 
-// The dtypes the fabric reduces (as the collective engines do, in FP32 rounded per step).
+// The dtypes the fabric reduces (as the collective engines do, in FP32 rounded per step): the
+// engines' floating-point types.
 std::optional<isa::DType> fabric_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return isa::DType::fp32;
-    case at::kBFloat16:
-      return isa::DType::bf16;
-    case at::kHalf:
-      return isa::DType::fp16;
-    default:
-      return std::nullopt;
-  }
+  const std::optional<isa::DType> d = engine_dtype(t);
+  if (d == isa::DType::fp32 || d == isa::DType::bf16 || d == isa::DType::fp16) return d;
+  return std::nullopt;
 }
 
 cc::ReduceOp fabric_op(const c10d::ReduceOp& op) {

@@ -25,20 +25,14 @@ def child_environment(**extra: str) -> dict[str, str]:
     return env
 
 
-def torchrun(script: Path, nproc: int, *args: str, env=None, timeout: float = 600):
+def torchrun(script: Path, nproc: int, *args: str, env=None, cwd=None, timeout: float = 900):
     """Runs `script` under torchrun with `nproc` ranks; returns the CompletedProcess."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        str(script),
-        *args,
-    ]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc_per_node={nproc}", str(script), *args]
     return subprocess.run(
         cmd,
         env=child_environment(**(env or {})),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from neuronsim import bench
-from test_distributed import SCRIPTS, child_environment
+from test_distributed import SCRIPTS, child_environment, torchrun
 
 # The scripts live beside the checkout, in ../shared/seed-scripts.
 SEED_SCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "seed-scripts"
@@ -71,20 +71,6 @@ def hub_environment(home: Path) -> dict[str, str]:
 def offline_hub(offline_hub_cache):
     assert SEED_SCRIPTS.is_dir(), f"the seed scripts are not at {SEED_SCRIPTS}"
     return hub_environment(offline_hub_cache[0])
-
-
-def torchrun(script: Path, nproc: int, args=(), env=None, cwd=None, timeout=900):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += [f"--nproc_per_node={nproc}", str(script), *args]
-    return subprocess.run(
-        cmd,
-        env=child_environment(**(env or {})),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def observed_environment(offline_hub, observed: Path, **extra: str) -> dict[str, str]:
@@ -155,7 +141,7 @@ def run_sft(offline_hub, tmp_path: Path, *extra: str, mode: str = "functional-on
     env = observed_environment(offline_hub, observed, TP_SIZE="2", FSDP_SIZE="2")
     env["NEURONSIM_MODE"] = mode
     args = [*SFT_ARGS, "--output_dir", str(out), *extra]
-    done = torchrun(SEED_SCRIPTS / "sft_neuron_example.py", 4, args, env=env, cwd=tmp_path)
+    done = torchrun(SEED_SCRIPTS / "sft_neuron_example.py", 4, *args, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-8000:]
     ranks = [json.loads((observed / f"rank{r}.json").read_text()) for r in range(4)]
     return out, observed, ranks
@@ -216,7 +202,7 @@ def test_a_diffusers_pipeline_sharded_by_tensor_parallelism_draws_the_cpu_image(
     offline_hub, tmp_path
 ):
     script = SCRIPTS / "diffusers_tp.py"
-    done = torchrun(script, 2, ["neuronsim/tiny-flux", str(tmp_path / "tp.pt")], env=offline_hub)
+    done = torchrun(script, 2, "neuronsim/tiny-flux", str(tmp_path / "tp.pt"), env=offline_hub)
     assert done.returncode == 0, done.stderr[-6000:]
     reference = subprocess.run(
         [sys.executable, str(script), "neuronsim/tiny-flux", str(tmp_path / "cpu.pt")],
