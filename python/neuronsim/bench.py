@@ -249,13 +249,26 @@ def main(argv=None) -> int:
         "--check", metavar="CSV", help="run only the gated part and check it against CSV"
     )
     parser.add_argument("--update", metavar="CSV", help="run only the gated part and rewrite CSV")
+    parser.add_argument(
+        "--csv",
+        metavar="PATH",
+        help="run only the gated part and write its figures as benchmark,metric,value rows "
+        "(what `neuron-sim bench --suite` records)",
+    )
     args = parser.parse_args(argv)
     if args.part:
         print(json.dumps(_part(args.part)))
         return 0
-    if args.check or args.update:
+    if args.check or args.update or args.csv:
         result = _run("compiled", "functional-and-timing")
         measured = _gate_rows(result, "trn2")
+        if args.csv:
+            with open(args.csv, "w") as f:
+                f.write("benchmark,metric,value\n")
+                f.writelines(f"{b},{m},{v!r}\n" for b, m, v in measured)
+            print(f"neuronsim.bench: wrote {len(measured)} figures to {args.csv}")
+            if not (args.check or args.update):
+                return 0
         if args.update:
             update(args.update, measured)
             print(f"neuronsim.bench: wrote {len(measured)} rows to {args.update}")

@@ -24,6 +24,7 @@ struct Measurement {
   std::string benchmark;
   std::string metric;
   double value = 0;
+  std::string unit = {};  // as the source gave it; empty: from the metric's name (unit_of)
 };
 
 // A malformed expected file or margin; the message names the file and line.

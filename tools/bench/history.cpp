@@ -12,7 +12,7 @@ namespace neuronsim::bench {
 namespace {
 
 constexpr int kApplicationId = 0x4e534248;  // "NSBH": a neuronsim benchmark history
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 using Db = std::unique_ptr<sqlite3, decltype(&sqlite3_close)>;
 using Statement = std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)>;
@@ -48,8 +48,19 @@ int scalar(const std::string& path, sqlite3* db, const std::string& sql) {
   return sqlite3_column_int(raw, 0);
 }
 
-// A new database gets the schema; an existing one must be a history of this version.
-void check_or_create_schema(const std::string& path, sqlite3* db) {
+void create_artifacts_table(const std::string& path, sqlite3* db) {
+  exec(path, db,
+       fmt::format("CREATE TABLE artifacts (run INTEGER NOT NULL REFERENCES runs(id), benchmark "
+                   "TEXT NOT NULL, name TEXT NOT NULL, content BLOB NOT NULL, PRIMARY KEY (run, "
+                   "benchmark, name)); PRAGMA user_version = {};",
+                   kSchemaVersion)
+           .c_str(),
+       "cannot create the history's artifacts table");
+}
+
+// A new database gets the schema; an existing one must be a history this version reads (a
+// version-1 history is upgraded when written to).
+void check_or_create_schema(const std::string& path, sqlite3* db, bool writing) {
   const int app = scalar(path, db, "PRAGMA application_id");
   const int version = scalar(path, db, "PRAGMA user_version");
   const int tables = scalar(path, db, "SELECT count(*) FROM sqlite_master");
@@ -61,10 +72,8 @@ void check_or_create_schema(const std::string& path, sqlite3* db) {
          "NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL,"
          " PRIMARY KEY (run, benchmark, metric));",
          "cannot create the history's tables");
-    exec(path, db,
-         fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kApplicationId,
-                     kSchemaVersion)
-             .c_str(),
+    create_artifacts_table(path, db);
+    exec(path, db, fmt::format("PRAGMA application_id = {};", kApplicationId).c_str(),
          "cannot mark the history");
     return;
   }
@@ -72,6 +81,11 @@ void check_or_create_schema(const std::string& path, sqlite3* db) {
     throw HistoryError(fmt::format(
         "{}: an SQLite database, but not a neuronsim benchmark history (application_id {:#x})",
         path, static_cast<unsigned>(app)));
+  if (version == 1 && writing) {  // version 2 added the artifacts table, nothing else
+    create_artifacts_table(path, db);
+    return;
+  }
+  if (version == 1) return;  // readable as it is: it has no artifacts
   if (version != kSchemaVersion)
     throw HistoryError(fmt::format("{}: history schema version {}, this neuron-sim reads {}", path,
                                    version, kSchemaVersion));
@@ -97,11 +111,18 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+Db open_existing(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw HistoryError(fmt::format("{}: no such history", path));
+  Db db = open(path, false);
+  check_or_create_schema(path, db.get(), false);
+  return db;
+}
+
 }  // namespace
 
 std::string unit_of(const std::string& metric) {
   static const std::pair<const char*, const char*> suffixes[] = {
-      {"_bytes_per_ns", "B/ns"},
+      {"_bytes_per_ns", "bytes/ns"},
       {"_elems_per_cycle", "elems/cycle"},
       {"_per_cycle", "1/cycle"},
       {"_per_instruction", "cycles/instruction"},
@@ -112,7 +133,7 @@ std::string unit_of(const std::string& metric) {
       {"_ns", "ns"},
       {"_us", "us"},
       {"_ps", "ps"},
-      {"_bytes", "B"},
+      {"_bytes", "bytes"},
       {"_cycles", "cycles"},
       {"_flops", "FLOP"},
       {"_share", "1"},
@@ -125,12 +146,13 @@ std::string unit_of(const std::string& metric) {
 }
 
 int64_t record_run(const std::string& path, const RunInfo& info,
-                   const std::vector<Measurement>& figures) {
+                   const std::vector<Measurement>& figures,
+                   const std::vector<Artifact>& artifacts) {
   const bool fresh = !std::filesystem::exists(path);
   Db db = open(path, fresh);
   exec(path, db.get(), "BEGIN IMMEDIATE", "cannot start a transaction");
   try {
-    check_or_create_schema(path, db.get());
+    check_or_create_schema(path, db.get(), true);
     Statement run = prepare(path, db.get(),
                             "INSERT INTO runs (commit_id, date, machine, source) VALUES (?,?,?,?)");
     bind_text(run.get(), 1, info.commit);
@@ -148,9 +170,20 @@ int64_t record_run(const std::string& path, const RunInfo& info,
       bind_text(row.get(), 2, m.benchmark);
       bind_text(row.get(), 3, m.metric);
       sqlite3_bind_double(row.get(), 4, m.value);
-      bind_text(row.get(), 5, unit_of(m.metric));
+      bind_text(row.get(), 5, m.unit.empty() ? unit_of(m.metric) : m.unit);
       if (sqlite3_step(row.get()) != SQLITE_DONE)
         fail(path, db.get(), fmt::format("cannot add {} {}", m.benchmark, m.metric));
+    }
+    Statement file = prepare(
+        path, db.get(), "INSERT INTO artifacts (run, benchmark, name, content) VALUES (?,?,?,?)");
+    for (const Artifact& a : artifacts) {
+      sqlite3_reset(file.get());
+      sqlite3_bind_int64(file.get(), 1, id);
+      bind_text(file.get(), 2, a.benchmark);
+      bind_text(file.get(), 3, a.name);
+      sqlite3_bind_blob64(file.get(), 4, a.content.data(), a.content.size(), SQLITE_TRANSIENT);
+      if (sqlite3_step(file.get()) != SQLITE_DONE)
+        fail(path, db.get(), fmt::format("cannot add {}'s {}", a.benchmark, a.name));
     }
     exec(path, db.get(), "COMMIT", "cannot commit the run");
     return id;
@@ -161,9 +194,7 @@ int64_t record_run(const std::string& path, const RunInfo& info,
 }
 
 std::vector<RecordedFigure> read_history(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw HistoryError(fmt::format("{}: no such history", path));
-  Db db = open(path, false);
-  check_or_create_schema(path, db.get());
+  Db db = open_existing(path);
   Statement st = prepare(path, db.get(),
                          "SELECT r.id, r.commit_id, r.date, r.machine, r.source, s.benchmark, "
                          "s.metric, s.value, s.unit FROM results s JOIN runs r ON r.id = s.run "
@@ -182,6 +213,39 @@ std::vector<RecordedFigure> read_history(const std::string& path) {
     out.push_back(std::move(f));
   }
   if (rc != SQLITE_DONE) fail(path, db.get(), "cannot read the history");
+  return out;
+}
+
+std::vector<RecordedRun> read_runs(const std::string& path) {
+  Db db = open_existing(path);
+  Statement st =
+      prepare(path, db.get(), "SELECT id, commit_id, date, machine, source FROM runs ORDER BY id");
+  std::vector<RecordedRun> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(st.get(), 0),
+                   {column_text(st.get(), 1), column_text(st.get(), 2), column_text(st.get(), 3),
+                    column_text(st.get(), 4)}});
+  if (rc != SQLITE_DONE) fail(path, db.get(), "cannot read the history's runs");
+  return out;
+}
+
+std::vector<Artifact> read_artifacts(const std::string& path, int64_t run) {
+  Db db = open_existing(path);
+  if (scalar(path, db.get(), "PRAGMA user_version") < 2) return {};
+  Statement st = prepare(
+      path, db.get(),
+      "SELECT benchmark, name, content FROM artifacts WHERE run = ? ORDER BY benchmark, name");
+  sqlite3_bind_int64(st.get(), 1, run);
+  std::vector<Artifact> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    const auto* data = static_cast<const char*>(sqlite3_column_blob(st.get(), 2));
+    out.push_back(
+        {column_text(st.get(), 0), column_text(st.get(), 1),
+         std::string(data ? data : "", static_cast<size_t>(sqlite3_column_bytes(st.get(), 2)))});
+  }
+  if (rc != SQLITE_DONE) fail(path, db.get(), "cannot read the history's artifacts");
   return out;
 }
 

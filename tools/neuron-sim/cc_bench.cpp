@@ -72,6 +72,8 @@ struct CcBenchArgs {
   int root = 0;
   bool check = false, timing_only = false;
   std::string metrics;
+  std::string
+      metrics_prefix;       // names in --metrics: <prefix>/<size>B/<metric>; default cc_bench/<op>
   bool processes = false;   // one process per rank on loopback
   std::optional<int> rank;  // run only this rank of a job across processes
   double timeout = 60;      // seconds a rank waits for the others (across processes)
@@ -561,7 +563,9 @@ uint64_t job_errors(cc::Communicator& comm, uint64_t mine) {
 void write_metrics(const CcBenchArgs& args, const Bench& b, const std::vector<Row>& rows) {
   nlohmann::json metrics = nlohmann::json::array(), results = nlohmann::json::array();
   for (const Row& r : rows) {
-    const std::string prefix = fmt::format("cc_bench/{}/{}B", b.op_label, r.bytes);
+    const std::string prefix = fmt::format(
+        "{}/{}B", args.metrics_prefix.empty() ? "cc_bench/" + b.op_label : args.metrics_prefix,
+        r.bytes);
     metrics.push_back({{"name", prefix + "/time_us"}, {"unit", "us"}, {"value", r.time_us}});
     metrics.push_back({{"name", prefix + "/algbw"}, {"unit", "GiB/s"}, {"value", r.algbw}});
     metrics.push_back({{"name", prefix + "/busbw"}, {"unit", "GiB/s"}, {"value", r.busbw}});
@@ -792,6 +796,8 @@ void run_processes(const CcBenchArgs& args) {
     argv_s.insert(argv_s.end(), common.begin(), common.end());
     argv_s.insert(argv_s.end(), {"--rank", std::to_string(r)});
     if (r == 0 && !args.metrics.empty()) argv_s.insert(argv_s.end(), {"--metrics", args.metrics});
+    if (r == 0 && !args.metrics_prefix.empty())
+      argv_s.insert(argv_s.end(), {"--metrics-prefix", args.metrics_prefix});
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -880,6 +886,9 @@ void add_cc_bench_command(CLI::App& app) {
   cmd->add_flag("--timing-only", args->timing_only,
                 "simulate time only, no data (for large sizes)");
   cmd->add_option("--metrics", args->metrics, "write metrics (JSON): time and bandwidths per size");
+  cmd->add_option("--metrics-prefix", args->metrics_prefix,
+                  "names in --metrics are PREFIX/<size>B/<metric> (default: cc_bench/<op>), e.g. "
+                  "the benchmark's name in a history");
   cmd->add_flag("--processes", args->processes,
                 "one process per rank, connected over TCP on loopback");
   cmd->add_option(

@@ -15,5 +15,6 @@ void add_cc_bench_command(CLI::App& app);
 }  // namespace neuronsim::tools
 
 namespace neuronsim::bench {
-void add_bench_command(CLI::App& app);  // tools/bench/command.cpp
-}
+void add_bench_command(CLI::App& app);   // tools/bench/command.cpp
+void add_report_command(CLI::App& app);  // tools/bench/report_command.cpp
+}  // namespace neuronsim::bench

@@ -48,7 +48,7 @@ TEST_F(History, RecordsARunAndReadsItBack) {
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].benchmark, "trn2/dma_hbm_to_sbuf");
   EXPECT_EQ(rows[0].metric, "dma_bytes");
-  EXPECT_EQ(rows[0].unit, "B");
+  EXPECT_EQ(rows[0].unit, "bytes");
   EXPECT_EQ(rows[1].metric, "total_ns");
   EXPECT_EQ(rows[1].value, 1234.5);
   EXPECT_EQ(rows[1].unit, "ns");
@@ -140,8 +140,8 @@ TEST_F(History, AHalfWrittenDatabaseIsAClearError) {
 
 TEST(HistoryUnits, ComeFromTheMetricsNames) {
   EXPECT_EQ(unit_of("total_ns"), "ns");
-  EXPECT_EQ(unit_of("hbm_read_bytes"), "B");
-  EXPECT_EQ(unit_of("achieved_bytes_per_ns"), "B/ns");
+  EXPECT_EQ(unit_of("hbm_read_bytes"), "bytes");
+  EXPECT_EQ(unit_of("achieved_bytes_per_ns"), "bytes/ns");
   EXPECT_EQ(unit_of("achieved_elems_per_cycle"), "elems/cycle");
   EXPECT_EQ(unit_of("cycles_per_instruction"), "cycles/instruction");
   EXPECT_EQ(unit_of("achieved_tflops"), "TFLOP/s");

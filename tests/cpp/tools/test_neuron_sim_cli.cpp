@@ -498,9 +498,51 @@ TEST_F(NeuronSimCli, BenchRecordsRunsInAHistory) {
   { std::ofstream(bad) << "not a database\n"; }
   const test::Result r = run({"bench", "-q", "--filter", "dma_", "--record", bad});
   EXPECT_EQ(r.code(), 1) << r.describe();
-  EXPECT_THAT(r.err, ::testing::HasSubstr(bad + ": cannot start a transaction: file is not a "
-                                                "database"))
+  EXPECT_THAT(r.err, ::testing::HasSubstr(bad + ": not a readable SQLite database: file is not "
+                                                "a database"))
       << r.describe();
+}
+
+// The team's loop through the CLI: earlier figures imported into a history, a run that
+// regresses one figure fails `--check-history` naming it, both values and the commit that last
+// changed it, and `report` writes the page marking it.
+TEST_F(NeuronSimCli, AHistoryGatesARunAndTheReportShowsIt) {
+  const std::string db = (tmp_ / "history.db").string();
+  const auto csv = [&](const std::string& name, double ns) {
+    const fs::path p = tmp_ / name;
+    std::ofstream(p) << "benchmark,metric,value\ntrn2/k,total_ns," << ns
+                     << "\ntrn2/k,dma_bytes,64\n";
+    return p.string();
+  };
+  for (const auto& [commit, ns] : {std::pair{"c1", 100.0}, {"c2", 110.0}, {"c3", 110.0}}) {
+    const test::Result r = run({"bench", "--import", csv(std::string(commit) + ".csv", ns),
+                                "--record", db, "--commit", commit, "--check-history", db});
+    ASSERT_EQ(r.code(), commit == std::string("c2") ? 1 : 0) << r.describe();
+  }
+  const test::Result gate = run({"bench", "--import", csv("c4.csv", 132), "--check-history", db});
+  EXPECT_EQ(gate.code(), 1) << gate.describe();
+  EXPECT_THAT(gate.out, ::testing::HasSubstr("REGRESSION trn2/k total_ns: 110 ns -> 132 ns (+20%, "
+                                             "margin 1e-06); last changed in commit c2 ("))
+      << gate.describe();
+  EXPECT_THAT(gate.out, ::testing::HasSubstr("2 compared, 1 within their margin, 1 moved"));
+  const test::Result rec =
+      run({"bench", "--import", csv("c4.csv", 132), "--record", db, "--commit", "c4"});
+  ASSERT_EQ(rec.code(), 0) << rec.describe();
+  const fs::path chartjs = tmp_ / "chart.js";
+  std::ofstream(chartjs) << "// stand-in";
+  const test::Result page =
+      run({"report", db, "-o", (tmp_ / "site").string(), "--chartjs", chartjs.string()});
+  ASSERT_EQ(page.code(), 0) << page.describe();
+  EXPECT_THAT(page.out, ::testing::HasSubstr("4 runs, 2 figures in the latest run, 1 regressions"));
+  std::ifstream in(tmp_ / "site" / "index.html");
+  const std::string html{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_THAT(html,
+              ::testing::HasSubstr(
+                  "<tr class=\"regression\" data-benchmark=\"trn2/k\" data-metric=\"total_ns\">"));
+  const test::Result missing = run({"report", (tmp_ / "none.db").string(), "-o",
+                                    (tmp_ / "s2").string(), "--chartjs", chartjs.string()});
+  EXPECT_EQ(missing.code(), 1);
+  EXPECT_THAT(missing.err, ::testing::HasSubstr("none.db: no such history"));
 }
 
 }  // namespace
