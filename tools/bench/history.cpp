@@ -136,12 +136,15 @@ std::string unit_of(const std::string& metric) {
       {"_bytes", "bytes"},
       {"_cycles", "cycles"},
       {"_flops", "FLOP"},
+      {"_GBps", "GB/s"},
+      {"bw", "GiB/s"},  // cc-bench's algbw and busbw
       {"_share", "1"},
       {"fraction_of_peak", "1"},
   };
   for (const auto& [tail, unit] : suffixes)
     if (ends_with(metric, tail)) return unit;
   if (metric.find("_us_") != std::string::npos) return "us";
+  if (metric == "flops") return "FLOP";
   return "count";
 }
 

@@ -193,8 +193,8 @@ std::string run_label(const Model& m, size_t pos, const std::string& root) {
                      escape(r.info.machine));
 }
 
-std::string overview_table(const std::vector<Row>& rows, Slugs& slugs, const std::string& root,
-                           bool with_benchmark) {
+std::string figures_table(const std::vector<Row>& rows, Slugs& slugs, const std::string& root,
+                          bool with_benchmark) {
   std::string t =
       "<table class=\"figures\">\n<thead><tr>" +
       std::string(with_benchmark ? "<th>benchmark</th>" : "") +
@@ -217,6 +217,58 @@ std::string overview_table(const std::vector<Row>& rows, Slugs& slugs, const std
         escape(r.key.second), escape(r.unit), latest,
         r.previous ? "previous " + number(r.previous->value) : "", prev,
         r.baseline ? "baseline " + number(r.baseline->value) : "", base);
+  }
+  return t + "</tbody>\n</table>\n";
+}
+
+// The figure that sums a benchmark up: its time, else its rate; else its first metric.
+const Row& headline(const std::vector<const Row*>& rows) {
+  for (const char* name : {"total_time_ns", "total_ns", "simulated_us_per_step", "simulated_us",
+                           "simulated_tokens_per_s", "time_us", "busbw", "achieved_tflops"})
+    for (const Row* r : rows)
+      if (r->key.second == name) return *r;
+  return *rows.front();
+}
+
+int severity(const std::string& status) {
+  return status == "regression" ? 3 : status == "change" ? 2 : status == "improvement" ? 1 : 0;
+}
+
+std::map<std::string, std::vector<const Row*>> by_benchmark(const std::vector<Row>& rows) {
+  std::map<std::string, std::vector<const Row*>> out;
+  for (const Row& r : rows) out[r.key.first].push_back(&r);
+  return out;
+}
+
+size_t count_benchmarks(const std::vector<Row>& rows) {
+  return by_benchmark(rows).size();
+}
+
+// One row per benchmark: its headline figure with its changes, and the figures that moved in
+// the latest run; the row takes the worst of their statuses.
+std::string overview_table(const std::vector<Row>& rows, Slugs& slugs) {
+  std::string t =
+      "<table class=\"figures overview\">\n<thead><tr><th>benchmark</th><th>headline</th>"
+      "<th>unit</th><th>latest</th><th>Δ previous</th><th>Δ baseline</th><th>moved in the "
+      "latest run</th></tr></thead>\n<tbody>\n";
+  for (const auto& [benchmark, figures] : by_benchmark(rows)) {
+    const Row& h = headline(figures);
+    std::string status, moves;
+    for (const Row* r : figures) {
+      if (r->status.empty()) continue;
+      if (severity(r->status) > severity(status)) status = r->status;
+      moves +=
+          fmt::format("{}<span class=\"{}\">{} {}</span>", moves.empty() ? "" : ", ", r->status,
+                      escape(r->key.second), change(r->previous->value, r->latest->value));
+    }
+    t += fmt::format(
+        "<tr class=\"{}\" data-benchmark=\"{}\" data-metric=\"{}\"><td><a "
+        "href=\"benchmarks/{}.html\">{}</a></td><td>{}</td><td>{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+        status, escape(benchmark), escape(h.key.second), slugs(benchmark), escape(benchmark),
+        escape(h.key.second), escape(h.unit), number(h.latest->value),
+        h.previous ? change(h.previous->value, h.latest->value) : "",
+        h.baseline ? change(h.baseline->value, h.latest->value) : "", moves);
   }
   return t + "</tbody>\n</table>\n";
 }
@@ -298,11 +350,15 @@ struct Writer {
             ? fmt::format("; the first {} here, every one on its benchmark's page", charts.size())
             : "",
         plots);
-    body +=
-        "<section id=\"overview\">\n<h2>Every figure of the latest run</h2>\n"
-        "<p><input id=\"filter\" type=\"search\" placeholder=\"filter by benchmark or metric\">"
-        "</p>\n" +
-        overview_table(rows, slugs, "", true) + "</section>\n";
+    body += fmt::format(
+        "<section id=\"overview\">\n<h2>Benchmarks ({})</h2>\n<p>Each benchmark's headline "
+        "figure, and every figure that moved in the latest run.</p>\n{}</section>\n",
+        count_benchmarks(rows), overview_table(rows, slugs));
+    body += fmt::format(
+        "<section id=\"figures\">\n<details>\n<summary>Every figure of the latest run ({})"
+        "</summary>\n<p><input id=\"filter\" type=\"search\" placeholder=\"filter by benchmark or "
+        "metric\"></p>\n{}</details>\n</section>\n",
+        rows.size(), figures_table(rows, slugs, "", true));
     summary.figures = rows.size();
     write_text(out / "index.html", page(options.title, "", body, charts));
     ++summary.pages;
@@ -328,7 +384,7 @@ struct Writer {
           "</header>\n<section>\n<h2>Metrics</h2>\n{}</section>\n<section>\n<h2>Over the "
           "runs</h2>\n<div class=\"plots\">\n{}</div>\n</section>\n",
           escape(options.title), escape(benchmark), run_label(m, m.latest, "../"),
-          overview_table(rows, slugs, "../", false), plots);
+          figures_table(rows, slugs, "../", false), plots);
       write_text(out / "benchmarks" / (slugs(benchmark) + ".html"),
                  page(benchmark + " — " + options.title, "../", body, charts));
       ++summary.pages;

@@ -191,15 +191,24 @@ TEST_F(Dashboard, TheReportMarksExactlyThePlantedRegression) {
   EXPECT_EQ(slurp(site / "chart.min.js"), "/* Chart.js stand-in */");
 
   const std::string index = slurp(site / "index.html");
-  // The overview: exactly one row marked, the matmul's total_ns, with its change.
-  const std::regex marked(R"re(<tr class="(regression|improvement|change)"[^>]*>)re");
-  std::vector<std::string> rows;
-  for (std::sregex_iterator it(index.begin(), index.end(), marked), end; it != end; ++it)
-    rows.push_back(it->str());
-  ASSERT_EQ(rows.size(), 1u) << index;
-  EXPECT_THAT(rows[0], HasSubstr("class=\"regression\" data-benchmark=\"trn2/matmul\" "
-                                 "data-metric=\"total_ns\""));
-  EXPECT_THAT(index, HasSubstr("+25%"));
+  // The overview (a row per benchmark) and the table of every figure: in each, exactly one
+  // row marked, the matmul's total_ns, with its change.
+  const auto marked_rows = [&](const std::string& section) {
+    const size_t from = index.find("<section id=\"" + section + "\">");
+    const std::string part = index.substr(from, index.find("</section>", from) - from);
+    const std::regex marked(R"re(<tr class="(regression|improvement|change)"[^>]*>)re");
+    std::vector<std::string> rows;
+    for (std::sregex_iterator it(part.begin(), part.end(), marked), end; it != end; ++it)
+      rows.push_back(it->str());
+    return rows;
+  };
+  for (const char* section : {"overview", "figures"}) {
+    const auto rows = marked_rows(section);
+    ASSERT_EQ(rows.size(), 1u) << section << "\n" << index;
+    EXPECT_EQ(rows[0],
+              "<tr class=\"regression\" data-benchmark=\"trn2/matmul\" data-metric=\"total_ns\">");
+  }
+  EXPECT_THAT(index, HasSubstr("<span class=\"regression\">total_ns +25%</span>"));
   EXPECT_THAT(index, HasSubstr("Regressions in run 5 (1)"));
   // The plots: the matmul's total_ns is the only figure that moved; its points are marked
   // exactly at c3 (a regression against c2, 100 -> 120) and c5 (120 -> 150).
