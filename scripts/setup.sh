@@ -13,6 +13,7 @@ debian_packages=(
   libsystemc-dev libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libarchive-dev libssl-dev libopenblas-dev libsqlite3-dev libgtest-dev libgmock-dev
   python3-venv python3-dev valgrind clang-format ccache
+  libjs-chart.js chromium  # the dashboard's plots (neuron-sim report) and its browser test
 )
 
 missing=()

@@ -456,7 +456,6 @@ struct Writer {
 }  // namespace
 
 fs::path find_chartjs(const fs::path& given) {
-  std::vector<fs::path> candidates;
   if (!given.empty()) {
     if (!fs::is_regular_file(given))
       throw std::runtime_error(fmt::format("--chartjs {}: no such file", given.string()));
@@ -467,8 +466,10 @@ fs::path find_chartjs(const fs::path& given) {
       throw std::runtime_error(fmt::format("NEURONSIM_CHARTJS={}: no such file", env));
     return env;
   }
-  const fs::path debian = "/usr/share/javascript/chart.js/chart.min.js";
-  if (fs::is_regular_file(debian)) return debian;
+  // Debian's libjs-chart.js: 3.x ships chart.min.js; 4.x builds are named chart.umd*.js.
+  const fs::path debian = "/usr/share/javascript/chart.js";
+  for (const char* name : {"chart.min.js", "chart.umd.min.js", "chart.umd.js", "chart.js"})
+    if (fs::is_regular_file(debian / name)) return debian / name;
   throw std::runtime_error(
       "Chart.js not found: install Debian's libjs-chart.js (scripts/setup.sh does), or give "
       "the file with --chartjs FILE or NEURONSIM_CHARTJS");

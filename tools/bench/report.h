@@ -36,7 +36,8 @@ struct ReportSummary {
 };
 
 // Chart.js: `given` when not empty, else $NEURONSIM_CHARTJS, else Debian's
-// /usr/share/javascript/chart.js/chart.min.js. Throws std::runtime_error saying what to install.
+// /usr/share/javascript/chart.js/chart.min.js (or the chart.umd*.js of Chart.js 4). Throws
+// std::runtime_error saying what to install.
 std::filesystem::path find_chartjs(const std::filesystem::path& given);
 
 // Writes the site into `out_dir` (created; files of an earlier report are overwritten).

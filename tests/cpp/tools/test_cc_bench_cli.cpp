@@ -264,6 +264,14 @@ TEST_F(CcBenchCli, MetricsJsonHasOneRecordPerSize) {
     size *= 4;
   }
   EXPECT_EQ(d["metrics"][0]["name"], "cc_bench/all_reduce/1024B/time_us");
+
+  // --metrics-prefix names the figures for a history (bench/suite.json).
+  const Result named = run({"cc-bench", "allr", "-r", "2", "-b", "1K", "-e", "1K", "--timing-only",
+                            "--metrics", metrics.string(), "--metrics-prefix", "trn2/cc/ar2"});
+  ASSERT_EQ(named.code(), 0) << named.describe();
+  const json n = json::parse(slurp(metrics));
+  ASSERT_EQ(n["metrics"].size(), 3u);
+  EXPECT_EQ(n["metrics"][2]["name"], "trn2/cc/ar2/1024B/busbw");
 }
 
 TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
