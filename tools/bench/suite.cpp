@@ -1,13 +1,10 @@
 // The benchmark suite (suite.h).
 #include "suite.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "imports.h"
+#include "shell.h"
 
 namespace neuronsim::bench {
 namespace {
@@ -28,38 +26,11 @@ std::string required_text(const nlohmann::json& e, const char* key, const std::s
   return e[key];
 }
 
-// POSIX shell quoting: the value as one word.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string expand(std::string command, const std::map<std::string, std::string>& values) {
-  for (const auto& [key, value] : values) {
-    const std::string token = "{" + key + "}";
-    for (size_t at = 0; (at = command.find(token, at)) != std::string::npos; at += value.size())
-      command.replace(at, token.size(), value);
-  }
-  return command;
-}
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buf;
   buf << in.rdbuf();
   return buf.str();
-}
-
-// The last `lines` lines of `text`.
-std::string tail(const std::string& text, size_t lines) {
-  size_t at = text.size();
-  while (lines-- > 0 && at > 0) {
-    const size_t nl = text.rfind('\n', at - 1);
-    if (nl == std::string::npos) return text;
-    at = nl;
-  }
-  return at < text.size() ? text.substr(at + (text[at] == '\n')) : text;
 }
 
 }  // namespace
@@ -131,28 +102,23 @@ SuiteResult run_suite(const Suite& suite, const SuiteSelection& selection, const
     fs::create_directories(tmp);
     const fs::path out = tmp / "figures", trace = tmp / "trace.json", log = tmp / "log.txt";
     const std::string command =
-        expand(e.command, {{"neuron_sim", quoted(tools.neuron_sim.string())},
-                           {"make_kernels", quoted(tools.make_kernels.string())},
-                           {"python", quoted(tools.python.string())},
-                           {"out", quoted(out.string())},
-                           {"trace", quoted(trace.string())},
-                           {"tmp", quoted(tmp.string())}});
+        expand_placeholders(e.command, {{"neuron_sim", shell_quoted(tools.neuron_sim.string())},
+                                        {"make_kernels", shell_quoted(tools.make_kernels.string())},
+                                        {"python", shell_quoted(tools.python.string())},
+                                        {"out", shell_quoted(out.string())},
+                                        {"trace", shell_quoted(trace.string())},
+                                        {"tmp", shell_quoted(tmp.string())}});
     progress(fmt::format("[{}/{}] {}: {}", i + 1, chosen.size(), e.name,
                          e.description.empty() ? command : e.description));
     const auto start = std::chrono::steady_clock::now();
-    const std::string shell = fmt::format("cd {} && ( {} ) >{} 2>&1", quoted(suite.root.string()),
-                                          command, quoted(log.string()));
-    const int status = std::system(shell.c_str());
+    const int status = run_shell(command, suite.root, log);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (status != 0 || !fs::exists(out)) {
-      const std::string why =
-          status != 0
-              ? fmt::format("exit status {}", WIFEXITED(status) ? WEXITSTATUS(status) : status)
-              : "no figures written to {out}";
-      throw SuiteError(fmt::format("benchmark {} failed ({}): {}\n{}", e.name, why, command,
-                                   tail(read_text(log), 30)));
-    }
+    if (status != 0 || !fs::exists(out))
+      throw SuiteError(fmt::format(
+          "benchmark {} failed ({}): {}\n{}", e.name,
+          status != 0 ? fmt::format("exit status {}", status) : "no figures written to {out}",
+          command, tail_of_file(log, 30)));
     std::vector<Measurement> figures = read_figures(out, e.benchmark);
     if (fs::exists(trace))
       result.artifacts.push_back({e.benchmark, "trace.json", read_text(trace)});

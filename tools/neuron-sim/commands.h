@@ -15,6 +15,7 @@ void add_cc_bench_command(CLI::App& app);
 }  // namespace neuronsim::tools
 
 namespace neuronsim::bench {
-void add_bench_command(CLI::App& app);   // tools/bench/command.cpp
-void add_report_command(CLI::App& app);  // tools/bench/report_command.cpp
+void add_bench_command(CLI::App& app);      // tools/bench/command.cpp
+void add_report_command(CLI::App& app);     // tools/bench/report_command.cpp
+void add_correlate_command(CLI::App& app);  // tools/bench/correlate_command.cpp
 }  // namespace neuronsim::bench

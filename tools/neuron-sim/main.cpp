@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   neuronsim::tools::add_cc_bench_command(app);
   neuronsim::bench::add_bench_command(app);
   neuronsim::bench::add_report_command(app);
+  neuronsim::bench::add_correlate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

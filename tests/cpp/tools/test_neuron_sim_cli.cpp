@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -543,6 +545,50 @@ TEST_F(NeuronSimCli, AHistoryGatesARunAndTheReportShowsIt) {
                                     (tmp_ / "s2").string(), "--chartjs", chartjs.string()});
   EXPECT_EQ(missing.code(), 1);
   EXPECT_THAT(missing.err, ::testing::HasSubstr("none.db: no such history"));
+}
+
+}  // namespace
+}  // namespace neuronsim::tools
+
+namespace neuronsim::tools {
+namespace {
+
+// `correlate` on the shipped calibration set: every case runs through asm/run or cc-bench, the
+// table and the plot come out, and the model holds its micro-level calibration (each case
+// within 10 %); a case that cannot run is an error naming it.
+TEST_F(NeuronSimCli, CorrelateRunsTheCalibrationSetAndDrawsThePlot) {
+  const fs::path chartjs = tmp_ / "chart.js";
+  std::ofstream(chartjs) << "// stand-in";
+  const fs::path plot = tmp_ / "correlation.html";
+  const test::Result r =
+      run({"correlate", (test::source_dir() / "bench/calibration/micro.csv").string(), "--plot",
+           plot.string(), "--chartjs", chartjs.string()});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  for (const char* c : {"dma/trn2_1engine_32KiB", "instruction/trn1_act_dependent_1elem",
+                        "link/trn2_link_64MiB", "efa/trn2_latency_8B"})
+    EXPECT_THAT(r.out, ::testing::HasSubstr(c)) << r.describe();
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t cases = 0;
+  while (std::getline(lines, line)) {
+    const size_t pct = line.rfind('%');
+    if (line.find('/') == std::string::npos || pct == std::string::npos) continue;
+    const double error = std::stod(line.substr(line.rfind(' ', pct) + 1));
+    EXPECT_LT(std::fabs(error), 10.0) << line;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 8u) << r.out;
+  std::ifstream in(plot);
+  const std::string html{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_THAT(html, ::testing::HasSubstr("// stand-in"));
+  EXPECT_THAT(html, ::testing::HasSubstr("trn2_1engine_32KiB"));
+
+  const fs::path bad = tmp_ / "bad.csv";
+  std::ofstream(bad) << "group,case,kind,spec,metric,per,measured,unit,source\n"
+                     << "g,missing,asm,no-such.s,,,1,ns,nowhere\n";
+  const test::Result failed = run({"correlate", bad.string()});
+  EXPECT_EQ(failed.code(), 1);
+  EXPECT_THAT(failed.err, ::testing::HasSubstr("case g/missing (line 2)")) << failed.describe();
 }
 
 }  // namespace
