@@ -61,6 +61,8 @@ std::string_view algorithm_name(Algorithm a) {
       return "rdh";
     case Algorithm::hier2d:
       return "hier2d";
+    case Algorithm::hierarchical:
+      return "hierarchical";
   }
   return "?";
 }
@@ -156,9 +158,11 @@ CollectiveSpec send_recv_spec(int ranks, int src, int dst, isa::DType dtype, uin
   return s;
 }
 
-bool algorithm_supported(Op op, Algorithm a, int ranks) {
+bool algorithm_supported(Op op, Algorithm a, int ranks, int group) {
   if (ranks < 1) return false;
   if (a == Algorithm::auto_select) return true;
+  if (a == Algorithm::hierarchical)
+    return op == Op::all_reduce && group >= 1 && ranks % group == 0 && ranks / group >= 2;
   if (a == Algorithm::hier2d)
     return op == Op::all_reduce && ranks % kHierRow == 0 && ranks >= 2 * kHierRow;
   switch (op) {
@@ -179,7 +183,7 @@ bool algorithm_supported(Op op, Algorithm a, int ranks) {
   return false;
 }
 
-Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t) {
+Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t, int group) {
   switch (spec.op) {
     case Op::all_to_all:
     case Op::all_to_all_v:
@@ -191,6 +195,11 @@ Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Threshol
       break;
   }
   const uint64_t bytes = spec.message_bytes(ranks);
+  // Across hosts, as the Neuron collectives library does (neuron-hardware.md §5 [C R3]): the
+  // flat schedules cross EFA through one chip's share, the hierarchy through every chip's.
+  if (bytes >= t.mesh_below_bytes &&
+      algorithm_supported(spec.op, Algorithm::hierarchical, ranks, group))
+    return Algorithm::hierarchical;
   if (bytes < t.mesh_below_bytes) return Algorithm::mesh;
   if (bytes < t.rdh_below_bytes && algorithm_supported(spec.op, Algorithm::rdh, ranks))
     return Algorithm::rdh;
@@ -317,10 +326,11 @@ void group_ring_all_gather(RankPlan& p, const std::vector<int>& g, int me, F pie
   }
 }
 
-// hier2d all-reduce: rows of kHierRow ranks (rank r at column r % W, row r / W). The buffer is
-// split into W parts; part c is split again into H sub-parts for the column phase.
-void hier2d_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es) {
-  const int W = kHierRow, H = R / W, col = r % W, row = r / W;
+// Two-level all-reduce on a grid of rows of W ranks (rank r at column r % W, row r / W): hier2d
+// with rows of kHierRow, hierarchical with a host per row. The buffer is split into W parts;
+// part c is split again into H sub-parts for the column phase.
+void grid_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es, int W) {
+  const int H = R / W, col = r % W, row = r / W;
   std::vector<int> row_group, col_group;
   for (int c = 0; c < W; ++c) row_group.push_back(row * W + c);
   for (int h = 0; h < H; ++h) col_group.push_back(h * W + col);
@@ -340,15 +350,18 @@ void hier2d_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es) {
 
 }  // namespace
 
-RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
+RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a, int group) {
   if (R < 1 || r < 0 || r >= R) throw std::invalid_argument(fmt::format("rank {} of {}", r, R));
   if (a == Algorithm::auto_select)
     throw std::invalid_argument(
         "make_plan needs a concrete algorithm (choose_algorithm picks one)");
-  if (!algorithm_supported(spec.op, a, R))
-    throw std::invalid_argument(
-        fmt::format("{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
-                    a == Algorithm::rdh ? " (rdh needs a power-of-two rank count)" : ""));
+  if (!algorithm_supported(spec.op, a, R, group))
+    throw std::invalid_argument(fmt::format(
+        "{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
+        a == Algorithm::rdh            ? " (rdh needs a power-of-two rank count)"
+        : a == Algorithm::hierarchical ? " (hierarchical is all_reduce across two or more hosts "
+                                         "holding equal runs of ranks)"
+                                       : ""));
   if ((spec.op == Op::broadcast || spec.op == Op::reduce) && (spec.root < 0 || spec.root >= R))
     throw std::invalid_argument(fmt::format("root {} of {} ranks", spec.root, R));
   const uint64_t es = isa::dtype_size(spec.dtype);
@@ -365,7 +378,9 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a) {
         mesh_reduce_scatter(p, R, r, split, 0);
         mesh_all_gather(p, R, r, split, 1);
       } else if (a == Algorithm::hier2d) {
-        hier2d_all_reduce(p, R, r, spec.count, es);
+        grid_all_reduce(p, R, r, spec.count, es, kHierRow);
+      } else if (a == Algorithm::hierarchical) {
+        grid_all_reduce(p, R, r, spec.count, es, group);
       } else {
         rdh_reduce_scatter(p, R, r, split, 0);
         rdh_all_gather(p, R, r, split, 64);

@@ -59,6 +59,19 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
   return p;
 }
 
+int Fabric::ranks_per_entry(const spec::InstanceConfig& inst, const std::vector<CoreId>& cores) {
+  if (cores.empty() || inst.instances == 0) return 0;
+  auto entry = [&](const CoreId& c) { return c.instance / inst.instances; };
+  size_t per = 0;
+  while (per < cores.size() && entry(cores[per]) == entry(cores[0])) ++per;
+  if (per == cores.size() || cores.size() % per != 0) return 0;
+  for (size_t r = 0; r < cores.size(); ++r)
+    if (entry(cores[r]) != entry(cores[r - r % per]) ||
+        (r % per == 0 && r > 0 && entry(cores[r]) == entry(cores[r - 1])))
+      return 0;
+  return static_cast<int>(per);
+}
+
 FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst) {
   return for_instance(inst, generation_of(inst));
 }
@@ -255,31 +268,40 @@ void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t t
     msg.data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
   }
   ++messages_;
-  // Cut-through over the path: each link serves its messages in the order they were reserved, at
-  // its bandwidth; the head moves on after the link's latency, the tail cannot leave a link before
-  // it has left the previous one.
-  Picos head = now_, prev_end = now_, prev_lat = 0;
-  bool first = true;
-  for (int li : route(src, dst)) {
-    Link& l = links_[static_cast<size_t>(li)];
-    Picos start = std::max(head, l.free_at);
-    Picos end = start + serialize_ps(bytes, l.bytes_per_s);
-    if (!first) end = std::max(end, prev_end + prev_lat);
-    l.free_at = end;
-    l.bytes_carried += bytes;
-    ++l.messages;
-    head = start + l.latency_ps;
-    prev_end = end;
-    prev_lat = l.latency_ps;
-    first = false;
+  auto f = std::make_shared<InFlight>();
+  f->path = route(src, dst);
+  f->tail_end = now_;
+  f->key = Key{dst, src, tag};
+  f->msg = std::move(msg);
+  f->on_done = std::move(on_done);
+  advance(f);
+}
+
+// Cut-through over the path: a link is reserved when the message's head reaches it, so each
+// link serves its messages in the order they arrive there, at its bandwidth (a message sent
+// later that reaches a link sooner goes first; a message holds no link before it gets there).
+// The head moves on after the link's latency; the tail cannot leave a link before it has left
+// the previous one.
+void Fabric::advance(const std::shared_ptr<InFlight>& f) {
+  if (f->hop == f->path.size()) {  // the tail has crossed the last link (or there was none)
+    events_.push({f->tail_end + f->tail_lat, seq_++, [this, f] {
+                    deliver(f->key, std::move(f->msg));
+                    if (f->on_done) f->on_done();
+                  }});
+    return;
   }
-  Picos arrival = prev_end + prev_lat;
-  Key key{dst, src, tag};
-  events_.push(
-      {arrival, seq_++, [this, key, m = std::move(msg), cb = std::move(on_done)]() mutable {
-         deliver(key, std::move(m));
-         if (cb) cb();
-       }});
+  Link& l = links_[static_cast<size_t>(f->path[f->hop])];
+  const Picos start = std::max(now_, l.free_at);
+  Picos end = start + serialize_ps(f->msg.bytes, l.bytes_per_s);
+  if (f->hop > 0) end = std::max(end, f->tail_end + f->tail_lat);
+  l.free_at = end;
+  l.bytes_carried += f->msg.bytes;
+  ++l.messages;
+  f->tail_end = end;
+  f->tail_lat = l.latency_ps;
+  ++f->hop;
+  if (f->hop == f->path.size()) return advance(f);
+  events_.push({start + l.latency_ps, seq_++, [this, f] { advance(f); }});
 }
 
 void Fabric::complete(Message& msg, PostedRecv& r) {

@@ -13,13 +13,14 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   if (inputs && inputs->size() != static_cast<size_t>(R))
     throw std::invalid_argument(fmt::format("{} inputs for {} ranks", inputs->size(), R));
   CollectiveResult res;
-  res.algorithm = resolve_algorithm(spec, R, fabric.instance(), options);
+  const int group = fabric.ranks_per_entry();
+  res.algorithm = resolve_algorithm(spec, R, fabric.instance(), options, group);
   std::vector<int> local;
   std::vector<RankPlan> plans;
   std::vector<RankBuffers> buffers;
   for (int r = 0; r < R; ++r) {
     local.push_back(r);
-    plans.push_back(make_plan(spec, R, r, res.algorithm));
+    plans.push_back(make_plan(spec, R, r, res.algorithm, group));
     if (inputs) buffers.push_back(prepare_buffers(spec, R, r, (*inputs)[static_cast<size_t>(r)]));
   }
   const Picos start = fabric.now();
@@ -54,10 +55,10 @@ Thresholds thresholds_for(const spec::InstanceConfig& inst) {
 }
 
 Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
-                            const RunOptions& options) {
+                            const RunOptions& options, int group) {
   if (options.algorithm != Algorithm::auto_select) return options.algorithm;
   return choose_algorithm(spec, ranks,
-                          options.thresholds ? *options.thresholds : thresholds_for(inst));
+                          options.thresholds ? *options.thresholds : thresholds_for(inst), group);
 }
 
 double bus_bandwidth_factor(Op op, int ranks) {

@@ -744,7 +744,11 @@ struct TcpCommunicator::Impl final : Network {
 
   // Runs `spec` for this rank over the links; returns its buffers.
   void move_data(const CollectiveSpec& spec, Algorithm algorithm, RankBuffers* buffers) {
-    std::vector<RankPlan> plans{make_plan(spec, opt.world_size, me(), algorithm)};
+    const std::vector<CoreId> cores =
+        opt.run.cores.empty() ? Fabric::place(opt.instance, opt.world_size, opt.run.placement)
+                              : opt.run.cores;
+    std::vector<RankPlan> plans{make_plan(spec, opt.world_size, me(), algorithm,
+                                          Fabric::ranks_per_entry(opt.instance, cores))};
     std::vector<RankBuffers> b;
     if (buffers) b.push_back(std::move(*buffers));
     execute(*this, spec, local, plans, buffers ? &b : nullptr);

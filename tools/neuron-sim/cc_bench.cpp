@@ -194,8 +194,10 @@ Algorithm parse_algorithm(const std::string& text) {
   if (s == "mesh") return Algorithm::mesh;
   if (s == "rdh") return Algorithm::rdh;
   if (s == "hier2d") return Algorithm::hier2d;
+  if (s == "hierarchical") return Algorithm::hierarchical;
   throw std::runtime_error(fmt::format(
-      "--algorithm '{}': unknown algorithm (known: auto, ring, mesh, rdh, hier2d)", text));
+      "--algorithm '{}': unknown algorithm (known: auto, ring, mesh, rdh, hier2d, hierarchical)",
+      text));
 }
 
 ReduceOp parse_reduce_op(const std::string& text) {
@@ -427,6 +429,7 @@ struct Bench {
   std::string placement, op_label;
   bool with_data = true;
   uint32_t instances = 1;  // of the instance type the job spans
+  int group = 0;           // ranks per host across hosts (Fabric::ranks_per_entry), 0 on one
 };
 
 Bench check_args(const CcBenchArgs& args) {
@@ -470,18 +473,6 @@ Bench check_args(const CcBenchArgs& args) {
         fmt::format("--warmup_iters {}: must not be negative", args.warmup_iters));
   if (args.root < 0 || args.root >= R)
     throw std::runtime_error(fmt::format("--root {}: must be a rank, 0 to {}", args.root, R - 1));
-  if (b.algorithm != Algorithm::auto_select &&
-      !cc::algorithm_supported(b.choice.op, b.algorithm, R)) {
-    std::string why;
-    if (b.algorithm == Algorithm::rdh && (R & (R - 1)) != 0)
-      why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
-    else if (b.algorithm == Algorithm::hier2d)
-      why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
-    else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute)
-      why = " (this operation is mesh only)";
-    throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",
-                                         cc::algorithm_name(b.algorithm), b.op_text, R, why));
-  }
   b.options.algorithm = b.algorithm;
   cc::Thresholds t = cc::thresholds_for(b.inst);
   if (!args.mesh_below.empty()) t.mesh_below_bytes = parse_size("--mesh-below", args.mesh_below);
@@ -501,9 +492,25 @@ Bench check_args(const CcBenchArgs& args) {
         fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
   // More ranks than one instance holds: several instances joined by EFA, where the type has it.
   try {
-    b.instances = cc::Fabric::make(b.inst, R, b.options.placement).instances();
+    const cc::Fabric fabric = cc::Fabric::make(b.inst, R, b.options.placement);
+    b.instances = fabric.instances();
+    b.group = fabric.ranks_per_entry();
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(fmt::format("--ranks {} on {}: {}", R, b.inst.name, e.what()));
+  }
+  if (b.algorithm != Algorithm::auto_select &&
+      !cc::algorithm_supported(b.choice.op, b.algorithm, R, b.group)) {
+    std::string why;
+    if (b.algorithm == Algorithm::rdh && (R & (R - 1)) != 0)
+      why = fmt::format(" (rdh needs a power-of-two rank count, not {})", R);
+    else if (b.algorithm == Algorithm::hier2d)
+      why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
+    else if (b.algorithm == Algorithm::hierarchical)
+      why = " (hierarchical is all-reduce only, across two or more hosts)";
+    else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute)
+      why = " (this operation is mesh only)";
+    throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",
+                                         cc::algorithm_name(b.algorithm), b.op_text, R, why));
   }
   b.op_label = b.choice.send_recv ? "send_recv" : std::string(cc::op_name(b.choice.op));
   b.with_data = !args.timing_only;
@@ -864,7 +871,7 @@ void add_cc_bench_command(CLI::App& app) {
   cmd->add_option("--dtype,--datatype,-d", args->dtype,
                   "fp32, bf16, fp16, tf32, fp8e4, fp8e5, int8, uint8, int16, uint16, int32, uint32")
       ->default_val("fp32");
-  cmd->add_option("--algorithm,-a", args->algorithm, "auto, ring, mesh, rdh, hier2d")
+  cmd->add_option("--algorithm,-a", args->algorithm, "auto, ring, mesh, rdh, hier2d, hierarchical")
       ->default_val("auto");
   cmd->add_option("--instance", args->instance, "instance type")->default_val("trn2.48xlarge");
   cmd->add_option("--reduce-op,-o", args->reduce_op, "sum, prod, max, min, avg")

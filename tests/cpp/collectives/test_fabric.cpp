@@ -313,3 +313,60 @@ TEST(Fabric, BarrierHoldsEveryRankUntilTheLastArrives) {
 }
 
 }  // namespace
+
+namespace {
+
+// A link is reserved when a message's head reaches it, not when the message is sent: a
+// zero-byte message two hops away holds nothing, and a message that reaches the shared link
+// first goes first.
+TEST(Fabric, ALinkServesMessagesInTheOrderTheyReachIt) {
+  const uint64_t bytes = 96 * kGiB / 1024;
+  // 0 -> 2 crosses chip0+x then chip1+x; 1 -> 2 crosses chip1+x only. Sent first, the 0 -> 2
+  // message reaches chip1+x only after a hop's latency: 1 -> 2 finds the link free.
+  Fabric alone = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+  const Picos solo = deliver(alone, {{1, 2}}, bytes)[0];
+  for (const uint64_t first : {uint64_t{0}, uint64_t{64}}) {
+    Fabric f = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
+    std::vector<Picos> at(2);
+    f.recv(2, 0, nullptr, first, 0, nullptr);
+    f.send(0, 2, nullptr, first, 0, [&] { at[0] = f.now(); });
+    f.recv(2, 1, nullptr, bytes, 1, nullptr);
+    f.send(1, 2, nullptr, bytes, 1, [&] { at[1] = f.now(); });
+    f.run();
+    EXPECT_EQ(at[1], solo) << first << " bytes sent first";
+    // and the small message, which reached chip1+x second, waited for the large one there
+    EXPECT_GE(at[0], solo) << first;
+  }
+}
+
+// Times grow with size: no size arrives before a smaller one (the reservation artefact made a
+// 32 B all-reduce over 64 ranks of trn1n slower than a 64 B one).
+TEST(Fabric, CollectiveTimesAreMonotoneInSize) {
+  struct Case {
+    const char* instance;
+    int ranks;
+    Op op;
+  };
+  for (const Case& c :
+       {Case{"trn1n.32xlarge", 64, Op::all_reduce}, Case{"trn1.32xlarge", 32, Op::all_gather},
+        Case{"trn2.48xlarge", 16, Op::all_reduce},
+        Case{"trn2.48xlarge", 128, Op::reduce_scatter}}) {
+    Picos previous = 0;
+    for (uint64_t bytes = 8; bytes <= (1u << 20); bytes *= 2) {
+      const uint64_t count = bytes / 4;
+      CollectiveSpec spec{c.op,
+                          ReduceOp::sum,
+                          isa::DType::fp32,
+                          c.op == Op::all_reduce ? count : count / static_cast<uint64_t>(c.ranks),
+                          0,
+                          {},
+                          {}};
+      if (spec.count == 0) continue;
+      const Picos t = time_collective(inst(c.instance), c.ranks, spec, RunOptions{}).duration_ps;
+      EXPECT_GE(t, previous) << c.instance << " " << c.ranks << " ranks, " << bytes << " B";
+      previous = t;
+    }
+  }
+}
+
+}  // namespace

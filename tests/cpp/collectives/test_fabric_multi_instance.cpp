@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fabric_util.h"
 #include "neuronsim/cc/fabric.h"
 #include "neuronsim/cc/runner.h"
@@ -275,6 +277,57 @@ TEST(FabricMultiInstance, NoEfaFigureMeansOneInstance) {
   EXPECT_THROW(Fabric(t1, params, {{0, 0, 0}, {0, 0, 5}}), std::invalid_argument);
   EXPECT_THROW(Fabric(t1, params, {{3, 1, 1}, {3, 1, 1}}), std::invalid_argument);
   EXPECT_EQ(Fabric(t1, params, {{0, 0, 0}, {0, 0, 1}}).instances(), 2u);
+}
+
+}  // namespace
+
+namespace {
+
+// Hosts of a job: equal runs of consecutive ranks on hosts joined only by EFA.
+TEST(FabricMultiInstance, RanksPerEntry) {
+  EXPECT_EQ(Fabric::make(inst("trn1.32xlarge"), 64).ranks_per_entry(), 32);
+  EXPECT_EQ(Fabric::make(inst("trn1.32xlarge"), 96).ranks_per_entry(), 32);
+  EXPECT_EQ(Fabric::make(inst("trn1.32xlarge"), 32).ranks_per_entry(), 0);  // one host
+  EXPECT_EQ(Fabric::make(inst("trn1.32xlarge"), 40).ranks_per_entry(), 0);  // 32 + 8: uneven
+  EXPECT_EQ(Fabric::make(inst("trn2.48xlarge"), 32, Placement::one_per_chip).ranks_per_entry(), 16);
+  // The UltraServer's four instances are one entry (joined by NeuronLink, not EFA).
+  EXPECT_EQ(Fabric::make(inst("trn2u-ultraserver"), 64, Placement::one_per_chip).ranks_per_entry(),
+            0);
+}
+
+// The hierarchical all-reduce (reduce-scatter in each host, the shards across hosts by every
+// rank at once, all-gather in each host) gives the sums, crosses EFA on every chip, beats the
+// flat ring at large sizes, and is the automatic choice across hosts from the mesh threshold.
+TEST(FabricMultiInstance, HierarchicalAllReduceAcrossHosts) {
+  const uint64_t count = 256;
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
+  RunOptions opt;
+  opt.algorithm = Algorithm::hierarchical;
+  Fabric f = Fabric::make(inst("trn1.32xlarge"), 64);
+  auto in = inputs(64, count);
+  auto res = run_collective(f, spec, &in, opt);
+  EXPECT_EQ(res.algorithm, Algorithm::hierarchical);
+  expect_sums(res, 64, count);
+  for (uint32_t chip = 0; chip < 16; ++chip)  // every chip's share, not one chip's
+    EXPECT_GT(link(f, fmt::format("inst0.chip{}.efa.out", chip)).bytes_carried, 0u) << chip;
+
+  const uint64_t big = uint64_t{256} << 20;
+  CollectiveSpec large{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, big / 4, 0, {}, {}};
+  const Picos hier = time_collective(inst("trn1.32xlarge"), 64, large, opt).duration_ps;
+  opt.algorithm = Algorithm::ring;
+  const Picos flat = time_collective(inst("trn1.32xlarge"), 64, large, opt).duration_ps;
+  EXPECT_LT(hier * 4, flat);  // 16 chips' EFA shares against one
+  opt.algorithm = Algorithm::auto_select;
+  EXPECT_EQ(time_collective(inst("trn1.32xlarge"), 64, large, opt).algorithm,
+            Algorithm::hierarchical);
+  EXPECT_EQ(time_collective(inst("trn1.32xlarge"), 32, large, opt).algorithm, Algorithm::ring);
+  CollectiveSpec small{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, 256, 0, {}, {}};
+  EXPECT_EQ(time_collective(inst("trn1.32xlarge"), 64, small, opt).algorithm, Algorithm::mesh);
+  // Only all-reduce, and only across hosts.
+  EXPECT_FALSE(algorithm_supported(Op::all_reduce, Algorithm::hierarchical, 64, 0));
+  EXPECT_FALSE(algorithm_supported(Op::all_gather, Algorithm::hierarchical, 64, 32));
+  EXPECT_FALSE(algorithm_supported(Op::all_reduce, Algorithm::hierarchical, 32, 32));
+  EXPECT_THROW(make_plan(spec, 64, 0, Algorithm::hierarchical, 0), std::invalid_argument);
 }
 
 }  // namespace

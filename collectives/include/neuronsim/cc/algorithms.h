@@ -33,7 +33,7 @@ enum class ReduceOp { sum, prod, max, min, avg };
 // tree forms for broadcast/reduce, dissemination for barrier); hier2d (all_reduce on a grid of
 // rows of 4 ranks, a torus row when one rank sits on each chip: ring reduce-scatter in the row,
 // ring all-reduce in the column, ring all-gather in the row; needs R a multiple of 4, R >= 8).
-enum class Algorithm { auto_select, ring, mesh, rdh, hier2d };
+enum class Algorithm { auto_select, ring, mesh, rdh, hier2d, hierarchical };
 
 std::string_view op_name(Op op);
 std::string_view reduce_op_name(ReduceOp op);
@@ -83,10 +83,16 @@ CollectiveSpec send_recv_spec(int ranks, int src, int dst, isa::DType dtype, uin
 // for all_reduce, all_gather and reduce_scatter (broadcast/reduce trees and the dissemination
 // barrier take any count); all_to_all(_v) and permute are mesh only; barrier has no ring form;
 // hier2d is all_reduce only. The automatic choice never picks hier2d.
-bool algorithm_supported(Op op, Algorithm a, int ranks);
-// The automatic choice: mesh / rdh / ring by message_bytes() and the thresholds, falling back
+// hierarchical (all_reduce across hosts): reduce-scatter inside each host, all-reduce of each
+// shard across the hosts by all ranks at once (each on its own chip's EFA share), all-gather
+// inside each host. It needs `group`, the ranks of each host (consecutive, equal counts, at least
+// two hosts: Fabric::ranks_per_entry()); 0 means the job is on one host.
+bool algorithm_supported(Op op, Algorithm a, int ranks, int group = 0);
+// The automatic choice: across hosts (`group` > 0) an all_reduce from the mesh threshold up is
+// hierarchical; otherwise mesh / rdh / ring by message_bytes() and the thresholds, falling back
 // to ring where rdh is not available (non-power-of-two ranks), and to what exists for the op.
-Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t);
+Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t,
+                           int group = 0);
 
 // One transfer of a step: `bytes` at `offset` of buffer `buf` (0: work, 1: out).
 struct Xfer {
@@ -107,7 +113,8 @@ struct RankPlan {
 
 // The steps of rank `rank` for a concrete algorithm (not auto_select: choose first). Throws
 // std::invalid_argument where the algorithm is not supported.
-RankPlan make_plan(const CollectiveSpec& spec, int ranks, int rank, Algorithm algorithm);
+RankPlan make_plan(const CollectiveSpec& spec, int ranks, int rank, Algorithm algorithm,
+                   int group = 0);
 
 // Per-rank state of an execution: the work buffer the algorithm runs in and the out buffer.
 struct RankBuffers {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -85,7 +86,7 @@ class Fabric final : public Network {
                        // "inst0.chip3.efa.out"
     uint64_t bytes_per_s = 0;
     Picos latency_ps = 0;
-    Picos free_at = 0;  // when the last reserved message leaves it
+    Picos free_at = 0;  // when the last message that reached it leaves it
     uint64_t bytes_carried = 0;
     uint64_t messages = 0;
   };
@@ -94,6 +95,13 @@ class Fabric final : public Network {
   const spec::InstanceConfig& instance() const { return inst_; }
   uint32_t instances() const { return instances_; }  // instances the job spans (whole entries)
   uint64_t messages_sent() const { return messages_; }
+  const std::vector<CoreId>& cores() const { return cores_; }
+
+  // The ranks of each host where a job spans hosts joined only by EFA (entries: an instance, or
+  // an UltraServer's instances) and each holds the same run of consecutive ranks; 0 otherwise
+  // (one host, or an uneven layout). The hierarchical all-reduce works by it.
+  static int ranks_per_entry(const spec::InstanceConfig& inst, const std::vector<CoreId>& cores);
+  int ranks_per_entry() const { return ranks_per_entry(inst_, cores_); }
 
   // Time for `bytes` at `bytes_per_s`, rounded up to whole picoseconds.
   static Picos serialize_ps(uint64_t bytes, uint64_t bytes_per_s);
@@ -120,6 +128,18 @@ class Fabric final : public Network {
       return a.time != b.time ? a.time > b.time : a.seq > b.seq;
     }
   };
+  // A message on its way: the links it still has to cross and where its tail is.
+  struct InFlight {
+    std::vector<int> path;
+    size_t hop = 0;      // the next link to reserve
+    Picos tail_end = 0;  // when the tail left the previous link
+    Picos tail_lat = 0;  // that link's latency
+    Key key;
+    Message msg;
+    Callback on_done;
+  };
+  // Reserves the next link of `f`'s path now, when its head reaches it.
+  void advance(const std::shared_ptr<InFlight>& f);
   void deliver(const Key& key, Message msg);
   static void complete(Message& msg, PostedRecv& r);
   void check_cores() const;

@@ -46,9 +46,9 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
 // came with the instance: generation_of).
 Thresholds thresholds_for(const spec::InstanceConfig& inst);
 // The algorithm that runs: options.algorithm, or the automatic choice with options.thresholds
-// (the generation's when unset).
+// (the generation's when unset); `group` is Fabric::ranks_per_entry() of the job.
 Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
-                            const RunOptions& options);
+                            const RunOptions& options, int group = 0);
 
 // nccom-test's bus bandwidth: bytes / time × factor (all-reduce 2(r-1)/r; all-gather,
 // reduce-scatter, all-to-all (r-1)/r; others 1) [neuron-hardware.md §5, C NCCOM].
