@@ -42,6 +42,10 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
   p.link_latency_ps = ns_to_ps(gen.neuronlink_latency_ns);
   p.intra_chip_latency_ps = ns_to_ps(gen.intra_chip_latency_ns);
   p.intra_chip_bytes_per_s = static_cast<uint64_t>(gen.hbm_bytes_per_ns * 1e9 + 0.5);
+  // The engines that move collective data (compute-comm-overlap.rst: collectives and compute
+  // share a core's DMA engines) at their sustained rate, both figures from the generation.
+  p.rank_dma_bytes_per_s =
+      static_cast<uint64_t>(gen.dma_engines * gen.dma_engine_bytes_per_ns * 1e9 + 0.5);
   p.link_bytes_per_s = inst.topology == "none" ? 0 : inst.neuronlink_bytes_per_s;
   if (inst.topology != "none" && p.link_bytes_per_s == 0)
     throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
@@ -188,15 +192,24 @@ void Fabric::add_links() {
     for (uint32_t chip = 0; chip < chips; ++chip)
       links_.push_back({fmt::format("{}chip{}.hbm", prefix(g), chip),
                         params_.intra_chip_bytes_per_s, params_.intra_chip_latency_ps, 0, 0, 0});
-  if (instances_ <= inst_.instances) return;  // one entry: no EFA
-  // The whole EFA latency sits on the egress; the ingress only serializes (and contends).
-  for (uint32_t g = 0; g < instances_; ++g)
-    for (uint32_t chip = 0; chip < chips; ++chip) {
-      links_.push_back({fmt::format("inst{}.chip{}.efa.out", g, chip), params_.efa_bytes_per_s,
-                        params_.efa_latency_ps, 0, 0, 0});
-      links_.push_back(
-          {fmt::format("inst{}.chip{}.efa.in", g, chip), params_.efa_bytes_per_s, 0, 0, 0, 0});
-    }
+  if (instances_ > inst_.instances) {  // more than one entry: EFA
+    // The whole EFA latency sits on the egress; the ingress only serializes (and contends).
+    for (uint32_t g = 0; g < instances_; ++g)
+      for (uint32_t chip = 0; chip < chips; ++chip) {
+        links_.push_back({fmt::format("inst{}.chip{}.efa.out", g, chip), params_.efa_bytes_per_s,
+                          params_.efa_latency_ps, 0, 0, 0});
+        links_.push_back(
+            {fmt::format("inst{}.chip{}.efa.in", g, chip), params_.efa_bytes_per_s, 0, 0, 0, 0});
+      }
+  }
+  if (params_.rank_dma_bytes_per_s == 0) return;  // figures without it: no DMA limit
+  dma_base_ = static_cast<int>(links_.size());
+  for (size_t r = 0; r < cores_.size(); ++r)
+    links_.push_back({fmt::format("rank{}.dma", r), params_.rank_dma_bytes_per_s, 0, 0, 0, 0});
+}
+
+int Fabric::dma_link(int rank) const {
+  return dma_base_ < 0 ? -1 : dma_base_ + rank;
 }
 
 int Fabric::chip_link(uint32_t instance, uint32_t chip, int dir) const {
@@ -268,40 +281,72 @@ void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t t
     msg.data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
   }
   ++messages_;
-  auto f = std::make_shared<InFlight>();
-  f->path = route(src, dst);
-  f->tail_end = now_;
-  f->key = Key{dst, src, tag};
-  f->msg = std::move(msg);
-  f->on_done = std::move(on_done);
-  advance(f);
+  auto path = std::make_shared<std::vector<int>>(route(src, dst));
+  // Data leaves a core through its DMA engines, whatever links it then takes.
+  if (!path->empty() && dma_link(src) >= 0) path->insert(path->begin(), dma_link(src));
+  const uint64_t chunk = chunk_size(bytes);
+  auto m = std::make_shared<Sending>();
+  m->key = Key{dst, src, tag};
+  m->msg = std::move(msg);
+  m->on_done = std::move(on_done);
+  m->path = std::move(path);
+  m->bytes = bytes;
+  // A rank sending to itself crosses no link: one piece, delivered at once.
+  m->chunks = m->chunks_left =
+      m->path->empty() ? 1 : std::max<uint64_t>(1, (bytes + chunk - 1) / chunk);
+  inject(m);
 }
 
-// Cut-through over the path: a link is reserved when the message's head reaches it, so each
-// link serves its messages in the order they arrive there, at its bandwidth (a message sent
-// later that reaches a link sooner goes first; a message holds no link before it gets there).
-// The head moves on after the link's latency; the tail cannot leave a link before it has left
-// the previous one.
-void Fabric::advance(const std::shared_ptr<InFlight>& f) {
-  if (f->hop == f->path.size()) {  // the tail has crossed the last link (or there was none)
-    events_.push({f->tail_end + f->tail_lat, seq_++, [this, f] {
-                    deliver(f->key, std::move(f->msg));
-                    if (f->on_done) f->on_done();
+uint64_t Fabric::chunk_size(uint64_t bytes) const {
+  return params_.chunk_bytes ? params_.chunk_bytes : std::max<uint64_t>(bytes, 1);
+}
+
+void Fabric::inject(const std::shared_ptr<Sending>& m) {
+  const uint64_t chunk = chunk_size(m->bytes), i = m->next_chunk++;
+  auto c = std::make_shared<Chunk>();
+  c->message = m;
+  c->path = m->path;
+  c->first = i == 0;
+  c->offset = chunk * i;
+  c->bytes = i + 1 < m->chunks ? chunk : m->bytes - c->offset;
+  c->tail_end = now_;
+  advance(c);
+}
+
+// Cut-through over the path, chunk by chunk: a link is reserved when a chunk's head reaches it,
+// so each link serves chunks in the order they arrive there, at its bandwidth (a message sent
+// later that reaches a link sooner goes first; chunks of messages that share a link
+// interleave; nothing holds a link before it gets there). The head moves on after the link's
+// latency; the tail cannot leave a link before it has left the previous one. The message is
+// delivered when its last chunk arrives.
+void Fabric::advance(const std::shared_ptr<Chunk>& c) {
+  const std::vector<int>& path = *c->path;
+  if (c->hop == path.size()) {  // the tail has crossed the last link (or there was none)
+    events_.push({c->tail_end + c->tail_lat, seq_++, [this, m = c->message] {
+                    if (--m->chunks_left > 0) return;
+                    deliver(m->key, std::move(m->msg));
+                    if (m->on_done) m->on_done();
                   }});
     return;
   }
-  Link& l = links_[static_cast<size_t>(f->path[f->hop])];
+  Link& l = links_[static_cast<size_t>(path[c->hop])];
   const Picos start = std::max(now_, l.free_at);
-  Picos end = start + serialize_ps(f->msg.bytes, l.bytes_per_s);
-  if (f->hop > 0) end = std::max(end, f->tail_end + f->tail_lat);
+  // Rounded over the message, not per chunk: its chunks together take serialize_ps(bytes).
+  Picos end = start + serialize_ps(c->offset + c->bytes, l.bytes_per_s) -
+              serialize_ps(c->offset, l.bytes_per_s);
+  if (c->hop > 0) end = std::max(end, c->tail_end + c->tail_lat);
   l.free_at = end;
-  l.bytes_carried += f->msg.bytes;
-  ++l.messages;
-  f->tail_end = end;
-  f->tail_lat = l.latency_ps;
-  ++f->hop;
-  if (f->hop == f->path.size()) return advance(f);
-  events_.push({start + l.latency_ps, seq_++, [this, f] { advance(f); }});
+  l.bytes_carried += c->bytes;
+  if (c->first) ++l.messages;
+  c->tail_end = end;
+  c->tail_lat = l.latency_ps;
+  // The next chunk of the message starts when this one has left the first link (the DMA
+  // engines), so the messages of one rank take turns there.
+  if (c->hop == 0 && c->message->next_chunk < c->message->chunks)
+    events_.push({end, seq_++, [this, m = c->message] { inject(m); }});
+  ++c->hop;
+  if (c->hop == path.size()) return advance(c);
+  events_.push({start + l.latency_ps, seq_++, [this, c] { advance(c); }});
 }
 
 void Fabric::complete(Message& msg, PostedRecv& r) {

@@ -235,10 +235,11 @@ TEST_F(MadeUpGeneration, FabricUsesItsLinkFigures) {
             hop + cc::Fabric::serialize_ps(bytes, kFastLink));
   EXPECT_EQ(one_message(slow, cc::Placement::one_per_chip),
             hop + cc::Fabric::serialize_ps(bytes, kSlowLink));
-  // Core to core inside a chip: the generation's HBM bandwidth and intra-chip latency.
+  // Core to core inside a chip: the generation's intra-chip latency, and the slower of its HBM
+  // (1,000 B/ns) and the sending core's DMA engines (16 x 46 B/ns = 736 B/ns).
   EXPECT_EQ(one_message(fast, cc::Placement::packed),
             static_cast<cc::Picos>(kIntraChipNs) * cc::kPicosPerNs +
-                cc::Fabric::serialize_ps(bytes, static_cast<uint64_t>(kHbmBytesPerNs * 1e9)));
+                cc::Fabric::serialize_ps(bytes, uint64_t{16 * 46} * 1'000'000'000));
   EXPECT_EQ(one_message(slow, cc::Placement::packed), one_message(fast, cc::Placement::packed));
 }
 

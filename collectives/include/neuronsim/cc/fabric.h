@@ -24,6 +24,14 @@ struct FabricParams {
   Picos link_latency_ps = 0;            // per hop between chips
   uint64_t intra_chip_bytes_per_s = 0;  // core-to-core inside a chip, through HBM
   Picos intra_chip_latency_ps = 0;
+  // What one rank's DMA engines move at once (engines per core × sustained rate per engine):
+  // collective data leaves a core only through them, whatever links it goes on to.
+  uint64_t rank_dma_bytes_per_s = 0;
+  // Messages cross the fabric in chunks of this size, each taking a link when it reaches it, so
+  // messages sharing a link interleave instead of waiting for each other's whole length: the
+  // default DMA packet of collectives, 64 KiB (compute-comm-overlap.rst, Neuron SDK 2.32: "64 KiB
+  // for collective DMAs"; a DMA engine switches rings only at packet boundaries).
+  uint64_t chunk_bytes = 64 * 1024;
   // Between the instances of one entry joined by NeuronLink (instance_link "ring", the Trn2
   // UltraServer's Z dimension): one direction of one link.
   uint64_t z_link_bytes_per_s = 0;
@@ -79,11 +87,12 @@ class Fabric final : public Network {
   void schedule(Picos delay, Callback fn) override;
   Picos run() override;
 
-  // The links (by index) a message from rank `src` to rank `dst` crosses, in order.
+  // The links (by index) of the network a message from rank `src` to rank `dst` crosses, in
+  // order; before them it crosses `src`'s DMA engines (the link "rank<src>.dma").
   std::vector<int> route(int src, int dst) const;
   struct Link {
     std::string name;  // "chip3+x", "chip0.hbm"; with several instances "inst1.chip3+z",
-                       // "inst0.chip3.efa.out"
+                       // "inst0.chip3.efa.out"; a rank's DMA engines "rank5.dma"
     uint64_t bytes_per_s = 0;
     Picos latency_ps = 0;
     Picos free_at = 0;  // when the last message that reached it leaves it
@@ -128,18 +137,29 @@ class Fabric final : public Network {
       return a.time != b.time ? a.time > b.time : a.seq > b.seq;
     }
   };
-  // A message on its way: the links it still has to cross and where its tail is.
-  struct InFlight {
-    std::vector<int> path;
-    size_t hop = 0;      // the next link to reserve
-    Picos tail_end = 0;  // when the tail left the previous link
-    Picos tail_lat = 0;  // that link's latency
+  // A message on its way, cut into chunks that cross the links one after another.
+  struct Sending {
     Key key;
     Message msg;
     Callback on_done;
+    std::shared_ptr<const std::vector<int>> path;
+    uint64_t bytes = 0, chunks = 0, next_chunk = 0, chunks_left = 0;
   };
-  // Reserves the next link of `f`'s path now, when its head reaches it.
-  void advance(const std::shared_ptr<InFlight>& f);
+  // One chunk: the links it still has to cross and where its tail is.
+  struct Chunk {
+    std::shared_ptr<Sending> message;
+    std::shared_ptr<const std::vector<int>> path;  // shared by the message's chunks
+    uint64_t offset = 0, bytes = 0;                // in the message
+    bool first = false;  // the message's first chunk (counts the message on each link)
+    size_t hop = 0;      // the next link to reserve
+    Picos tail_end = 0;  // when the tail left the previous link
+    Picos tail_lat = 0;  // that link's latency
+  };
+  // Starts the message's next chunk now: a rank's DMA engines take the chunks of its messages
+  // in turn, a chunk when the previous one of that message has left them.
+  void inject(const std::shared_ptr<Sending>& m);
+  // Reserves the next link of the chunk's path now, when its head reaches it.
+  void advance(const std::shared_ptr<Chunk>& c);
   void deliver(const Key& key, Message msg);
   static void complete(Message& msg, PostedRecv& r);
   void check_cores() const;
@@ -148,6 +168,8 @@ class Fabric final : public Network {
   int chip_link(uint32_t instance, uint32_t chip, int dir) const;
   int hbm_link(const CoreId& c) const;
   int efa_link(const CoreId& c, bool ingress) const;  // the chip's EFA share
+  int dma_link(int rank) const;                       // the rank's DMA engines
+  uint64_t chunk_size(uint64_t message_bytes) const;
 
   spec::InstanceConfig inst_;
   FabricParams params_;
@@ -156,6 +178,7 @@ class Fabric final : public Network {
   uint32_t instances_ = 1;
   int plane_links_ = 0;     // per chip inside its instance: 4 on the torus, 2 on a ring
   int links_per_chip_ = 0;  // plane links, then 2 Z links where instances are joined in a ring
+  int dma_base_ = -1;       // the first rank's DMA link (-1: the figures have no DMA rate)
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   uint64_t seq_ = 0;
   Picos now_ = 0;
