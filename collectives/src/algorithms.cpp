@@ -655,6 +655,7 @@ struct Execution : std::enable_shared_from_this<Execution> {
   std::vector<int> local;
   const std::vector<RankPlan>& plans;
   std::vector<RankBuffers>* buffers;
+  uint64_t tag_base = 0;  // keeps apart the messages of collectives that run at once
   struct State {
     size_t step = 0;
     size_t pending = 0;
@@ -664,8 +665,14 @@ struct Execution : std::enable_shared_from_this<Execution> {
   std::vector<State> states;
 
   Execution(Network& n, const CollectiveSpec& s, std::vector<int> l, const std::vector<RankPlan>& p,
-            std::vector<RankBuffers>* b)
-      : net(n), spec(s), local(std::move(l)), plans(p), buffers(b), states(local.size()) {}
+            std::vector<RankBuffers>* b, uint64_t tags = 0)
+      : net(n),
+        spec(s),
+        local(std::move(l)),
+        plans(p),
+        buffers(b),
+        tag_base(tags),
+        states(local.size()) {}
 
   uint8_t* addr(size_t i, const Xfer& x) {
     if (!buffers) return nullptr;
@@ -709,9 +716,9 @@ struct Execution : std::enable_shared_from_this<Execution> {
           dst = addr(i, x);
         }
       }
-      net.recv(me, x.peer, dst, x.bytes, x.tag, done);
+      net.recv(me, x.peer, dst, x.bytes, tag_base + x.tag, done);
     }
-    for (const Xfer& x : s.sends) net.send(me, x.peer, addr(i, x), x.bytes, x.tag, done);
+    for (const Xfer& x : s.sends) net.send(me, x.peer, addr(i, x), x.bytes, tag_base + x.tag, done);
     done();
   }
 
@@ -731,6 +738,16 @@ struct Execution : std::enable_shared_from_this<Execution> {
   }
 };
 
+std::vector<Picos> finish_times(const Execution& ex) {
+  for (size_t i = 0; i < ex.local.size(); ++i)
+    if (ex.states[i].step != ex.plans[i].steps.size())
+      throw std::runtime_error(fmt::format("rank {} stopped at step {} of {}", ex.local[i],
+                                           ex.states[i].step, ex.plans[i].steps.size()));
+  std::vector<Picos> done;
+  for (const auto& st : ex.states) done.push_back(st.done_at);
+  return done;
+}
+
 }  // namespace
 
 std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::vector<int>& local,
@@ -748,12 +765,26 @@ std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::
       ex->start(i);
   }
   net.run();
-  for (size_t i = 0; i < local.size(); ++i)
-    if (ex->states[i].step != plans[i].steps.size())
-      throw std::runtime_error(fmt::format("rank {} stopped at step {} of {}", local[i],
-                                           ex->states[i].step, plans[i].steps.size()));
-  std::vector<Picos> done;
-  for (const auto& st : ex->states) done.push_back(st.done_at);
+  return finish_times(*ex);
+}
+
+std::vector<std::vector<Picos>> execute_together(Network& net, const std::vector<int>& local,
+                                                 const std::vector<ExecutionJob>& jobs) {
+  std::vector<std::shared_ptr<Execution>> running;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const ExecutionJob& job = jobs[j];
+    if (!job.spec || !job.plans || job.plans->size() != local.size() ||
+        (job.buffers && job.buffers->size() != local.size()))
+      throw std::invalid_argument("execute_together: a spec and one plan per local rank per job");
+    // Plans number their messages from 0 up to a few thousand; each job gets its own range.
+    running.push_back(std::make_shared<Execution>(net, *job.spec, local, *job.plans, job.buffers,
+                                                  static_cast<uint64_t>(j) << 40));
+  }
+  for (auto& ex : running)
+    for (size_t i = 0; i < local.size(); ++i) ex->start(i);
+  net.run();
+  std::vector<std::vector<Picos>> done;
+  for (auto& ex : running) done.push_back(finish_times(*ex));
   return done;
 }
 

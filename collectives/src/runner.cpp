@@ -1,5 +1,6 @@
 #include "neuronsim/cc/runner.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -33,6 +34,44 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
     for (int r = 0; r < R; ++r)
       res.outputs.push_back(extract_output(spec, R, r, buffers[static_cast<size_t>(r)]));
   return res;
+}
+
+std::vector<CollectiveResult> run_together(
+    Fabric& fabric, const std::vector<CollectiveSpec>& specs,
+    const std::vector<std::vector<std::vector<uint8_t>>>* inputs, const RunOptions& options) {
+  const int R = fabric.num_ranks(), group = fabric.ranks_per_entry();
+  if (inputs && inputs->size() != specs.size())
+    throw std::invalid_argument(
+        fmt::format("{} input sets for {} collectives", inputs->size(), specs.size()));
+  std::vector<CollectiveResult> results(specs.size());
+  std::vector<std::vector<RankPlan>> plans(specs.size());
+  std::vector<std::vector<RankBuffers>> buffers(specs.size());
+  std::vector<ExecutionJob> jobs;
+  std::vector<int> local;
+  for (int r = 0; r < R; ++r) local.push_back(r);
+  for (size_t c = 0; c < specs.size(); ++c) {
+    results[c].algorithm = resolve_algorithm(specs[c], R, fabric.instance(), options, group);
+    for (int r = 0; r < R; ++r) {
+      plans[c].push_back(make_plan(specs[c], R, r, results[c].algorithm, group));
+      if (inputs)
+        buffers[c].push_back(
+            prepare_buffers(specs[c], R, r, (*inputs)[c].at(static_cast<size_t>(r))));
+    }
+    jobs.push_back({&specs[c], &plans[c], inputs ? &buffers[c] : nullptr});
+  }
+  const Picos start = fabric.now();
+  const auto done = execute_together(fabric, local, jobs);
+  for (size_t c = 0; c < specs.size(); ++c) {
+    CollectiveResult& res = results[c];
+    for (Picos t : done[c]) {
+      res.rank_done_ps.push_back(t - start);
+      res.duration_ps = std::max(res.duration_ps, t - start);
+    }
+    if (inputs)
+      for (int r = 0; r < R; ++r)
+        res.outputs.push_back(extract_output(specs[c], R, r, buffers[c][static_cast<size_t>(r)]));
+  }
+  return results;
 }
 
 CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks,

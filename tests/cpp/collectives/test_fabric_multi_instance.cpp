@@ -333,3 +333,43 @@ TEST(FabricMultiInstance, HierarchicalAllReduceAcrossHosts) {
 }
 
 }  // namespace
+
+namespace {
+
+// Collectives issued at once share the fabric: each is slower than alone, the results are the
+// same as alone, and one that shares nothing with the other is not slowed.
+TEST(FabricTogether, OverlappingCollectivesContendForTheLinks) {
+  const uint64_t bytes = uint64_t{64} << 20;
+  RunOptions opt;
+  opt.algorithm = Algorithm::ring;
+  opt.placement = Placement::one_per_chip;
+  const CollectiveSpec ar{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
+  const Picos alone = time_collective(inst("trn2.48xlarge"), 16, ar, opt).duration_ps;
+  Fabric f = Fabric::make(inst("trn2.48xlarge"), 16, opt.placement);
+  const auto both = run_together(f, {ar, ar}, nullptr, opt);
+  ASSERT_EQ(both.size(), 2u);
+  for (const CollectiveResult& r : both) {
+    EXPECT_GT(r.duration_ps, alone * 3 / 2);  // the ring's links carry both: about twice as long
+    EXPECT_LE(r.duration_ps, alone * 2 + alone / 10);
+  }
+  // With data: each collective's sums, as alone.
+  const uint64_t count = 300;
+  const CollectiveSpec small{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
+  const CollectiveSpec gather{Op::all_gather, ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
+  const std::vector<std::vector<std::vector<uint8_t>>> in{inputs(16, count), inputs(16, count)};
+  Fabric g = Fabric::make(inst("trn2.48xlarge"), 16, opt.placement);
+  const auto data = run_together(g, {small, gather}, &in, opt);
+  expect_sums(data[0], 16, count);
+  const auto gathered = run_collective(inst("trn2.48xlarge"), 16, gather, in[1], opt);
+  EXPECT_EQ(data[1].outputs, gathered.outputs);
+  // A zero-byte barrier next to the large all-reduce hardly moves it.
+  const CollectiveSpec barrier{Op::barrier, ReduceOp::sum, isa::DType::fp32, 0, 0, {}, {}};
+  Fabric h = Fabric::make(inst("trn2.48xlarge"), 16, opt.placement);
+  RunOptions any = opt;
+  any.algorithm = Algorithm::auto_select;
+  const auto with_barrier = run_together(h, {ar, barrier}, nullptr, any);
+  EXPECT_LT(with_barrier[0].duration_ps,
+            time_collective(inst("trn2.48xlarge"), 16, ar, any).duration_ps * 101 / 100);
+}
+
+}  // namespace

@@ -137,6 +137,17 @@ std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::
                            const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers,
                            const std::vector<Picos>* starts = nullptr);
 
+// Several collectives at once on one network (all starting now, every rank in `local`): their
+// messages share the links, so each may take longer than alone. Returns each job's finish
+// times, per local rank.
+struct ExecutionJob {
+  const CollectiveSpec* spec = nullptr;
+  const std::vector<RankPlan>* plans = nullptr;  // one per local rank
+  std::vector<RankBuffers>* buffers = nullptr;   // null: time only
+};
+std::vector<std::vector<Picos>> execute_together(Network& net, const std::vector<int>& local,
+                                                 const std::vector<ExecutionJob>& jobs);
+
 // Combines `n` elements: dst[i] = dst[i] op src[i], in FP32, rounded to the dtype (avg sums).
 void reduce_into(isa::DType t, ReduceOp op, uint8_t* dst, const uint8_t* src, uint64_t n);
 

@@ -42,6 +42,14 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
                                 const RunOptions& options = {},
                                 const std::vector<Picos>* starts = nullptr);
 
+// Several collectives issued at once on one fabric (as nccom-test's streams run them): they
+// contend for its links and DMA engines, unlike collectives run one by one on fresh fabrics.
+// `inputs` (per collective, per rank) may be null for time only. Each result's duration is from
+// the common start to that collective's last delivery.
+std::vector<CollectiveResult> run_together(
+    Fabric& fabric, const std::vector<CollectiveSpec>& specs,
+    const std::vector<std::vector<std::vector<uint8_t>>>* inputs, const RunOptions& options);
+
 // The automatic choice's thresholds of the instance's generation (spec/configs/<gen>.json, as it
 // came with the instance: generation_of).
 Thresholds thresholds_for(const spec::InstanceConfig& inst);
