@@ -23,7 +23,7 @@ Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec
                     const std::vector<std::vector<uint8_t>>* inputs) {
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
-                      ? Fabric::make(inst, R, options.placement)
+                      ? Fabric::make(inst, R, options.placement, options.lnc)
                       : Fabric(inst, FabricParams::for_instance(inst), options.cores);
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
@@ -67,7 +67,8 @@ FabricCommunicator::FabricCommunicator(spec::InstanceConfig inst, int world_size
     throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
   std::iota(ranks_.begin(), ranks_.end(), 0);
   if (options_.cores.empty())
-    Fabric::make(inst_, world_size, options_.placement);  // fails now, not at the first collective
+    Fabric::make(inst_, world_size, options_.placement,
+                 options_.lnc);  // fails now, not at the first collective
   else if (options_.cores.size() != ranks_.size())
     throw std::invalid_argument(
         fmt::format("{} cores placed for {} ranks", options_.cores.size(), world_size));

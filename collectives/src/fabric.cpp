@@ -89,23 +89,37 @@ const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst) {
   return inst.generation_config;
 }
 
-std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks,
-                                  Placement placement) {
+std::vector<CoreId> Fabric::place(const spec::InstanceConfig& inst, int ranks, Placement placement,
+                                  int lnc) {
   if (ranks <= 0) throw std::invalid_argument("need at least one rank");
+  check_lnc(inst, lnc);
   const uint32_t chips = inst.chips_per_instance();
+  const uint32_t per_chip = inst.cores_per_chip / static_cast<uint32_t>(lnc);  // logical cores
   std::vector<CoreId> cores;
   for (int r = 0; r < ranks; ++r) {
     auto ur = static_cast<uint32_t>(r);
     // Chips count on across instances: chip g of the job is chip g % chips of instance g / chips.
-    uint32_t g = placement == Placement::packed ? ur / inst.cores_per_chip : ur;
-    uint32_t core = placement == Placement::packed ? ur % inst.cores_per_chip : 0;
+    // A logical core is named by its first physical core.
+    uint32_t g = placement == Placement::packed ? ur / per_chip : ur;
+    uint32_t core = placement == Placement::packed ? ur % per_chip * static_cast<uint32_t>(lnc) : 0;
     cores.push_back({g % chips, core, g / chips});
   }
   return cores;
 }
 
-Fabric Fabric::make(const spec::InstanceConfig& inst, int ranks, Placement placement) {
-  return Fabric(inst, FabricParams::for_instance(inst), place(inst, ranks, placement));
+void Fabric::check_lnc(const spec::InstanceConfig& inst, int lnc) {
+  if (lnc < 1 || inst.cores_per_chip % static_cast<uint32_t>(lnc) != 0)
+    throw std::invalid_argument(fmt::format(
+        "logical cores of {} physical cores (LNC={}) do not divide {}'s {} cores per chip", lnc,
+        lnc, inst.name, inst.cores_per_chip));
+}
+
+Fabric Fabric::make(const spec::InstanceConfig& inst, int ranks, Placement placement, int lnc) {
+  FabricParams params = FabricParams::for_instance(inst);
+  // A logical core drives the DMA engines of all its physical cores (logical-neuroncore-config
+  // .rst: LNC=2 joins two physical cores, their engines and their HBM).
+  params.rank_dma_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
+  return Fabric(inst, params, place(inst, ranks, placement, lnc));
 }
 
 Fabric::Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)

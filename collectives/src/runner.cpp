@@ -78,13 +78,13 @@ CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks,
                                 const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>& inputs,
                                 const RunOptions& options) {
-  Fabric fabric = Fabric::make(inst, ranks, options.placement);
+  Fabric fabric = Fabric::make(inst, ranks, options.placement, options.lnc);
   return run_collective(fabric, spec, &inputs, options);
 }
 
 CollectiveResult time_collective(const spec::InstanceConfig& inst, int ranks,
                                  const CollectiveSpec& spec, const RunOptions& options) {
-  Fabric fabric = Fabric::make(inst, ranks, options.placement);
+  Fabric fabric = Fabric::make(inst, ranks, options.placement, options.lnc);
   return run_collective(fabric, spec, nullptr, options);
 }
 

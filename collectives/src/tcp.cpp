@@ -745,8 +745,9 @@ struct TcpCommunicator::Impl final : Network {
   // Runs `spec` for this rank over the links; returns its buffers.
   void move_data(const CollectiveSpec& spec, Algorithm algorithm, RankBuffers* buffers) {
     const std::vector<CoreId> cores =
-        opt.run.cores.empty() ? Fabric::place(opt.instance, opt.world_size, opt.run.placement)
-                              : opt.run.cores;
+        opt.run.cores.empty()
+            ? Fabric::place(opt.instance, opt.world_size, opt.run.placement, opt.run.lnc)
+            : opt.run.cores;
     std::vector<RankPlan> plans{make_plan(spec, opt.world_size, me(), algorithm,
                                           Fabric::ranks_per_entry(opt.instance, cores))};
     std::vector<RankBuffers> b;
@@ -844,7 +845,8 @@ std::unique_ptr<TcpCommunicator> TcpCommunicator::connect(TcpOptions options) {
   auto impl = std::make_unique<Impl>(std::move(options));
   if (impl->opt.world_size > 1) impl->join();
   if (impl->opt.run.cores.empty())
-    Fabric::make(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement);
+    Fabric::make(impl->opt.instance, impl->opt.world_size, impl->opt.run.placement,
+                 impl->opt.run.lnc);
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(std::move(impl)));
 }
 

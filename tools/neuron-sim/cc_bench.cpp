@@ -70,6 +70,7 @@ struct CcBenchArgs {
   std::string mesh_below,
       rdh_below;  // overrides of the generation's thresholds (empty: the config's)
   int root = 0;
+  int lnc = 1;  // physical cores per rank (logical NeuronCore size)
   bool check = false, timing_only = false;
   std::string metrics;
   std::string
@@ -490,9 +491,15 @@ Bench check_args(const CcBenchArgs& args) {
   else
     throw std::runtime_error(
         fmt::format("--placement '{}': expected packed or one-per-chip", args.placement));
+  b.options.lnc = args.lnc;
+  try {
+    cc::Fabric::check_lnc(b.inst, args.lnc);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("--lnc {}: {}", args.lnc, e.what()));
+  }
   // More ranks than one instance holds: several instances joined by EFA, where the type has it.
   try {
-    const cc::Fabric fabric = cc::Fabric::make(b.inst, R, b.options.placement);
+    const cc::Fabric fabric = cc::Fabric::make(b.inst, R, b.options.placement, b.options.lnc);
     b.instances = fabric.instances();
     b.group = fabric.ranks_per_entry();
   } catch (const std::invalid_argument& e) {
@@ -786,7 +793,9 @@ void run_processes(const CcBenchArgs& args) {
                                   "--root",
                                   std::to_string(args.root),
                                   "--timeout",
-                                  fmt::format("{}", args.timeout)};
+                                  fmt::format("{}", args.timeout),
+                                  "--lnc",
+                                  std::to_string(args.lnc)};
   if (!args.mesh_below.empty()) common.insert(common.end(), {"--mesh-below", args.mesh_below});
   if (!args.rdh_below.empty()) common.insert(common.end(), {"--rdh-below", args.rdh_below});
   if (args.check) common.push_back("--check");
@@ -888,6 +897,10 @@ void add_cc_bench_command(CLI::App& app) {
                   "automatic choice: recursive halving-doubling below this size, ring above "
                   "(default: the config's, 56 MB)");
   cmd->add_option("--root", args->root, "root rank of broadcast and reduce")->default_val(0);
+  cmd->add_option("--lnc", args->lnc,
+                  "physical cores per rank (logical NeuronCore size; trn2: 2 gives 4 ranks per "
+                  "chip, each with both cores' DMA engines)")
+      ->default_val(1);
   cmd->add_flag("--check,-c", args->check,
                 "run with data and verify every rank's values (exit 1 on a mismatch)");
   cmd->add_flag("--timing-only", args->timing_only,

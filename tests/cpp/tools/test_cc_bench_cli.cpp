@@ -291,6 +291,8 @@ TEST_F(CcBenchCli, BadInputsExitOneWithAMessage) {
   expect_error({"--processes", "--rank", "0"}, "cannot be combined with --rank");
   expect_error({"--ranks", "4", "--rank", "4"}, "--rank 4: must be a rank of the job, 0 to 3");
   expect_error({"--timeout", "0"}, "--timeout 0: must be a positive number of seconds");
+  expect_error({"--instance", "trn2.48xlarge", "--lnc", "3"},
+               "--lnc 3: logical cores of 3 physical cores (LNC=3) do not divide");
 }
 
 // The table of a job across processes is the in-process table, row for row: the same data

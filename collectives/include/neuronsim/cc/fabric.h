@@ -73,10 +73,14 @@ class Fabric final : public Network {
   // instance has no EFA figure.
   Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores);
   // Convenience: the instance's figures (FabricParams::for_instance) and `ranks` ranks placed.
+  // `lnc` physical cores make one logical core, one rank (Trn2's LNC=2: 4 ranks per chip, their
+  // first cores 0, 2, 4, 6, each with the DMA engines of both its cores).
   static Fabric make(const spec::InstanceConfig& inst, int ranks,
-                     Placement placement = Placement::packed);
-  static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks,
-                                   Placement placement);
+                     Placement placement = Placement::packed, int lnc = 1);
+  static std::vector<CoreId> place(const spec::InstanceConfig& inst, int ranks, Placement placement,
+                                   int lnc = 1);
+  // Throws std::invalid_argument unless `lnc` divides the instance's cores per chip.
+  static void check_lnc(const spec::InstanceConfig& inst, int lnc);
 
   int num_ranks() const override { return static_cast<int>(cores_.size()); }
   Picos now() const override { return now_; }

@@ -15,6 +15,7 @@ struct RunOptions {
   std::optional<Thresholds> thresholds;  // default: the instance generation's (thresholds_for)
   Placement placement = Placement::packed;
   std::vector<CoreId> cores;  // explicit placement (core of each rank); overrides `placement`
+  int lnc = 1;                // physical cores per rank (logical NeuronCore size, Trn2: 1 or 2)
 };
 
 struct CollectiveResult {
