@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "imports.h"
+#include "report.h"
 #include "shell.h"
 
 namespace neuronsim::bench {
@@ -186,14 +187,14 @@ std::string correlation_plot_html(const std::vector<CaseResult>& results,
     rows += fmt::format(
         "<tr><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:+.1f}%"
         "</td><td>{}</td></tr>\n",
-        r.c.group, r.c.name, fixed(r.simulated_ns), fixed(r.c.measured_ns), 100 * r.error(),
-        r.c.source);
+        html_escape(r.c.group), html_escape(r.c.name), fixed(r.simulated_ns),
+        fixed(r.c.measured_ns), 100 * r.error(), html_escape(r.c.source));
   std::string groups;
   for (const GroupStats& s : stats)
     groups += fmt::format(
         "<tr><td>{}</td><td class=n>{}</td><td class=n>{:.1f}%</td><td "
         "class=n>{}</td><td class=n>{}</td></tr>\n",
-        s.group, s.n, s.mape_percent, s.r ? fmt::format("{:.3f}", *s.r) : "-",
+        html_escape(s.group), s.n, s.mape_percent, s.r ? fmt::format("{:.3f}", *s.r) : "-",
         s.r_log ? fmt::format("{:.3f}", *s.r_log) : "-");
   std::string data = datasets.dump();
   for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)

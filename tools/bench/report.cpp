@@ -23,30 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // JSON inside <script type="application/json">: "</" would end the element.
 std::string script_json(const json& value) {
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -170,8 +146,8 @@ std::string canvas(const std::string& id, const FigureKey& key, const std::strin
   return fmt::format(
       "<figure class=\"plot\"><figcaption><a href=\"{}\">{}</a> · {}{}</figcaption>"
       "<div class=\"canvas\"><canvas id=\"{}\"></canvas></div></figure>\n",
-      escape(link), escape(key.first), escape(key.second),
-      unit.empty() || unit == "count" ? "" : fmt::format(" ({})", escape(unit)), id);
+      html_escape(link), html_escape(key.first), html_escape(key.second),
+      unit.empty() || unit == "count" ? "" : fmt::format(" ({})", html_escape(unit)), id);
 }
 
 std::string page(const std::string& title, const std::string& root, const std::string& body,
@@ -183,14 +159,14 @@ std::string page(const std::string& title, const std::string& root, const std::s
       "<script src=\"{1}chart.min.js\"></script>\n<script src=\"{1}report.js\"></script>\n"
       "</head>\n<body data-root=\"{1}\">\n{2}\n"
       "<script type=\"application/json\" id=\"charts\">{3}</script>\n</body>\n</html>\n",
-      escape(title), root, body, script_json(charts));
+      html_escape(title), root, body, script_json(charts));
 }
 
 std::string run_label(const Model& m, size_t pos, const std::string& root) {
   const RecordedRun& r = m.runs[pos];
   return fmt::format("<a href=\"{}runs/{}.html\">run {}</a>, commit <code>{}</code>, {}, {}", root,
-                     r.id, r.id, escape(short_commit(r.info.commit)), escape(r.info.date),
-                     escape(r.info.machine));
+                     r.id, r.id, html_escape(short_commit(r.info.commit)), html_escape(r.info.date),
+                     html_escape(r.info.machine));
 }
 
 std::string figures_table(const std::vector<Row>& rows, Slugs& slugs, const std::string& root,
@@ -207,14 +183,14 @@ std::string figures_table(const std::vector<Row>& rows, Slugs& slugs, const std:
     const std::string base =
         r.latest && r.baseline ? change(r.baseline->value, r.latest->value) : "";
     t += fmt::format("<tr class=\"{}\" data-benchmark=\"{}\" data-metric=\"{}\">", r.status,
-                     escape(r.key.first), escape(r.key.second));
+                     html_escape(r.key.first), html_escape(r.key.second));
     if (with_benchmark)
       t += fmt::format("<td><a href=\"{}benchmarks/{}.html\">{}</a></td>", root, slugs(r.key.first),
-                       escape(r.key.first));
+                       html_escape(r.key.first));
     t += fmt::format(
         "<td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{}</td>"
         "<td class=\"num\" title=\"{}\">{}</td></tr>\n",
-        escape(r.key.second), escape(r.unit), latest,
+        html_escape(r.key.second), html_escape(r.unit), latest,
         r.previous ? "previous " + number(r.previous->value) : "", prev,
         r.baseline ? "baseline " + number(r.baseline->value) : "", base);
   }
@@ -259,15 +235,15 @@ std::string overview_table(const std::vector<Row>& rows, Slugs& slugs) {
       if (severity(r->status) > severity(status)) status = r->status;
       moves +=
           fmt::format("{}<span class=\"{}\">{} {}</span>", moves.empty() ? "" : ", ", r->status,
-                      escape(r->key.second), change(r->previous->value, r->latest->value));
+                      html_escape(r->key.second), change(r->previous->value, r->latest->value));
     }
     t += fmt::format(
         "<tr class=\"{}\" data-benchmark=\"{}\" data-metric=\"{}\"><td><a "
         "href=\"benchmarks/{}.html\">{}</a></td><td>{}</td><td>{}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        status, escape(benchmark), escape(h.key.second), slugs(benchmark), escape(benchmark),
-        escape(h.key.second), escape(h.unit), number(h.latest->value),
-        h.previous ? change(h.previous->value, h.latest->value) : "",
+        status, html_escape(benchmark), html_escape(h.key.second), slugs(benchmark),
+        html_escape(benchmark), html_escape(h.key.second), html_escape(h.unit),
+        number(h.latest->value), h.previous ? change(h.previous->value, h.latest->value) : "",
         h.baseline ? change(h.baseline->value, h.latest->value) : "", moves);
   }
   return t + "</tbody>\n</table>\n";
@@ -300,10 +276,11 @@ struct Writer {
       rows.push_back(r);
       if (r.status == "regression") {
         ++summary.regressions;
-        regressions.push_back(fmt::format(
-            "<li><a href=\"benchmarks/{}.html\">{}</a> {}: {} → {} {} ({})</li>\n",
-            slugs(key.first), escape(key.first), escape(key.second), number(r.previous->value),
-            number(r.latest->value), escape(s.unit), change(r.previous->value, r.latest->value)));
+        regressions.push_back(
+            fmt::format("<li><a href=\"benchmarks/{}.html\">{}</a> {}: {} → {} {} ({})</li>\n",
+                        slugs(key.first), html_escape(key.first), html_escape(key.second),
+                        number(r.previous->value), number(r.latest->value), html_escape(s.unit),
+                        change(r.previous->value, r.latest->value)));
       }
     }
     // Plots of the figures that moved, those moving in the latest run first.
@@ -329,8 +306,8 @@ struct Writer {
         "<header>\n<h1>{}</h1>\n<p>History <code>{}</code>: {} runs, {} figures.</p>\n<dl>\n"
         "<dt>Latest</dt><dd>{}</dd>\n<dt>Previous</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n"
         "</dl>\n</header>\n",
-        escape(options.title), escape(fs::path(m.history).filename().string()), m.runs.size(),
-        rows.size(), run_label(m, m.latest, ""),
+        html_escape(options.title), html_escape(fs::path(m.history).filename().string()),
+        m.runs.size(), rows.size(), run_label(m, m.latest, ""),
         m.has_previous ? run_label(m, m.previous, "") : "none (the history has one run)",
         run_label(m, m.baseline, ""));
     body += fmt::format("<section id=\"regressions\">\n<h2>Regressions in run {} ({})</h2>\n",
@@ -383,7 +360,7 @@ struct Writer {
           "<header>\n<p><a href=\"../index.html\">{}</a></p>\n<h1>{}</h1>\n<p>Latest: {}</p>\n"
           "</header>\n<section>\n<h2>Metrics</h2>\n{}</section>\n<section>\n<h2>Over the "
           "runs</h2>\n<div class=\"plots\">\n{}</div>\n</section>\n",
-          escape(options.title), escape(benchmark), run_label(m, m.latest, "../"),
+          html_escape(options.title), html_escape(benchmark), run_label(m, m.latest, "../"),
           figures_table(rows, slugs, "../", false), plots);
       write_text(out / "benchmarks" / (slugs(benchmark) + ".html"),
                  page(benchmark + " — " + options.title, "../", body, charts));
@@ -401,8 +378,8 @@ struct Writer {
               fs::path("artifacts") / std::to_string(run.id) / slugs(a.benchmark) / a.name;
           write_text(out / rel, a.content);
           artifacts +=
-              fmt::format("<li>{}: <a href=\"../{}\">{}</a>{}</li>\n", escape(a.benchmark),
-                          escape(rel.generic_string()), escape(a.name),
+              fmt::format("<li>{}: <a href=\"../{}\">{}</a>{}</li>\n", html_escape(a.benchmark),
+                          html_escape(rel.generic_string()), html_escape(a.name),
                           a.name.find("trace") != std::string::npos
                               ? " — a Perfetto trace: open it in ui.perfetto.dev (Open trace file)"
                               : "");
@@ -418,8 +395,8 @@ struct Writer {
         rows += fmt::format(
             "<tr class=\"{}\"><td><a href=\"../benchmarks/{}.html\">{}</a></td><td>{}</td>"
             "<td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-            status, slugs(key.first), escape(key.first), escape(key.second), escape(s.unit),
-            number(p->value), before ? change(before->value, p->value) : "");
+            status, slugs(key.first), html_escape(key.first), html_escape(key.second),
+            html_escape(s.unit), number(p->value), before ? change(before->value, p->value) : "");
       }
       const std::string nav =
           fmt::format("{}{}",
@@ -437,8 +414,8 @@ struct Writer {
           "class=\"figures\">\n<thead><tr><th>benchmark</th><th>metric</th><th>unit</th>"
           "<th>value</th><th>Δ previous run</th></tr></thead>\n<tbody>\n{}</tbody>\n</table>\n"
           "</section>\n",
-          escape(options.title), nav, run.id, escape(run.info.commit), escape(run.info.date),
-          escape(run.info.machine), escape(run.info.source),
+          html_escape(options.title), nav, run.id, html_escape(run.info.commit),
+          html_escape(run.info.date), html_escape(run.info.machine), html_escape(run.info.source),
           artifacts.empty()
               ? (pos + options.artifact_runs >= m.runs.size()
                      ? "<p>None recorded.</p>\n"
@@ -454,6 +431,30 @@ struct Writer {
 };
 
 }  // namespace
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 fs::path find_chartjs(const fs::path& given) {
   if (!given.empty()) {

@@ -35,6 +35,9 @@ struct ReportSummary {
   std::filesystem::path index;
 };
 
+// `text` with &, <, > and " as HTML entities: safe in element text and quoted attributes.
+std::string html_escape(const std::string& text);
+
 // Chart.js: `given` when not empty, else $NEURONSIM_CHARTJS, else Debian's
 // /usr/share/javascript/chart.js/chart.min.js (or the chart.umd*.js of Chart.js 4). Throws
 // std::runtime_error saying what to install.

@@ -103,6 +103,12 @@ TEST(CorrelateStats, ErrorMapeAndPearsonRawAndLog) {
   const std::string html = correlation_plot_html(results, stats, "/* chart.js */");
   EXPECT_THAT(html, HasSubstr("/* chart.js */"));
   EXPECT_THAT(html, HasSubstr("type: \"logarithmic\""));
+  // Text from the case file is escaped, not markup.
+  std::vector<CaseResult> marked{{c("<b>g</b>", 10), 20}};
+  marked[0].c.source = "doc & <script>x</script>";
+  const std::string page = correlation_plot_html(marked, group_stats(marked), "");
+  EXPECT_THAT(page, HasSubstr("doc &amp; &lt;script&gt;x&lt;/script&gt;"));
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("<b>g</b></td>")));
   EXPECT_THAT(html, HasSubstr("{\"label\":\"x\",\"x\":10.0,\"y\":20.0}"));
 }
 
