@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -69,9 +70,10 @@ int Fabric::ranks_per_entry(const spec::InstanceConfig& inst, const std::vector<
   size_t per = 0;
   while (per < cores.size() && entry(cores[per]) == entry(cores[0])) ++per;
   if (per == cores.size() || cores.size() % per != 0) return 0;
+  std::set<uint32_t> seen;  // every block on its own entry
   for (size_t r = 0; r < cores.size(); ++r)
     if (entry(cores[r]) != entry(cores[r - r % per]) ||
-        (r % per == 0 && r > 0 && entry(cores[r]) == entry(cores[r - 1])))
+        (r % per == 0 && !seen.insert(entry(cores[r])).second))
       return 0;
   return static_cast<int>(per);
 }

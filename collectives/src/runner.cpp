@@ -15,7 +15,7 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
     throw std::invalid_argument(fmt::format("{} inputs for {} ranks", inputs->size(), R));
   CollectiveResult res;
   const int group = fabric.ranks_per_entry();
-  res.algorithm = resolve_algorithm(spec, R, fabric.instance(), options, group);
+  res.algorithm = choose_on_fabric(fabric, spec, options, group);
   std::vector<int> local;
   std::vector<RankPlan> plans;
   std::vector<RankBuffers> buffers;
@@ -36,6 +36,41 @@ CollectiveResult run_collective(Fabric& fabric, const CollectiveSpec& spec,
   return res;
 }
 
+namespace {
+
+// The simulated time of `spec` by `algorithm` on a fresh fabric like `like` (no data).
+Picos time_on(const Fabric& like, const CollectiveSpec& spec, Algorithm algorithm, int group) {
+  Fabric f(like.instance(), like.params(), like.cores());
+  const int R = f.num_ranks();
+  std::vector<int> local;
+  std::vector<RankPlan> plans;
+  for (int r = 0; r < R; ++r) {
+    local.push_back(r);
+    plans.push_back(make_plan(spec, R, r, algorithm, group));
+  }
+  execute(f, spec, local, plans, nullptr);
+  return f.now();
+}
+
+}  // namespace
+
+Algorithm choose_on_fabric(const Fabric& fabric, const CollectiveSpec& spec,
+                           const RunOptions& options, int group) {
+  const int R = fabric.num_ranks();
+  if (options.algorithm != Algorithm::auto_select ||
+      !algorithm_supported(spec.op, Algorithm::hierarchical, R, group))
+    return resolve_algorithm(spec, R, fabric.instance(), options, group);
+  // Across hosts: the hierarchy pays a latency per step of its rings (2(W-1) + 2(H-1)) but
+  // crosses EFA on every chip's share; the flat schedule (the one-host choice by size) the other
+  // way round. Keep whichever the fabric model finds faster, so that times stay monotone in size
+  // across the switch (on wide hosts the flat one wins up to a few MB).
+  const Algorithm flat = choose_algorithm(
+      spec, R, options.thresholds ? *options.thresholds : thresholds_for(fabric.instance()), 0);
+  return time_on(fabric, spec, flat, group) < time_on(fabric, spec, Algorithm::hierarchical, group)
+             ? flat
+             : Algorithm::hierarchical;
+}
+
 std::vector<CollectiveResult> run_together(
     Fabric& fabric, const std::vector<CollectiveSpec>& specs,
     const std::vector<std::vector<std::vector<uint8_t>>>* inputs, const RunOptions& options) {
@@ -50,7 +85,7 @@ std::vector<CollectiveResult> run_together(
   std::vector<int> local;
   for (int r = 0; r < R; ++r) local.push_back(r);
   for (size_t c = 0; c < specs.size(); ++c) {
-    results[c].algorithm = resolve_algorithm(specs[c], R, fabric.instance(), options, group);
+    results[c].algorithm = choose_on_fabric(fabric, specs[c], options, group);
     for (int r = 0; r < R; ++r) {
       plans[c].push_back(make_plan(specs[c], R, r, results[c].algorithm, group));
       if (inputs)

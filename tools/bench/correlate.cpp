@@ -78,6 +78,9 @@ std::vector<CorrelationCase> read_cases(const fs::path& file) {
     if (c.group.empty() || c.name.empty() || c.spec.empty() || c.source.empty())
       throw CorrelationError(
           fmt::format("{}: group, case, spec and source must not be empty", where));
+    if (c.group == "all")
+      throw CorrelationError(
+          fmt::format("{}: group 'all' is the total of every case: name it otherwise", where));
     if (c.kind != "asm" && c.kind != "neff" && c.kind != "cc")
       throw CorrelationError(fmt::format("{}: kind '{}': expected asm, neff or cc", where, c.kind));
     if (c.metric.empty()) c.metric = c.kind == "cc" ? "time_us" : "total_time_ns";
@@ -265,8 +268,17 @@ double simulate_case(const CorrelationCase& c, const fs::path& case_dir, const f
     throw CorrelationError(
         fmt::format("{}: the run has {} figures named {} (a cc case must give one size: -b X -e X)",
                     name, found.size(), c.metric));
-  const bool micro = c.metric.size() > 3 && c.metric.compare(c.metric.size() - 3, 3, "_us") == 0;
-  return found[0] * (micro ? 1e3 : 1) / c.per;
+  const auto ends = [&](const char* tail) {
+    const std::string t = tail;
+    return c.metric.size() >= t.size() &&
+           c.metric.compare(c.metric.size() - t.size(), t.size(), t) == 0;
+  };
+  if (!ends("_ns") && !ends("_us"))
+    throw CorrelationError(fmt::format("{}: metric {} is not a time (_ns or _us)", name, c.metric));
+  if (!(found[0] > 0))
+    throw CorrelationError(
+        fmt::format("{}: simulated {} is {}: nothing to compare", name, c.metric, found[0]));
+  return found[0] * (ends("_us") ? 1e3 : 1) / c.per;
 }
 
 }  // namespace neuronsim::bench

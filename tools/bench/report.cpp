@@ -56,6 +56,15 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write", path.string()));
 }
 
+// An artifact's name as a plain file name: characters other than letters, digits, '.', '-', '_'
+// become '_', and a name of dots only is "artifact" (no "..", no '/', no absolute path).
+std::string file_name(const std::string& name) {
+  std::string s;
+  for (const char c : name)
+    s += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+  return s.find_first_not_of('.') == std::string::npos ? "artifact" : s;
+}
+
 // File names for benchmarks: "trn2/matmul_bf16" -> "trn2--matmul_bf16", unique.
 class Slugs {
  public:
@@ -374,8 +383,9 @@ struct Writer {
       std::string artifacts;
       if (pos + options.artifact_runs >= m.runs.size()) {
         for (const Artifact& a : read_artifacts(m.history, run.id)) {
-          const fs::path rel =
-              fs::path("artifacts") / std::to_string(run.id) / slugs(a.benchmark) / a.name;
+          // The name comes from the history: a file name of its own, never a path out of the site.
+          const fs::path rel = fs::path("artifacts") / std::to_string(run.id) / slugs(a.benchmark) /
+                               file_name(a.name);
           write_text(out / rel, a.content);
           artifacts +=
               fmt::format("<li>{}: <a href=\"../{}\">{}</a>{}</li>\n", html_escape(a.benchmark),

@@ -69,6 +69,8 @@ TEST_F(Correlate, AMalformedCaseFileNamesTheLineAndTheField) {
               HasSubstr(":2: group, case, spec and source must not be empty"));
   EXPECT_THAT(error_of(std::string(kHeader) + "g,c,asm\n"), HasSubstr(":2: expected 9 fields"));
   EXPECT_THAT(error_of(kHeader), HasSubstr("no cases"));
+  EXPECT_THAT(error_of(std::string(kHeader) + "all,c,asm,x,,,1,ns,s\n"),
+              HasSubstr(":2: group 'all' is the total of every case"));
 }
 
 TEST(CorrelateStats, ErrorMapeAndPearsonRawAndLog) {

@@ -230,6 +230,17 @@ TEST_F(Dashboard, TheReportMarksExactlyThePlantedRegression) {
   EXPECT_THAT(slurp(site / "benchmarks/trn2--matmul.html"), HasSubstr("<canvas id=\"plot1\">"));
 }
 
+TEST_F(Dashboard, AnArtifactNameFromTheHistoryStaysInsideTheSite) {
+  record_run(db_, {"c1", "d", "m", "s"}, {{"b", "total_ns", 1}},
+             {{"b", "../../escaped.json", "x"}, {"b", "..", "y"}});
+  ReportOptions options;
+  options.chartjs = write("chart.min.js", "");
+  write_report(db_, dir_ / "site", options);
+  EXPECT_FALSE(fs::exists(dir_ / "escaped.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "site/artifacts/1/b/.._.._escaped.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "site/artifacts/1/b/artifact"));
+}
+
 TEST_F(Dashboard, AReportNeedsARunAndAKnownBaseline) {
   ReportOptions options;
   options.chartjs = write("chart.min.js", "");

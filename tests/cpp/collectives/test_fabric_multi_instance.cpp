@@ -403,3 +403,29 @@ TEST(FabricLnc, TwoPhysicalCoresPerRank) {
 }
 
 }  // namespace
+
+namespace {
+
+// Across hosts the automatic all-reduce is the faster of the hierarchy and the one-host choice,
+// so no size is slower than a larger one at the switch (on 256 ranks of trn2 the hierarchy's
+// 2 x 127 ring steps inside a host cost more than RDH up to a few MB).
+TEST(FabricMultiInstance, AutomaticAllReduceAcrossHostsIsMonotoneInSize) {
+  for (const auto& [name, ranks] : {std::pair{"trn2.48xlarge", 256}, {"trn1.32xlarge", 64}}) {
+    Picos previous = 0;
+    for (uint64_t bytes = 8; bytes <= (uint64_t{16} << 20); bytes *= 4) {
+      CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
+      if (spec.count == 0) continue;
+      const auto r = time_collective(inst(name), ranks, spec, RunOptions{});
+      EXPECT_GE(r.duration_ps, previous)
+          << name << " " << bytes << " B, " << algorithm_name(r.algorithm);
+      previous = r.duration_ps;
+    }
+  }
+  // Blocks that come back to a host are not a host per block.
+  std::vector<CoreId> cores;
+  for (uint32_t block = 0; block < 4; ++block)
+    for (uint32_t i = 0; i < 16; ++i) cores.push_back({i, 0, block % 2});
+  EXPECT_EQ(Fabric::ranks_per_entry(inst("trn2.48xlarge"), cores), 0);
+}
+
+}  // namespace

@@ -82,6 +82,9 @@ class Fabric final : public Network {
   // Throws std::invalid_argument unless `lnc` divides the instance's cores per chip.
   static void check_lnc(const spec::InstanceConfig& inst, int lnc);
 
+  // send(): the message crosses in chunks that interleave with other messages, so callers must
+  // not have two messages of the same (src, dst, tag) in flight at once (a shorter later one
+  // could arrive first); the collective plans never do.
   int num_ranks() const override { return static_cast<int>(cores_.size()); }
   Picos now() const override { return now_; }
   void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,

@@ -59,6 +59,12 @@ Thresholds thresholds_for(const spec::InstanceConfig& inst);
 Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
                             const RunOptions& options, int group = 0);
 
+// The algorithm that runs on `fabric` (group: its ranks_per_entry()): resolve_algorithm's, except
+// for an automatic all_reduce across hosts, which is the faster on the fabric model of the
+// hierarchical one and the one-host choice by size.
+Algorithm choose_on_fabric(const Fabric& fabric, const CollectiveSpec& spec,
+                           const RunOptions& options, int group);
+
 // nccom-test's bus bandwidth: bytes / time × factor (all-reduce 2(r-1)/r; all-gather,
 // reduce-scatter, all-to-all (r-1)/r; others 1) [neuron-hardware.md §5, C NCCOM].
 double bus_bandwidth_factor(Op op, int ranks);
