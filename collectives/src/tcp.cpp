@@ -93,10 +93,10 @@ std::pair<std::string, uint16_t> split_address(const std::string& address, const
 // Everything the ranks of a job must agree on, as text (compared at the rendezvous).
 std::string job_description(const TcpOptions& o) {
   const Thresholds t = o.run.thresholds ? *o.run.thresholds : thresholds_for(o.instance);
-  return fmt::format("instance={} algorithm={} mesh_below={} rdh_below={} placement={}",
+  return fmt::format("instance={} algorithm={} mesh_below={} rdh_below={} placement={} lnc={}",
                      o.instance.name, algorithm_name(o.run.algorithm), t.mesh_below_bytes,
                      t.rdh_below_bytes,
-                     o.run.placement == Placement::packed ? "packed" : "one_per_chip");
+                     o.run.placement == Placement::packed ? "packed" : "one_per_chip", o.run.lnc);
 }
 
 std::string describe(const CollectiveSpec& s, bool with_data) {

@@ -29,7 +29,8 @@ std::string expand_placeholders(std::string command,
 
 int run_shell(const std::string& command, const std::filesystem::path& cwd,
               const std::filesystem::path& log) {
-  const std::string shell = fmt::format("cd {} && ( {} ) >{} 2>&1", shell_quoted(cwd.string()),
+  // The newline ends a '#' comment inside the command before the closing parenthesis.
+  const std::string shell = fmt::format("cd {} && ( {}\n) >{} 2>&1", shell_quoted(cwd.string()),
                                         command, shell_quoted(log.string()));
   const int status = std::system(shell.c_str());
   if (status == -1) return 127;
@@ -41,7 +42,8 @@ std::string tail_of_file(const std::filesystem::path& path, size_t lines) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  std::string text = buf.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // the last line's end is no line
   size_t at = text.size();
   while (lines-- > 0 && at > 0) {
     const size_t nl = text.rfind('\n', at - 1);
