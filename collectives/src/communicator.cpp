@@ -18,20 +18,13 @@ struct Timed {
 
 // Runs every rank on a fresh fabric, rank r starting at arrivals[r]; with `inputs` the data
 // moves too.
-// The instance's figures, a rank driving the DMA engines of its `lnc` physical cores.
-FabricParams params_with_lnc(const spec::InstanceConfig& inst, int lnc) {
-  FabricParams p = FabricParams::for_instance(inst);
-  p.rank_dma_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
-  return p;
-}
-
 Timed run_on_fabric(const spec::InstanceConfig& inst, const CollectiveSpec& spec,
                     const std::vector<Picos>& arrivals, const RunOptions& options,
                     const std::vector<std::vector<uint8_t>>* inputs) {
   const int R = static_cast<int>(arrivals.size());
   Fabric fabric = options.cores.empty()
                       ? Fabric::make(inst, R, options.placement, options.lnc)
-                      : Fabric(inst, params_with_lnc(inst, options.lnc), options.cores);
+                      : Fabric(inst, FabricParams::for_instance(inst, options.lnc), options.cores);
   if (fabric.num_ranks() != R)
     throw std::invalid_argument(fmt::format("{} cores placed for {} ranks", fabric.num_ranks(), R));
   Timed t;

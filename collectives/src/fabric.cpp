@@ -78,8 +78,12 @@ int Fabric::ranks_per_entry(const spec::InstanceConfig& inst, const std::vector<
   return static_cast<int>(per);
 }
 
-FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst) {
-  return for_instance(inst, generation_of(inst));
+FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst, int lnc) {
+  FabricParams p = for_instance(inst, generation_of(inst));
+  // A logical core drives the DMA engines of all its physical cores (logical-neuroncore-config
+  // .rst: LNC=2 joins two physical cores, their engines and their HBM).
+  p.rank_dma_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
+  return p;
 }
 
 const spec::GenerationConfig& generation_of(const spec::InstanceConfig& inst) {
@@ -117,11 +121,7 @@ void Fabric::check_lnc(const spec::InstanceConfig& inst, int lnc) {
 }
 
 Fabric Fabric::make(const spec::InstanceConfig& inst, int ranks, Placement placement, int lnc) {
-  FabricParams params = FabricParams::for_instance(inst);
-  // A logical core drives the DMA engines of all its physical cores (logical-neuroncore-config
-  // .rst: LNC=2 joins two physical cores, their engines and their HBM).
-  params.rank_dma_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
-  return Fabric(inst, params, place(inst, ranks, placement, lnc));
+  return Fabric(inst, FabricParams::for_instance(inst, lnc), place(inst, ranks, placement, lnc));
 }
 
 Fabric::Fabric(spec::InstanceConfig inst, FabricParams params, std::vector<CoreId> cores)

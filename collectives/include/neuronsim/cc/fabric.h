@@ -44,8 +44,9 @@ struct FabricParams {
   // for an instance whose link figures are not known.
   static FabricParams for_instance(const spec::InstanceConfig& inst,
                                    const spec::GenerationConfig& gen);
-  // The same with the instance's own generation (generation_of).
-  static FabricParams for_instance(const spec::InstanceConfig& inst);
+  // The same with the instance's own generation (generation_of), a rank being `lnc` physical
+  // cores (its DMA rate `lnc` times one core's).
+  static FabricParams for_instance(const spec::InstanceConfig& inst, int lnc = 1);
 };
 
 // The figures of the instance's generation that came with it from spec::load_instance; throws
