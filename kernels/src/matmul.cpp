@@ -17,14 +17,13 @@
 // POOL only triggers stores, so no compute stream ever waits behind a DMA.
 //
 // The eager matmul over views (eager.h) runs the same loop nest over every batch,
-// with each operand addressed through its strides, and loads A^T straight from HBM:
-// a strided DMA puts k on partitions and m along the free axis, whatever A's
-// layout. The cost model charges a DMA by its bytes, not by its descriptors
-// (docs/cost-model.md §4, §6), so that load costs what the contiguous one does and
-// saves the PE transposes and their PSUM evacuations: cheaper in simulated time,
-// though real hardware pays per element for such a DMA. Transposed B (linear's
-// weight.t()) is likewise one strided DMA per tile. matmul() keeps its PE
-// transposes, and its cycle counts, unchanged.
+// with each operand addressed through its strides. Where A's m index is contiguous
+// (A is a transposed view) it loads A^T straight from HBM, a DMA that puts k on
+// partitions and m along the free axis in contiguous runs, and saves the PE
+// transposes and their PSUM evacuations. Otherwise that DMA would move one element
+// per descriptor (docs/cost-model.md §4.2), so it transposes on the PE like
+// matmul(). Transposed B (linear's weight.t()) is still one strided DMA per tile,
+// one descriptor per element: transposing B on chip is left to do.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -451,7 +450,9 @@ MatmulShape check_views(const View& a, const View& b, const View& out) {
                       fmt::join(b.sizes, ", "), fmt::join(out.sizes, ", ")));
   check_dims(kName, {{"M", M}, {"K", K}, {"N", N}});
   MatmulShape shape;
-  shape.a_direct = true;
+  // A^T straight from HBM is one descriptor per element unless A's m index is the contiguous
+  // one (A a transposed view): then a DMA does it, else PE transposes (docs/cost-model.md §4.2).
+  shape.a_direct = M == 1 || a.strides[r - 2] == 1;
   if (r == 3) {
     const int64_t B = out.sizes[0];
     for (const View* v : {&a, &b})

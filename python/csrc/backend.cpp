@@ -29,6 +29,7 @@ Backend::Backend() : env_(read_env_or_throw()) {
   sim::DeviceOptions options;
   options.mode = env_.mode;
   options.fail_on_nan = env_.fail_on_nan;
+  options.launch = env_.launch;
   device_ = std::make_unique<sim::Device>(env_.instance, env_.generation, options);
 }
 

@@ -89,6 +89,7 @@ NRT_STATUS nrt_init(nrt_framework_type_t framework, const char* fw_version,
     sim::DeviceOptions options;
     options.mode = c.mode;
     options.fail_on_nan = c.fail_on_nan;
+    options.launch = c.launch;
     s->device = std::make_shared<sim::Device>(c.instance, c.generation, std::move(options));
   } catch (const std::exception& e) {
     log(kError, __func__, "cannot create the simulated instance {}: {}", c.instance_name, e.what());

@@ -309,6 +309,38 @@ uint64_t instruction_ps(const Instruction& inst, const spec::GenerationConfig& g
   return static_cast<uint64_t>(std::llround(static_cast<double>(cycles) * ps_per_cycle));
 }
 
+namespace {
+
+// Elements of the longest run of consecutive addresses the pattern walks (its innermost free
+// dims while each continues the run; dims of size 1 do not break it). A row of SBUF or PSUM is
+// its own piece of memory, so a run never crosses partitions; in HBM it crosses rows when the
+// rows follow each other.
+uint64_t contiguous_run_elems(const AccessPattern& ap) {
+  uint64_t run = 1;
+  for (int k = ap.num_dims - 1; k >= 0; --k) {
+    const isa::Dim& d = ap.dims[k];
+    if (d.size == 1) continue;
+    if (d.stride != static_cast<int64_t>(run)) return run;
+    run *= d.size;
+  }
+  if (ap.space == MemSpace::HBM && ap.num_partitions > 1 &&
+      ap.partition_stride == static_cast<int64_t>(run))
+    run *= ap.num_partitions;
+  return run;
+}
+
+// Descriptors the pattern needs: one per run, runs longer than a descriptor split.
+uint64_t descriptors_of(const AccessPattern& ap, uint64_t elems,
+                        const spec::GenerationConfig& gen) {
+  if (elems == 0) return 0;
+  const uint64_t run = std::min(contiguous_run_elems(ap), elems);
+  const uint64_t run_bytes = run * isa::dtype_size(ap.dtype);
+  const uint64_t max_bytes = std::max<uint64_t>(1, gen.dma_descriptor_max_bytes);
+  return (elems + run - 1) / run * std::max<uint64_t>(1, (run_bytes + max_bytes - 1) / max_bytes);
+}
+
+}  // namespace
+
 std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::GenerationConfig& gen) {
   if (inst.opcode != Opcode::dma_copy) bad(inst, "plan_dma takes a dma_copy");
   const AccessPattern& src = need(inst, Role::src);
@@ -344,6 +376,13 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   }
   rows = std::max<uint64_t>(1, rows);
 
+  // A descriptor moves one contiguous piece of both sides, so the side in more pieces decides.
+  // (Indexed rows are gathered one by one: the other side's pieces count.)
+  const bool src_indexed = indirect && !scatter, dst_indexed = scatter;
+  const uint64_t descriptors =
+      std::max(src_indexed ? 0 : descriptors_of(src, src.total_elems(), gen),
+               dst_indexed ? 0 : descriptors_of(dst, dst.total_elems(), gen));
+
   // Row r goes to engine (r / group) mod engines, group = partitions / engines (8).
   const uint64_t engines = std::max<uint32_t>(1, gen.dma_engines);
   const uint64_t group = std::max<uint64_t>(1, gen.partitions / engines);
@@ -369,18 +408,21 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
     const uint64_t upto = rows_before + rows_on[e];
     const uint64_t s = share(src_bytes, upto) - share(src_bytes, rows_before);
     const uint64_t d = share(dst_bytes, upto) - share(dst_bytes, rows_before);
+    const uint64_t k = share(descriptors, upto) - share(descriptors, rows_before);
     rows_before = upto;
     DmaTransfer t;
     t.dma_engine = static_cast<uint32_t>(e);
     t.bytes = std::max(s, d);
+    t.descriptors = std::max<uint64_t>(1, k);
     t.hbm_bytes = (src.space == MemSpace::HBM ? s : 0) + (dst.space == MemSpace::HBM ? d : 0);
     if (t.bytes > 0) out.push_back(t);
   }
   return out;
 }
 
-uint64_t dma_transfer_ps(uint64_t bytes, const spec::GenerationConfig& gen) {
-  const double ns = gen.dma_fixed_ns + static_cast<double>(bytes) / gen.dma_engine_bytes_per_ns;
+uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::GenerationConfig& gen) {
+  const double ns = gen.dma_fixed_ns + static_cast<double>(descriptors) * gen.dma_descriptor_ns +
+                    static_cast<double>(bytes) / gen.dma_engine_bytes_per_ns;
   return static_cast<uint64_t>(std::llround(ns * 1000.0));
 }
 

@@ -458,6 +458,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     ro.progress = options.progress;
     if (batch.front()->group) ro.collectives = *batch.front()->group;
     std::vector<Completion> out(batch.size());
+    std::vector<uint64_t> launches(batch.size(), 0);
     std::vector<uint32_t> loaded;
     std::exception_ptr error;
     auto result = std::make_shared<RunResult>();
@@ -481,10 +482,15 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         sim.load(p.core(), p.program());
         loaded.push_back(p.core());
         cs.undo = undo;
-        if (starts[i] > base) ro.core_start_ps[p.core()] = starts[i] - base;
+        launches[i] = launch_ps(p);
+        if (starts[i] + launches[i] > base)
+          ro.core_start_ps[p.core()] = starts[i] + launches[i] - base;
       }
       *result = sim.run(ro);
       result->start_ps = base;
+      for (size_t i = 0; i < batch.size(); ++i)
+        for (size_t k = 0; k < result->core_ids.size(); ++k)
+          if (result->core_ids[k] == batch[i]->core) result->cores[k].launch_ps = launches[i];
     } catch (...) {
       error = std::current_exception();
     }
@@ -502,12 +508,25 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       c.end_ps = starts[i];
       c.error = error;
       if (error) continue;
+      c.launch_ps = launches[i];
       for (size_t k = 0; k < result->core_ids.size(); ++k)
         if (result->core_ids[k] == w.core && options.mode != Mode::functional_only)
           c.end_ps = std::max(c.end_ps, base + result->cores[k].end_ps);
       c.run = result;
     }
     return out;
+  }
+
+  // The runtime's cost of starting an execution of `p`: a fixed part and one per input and
+  // output tensor (docs/cost-model.md §6). None without timing or when the options leave it out.
+  uint64_t launch_ps(const LoadedProgram& p) const {
+    if (!options.launch || options.mode == Mode::functional_only) return 0;
+    const spec::GenerationConfig& g = sim.generation();
+    uint64_t tensors = 0;
+    for (const isa::TensorDecl& t : p.program().tensors)
+      tensors += t.kind == isa::TensorKind::input || t.kind == isa::TensorKind::output;
+    return static_cast<uint64_t>(std::llround(
+        (g.launch_fixed_ns + static_cast<double>(tensors) * g.launch_per_tensor_ns) * 1000));
   }
 
   // A copy's time: the core's DMA engines all at their sustained rate, after the trigger
@@ -570,7 +589,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       }
       d.result.executions.push_back(
           {w.core, w.seq, w.execution.name.empty() ? w.execution.program->name() : w.execution.name,
-           &w.execution.program->program(), c.start_ps, c.end_ps});
+           &w.execution.program->program(), c.start_ps, c.end_ps, c.launch_ps});
       if (std::find(d.programs.begin(), d.programs.end(), w.execution.program) == d.programs.end())
         d.programs.push_back(w.execution.program);
     }

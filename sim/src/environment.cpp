@@ -153,6 +153,12 @@ std::optional<std::string> read_environment(Environment& e) {
   if (const char* v = env("NEURON_RT_NUMERICAL_ERRORS_VERBOSITY");
       v != nullptr && upper(v) == "CRITICAL")
     e.fail_on_nan = true;
+
+  if (const char* v = env("NEURONSIM_LAUNCH")) {
+    const auto launch = parse_env_bool(v);
+    if (!launch) return fmt::format("NEURONSIM_LAUNCH='{}' is not 0 or 1", v);
+    e.launch = *launch;
+  }
   return std::nullopt;
 }
 

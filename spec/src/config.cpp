@@ -375,6 +375,10 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.dma_engine_bytes_per_ns = r.positive("dma_engine_bytes_per_ns");
   g.dma_fixed_ns = r.non_negative("dma_fixed_ns");
   g.dma_issue_ns = r.non_negative("dma_issue_ns");
+  g.dma_descriptor_ns = r.non_negative("dma_descriptor_ns");
+  g.dma_descriptor_max_bytes = r.integer("dma_descriptor_max_bytes", 1, uint64_t{1} << 32);
+  g.launch_fixed_ns = r.non_negative("launch_fixed_ns");
+  g.launch_per_tensor_ns = r.non_negative("launch_per_tensor_ns");
 
   g.cores_per_chip = r.u32("cores_per_chip");
   g.hbm_stacks = r.u32("hbm_stacks");

@@ -228,6 +228,7 @@ MicroResult run_one(const Platform& p, const Spec& spec) {
       isa::assemble(fmt::format(".target {}\n{}", g.name, spec.text), spec.name + ".s");
   sim::DeviceOptions options;
   options.mode = sim::Mode::timing_only;
+  options.launch = false;  // the engines alone
   sim::Device device(p.instance, g, options);
   std::vector<sim::Execution> executions;
   for (uint32_t c = 0; c < spec.cores; ++c) {

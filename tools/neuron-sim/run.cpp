@@ -39,6 +39,7 @@ struct RunArgs {
   uint32_t core = 0;
   std::string trace, metrics;
   bool functional_only = false, timing_only = false, quiet = false, raw_outputs = false;
+  bool no_launch = false;
 };
 
 std::vector<uint8_t> read_bytes(const fs::path& path) {
@@ -210,6 +211,7 @@ void run_command(const RunArgs& args) {
                  : args.timing_only   ? sim::Mode::timing_only
                                       : sim::Mode::functional_and_timing;
   options.progress = progress_printer(args.quiet);
+  options.launch = !args.no_launch;
   sim::Device dev(instance, spec::load_generation(instance.generation), options);
   const isa::Fp8Config fp8 = neff.subgraphs.at(0).fp8;
   const sim::ProgramRef p = dev.load(args.core, std::move(program), neff.header.name, fp8);
@@ -266,6 +268,8 @@ void add_run_command(CLI::App& app) {
       cmd->add_flag("--functional-only", args->functional_only, "compute values only, no timing");
   auto* timing = cmd->add_flag("--timing-only", args->timing_only, "timing only, no arithmetic");
   functional->excludes(timing);
+  cmd->add_flag("--no-launch", args->no_launch,
+                "leave out the runtime's launch cost (study the kernel body alone)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->callback([args] { run_command(*args); });
 }

@@ -584,6 +584,12 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     args.add("seq", e.seq)
         .add("instructions", e.program != nullptr ? e.program->num_instructions() : 0);
     slice(e.name, "Execution", e.start_ps, e.end_ps, e.core, exec_tid[i], args);
+    // The runtime's launch, inside the execution's slice before its first instruction.
+    if (e.launch_ps > 0) {
+      Obj launch;
+      launch.add("seq", e.seq).add("execution", e.name);
+      slice("launch", "Launch", e.start_ps, e.start_ps + e.launch_ps, e.core, exec_tid[i], launch);
+    }
   }
 
   // Instruction slices.
@@ -628,6 +634,7 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     Obj args;
     args.add("bytes", d.bytes)
         .add("hbm_bytes", d.hbm_bytes)
+        .add("descriptors", d.descriptors)
         .add("dma_engine", d.dma_engine)
         .add("queue", dma_queue_name(d.trigger, d.queue))
         .add("queue_id", d.queue)

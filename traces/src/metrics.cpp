@@ -115,6 +115,9 @@ json metrics_json(const sim::RunResult& r, const MetricsOptions& options) {
   };
 
   add("total_time_ns", "ns", ps_to_ns(r.total_ps));
+  uint64_t launch_ps = 0;  // the core's with the most (cores launch side by side)
+  for (const sim::CoreStats& c : r.cores) launch_ps = std::max(launch_ps, c.launch_ps);
+  add("launch_time_ns", "ns", ps_to_ns(launch_ps));
   for (isa::Engine e : detail::kEngineOrder) {
     const auto k = static_cast<size_t>(e);
     const std::string n(engine_metric_name(e));

@@ -65,6 +65,9 @@ std::string summary_table(const sim::RunResult& r) {
   for (size_t i = 0; i < r.cores.size(); ++i) {
     out += fmt::format("\nNeuronCore {} (finished at {:.3f} µs)\n", detail::core_id(r, i),
                        ps_to_us(r.cores[i].end_ps));
+    if (r.cores[i].launch_ps > 0)
+      out += fmt::format("  launch   {:.3f} µs before the first instruction (the runtime's)\n",
+                         ps_to_us(r.cores[i].launch_ps));
     detail::Totals one;
     detail::add_core(one, r.cores[i]);
     section(out, one, r);

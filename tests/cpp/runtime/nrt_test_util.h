@@ -154,9 +154,10 @@ struct KernelSlice {
   uint64_t start_ps = 0, end_ps = 0;
 };
 struct TraceFile {
-  bool valid = false;                // a JSON trace with traceEvents
-  std::vector<KernelSlice> kernels;  // the slices of the "kernels" rows, by start time
-  size_t instructions = 0;           // instruction slices
+  bool valid = false;                 // a JSON trace with traceEvents
+  std::vector<KernelSlice> kernels;   // the execution slices of the "kernels" rows, by start time
+  std::vector<KernelSlice> launches;  // the runtime's launch slices inside them, likewise
+  size_t instructions = 0;            // instruction slices
 };
 
 inline TraceFile read_trace(const std::filesystem::path& path) {
@@ -178,12 +179,14 @@ inline TraceFile read_trace(const std::filesystem::path& path) {
     if (e["cat"] == "Instruction") ++out.instructions;
     if (!kernel_rows.count({e["pid"].get<int>(), e["tid"].get<int>()})) continue;
     const uint64_t start = ps(e["ts"]);
-    out.kernels.push_back(
-        {static_cast<uint32_t>(e["pid"].get<int>() - 1), e["name"], start, start + ps(e["dur"])});
+    (e["cat"] == "Launch" ? out.launches : out.kernels)
+        .push_back({static_cast<uint32_t>(e["pid"].get<int>() - 1), e["name"], start,
+                    start + ps(e["dur"])});
   }
-  std::stable_sort(
-      out.kernels.begin(), out.kernels.end(),
-      [](const KernelSlice& a, const KernelSlice& b) { return a.start_ps < b.start_ps; });
+  for (auto* slices : {&out.kernels, &out.launches})
+    std::stable_sort(
+        slices->begin(), slices->end(),
+        [](const KernelSlice& a, const KernelSlice& b) { return a.start_ps < b.start_ps; });
   return out;
 }
 

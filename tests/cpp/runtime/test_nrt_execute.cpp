@@ -386,6 +386,56 @@ TEST_F(NrtExecute, ProfileWritesChromeTrace) {
   std::filesystem::remove_all(dir);
 }
 
+// Every execution starts with the runtime's launch: its own slice at the start of the
+// execution's, as long as the profile's metrics say
+// (Device.EveryExecutionPaysTheRuntimesLaunchFirst pins the figure); NEURONSIM_LAUNCH=0 leaves it
+// out and the execution is shorter by it.
+TEST_F(NrtExecute, EachExecutionStartsWithTheRuntimesLaunch) {
+  struct Profile {
+    TraceFile trace;
+    double launch_ns = -1;
+  };
+  auto profile = [](const std::string& name) {
+    Loaded m;
+    EXPECT_EQ(m.load("add.neff", 0), NRT_SUCCESS);
+    const auto path =
+        std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".ntff");
+    EXPECT_EQ(nrt_profile_start(m.model, path.c_str()), NRT_SUCCESS);
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(m.execute(), NRT_SUCCESS);
+    EXPECT_EQ(nrt_profile_stop(path.c_str()), NRT_SUCCESS);
+    Profile p{read_trace(path)};
+    std::ifstream metrics(path.string() + ".metrics.json");
+    const nlohmann::json j = nlohmann::json::parse(metrics, nullptr, false);
+    if (!j.is_discarded())
+      for (const auto& m : j.at("metrics"))
+        if (m.at("name") == "launch_time_ns") p.launch_ns = m.at("value").get<double>();
+    std::filesystem::remove(path);
+    std::filesystem::remove(path.string() + ".metrics.json");
+    return p;
+  };
+  const Profile with = profile("nrt_launch");
+  ASSERT_EQ(with.trace.kernels.size(), 2u);
+  ASSERT_EQ(with.trace.launches.size(), 2u);
+  // The session's metrics add up the core's two launches.
+  const auto launch_ps = static_cast<uint64_t>(std::llround(with.launch_ns * 1000 / 2));
+  ASSERT_GT(launch_ps, 0u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(with.trace.launches[i].name, "launch");
+    EXPECT_EQ(with.trace.launches[i].start_ps, with.trace.kernels[i].start_ps);
+    EXPECT_EQ(with.trace.launches[i].end_ps - with.trace.launches[i].start_ps, launch_ps);
+    EXPECT_GT(with.trace.kernels[i].end_ps, with.trace.launches[i].end_ps);  // the body follows
+  }
+  nrt_close();
+  ScopedEnv env({{"NEURONSIM_LAUNCH", "0"}});
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  const Profile without = profile("nrt_no_launch");
+  ASSERT_EQ(without.trace.kernels.size(), 2u);
+  EXPECT_TRUE(without.trace.launches.empty());
+  EXPECT_EQ(without.launch_ns, 0.0);
+  const auto length = [](const KernelSlice& k) { return k.end_ps - k.start_ps; };
+  EXPECT_EQ(length(with.trace.kernels[0]), length(without.trace.kernels[0]) + launch_ps);
+}
+
 TEST_F(NrtExecute, InspectEnvWritesOneTraceForTheSession) {
   nrt_close();
   const auto dir =

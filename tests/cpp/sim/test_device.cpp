@@ -93,6 +93,42 @@ TEST(Device, TheClockCarriesAcrossExecutionsOfAQueue) {
   EXPECT_EQ(second.run->start_ps, first.end_ps);
 }
 
+// The runtime's launch (docs/cost-model.md §6): the generation's fixed cost plus one per input
+// and output, before the first instruction; in the completion, the window's core figures and
+// the trace session; none when the options leave it out or nothing is timed.
+TEST(Device, EveryExecutionPaysTheRuntimesLaunchFirst) {
+  const spec::GenerationConfig& g = spec::load_generation("trn2");
+  const auto expected = static_cast<uint64_t>(
+      std::llround((g.launch_fixed_ns + 2 * g.launch_per_tensor_ns) * 1000));  // x and y
+  ASSERT_GE(g.launch_fixed_ns, 1000.0);
+  auto run = [](DeviceOptions options) {
+    auto dev = Device::open("trn2.3xlarge", options);
+    const ProgramRef p = dev->load(0, square_plus_one(), "square");
+    const Bindings io = dev->allocate_io(*p);
+    const uint64_t session = dev->start_trace();
+    const Completion c = dev->run({p, io, "square"});
+    const TraceSession trace = dev->stop_trace(session);
+    EXPECT_EQ(trace.result.executions.size(), 1u);
+    if (!trace.result.executions.empty())
+      EXPECT_EQ(trace.result.executions[0].launch_ps, c.launch_ps);
+    for (const InstructionRecord& r : trace.result.instructions)
+      EXPECT_GE(r.start_ps, c.start_ps + c.launch_ps);  // the body starts after the launch
+    return c;
+  };
+  const Completion with = run({});
+  EXPECT_EQ(with.launch_ps, expected);
+  EXPECT_EQ(with.run->cores.at(0).launch_ps, expected);
+  DeviceOptions off;
+  off.launch = false;
+  const Completion without = run(off);
+  EXPECT_EQ(without.launch_ps, 0u);
+  EXPECT_EQ(with.end_ps - with.start_ps, without.end_ps - without.start_ps + expected);
+  EXPECT_EQ(with.run->total_ps, without.run->total_ps + expected);
+  DeviceOptions functional;
+  functional.mode = Mode::functional_only;
+  EXPECT_EQ(run(functional).launch_ps, 0u);
+}
+
 TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");

@@ -213,9 +213,9 @@ TEST_F(MadeUpGeneration, RunsAKernelThroughTheSimulatorWithItsFigures) {
   }
   ASSERT_FALSE(z.result.dmas.empty());
   const DmaRecord& d = z.result.dmas.front();
-  EXPECT_EQ(d.end_ps - d.start_ps, dma_transfer_ps(d.bytes, trnz.generation_config));
-  EXPECT_NE(dma_transfer_ps(d.bytes, trnz.generation_config),
-            dma_transfer_ps(d.bytes, trn2.generation_config));
+  EXPECT_EQ(d.end_ps - d.start_ps, dma_transfer_ps(d.bytes, d.descriptors, trnz.generation_config));
+  EXPECT_NE(dma_transfer_ps(d.bytes, d.descriptors, trnz.generation_config),
+            dma_transfer_ps(d.bytes, d.descriptors, trn2.generation_config));
 }
 
 TEST_F(MadeUpGeneration, FabricUsesItsLinkFigures) {

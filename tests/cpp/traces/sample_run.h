@@ -117,6 +117,7 @@ inline std::unique_ptr<SampleRun> make_sample_run() {
   set_engine(c2, Engine::POOL, 150'000, 1);
   set_engine(c2, Engine::SP, 1'800'000, 3);
   c2.end_ps = 6'416'000;
+  c2.launch_ps = 0;  // a window with no launch on core 2 (the runtime's launch is core 5's)
   c2.dma_bytes = 98'304;
   c2.dma_busy_ps = 7'080'000;
   c2.dma_transfers = 5;
@@ -129,6 +130,7 @@ inline std::unique_ptr<SampleRun> make_sample_run() {
   set_engine(c5, Engine::DVE, 1'900'000, 2);
   set_engine(c5, Engine::SP, 600'000, 1);
   c5.end_ps = 3'000'000;
+  c5.launch_ps = 1'000'000;  // what sim::Device adds before the first instruction
   c5.dma_bytes = 8'192;
   c5.dma_busy_ps = 1'000'000;
   c5.dma_transfers = 1;

@@ -38,6 +38,7 @@ TEST_F(MetricsTest, ListHoldsEveryMetricWithItsUnitAndHandComputedValue) {
   };
   const std::vector<Expected> expected = {
       {"total_time_ns", "ns", 10'000},
+      {"launch_time_ns", "ns", 1'000},  // the longest core's
       {"tensor_engine_active_time_ns", "ns", 500},
       {"tensor_engine_active_time_percent", "%", 2.5},  // 500 ns / (2 cores * 10 us)
       {"tensor_engine_instructions", "count", 1},

@@ -39,6 +39,9 @@ namespace neuronsim::sim {
 struct DeviceOptions {
   Mode mode = Mode::functional_and_timing;
   bool fail_on_nan = false;  // a NaN written to memory faults the execution
+  // Each execution first pays the runtime's launch cost (GenerationConfig::launch_*_ns), a
+  // slice of its own in traces; off for studies of kernel bodies alone.
+  bool launch = true;
   // Called now and then with (instructions done, instructions in total) during long windows.
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -100,6 +103,7 @@ struct Completion {
   uint32_t core = 0;
   std::string name;
   uint64_t start_ps = 0, end_ps = 0;  // on the device clock
+  uint64_t launch_ps = 0;             // of which the launch, from start_ps
   // The simulated window the execution ran in, shared with the executions that ran
   // beside it (null for copies). Its records are relative to run->start_ps.
   std::shared_ptr<const RunResult> run;

@@ -2,7 +2,8 @@
 // environment variables choose the real one: which instance (NEURONSIM_INSTANCE),
 // how many physical cores make one logical core (NEURON_RT_VIRTUAL_CORE_SIZE),
 // which logical cores are visible (NEURON_RT_VISIBLE_CORES or NEURON_RT_NUM_CORES),
-// the simulation mode (NEURONSIM_MODE) and NaN checking (NEURON_FAIL_ON_NAN).
+// the simulation mode (NEURONSIM_MODE), NaN checking (NEURON_FAIL_ON_NAN) and whether
+// executions pay the runtime's launch cost (NEURONSIM_LAUNCH).
 // libnrt and the PyTorch backend both read it here, so both see the same cores.
 #pragma once
 
@@ -24,6 +25,7 @@ struct Environment {
   std::vector<uint32_t> visible;  // absolute logical core ids, visible index -> id
   Mode mode = Mode::functional_and_timing;
   bool fail_on_nan = false;
+  bool launch = true;  // executions pay the runtime's launch cost (NEURONSIM_LAUNCH, default 1)
 
   // Logical cores of the instance, visible or not.
   uint32_t total_logical_cores() const { return instance.total_cores() / lnc; }

@@ -31,6 +31,7 @@ struct DmaRecord {
   uint32_t dma_engine = 0;                // which of the core's DMA engines carried it
   uint64_t bytes = 0, hbm_bytes = 0;
   uint64_t start_ps = 0, end_ps = 0;
+  uint64_t descriptors = 1;  // contiguous pieces (each costs the engine its descriptor overhead)
 };
 
 // A semaphore signal that released a waiting instruction: a flow arrow in traces.
@@ -54,6 +55,7 @@ struct EngineStats {
 struct CoreStats {
   std::array<EngineStats, isa::kNumEngines> engines{};
   uint64_t end_ps = 0;       // when the core's last engine or transfer finished
+  uint64_t launch_ps = 0;    // the runtime's launch before the core's first instruction
   uint64_t dma_bytes = 0;    // all DMA traffic
   uint64_t dma_busy_ps = 0;  // summed busy time of the core's DMA engines
   uint64_t dma_transfers = 0;
@@ -75,6 +77,7 @@ struct CoreStats {
     hbm_write_bytes += o.hbm_write_bytes;
     flops += o.flops;
     matmul_flops += o.matmul_flops;
+    launch_ps += o.launch_ps;
     return *this;
   }
 };
@@ -86,6 +89,7 @@ struct ExecutionRecord {
   std::string name;                       // the op or model name the caller gave
   const isa::Program* program = nullptr;  // kept alive by whoever holds the records
   uint64_t start_ps = 0, end_ps = 0;
+  uint64_t launch_ps = 0;  // the runtime's launch, from start_ps, before the first instruction
 };
 
 struct RunResult {

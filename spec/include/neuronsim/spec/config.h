@@ -58,6 +58,15 @@ struct GenerationConfig {
   double dma_engine_bytes_per_ns = 0;  // sustained per engine
   double dma_fixed_ns = 0;             // per transfer (descriptor processing)
   double dma_issue_ns = 0;             // trigger to first byte (DGE / cross-engine latency)
+  // Per descriptor, a contiguous piece of at most dma_descriptor_max_bytes: why small rows run
+  // below the sustained rate.
+  double dma_descriptor_ns = 0;
+  uint64_t dma_descriptor_max_bytes = 65536;
+
+  // The runtime's cost of one execution on a core (nrt_execute) before its first instruction:
+  // a fixed part and a part per input and output tensor (docs/cost-model.md §6).
+  double launch_fixed_ns = 0;
+  double launch_per_tensor_ns = 0;
 
   // HBM, §1, §2.3.
   uint32_t cores_per_chip = 0;
