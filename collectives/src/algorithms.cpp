@@ -162,7 +162,8 @@ bool algorithm_supported(Op op, Algorithm a, int ranks, int group) {
   if (ranks < 1) return false;
   if (a == Algorithm::auto_select) return true;
   if (a == Algorithm::hierarchical)
-    return op == Op::all_reduce && group >= 1 && ranks % group == 0 && ranks / group >= 2;
+    return (op == Op::all_reduce || op == Op::all_gather || op == Op::reduce_scatter) &&
+           group >= 1 && ranks % group == 0 && ranks / group >= 2;
   if (a == Algorithm::hier2d)
     return op == Op::all_reduce && ranks % kHierRow == 0 && ranks >= 2 * kHierRow;
   switch (op) {
@@ -326,6 +327,54 @@ void group_ring_all_gather(RankPlan& p, const std::vector<int>& g, int me, F pie
   }
 }
 
+// The same rings where a rank's piece is several pieces of the buffer (one message each):
+// all-gather, or with `reduce` reduce-scatter (which ends with this rank's piece reduced).
+template <typename F>
+void group_ring_pieces(RankPlan& p, const std::vector<int>& g, int me, F pieces, uint64_t tag0,
+                       bool reduce) {
+  const int n = static_cast<int>(g.size()), shift = reduce ? 1 : 0;
+  for (int s = 0; s < n - 1; ++s) {
+    Step st;
+    const std::vector<Piece> out = pieces(mod(me - s - shift, n)),
+                             in = pieces(mod(me - s - 1 - shift, n));
+    for (size_t k = 0; k < out.size(); ++k) {
+      const uint64_t tag = tag0 + static_cast<uint64_t>(s) * out.size() + k;
+      st.sends.push_back(
+          {g[static_cast<size_t>(mod(me + 1, n))], 0, out[k].first, out[k].second, tag, false});
+      st.recvs.push_back(
+          {g[static_cast<size_t>(mod(me - 1, n))], 0, in[k].first, in[k].second, tag, reduce});
+    }
+    p.steps.push_back(std::move(st));
+  }
+}
+
+// All-gather and reduce-scatter across hosts of W ranks each (rank r at column r % W of host
+// r / W), R blocks of `blocks`. All-gather: each rank's block to the same column of every
+// host (over EFA, every chip at once), then in each host every column's blocks to the others.
+// Reduce-scatter runs the same backwards: in each host first, each column keeping the partial
+// sums of its blocks of every host, then across hosts, each rank keeping its own block.
+struct HostGrid {
+  int H, col, host;
+  std::vector<int> row_group, col_group;  // this rank's host, and its column across the hosts
+  HostGrid(int R, int r, int W) : H(R / W), col(r % W), host(r / W) {
+    for (int c = 0; c < W; ++c) row_group.push_back(host * W + c);
+    for (int h = 0; h < H; ++h) col_group.push_back(h * W + col);
+  }
+};
+void grid_gather_or_scatter(RankPlan& p, int R, int r, const Chunks& blocks, int W, bool reduce) {
+  const HostGrid g(R, r, W);
+  auto block = [&](int b) { return Piece{blocks.off(b), blocks.bytes(b, b + 1)}; };
+  auto own_column = [&](int h) { return std::vector<Piece>{block(h * W + g.col)}; };
+  auto column = [&](int c) {  // column c's block of every host
+    std::vector<Piece> out;
+    for (int h = 0; h < g.H; ++h) out.push_back(block(h * W + c));
+    return out;
+  };
+  if (!reduce) group_ring_pieces(p, g.col_group, g.host, own_column, 0, false);
+  group_ring_pieces(p, g.row_group, g.col, column, uint64_t{1} << 20, reduce);
+  if (reduce) group_ring_pieces(p, g.col_group, g.host, own_column, 0, true);
+}
+
 // Two-level all-reduce on a grid of rows of W ranks (rank r at column r % W, row r / W): hier2d
 // with rows of kHierRow, hierarchical with a host per row. The buffer is split into W parts;
 // part c is split again into H sub-parts for the column phase.
@@ -359,8 +408,9 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a, int gr
     throw std::invalid_argument(fmt::format(
         "{} has no {} form for {} ranks{}", op_name(spec.op), algorithm_name(a), R,
         a == Algorithm::rdh            ? " (rdh needs a power-of-two rank count)"
-        : a == Algorithm::hierarchical ? " (hierarchical is all_reduce across two or more hosts "
-                                         "holding equal runs of ranks)"
+        : a == Algorithm::hierarchical ? " (hierarchical is all_reduce, all_gather or "
+                                         "reduce_scatter across two or more hosts holding equal "
+                                         "runs of ranks)"
                                        : ""));
   if ((spec.op == Op::broadcast || spec.op == Op::reduce) && (spec.root < 0 || spec.root >= R))
     throw std::invalid_argument(fmt::format("root {} of {} ranks", spec.root, R));
@@ -387,7 +437,9 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a, int gr
       }
       break;
     case Op::all_gather:
-      if (a == Algorithm::ring)
+      if (a == Algorithm::hierarchical)
+        grid_gather_or_scatter(p, R, r, per_rank, group, false);
+      else if (a == Algorithm::ring)
         ring_all_gather(p, R, r, per_rank, 0);
       else if (a == Algorithm::mesh)
         mesh_all_gather(p, R, r, per_rank, 0);
@@ -395,7 +447,9 @@ RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a, int gr
         rdh_all_gather(p, R, r, per_rank, 0);
       break;
     case Op::reduce_scatter:
-      if (a == Algorithm::ring)
+      if (a == Algorithm::hierarchical)
+        grid_gather_or_scatter(p, R, r, per_rank, group, true);
+      else if (a == Algorithm::ring)
         ring_reduce_scatter(p, R, r, per_rank, 0);
       else if (a == Algorithm::mesh)
         mesh_reduce_scatter(p, R, r, per_rank, 0);

@@ -513,7 +513,7 @@ Bench check_args(const CcBenchArgs& args) {
     else if (b.algorithm == Algorithm::hier2d)
       why = " (hier2d is all-reduce only, on a multiple of 4 ranks, at least 8)";
     else if (b.algorithm == Algorithm::hierarchical)
-      why = " (hierarchical is all-reduce only, across two or more hosts)";
+      why = " (hierarchical is all-reduce, all-gather or reduce-scatter, across two or more hosts)";
     else if (b.choice.op == Op::all_to_all || b.choice.op == Op::permute)
       why = " (this operation is mesh only)";
     throw std::runtime_error(fmt::format("--algorithm {} is not available for {} on {} ranks{}",

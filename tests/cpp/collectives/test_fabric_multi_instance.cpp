@@ -325,11 +325,46 @@ TEST(FabricMultiInstance, HierarchicalAllReduceAcrossHosts) {
   EXPECT_EQ(time_collective(inst("trn1.32xlarge"), 32, large, opt).algorithm, Algorithm::ring);
   CollectiveSpec small{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, 256, 0, {}, {}};
   EXPECT_EQ(time_collective(inst("trn1.32xlarge"), 64, small, opt).algorithm, Algorithm::mesh);
-  // Only all-reduce, and only across hosts.
+  // All-reduce, all-gather and reduce-scatter, and only across hosts.
   EXPECT_FALSE(algorithm_supported(Op::all_reduce, Algorithm::hierarchical, 64, 0));
-  EXPECT_FALSE(algorithm_supported(Op::all_gather, Algorithm::hierarchical, 64, 32));
+  EXPECT_TRUE(algorithm_supported(Op::all_gather, Algorithm::hierarchical, 64, 32));
+  EXPECT_FALSE(algorithm_supported(Op::all_to_all, Algorithm::hierarchical, 64, 32));
   EXPECT_FALSE(algorithm_supported(Op::all_reduce, Algorithm::hierarchical, 32, 32));
   EXPECT_THROW(make_plan(spec, 64, 0, Algorithm::hierarchical, 0), std::invalid_argument);
+}
+
+// The hierarchical all-gather (each block across hosts by its column, then every column's blocks
+// inside each host) and reduce-scatter (the same backwards) give the flat ring's results, cross
+// EFA on every chip, beat the flat ring at large sizes and are the automatic choice there.
+TEST(FabricMultiInstance, HierarchicalAllGatherAndReduceScatterAcrossHosts) {
+  const spec::InstanceConfig& t1 = inst("trn1.32xlarge");
+  for (Op op : {Op::all_gather, Op::reduce_scatter}) {
+    SCOPED_TRACE(op_name(op));
+    const uint64_t count = 24;  // per rank: all-gather's input, reduce-scatter's output
+    CollectiveSpec spec{op, ReduceOp::sum, isa::DType::fp32, count, 0, {}, {}};
+    const auto in = inputs(64, op == Op::all_gather ? count : count * 64);
+    RunOptions opt;
+    opt.algorithm = Algorithm::hierarchical;
+    Fabric f = Fabric::make(t1, 64);
+    const auto hier = run_collective(f, spec, &in, opt);
+    EXPECT_EQ(hier.algorithm, Algorithm::hierarchical);
+    opt.algorithm = Algorithm::ring;
+    const auto flat = run_collective(t1, 64, spec, in, opt);
+    ASSERT_EQ(hier.outputs.size(), 64u);
+    EXPECT_EQ(hier.outputs, flat.outputs);
+    for (uint32_t chip = 0; chip < 16; ++chip)
+      EXPECT_GT(link(f, fmt::format("inst0.chip{}.efa.out", chip)).bytes_carried, 0u) << chip;
+
+    const uint64_t big = uint64_t{1} << 19;  // elements per rank: 2 MiB of fp32
+    CollectiveSpec large{op, ReduceOp::sum, isa::DType::fp32, big, 0, {}, {}};
+    opt.algorithm = Algorithm::hierarchical;
+    const Picos h = time_collective(t1, 64, large, opt).duration_ps;
+    opt.algorithm = Algorithm::ring;
+    const Picos r = time_collective(t1, 64, large, opt).duration_ps;
+    EXPECT_LT(h * 4, r);
+    opt.algorithm = Algorithm::auto_select;
+    EXPECT_EQ(time_collective(t1, 64, large, opt).algorithm, Algorithm::hierarchical);
+  }
 }
 
 }  // namespace

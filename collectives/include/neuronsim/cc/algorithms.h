@@ -83,14 +83,17 @@ CollectiveSpec send_recv_spec(int ranks, int src, int dst, isa::DType dtype, uin
 // for all_reduce, all_gather and reduce_scatter (broadcast/reduce trees and the dissemination
 // barrier take any count); all_to_all(_v) and permute are mesh only; barrier has no ring form;
 // hier2d is all_reduce only. The automatic choice never picks hier2d.
-// hierarchical (all_reduce across hosts): reduce-scatter inside each host, all-reduce of each
-// shard across the hosts by all ranks at once (each on its own chip's EFA share), all-gather
-// inside each host. It needs `group`, the ranks of each host (consecutive, equal counts, at least
+// hierarchical (all_reduce, all_gather, reduce_scatter across hosts): all_reduce is
+// reduce-scatter inside each host, all-reduce of each shard across the hosts by all ranks at once
+// (each on its own chip's EFA share), all-gather inside each host; all_gather is each rank's block
+// across the hosts by its column, then every column's blocks inside each host; reduce_scatter
+// the same backwards. It needs `group`, the ranks of each host (consecutive, equal counts, at least
 // two hosts: Fabric::ranks_per_entry()); 0 means the job is on one host.
 bool algorithm_supported(Op op, Algorithm a, int ranks, int group = 0);
-// The automatic choice: across hosts (`group` > 0) an all_reduce from the mesh threshold up is
-// hierarchical; otherwise mesh / rdh / ring by message_bytes() and the thresholds, falling back
-// to ring where rdh is not available (non-power-of-two ranks), and to what exists for the op.
+// The automatic choice: across hosts (`group` > 0) an all_reduce, all_gather or reduce_scatter
+// from the mesh threshold up is hierarchical; otherwise mesh / rdh / ring by message_bytes() and
+// the thresholds, falling back to ring where rdh is not available (non-power-of-two ranks), and to
+// what exists for the op.
 Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Thresholds& t,
                            int group = 0);
 
