@@ -582,6 +582,15 @@ RunResult Simulator::run(const RunOptions& options) {
     r->collective_done = &collective_done;
     runs.push_back(std::move(r));
   }
+  // Time every core waits before its first instruction passes before the processes start, so
+  // that a core's body runs the same whatever its start (processes resuming from waits of equal
+  // length would take ties, such as two DMAs issued at once, in another order).
+  uint64_t common = UINT64_MAX;
+  for (const auto& r : runs) common = std::min(common, r->offset_ps);
+  if (!runs.empty() && common > 0) {
+    sc_core::sc_start(sc_core::sc_time(static_cast<double>(common), sc_core::SC_PS));
+    for (auto& r : runs) r->offset_ps -= common;
+  }
   impl_->start(runs);
   sc_core::sc_start();
 

@@ -129,6 +129,32 @@ TEST(Device, EveryExecutionPaysTheRuntimesLaunchFirst) {
   EXPECT_EQ(run(functional).launch_ps, 0u);
 }
 
+// Whatever the launch, a kernel body takes the same time: two DMAs issued at once by SP and ACT
+// onto one DMA engine keep their order (ties are not broken differently after a wait).
+TEST(Device, TheLaunchDoesNotChangeTheKernelBody) {
+  isa::KernelBuilder kb("trn2");
+  const auto small = kb.input("small", isa::DType::fp32, {8, 64});
+  const auto big = kb.input("big", isa::DType::fp32, {8, 8192});
+  const auto y = kb.output("y", isa::DType::fp32, {8, 64});
+  const auto s = kb.sbuf_tile(isa::DType::fp32, 8, 64);
+  const auto b = kb.sbuf_tile(isa::DType::fp32, 8, 8192);
+  kb.dma_copy(s, small, isa::Engine::SP);
+  kb.dma_copy(b, big, isa::Engine::ACT);
+  for (int i = 0; i < 8; ++i) kb.tensor_scalar(isa::Engine::DVE, s, s, isa::AluOp::add, 1.0f);
+  kb.dma_copy(y, s);
+  const isa::Program program = kb.finish();
+  auto body = [&](bool launch) {
+    DeviceOptions options;
+    options.launch = launch;
+    options.mode = Mode::timing_only;
+    auto dev = Device::open("trn2.3xlarge", options);
+    const ProgramRef p = dev->load(0, program, "tie");
+    const Completion c = dev->run({p, dev->allocate_io(*p), "tie"});
+    return c.end_ps - c.start_ps - c.launch_ps;
+  };
+  EXPECT_EQ(body(true), body(false));
+}
+
 TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");
