@@ -830,7 +830,8 @@ std::vector<std::vector<Picos>> execute_together(Network& net, const std::vector
     if (!job.spec || !job.plans || job.plans->size() != local.size() ||
         (job.buffers && job.buffers->size() != local.size()))
       throw std::invalid_argument("execute_together: a spec and one plan per local rank per job");
-    // Plans number their messages from 0 up to a few thousand; each job gets its own range.
+    // Plans number their messages below 2^21 (the hierarchical ones' second phase starts at
+    // 2^20); each job gets its own range.
     running.push_back(std::make_shared<Execution>(net, *job.spec, local, *job.plans, job.buffers,
                                                   static_cast<uint64_t>(j) << 40));
   }

@@ -60,7 +60,8 @@ Algorithm choose_on_fabric(const Fabric& fabric, const CollectiveSpec& spec,
   if (options.algorithm != Algorithm::auto_select ||
       !algorithm_supported(spec.op, Algorithm::hierarchical, R, group))
     return resolve_algorithm(spec, R, fabric.instance(), options, group);
-  // Across hosts: the hierarchy pays a latency per step of its rings (2(W-1) + 2(H-1)) but
+  // Across hosts: the hierarchy pays a latency per step of its rings (all-reduce
+  // 2(W-1) + 2(H-1), all-gather and reduce-scatter (W-1) + (H-1)) but
   // crosses EFA on every chip's share; the flat schedule (the one-host choice by size) the other
   // way round. Keep whichever the fabric model finds faster, so that times stay monotone in size
   // across the switch (on wide hosts the flat one wins up to a few MB).

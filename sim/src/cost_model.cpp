@@ -377,11 +377,17 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   rows = std::max<uint64_t>(1, rows);
 
   // A descriptor moves one contiguous piece of both sides, so the side in more pieces decides.
-  // (Indexed rows are gathered one by one: the other side's pieces count.)
+  // The indexed side of a gather or scatter is its rows one by one, each the pieces of its
+  // free pattern (docs/isa.md: row v of src, or of dst with scatter, per index value).
   const bool src_indexed = indirect && !scatter, dst_indexed = scatter;
-  const uint64_t descriptors =
-      std::max(src_indexed ? 0 : descriptors_of(src, src.total_elems(), gen),
-               dst_indexed ? 0 : descriptors_of(dst, dst.total_elems(), gen));
+  auto pieces = [&](const AccessPattern& ap, bool indexed) {
+    if (!indexed) return descriptors_of(ap, ap.total_elems(), gen);
+    AccessPattern row = ap;  // one row: its free pattern, never merged with the next
+    row.num_partitions = 1;
+    const uint64_t rows = std::max<uint64_t>(1, inst.operand(Role::index)->total_elems());
+    return rows * descriptors_of(row, std::max<uint64_t>(1, elems / rows), gen);
+  };
+  const uint64_t descriptors = std::max(pieces(src, src_indexed), pieces(dst, dst_indexed));
 
   // Row r goes to engine (r / group) mod engines, group = partitions / engines (8).
   const uint64_t engines = std::max<uint32_t>(1, gen.dma_engines);

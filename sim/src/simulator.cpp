@@ -582,9 +582,10 @@ RunResult Simulator::run(const RunOptions& options) {
     r->collective_done = &collective_done;
     runs.push_back(std::move(r));
   }
-  // Time every core waits before its first instruction passes before the processes start, so
-  // that a core's body runs the same whatever its start (processes resuming from waits of equal
-  // length would take ties, such as two DMAs issued at once, in another order).
+  // The time every core waits before its first instruction passes before the processes start,
+  // so that a core alone (or cores starting together) runs its body the same whatever its start:
+  // processes resuming from waits of equal length would take ties, such as two DMAs issued at
+  // once, in another order. Cores starting later than the others still wait each on its own.
   uint64_t common = UINT64_MAX;
   for (const auto& r : runs) common = std::min(common, r->offset_ps);
   if (!runs.empty() && common > 0) {

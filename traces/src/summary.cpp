@@ -66,7 +66,7 @@ std::string summary_table(const sim::RunResult& r) {
     out += fmt::format("\nNeuronCore {} (finished at {:.3f} µs)\n", detail::core_id(r, i),
                        ps_to_us(r.cores[i].end_ps));
     if (r.cores[i].launch_ps > 0)
-      out += fmt::format("  launch   {:.3f} µs before the first instruction (the runtime's)\n",
+      out += fmt::format("  launch   {:.3f} µs, the runtime's, before the core's instructions\n",
                          ps_to_us(r.cores[i].launch_ps));
     detail::Totals one;
     detail::add_core(one, r.cores[i]);

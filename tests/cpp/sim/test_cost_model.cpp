@@ -756,6 +756,21 @@ TEST(CostDma, IndirectSplitsByDestinationRows) {
   EXPECT_EQ(plan[0].dma_engine, 0u);
   EXPECT_EQ(plan[0].bytes, 4u * 1024u);
   EXPECT_EQ(plan[0].hbm_bytes, 4u * 1024u);
+  EXPECT_EQ(plan[0].descriptors, 4u);  // a row per index
+  // Gathered into contiguous HBM rows: still a piece per gathered row, not one for the block.
+  Instruction into_hbm = dma(hbm(DType::fp32, 128, 64), hbm(DType::fp32, 1024, 64));
+  into_hbm.operands.push_back({Role::index, sbuf(DType::int32, 128, 1)});
+  plan = plan_dma(into_hbm, gen("trn2"));
+  uint64_t pieces = 0;
+  for (const DmaTransfer& t : plan) pieces += t.descriptors;
+  EXPECT_EQ(pieces, 128u);
+  // Scatter: the destination rows one by one.
+  Instruction scatter = dma(hbm(DType::fp32, 1024, 64), sbuf(DType::fp32, 2, 256));
+  scatter.operands.push_back({Role::index, sbuf(DType::int32, 2, 4)});
+  scatter.flags |= isa::kScatter;
+  pieces = 0;
+  for (const DmaTransfer& t : plan_dma(scatter, gen("trn2"))) pieces += t.descriptors;
+  EXPECT_EQ(pieces, 8u);
   // Into 64 partitions: 8 engines.
   Instruction wide = dma(sbuf(DType::fp32, 64, 256), hbm(DType::fp32, 1024, 256));
   wide.operands.push_back({Role::index, sbuf(DType::int32, 64, 1)});
