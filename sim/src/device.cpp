@@ -468,8 +468,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         const LoadedProgram& p = *e.program;
         CoreState& cs = sim.core(p.core());
         cs.tensors = p.fixed_;
+        uint64_t io = 0;
         for (const isa::TensorDecl& t : p.program().tensors) {
           if (t.kind != isa::TensorKind::input && t.kind != isa::TensorKind::output) continue;
+          ++io;
           auto b = e.tensors.find(t.var_id);
           if (b == e.tensors.end())
             throw std::invalid_argument(fmt::format(
@@ -482,7 +484,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         sim.load(p.core(), p.program());
         loaded.push_back(p.core());
         cs.undo = undo;
-        launches[i] = launch_ps(p);
+        launches[i] = launch_ps(io);
         if (starts[i] + launches[i] > base)
           ro.core_start_ps[p.core()] = starts[i] + launches[i] - base;
       }
@@ -517,14 +519,12 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     return out;
   }
 
-  // The runtime's cost of starting an execution of `p`: a fixed part and one per input and
-  // output tensor (docs/cost-model.md §6). None without timing or when the options leave it out.
-  uint64_t launch_ps(const LoadedProgram& p) const {
+  // The runtime's cost of starting an execution with `tensors` inputs and outputs: a fixed part
+  // and one per tensor (docs/cost-model.md §6). None without timing or when the options leave
+  // it out.
+  uint64_t launch_ps(uint64_t tensors) const {
     if (!options.launch || options.mode == Mode::functional_only) return 0;
     const spec::GenerationConfig& g = sim.generation();
-    uint64_t tensors = 0;
-    for (const isa::TensorDecl& t : p.program().tensors)
-      tensors += t.kind == isa::TensorKind::input || t.kind == isa::TensorKind::output;
     return static_cast<uint64_t>(std::llround(
         (g.launch_fixed_ns + static_cast<double>(tensors) * g.launch_per_tensor_ns) * 1000));
   }
