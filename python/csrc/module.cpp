@@ -8,14 +8,15 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include "allocator.h"
-#include "backend.h"
-#include "distributed.h"
-#include "fallback.h"
-#include "graph.h"
-#include "guard.h"
+#include "aten/fallback.h"
+#include "compiler/graph.h"
+#include "distributed/process_group.h"
 #include "neuronsim/sim/simulator.h"
 #include "neuronsim/traces/chrome_trace.h"
+#include "runtime/allocator.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
 
 namespace py = pybind11;
 using neuronsim::pytorch::Backend;

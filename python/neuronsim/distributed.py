@@ -2,7 +2,7 @@
 
 ``dist.init_process_group(backend="neuron")`` under torchrun gives each process one rank
 whose collectives cross the simulated NeuronLink fabric (the C++ ProcessGroupNeuron,
-``python/csrc/distributed.h``): data moves between the processes for real, and each
+``python/csrc/distributed/process_group.h``): data moves between the processes for real, and each
 rank's simulated device clock advances by the collective's simulated duration. The
 backend serves ``neuron`` tensors and CPU tensors (object collectives), every group
 torch makes (``new_group``, a ``DeviceMesh``'s dimensions), DTensor and FSDP2.

@@ -1,6 +1,6 @@
 """Values of a segment: places in the program's tensors and the lazy expressions not
-stored yet, and turning expressions into the steps of a PointwiseExpr (python/csrc/graph.cpp
-reads them)."""
+stored yet, and turning expressions into the steps of a PointwiseExpr
+(python/csrc/compiler/graph.cpp reads them)."""
 
 from __future__ import annotations
 

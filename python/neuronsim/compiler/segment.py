@@ -2,7 +2,7 @@
 
 The graph is cut into segments: maximal runs of nodes this module lowers, between nodes
 that run eagerly on the device (ops without a lowering here). Each segment becomes one
-plan (``python/csrc/graph.cpp`` documents its JSON), built by the C++ side into one
+plan (``python/csrc/compiler/graph.cpp`` documents its JSON), built by the C++ side into one
 program, one NEFF.
 
 Inside a segment every value is either a ``Place`` (a view of one of the program's HBM

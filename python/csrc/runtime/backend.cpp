@@ -1,12 +1,8 @@
 // The process's simulated instance and the one path by which kernels reach it.
-#include "backend.h"
+#include "runtime/backend.h"
 
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
-
-#include "allocator.h"
 
 namespace neuronsim::pytorch {
 
@@ -76,13 +72,10 @@ sim::ProgramRef Backend::program(int index, const std::string& key,
 }
 
 void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
-                         const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+                         const std::vector<NamedBinding>& tensors) {
   sim::Execution execution{program, {}, op};
-  for (const auto& [name, tensor] : tensors) {
-    const isa::TensorDecl& decl = program->tensor(name);
-    const DevicePlace place = device_place(tensor);
-    execution.tensors[decl.var_id] = {place.address, extent_bytes(tensor)};
-  }
+  for (const auto& [name, binding] : tensors)
+    execution.tensors[program->tensor(name).var_id] = binding;
   const sim::Completion done = device_->complete(std::move(execution));
   ++kernels_run_;
   if (done.error) {
@@ -98,47 +91,6 @@ void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uin
   sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_"};
   const sim::Completion done = device_->wait(device_->enqueue(core_of(dst_index), std::move(c)));
   if (done.error) std::rethrow_exception(done.error);
-}
-
-DevicePlace device_place(const at::Tensor& tensor) {
-  const Block& block = block_of(tensor.storage().data_ptr());
-  const auto* data = static_cast<const uint8_t*>(tensor.const_data_ptr());
-  return {block.chip, block.address + static_cast<uint64_t>(data - block.host)};
-}
-
-uint64_t extent_bytes(const at::Tensor& tensor) {
-  if (tensor.numel() == 0) return 0;
-  uint64_t last = 0;
-  for (int64_t d = 0; d < tensor.dim(); ++d)
-    last += static_cast<uint64_t>((tensor.size(d) - 1) * tensor.stride(d));
-  return (last + 1) * tensor.element_size();
-}
-
-namespace {
-
-void release_alias(void* context) {
-  delete static_cast<c10::Storage*>(context);
-}
-
-}  // namespace
-
-at::Tensor host_alias(const at::Tensor& tensor) {
-  if (!tensor.defined() || tensor.device().is_cpu()) return tensor;
-  TORCH_CHECK(tensor.device().is_privateuseone(), "neuron: cannot reach ", tensor.device(),
-              " memory from the host");
-  // The CPU storage spans the whole device storage (same base), so views keep their
-  // storage offsets and a view made on the host maps back to the same device storage.
-  const c10::Storage& storage = tensor.storage();
-  void* base = storage.mutable_data();
-  c10::Storage cpu(
-      c10::Storage::use_byte_size_t(), storage.nbytes(),
-      c10::DataPtr(base, new c10::Storage(storage), &release_alias, at::Device(at::kCPU)),
-      c10::GetCPUAllocator(), /*resizable=*/true);
-  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(cpu), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
-  alias.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
-                                                     tensor.storage_offset());
-  return alias;
 }
 
 }  // namespace neuronsim::pytorch

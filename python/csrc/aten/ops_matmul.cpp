@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "kernel_call.h"
+#include "aten/kernel_call.h"
 
 namespace neuronsim::pytorch {
 

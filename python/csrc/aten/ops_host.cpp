@@ -9,8 +9,9 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "backend.h"
-#include "fallback.h"
+#include "aten/fallback.h"
+#include "runtime/backend.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "backend.h"
-#include "kernel_call.h"
+#include "aten/kernel_call.h"
+#include "runtime/backend.h"
 
 namespace neuronsim::pytorch {
 

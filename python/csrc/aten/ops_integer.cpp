@@ -24,10 +24,10 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "backend.h"
-#include "integers.h"
-#include "kernel_call.h"
+#include "aten/integers.h"
+#include "aten/kernel_call.h"
 #include "neuronsim/isa/alu.h"
+#include "runtime/backend.h"
 
 namespace neuronsim::pytorch {
 

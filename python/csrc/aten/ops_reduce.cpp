@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "integers.h"
-#include "kernel_call.h"
+#include "aten/integers.h"
+#include "aten/kernel_call.h"
 
 namespace neuronsim::pytorch {
 

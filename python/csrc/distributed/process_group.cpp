@@ -1,6 +1,6 @@
-// The torch.distributed backend "neuron" (distributed.h): how each c10d operation becomes one
+// The torch.distributed backend "neuron" (process_group.h): how each c10d operation becomes one
 // collective of the simulated fabric, and how a rank joins its group.
-#include "distributed.h"
+#include "distributed/process_group.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -20,11 +20,12 @@
 #include <fmt/format.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "backend.h"
-#include "guard.h"
-#include "kernel_call.h"
+#include "aten/kernel_call.h"
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/cc/tcp.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 namespace {

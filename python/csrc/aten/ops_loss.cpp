@@ -16,9 +16,10 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "backend.h"
-#include "integers.h"
-#include "kernel_call.h"
+#include "aten/integers.h"
+#include "aten/kernel_call.h"
+#include "runtime/backend.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 

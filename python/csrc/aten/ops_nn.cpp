@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "integers.h"
-#include "kernel_call.h"
+#include "aten/integers.h"
+#include "aten/kernel_call.h"
 #include "neuronsim/kernels/kernels.h"
 
 namespace neuronsim::pytorch {

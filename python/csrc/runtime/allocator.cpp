@@ -4,7 +4,7 @@
 // returns them. When the device is full the cache is emptied and the allocation
 // retried before it fails with an OutOfMemoryError that says what was asked, what is
 // allocated, what is cached and what is free.
-#include "allocator.h"
+#include "runtime/allocator.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +16,8 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "guard.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
 
 namespace neuronsim::pytorch {
 

@@ -1,6 +1,6 @@
 // The tensor basics of "neuron": creation, views, resizing, copies and scalars. With
 // these, tensors can be made, viewed, moved between the host and the device and
-// printed; every other op is a kernel (ops.cpp) or the counted CPU fallback.
+// printed; every other op is a kernel (ops_*.cpp) or the counted CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -11,11 +11,12 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "allocator.h"
-#include "backend.h"
-#include "fallback.h"
-#include "guard.h"
-#include "kernel_call.h"
+#include "aten/fallback.h"
+#include "aten/kernel_call.h"
+#include "runtime/allocator.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 

@@ -13,7 +13,7 @@
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 
-#include "fallback.h"
+#include "aten/fallback.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/kernels/eager.h"
 

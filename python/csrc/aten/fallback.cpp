@@ -5,7 +5,7 @@
 // directly. A returned tensor that is one of those aliases, or a view into one of
 // their storages, maps back to the neuron tensor or a neuron view of the same
 // storage; any other result is copied into a new neuron tensor.
-#include "fallback.h"
+#include "aten/fallback.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -18,8 +18,10 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
-#include "backend.h"
-#include "guard.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 

@@ -14,7 +14,7 @@
 
 namespace neuronsim::pytorch {
 
-// The boxed CPU fallback; ops.cpp calls it for the cases its kernels do not cover.
+// The boxed CPU fallback; the ops_*.cpp call it for the cases its kernels do not cover.
 void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* stack);
 
 // Counts one CPU run of `op`; throws c10::Error naming it in strict mode.

@@ -1,11 +1,11 @@
-// The simulated instance behind PyTorch's "neuron" devices.
+// The simulated instance behind PyTorch's "neuron" devices: the bottom of the runtime layer.
 //
 // One Backend per process: the machine the Neuron runtime's environment
 // variables select (sim::Environment), opened as one sim::Device on first use.
 // Torch device i is the i-th visible logical NeuronCore: its tensors live in the
-// HBM of that core's chip, its kernels run on that core. Every aten kernel of
-// the backend reaches the simulator through run_kernel(); every tensor's bytes
-// are host-mapped HBM, so the host reaches them without a copy (host_alias).
+// HBM of that core's chip, its kernels run on that core. Every kernel of the
+// backend reaches the simulator through run_kernel(). The Backend knows no
+// tensors: place.h turns a tensor into the place its bytes have on the device.
 #pragma once
 
 #include <atomic>
@@ -15,10 +15,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
-
-#include <ATen/Tensor.h>
-#include <c10/core/Device.h>
 
 #include "neuronsim/isa/program.h"
 #include "neuronsim/sim/device.h"
@@ -28,6 +26,9 @@ namespace neuronsim::pytorch {
 
 // Thrown (as c10::Error) for everything the user did wrong; the message names the op.
 [[noreturn]] void fail(const std::string& message);
+
+// A program's tensor, by name, bound to a range of device memory.
+using NamedBinding = std::pair<std::string, sim::TensorBinding>;
 
 class Backend {
  public:
@@ -50,11 +51,11 @@ class Backend {
   // kernel refuses the case (std::invalid_argument), so that the op falls back.
   sim::ProgramRef program(int index, const std::string& key,
                           const std::function<isa::Program()>& build);
-  // Runs `program` on its core with the named tensors bound to the tensors' bytes
-  // (each a strided view of device memory), and waits. The execution is named `op`
-  // on traces; a fault is rethrown as c10::Error naming the op.
+  // Runs `program` on its core with the named tensors bound to their device memory,
+  // and waits. The execution is named `op` on traces; a fault is rethrown as c10::Error
+  // naming the op.
   void run_kernel(const std::string& op, const sim::ProgramRef& program,
-                  const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+                  const std::vector<NamedBinding>& tensors);
   // A DMA copy of `bytes` between two device places, on the destination's queue.
   void copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes);
   // The device clock, in picoseconds: where the simulated work of every core has reached.
@@ -74,17 +75,5 @@ class Backend {
   std::unordered_map<std::string, sim::ProgramRef> programs_;
   std::atomic<uint64_t> kernels_run_{0};
 };
-
-// Where a tensor's first element lives on the device: its chip and HBM address.
-struct DevicePlace {
-  uint32_t chip = 0;
-  uint64_t address = 0;
-};
-DevicePlace device_place(const at::Tensor& tensor);
-// Bytes from the first to one past the last element the view reaches (0 when empty).
-uint64_t extent_bytes(const at::Tensor& tensor);
-// A CPU tensor over the same bytes, sizes and strides (no copy): the host's view of a
-// neuron tensor. A CPU tensor is returned as it is.
-at::Tensor host_alias(const at::Tensor& tensor);
 
 }  // namespace neuronsim::pytorch

@@ -1,5 +1,5 @@
 // Shared plumbing of the backend's aten kernels (see kernel_call.h).
-#include "kernel_call.h"
+#include "aten/kernel_call.h"
 
 #include <map>
 #include <mutex>
@@ -7,9 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "backend.h"
-#include "guard.h"
 #include "neuronsim/sim/random.h"
+#include "runtime/backend.h"
+#include "runtime/generator.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 
@@ -83,7 +84,7 @@ bool run_kernel(const char* op, int device, const std::string& key,
   Backend& b = Backend::get();
   const sim::ProgramRef program = b.program(device, key, build);
   if (!program) return false;
-  b.run_kernel(op, program, tensors);
+  b.run_kernel(op, program, bindings_of(tensors));
   return true;
 }
 

@@ -40,10 +40,11 @@
 #include <torch/extension.h>
 #include <nlohmann/json.hpp>
 
-#include "backend.h"
-#include "graph.h"
+#include "compiler/graph.h"
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/kernels/graph.h"
+#include "runtime/backend.h"
+#include "runtime/place.h"
 
 namespace neuronsim::pytorch {
 namespace {
@@ -230,7 +231,7 @@ void run_graph(const std::string& name, const std::string& path,
     return isa::from_neff(isa::neff::read_neff_file(path), path);
   });
   TORCH_CHECK(program, name, ": ", path, " does not hold a program this device runs");
-  backend.run_kernel(name, program, tensors);
+  backend.run_kernel(name, program, bindings_of(tensors));
 }
 
 void register_graph_functions(pybind11::module_& m) {
