@@ -145,13 +145,13 @@ def device_works():
 
 @pytest.fixture(scope="session")
 def offline_hub_cache(tmp_path_factory):
-    """A Hugging Face cache written once per session by `python -m neuronsim.hub` (tiny
+    """A Hugging Face cache written once per session by `python -m neuronsim.tools.hub` (tiny
     stand-ins of the seed scripts' models and data): (its folder, the tool's output). The
     caches come from --cache-dir alone, whatever this environment names."""
     home = tmp_path_factory.mktemp("hf_home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "neuronsim.hub", "--cache-dir", str(home)],
+        [sys.executable, "-m", "neuronsim.tools.hub", "--cache-dir", str(home)],
         env=env,
         capture_output=True,
         text=True,

@@ -13,7 +13,7 @@ EXPECTED = pathlib.Path(__file__).resolve().parents[2] / "bench" / "expected_tor
 
 def test_the_compiled_tiny_qwen3_meets_its_expected_figures(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "neuronsim.bench", "--check", str(EXPECTED)],
+        [sys.executable, "-m", "neuronsim.tools.bench", "--check", str(EXPECTED)],
         capture_output=True,
         text=True,
         check=False,
@@ -24,7 +24,7 @@ def test_the_compiled_tiny_qwen3_meets_its_expected_figures(tmp_path):
 
 
 def test_compiling_launches_fewer_kernels_and_takes_less_simulated_time():
-    from neuronsim.bench import _read_expected
+    from neuronsim.tools.bench import _read_expected
 
     figures = {(b.rsplit("/", 1)[-1], m): v for b, m, v, _ in _read_expected(str(EXPECTED))}
     for step in ("forward", "train_step"):

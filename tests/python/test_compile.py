@@ -425,7 +425,7 @@ def test_other_architectures_compile_to_the_eager_logits(model_type):
     # routing (qwen3_moe), ALiBi (bloom): compiled with no segment refused.
     from transformers import AutoModelForCausalLM
 
-    from neuronsim.coverage import tiny_config
+    from neuronsim.tools.architectures import tiny_config
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tiny_config(model_type)).eval().to("neuron")

@@ -1,4 +1,4 @@
-"""python -m neuronsim.hub: what it writes loads offline, in fresh processes that have
+"""python -m neuronsim.tools.hub: what it writes loads offline, in fresh processes that have
 nothing but its cache (HF_HOME set to it, HF_HUB_OFFLINE=1): both Qwen3 ids' tokenizers
 and models, a TRL SFT step on the chat dataset, the dataset itself and the Flux
 pipeline. The model generate_tp.py generates with makes its greedy choices by margins
@@ -251,7 +251,7 @@ def run_hub(home: Path, *args: str) -> subprocess.CompletedProcess:
     # The caches come from --cache-dir alone, whatever this environment names.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     return subprocess.run(
-        [sys.executable, "-m", "neuronsim.hub", "--cache-dir", str(home), *args],
+        [sys.executable, "-m", "neuronsim.tools.hub", "--cache-dir", str(home), *args],
         env=env,
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuronsim import bench
+from neuronsim.tools import bench
 from test_distributed import SCRIPTS, child_environment, torchrun
 
 # The scripts live beside the checkout, in ../shared/seed-scripts.

@@ -1,4 +1,5 @@
-"""Which of Transformers' causal-LM architectures run on "neuron": ``python -m neuronsim.coverage``.
+"""Which of Transformers' causal-LM architectures run on "neuron":
+``python -m neuronsim.tools.architectures``.
 
 For every model type in Transformers' causal-LM auto mapping, a tiny random model is built
 from a shrunk config (2 layers, hidden 64, vocabulary 256, 4 experts where there are
@@ -35,15 +36,6 @@ import sys
 import threading
 import time
 
-if (
-    __name__ == "__main__"
-    and sys.path
-    and sys.path[0] == os.path.dirname(os.path.abspath(__file__))
-):
-    # Run as a file: this folder is not a place to import from (its coverage.py would
-    # shadow the coverage package); neuronsim comes from where it is installed.
-    sys.path.pop(0)
-
 SEED = 0
 PROMPT_LEN = 8
 NEW_TOKENS = 8
@@ -61,7 +53,7 @@ EXPERT_INTERMEDIATE = 32
 # shrinker moves to the top of the vocabulary (or below FIRST_ID).
 FIRST_ID, LAST_ID = 4, 200
 
-MARK = "@@neuronsim-coverage "
+MARK = "@@neuronsim-architectures "
 STATUSES = ("ran", "skipped", "error", "timeout")
 
 # Variables that would change what the worker measures: strict mode turns fallbacks into
@@ -594,8 +586,10 @@ def run_one(model_type: str, *, timeout: float = 120, timing: bool = False) -> d
         }
     start = time.perf_counter()
     with _LIVE_LOCK:
+        # By module name, not as a file: run as a file, the worker would import from its own
+        # folder first.
         process = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", model_type],
+            [sys.executable, "-m", "neuronsim.tools.architectures", "--worker", model_type],
             env=_environment(timing),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -735,7 +729,7 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m neuronsim.coverage",
+        prog="python -m neuronsim.tools.architectures",
         description="Run a tiny random model of every Transformers causal-LM architecture "
         "on the CPU and on 'neuron' and tabulate which run, match and fall back.",
     )

@@ -1,0 +1,327 @@
+"""Host and simulated speed of the PyTorch backend: ``python -m neuronsim.tools.bench``.
+
+Reports, each measured in one run (ratios, never absolute gates):
+- host microseconds per cached small op in functional-only mode (the per-op floor a
+  model pays), as a median, and its ratio to the same op on torch's CPU;
+- one training step of the tiny Qwen3 (forward, backward, AdamW): kernels launched,
+  CPU fallbacks, host seconds, and simulated seconds in the timing mode;
+- eager against torch.compile(backend="neuron") on the tiny Qwen3 (a forward and a
+  training step): kernels launched and simulated time per step, and host seconds to
+  compile each graph.
+
+The simulated figures of the last part are the same on every machine, so they are also
+gated: ``--check bench/expected_torch.csv`` fails when one leaves its margin (both ways),
+``--update`` rewrites the file (the format of bench/expected_results.csv).
+
+Each mode runs in its own process (the mode is chosen when the device opens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _median_us(fn, repeat: int = 300) -> float:
+    for _ in range(20):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def _ops() -> dict:
+    import torch
+
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    X, Y = x.to("neuron"), y.to("neuron")
+    cases = {
+        "add 64x64": (lambda: X + Y, lambda: x + y),
+        "mul by scalar 64x64": (lambda: X * 0.5, lambda: x * 0.5),
+        "softmax 64x64": (lambda: X.softmax(-1), lambda: x.softmax(-1)),
+        "mm 64x64x64": (lambda: X @ Y, lambda: x @ y),
+    }
+    out = {}
+    for name, (dev, cpu) in cases.items():
+        d, c = _median_us(dev), _median_us(cpu)
+        out[name] = {"neuron_us": round(d, 1), "cpu_us": round(c, 1), "ratio": round(d / c, 1)}
+    return out
+
+
+def _train_step(steps: int = 3) -> dict:
+    import torch
+
+    import neuronsim
+    from neuronsim.testing import tiny_qwen3
+
+    model = tiny_qwen3().to("neuron")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 256, (2, 32)).to("neuron")
+
+    def step():
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch.neuron.synchronize()
+
+    step()  # compiles and loads the kernels
+    neuronsim.reset_fallback_counts()
+    kernels, sim, start = neuronsim.kernels_run(), neuronsim.simulated_time(), time.perf_counter()
+    for _ in range(steps):
+        step()
+    return {
+        "kernels_per_step": (neuronsim.kernels_run() - kernels) / steps,
+        "fallbacks_per_step": sum(neuronsim.fallback_counts().values()) / steps,
+        "host_s_per_step": round((time.perf_counter() - start) / steps, 4),
+        "simulated_us_per_step": round((neuronsim.simulated_time() - sim) / steps * 1e6, 3),
+    }
+
+
+def _compiled() -> dict:
+    """Eager and compiled steps of the tiny Qwen3 in the timing mode: per step, kernels
+    launched and simulated microseconds; per compiled graph, its counts and host compile
+    seconds."""
+    import torch
+
+    import neuronsim
+    from neuronsim import compiler
+    from neuronsim.testing import tiny_qwen3
+
+    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1)).to("neuron")
+
+    def measure(step) -> dict:
+        step()  # builds the kernels or compiles the graphs
+        torch.neuron.synchronize()
+        kernels, sim = neuronsim.kernels_run(), neuronsim.simulated_time()
+        step()
+        torch.neuron.synchronize()
+        return {
+            "kernels": neuronsim.kernels_run() - kernels,
+            "simulated_us": round((neuronsim.simulated_time() - sim) * 1e6, 6),
+        }
+
+    def steps(run, opt):
+        def forward():
+            with torch.no_grad():
+                run(ids)
+
+        def train():
+            run(ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+        return forward, train
+
+    rows = {}
+    for compiled in (False, True):
+        model = tiny_qwen3().to("neuron")
+        run = torch.compile(model, backend="neuron", dynamic=False) if compiled else model
+        forward, train = steps(run, torch.optim.AdamW(model.parameters(), lr=1e-3))
+        how = "compiled" if compiled else "eager"
+        rows[f"qwen3_tiny_forward_{how}"] = measure(forward)
+        rows[f"qwen3_tiny_train_step_{how}"] = measure(train)
+    graphs = {
+        g.name: {
+            "kernels": g.kernels,
+            "stages": g.stages,
+            "fused_nodes": g.fused,
+            "eager_nodes": len(g.eager),
+            "compile_s": round(g.compile_seconds, 4),
+        }
+        for g in compiler.graphs()
+    }
+    return {"steps": rows, "graphs": graphs}
+
+
+# Figures of _compiled() that the gate checks: simulated, so the same on every machine.
+def _gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
+    rows = []
+    for name, r in result["steps"].items():
+        rows += [(f"{target}/torch/{name}", k, float(v)) for k, v in r.items()]
+    for name, g in result["graphs"].items():
+        rows += [(f"{target}/torch/{name}", k, float(v)) for k, v in g.items() if k != "compile_s"]
+    return rows
+
+
+def _margin_ok(margin: str, expected: float, actual: float) -> bool:
+    if margin.startswith("abs:"):
+        return abs(actual - expected) <= float(margin[4:])
+    return abs(actual - expected) <= float(margin) * abs(expected)
+
+
+_GATE_HEADER = """\
+# Expected simulated figures of `python -m neuronsim.tools.bench` on trn2.3xlarge: the tiny
+# Qwen3 run eagerly and through torch.compile(backend="neuron"), kernels launched and
+# simulated microseconds per step, and the counts of each compiled graph. Checked by
+# `python -m neuronsim.tools.bench --check bench/expected_torch.csv`
+# (tests/python/tools/test_bench_gate.py); regenerate with --update, which keeps margins.
+# Margins as in bench/expected_results.csv.
+# Rule: a commit that changes an expected value gives the reason for it in the same commit.
+benchmark,metric,value,margin
+"""
+
+
+def _read_expected(path: str) -> list[tuple[str, str, float, str]]:
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith(("#", "benchmark,")):
+                continue
+            fields = line.split(",")
+            if len(fields) != 4:
+                raise SystemExit(f"{path}:{number}: expected benchmark,metric,value,margin")
+            rows.append((fields[0], fields[1], float(fields[2]), fields[3]))
+    return rows
+
+
+def check(path: str, measured: list[tuple[str, str, float]]) -> list[str]:
+    """The failures of `measured` against the expected file: rows out of margin (either
+    way), missing from the run, or measured but not expected."""
+    actual = {(b, m): v for b, m, v in measured}
+    failures, seen = [], set()
+    for bench, metric, value, margin in _read_expected(path):
+        seen.add((bench, metric))
+        if (bench, metric) not in actual:
+            failures.append(f"MISSING {bench} {metric}: expected {value}, not measured")
+        elif not _margin_ok(margin, value, actual[(bench, metric)]):
+            failures.append(
+                f"FAIL {bench} {metric}: expected {value}, actual {actual[(bench, metric)]}, "
+                f"margin {margin}"
+            )
+    failures += [
+        f"NEW {b} {m}: {v} (not in {path})" for (b, m), v in actual.items() if (b, m) not in seen
+    ]
+    return failures
+
+
+def update(path: str, measured: list[tuple[str, str, float]], header: str = _GATE_HEADER) -> None:
+    """Rewrites the expected file `path` with `measured`, keeping the margins it had."""
+    margins = {}
+    if os.path.exists(path):
+        margins = {(b, m): margin for b, m, _, margin in _read_expected(path)}
+    with open(path, "w") as f:
+        f.write(header)
+        for bench, metric, value in measured:
+            exact = float(value).is_integer() and metric != "simulated_us"
+            default = "abs:0" if exact else "1e-06"
+            f.write(f"{bench},{metric},{value!r},{margins.get((bench, metric), default)}\n")
+
+
+def _part(name: str) -> dict:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    return {"ops": _ops, "train_step": _train_step, "compiled": _compiled}[name]()
+
+
+def _run(part: str, mode: str) -> dict:
+    env = dict(os.environ, NEURONSIM_MODE=mode, HF_HUB_OFFLINE="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "neuronsim.tools.bench", "--part", part],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"neuronsim.tools.bench: the {part} part failed in {mode}:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m neuronsim.tools.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--part", choices=["ops", "train_step", "compiled"], help=argparse.SUPPRESS)
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--check", metavar="CSV", help="run only the gated part and check it against CSV"
+    )
+    parser.add_argument("--update", metavar="CSV", help="run only the gated part and rewrite CSV")
+    parser.add_argument(
+        "--csv",
+        metavar="PATH",
+        help="run only the gated part and write its figures as benchmark,metric,value rows "
+        "(what `neuron-sim bench --suite` records)",
+    )
+    args = parser.parse_args(argv)
+    if args.part:
+        print(json.dumps(_part(args.part)))
+        return 0
+    if args.check or args.update or args.csv:
+        result = _run("compiled", "functional-and-timing")
+        measured = _gate_rows(result, "trn2")
+        if args.csv:
+            with open(args.csv, "w") as f:
+                f.write("benchmark,metric,value\n")
+                f.writelines(f"{b},{m},{v!r}\n" for b, m, v in measured)
+            print(f"neuronsim.tools.bench: wrote {len(measured)} figures to {args.csv}")
+            if not (args.check or args.update):
+                return 0
+        if args.update:
+            update(args.update, measured)
+            print(f"neuronsim.tools.bench: wrote {len(measured)} rows to {args.update}")
+            return 0
+        failures = check(args.check, measured)
+        for line in failures:
+            print(line)
+        print(
+            f"neuronsim.tools.bench: {len(measured) - len(failures)} of {len(measured)} rows pass"
+        )
+        return 1 if failures else 0
+    results = {
+        "ops_functional_only": _run("ops", "functional-only"),
+        "train_step_functional_only": _run("train_step", "functional-only"),
+        "train_step_timing": _run("train_step", "functional-and-timing"),
+        "compiled_timing": _run("compiled", "functional-and-timing"),
+    }
+    print("host time per cached op, functional-only (median):")
+    for name, r in results["ops_functional_only"].items():
+        print(
+            f"  {name:22s} {r['neuron_us']:8.1f} us   torch CPU {r['cpu_us']:7.1f} us   "
+            f"ratio {r['ratio']:.1f}x"
+        )
+    for key, label in (
+        ("train_step_functional_only", "functional-only"),
+        ("train_step_timing", "functional-and-timing"),
+    ):
+        r = results[key]
+        print(
+            f"tiny Qwen3 training step, {label}: {r['kernels_per_step']:.0f} kernels, "
+            f"{r['fallbacks_per_step']:.0f} CPU fallbacks, host {r['host_s_per_step']:.3f} s, "
+            f"simulated {r['simulated_us_per_step']:.1f} us"
+        )
+    steps = results["compiled_timing"]["steps"]
+    print("tiny Qwen3, eager against torch.compile(backend='neuron'), per step (timing mode):")
+    for what in ("forward", "train_step"):
+        e, c = steps[f"qwen3_tiny_{what}_eager"], steps[f"qwen3_tiny_{what}_compiled"]
+        print(
+            f"  {what:10s} eager {e['kernels']:4d} kernels {e['simulated_us']:9.1f} us   "
+            f"compiled {c['kernels']:4d} kernels {c['simulated_us']:9.1f} us"
+        )
+    for name, g in results["compiled_timing"]["graphs"].items():
+        print(
+            f"  graph {name}: {g['kernels']} kernel(s), {g['stages']} stages, "
+            f"{g['fused_nodes']} fused, {g['eager_nodes']} eager nodes, "
+            f"compiled in {g['compile_s']:.3f} s"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
