@@ -15,7 +15,7 @@ import pytest
 
 from headless_chromium import HeadlessChromium, find_chromium, nonblank_fraction
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 NEURON_SIM = ROOT / "build" / "bin" / "neuron-sim"
 REGRESSED = ("trn2/neff/matmul_bf16", "total_time_ns")
 

@@ -240,7 +240,7 @@ def test_the_neff_cache_survives_a_new_process(tmp_path, run_python):
     assert neff.stat().st_size > 1024
 
 
-NEURON_SIM = pathlib.Path(__file__).resolve().parents[2] / "build" / "bin" / "neuron-sim"
+NEURON_SIM = pathlib.Path(__file__).resolve().parents[3] / "build" / "bin" / "neuron-sim"
 
 
 @pytest.mark.skipif(not NEURON_SIM.exists(), reason="the CLI is built by the C++ build")

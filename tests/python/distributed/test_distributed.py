@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).parent / "distributed"
+SCRIPTS = Path(__file__).parent
 
 
 def child_environment(**extra: str) -> dict[str, str]:

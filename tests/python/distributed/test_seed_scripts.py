@@ -23,19 +23,20 @@ from neuronsim.tools import bench
 from test_distributed import SCRIPTS, child_environment, torchrun
 
 # The scripts live beside the checkout, in ../shared/seed-scripts.
-SEED_SCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "seed-scripts"
+SEED_SCRIPTS = Path(__file__).resolve().parents[4] / "shared" / "seed-scripts"
 
 
 # The measurements of the runs below (simulated, so the same on every machine) are gated
 # like the other benchmarks; NEURONSIM_BENCH_UPDATE=1 rewrites the file instead.
-GATE = Path(__file__).resolve().parents[2] / "bench" / "expected_seed_scripts.csv"
+GATE = Path(__file__).resolve().parents[3] / "bench" / "expected_seed_scripts.csv"
 GATE_HEADER = """\
 # Expected simulated figures of the seed scripts on trn2.3xlarge under torchrun
-# (tests/python/test_seed_scripts.py, which checks them): sft_neuron_example.py with
-# TP_SIZE=2 FSDP_SIZE=2 on 4 ranks (per steady training step, rank 0: simulated time, time in
-# collectives and their share; peak device memory of any rank) and generate_tp.py on 2 ranks
-# (new tokens and simulated tokens per second). Margins as in bench/expected_results.csv;
-# NEURONSIM_BENCH_UPDATE=1 pytest tests/python/test_seed_scripts.py rewrites the file.
+# (tests/python/distributed/test_seed_scripts.py, which checks them): sft_neuron_example.py
+# with TP_SIZE=2 FSDP_SIZE=2 on 4 ranks (per steady training step, rank 0: simulated time,
+# time in collectives and their share; peak device memory of any rank) and generate_tp.py on
+# 2 ranks (new tokens and simulated tokens per second). Margins as in
+# bench/expected_results.csv; NEURONSIM_BENCH_UPDATE=1 pytest
+# tests/python/distributed/test_seed_scripts.py rewrites the file.
 # Rule: a commit that changes an expected value gives the reason for it in the same commit.
 benchmark,metric,value,margin
 """

@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 import sys
 
-EXPECTED = pathlib.Path(__file__).resolve().parents[2] / "bench" / "expected_torch.csv"
+EXPECTED = pathlib.Path(__file__).resolve().parents[3] / "bench" / "expected_torch.csv"
 
 
 def test_the_compiled_tiny_qwen3_meets_its_expected_figures(tmp_path):

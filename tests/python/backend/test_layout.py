@@ -1,0 +1,111 @@
+"""The backend's layers, as docs/architecture.md draws them, checked on the sources.
+
+The C++ extension (python/csrc) is laid out as PyTorch's reference backend: runtime/
+(device, guard, streams, generator, hooks, allocator) under aten/ (the kernels), with
+amp/, distributed/ and compiler/ beside aten and module.cpp on top. Includes run down
+the layers only and no two files include each other, directly or through others. The
+device-facing Python package never imports its tools (neuronsim.tools)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+CSRC = ROOT / "python" / "csrc"
+PACKAGE = ROOT / "python" / "neuronsim"
+
+# What each folder of csrc may include from csrc (its own folder is always allowed).
+MAY_INCLUDE = {
+    "runtime": set(),
+    "aten": {"runtime"},
+    "amp": {"runtime", "aten"},
+    "distributed": {"runtime", "aten"},
+    "compiler": {"runtime", "aten"},
+    ".": {"runtime", "aten", "amp", "distributed", "compiler"},
+}
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
+
+
+def _sources() -> list[Path]:
+    return sorted(p for p in CSRC.rglob("*") if p.suffix in (".h", ".cpp"))
+
+
+def _layer(path: Path) -> str:
+    parts = path.relative_to(CSRC).parts
+    return parts[0] if len(parts) > 1 else "."
+
+
+def _local_includes(path: Path) -> list[Path]:
+    """The csrc files `path` includes (project and library headers are left out)."""
+    found = []
+    for name in INCLUDE.findall(path.read_text()):
+        if name.startswith("neuronsim/"):
+            continue
+        target = CSRC / name
+        assert target.is_file(), f"{path.relative_to(CSRC)} includes {name!r}, not under csrc/"
+        found.append(target)
+    return found
+
+
+def _unit(path: Path) -> str:
+    """A header and its source are one unit of the include graph."""
+    return str(path.relative_to(CSRC).with_suffix(""))
+
+
+def test_csrc_has_the_layers():
+    assert {p.name for p in CSRC.iterdir() if p.is_dir()} == set(MAY_INCLUDE) - {"."}
+    assert [p.name for p in CSRC.iterdir() if p.is_file()] == ["module.cpp"]
+
+
+def test_includes_run_down_the_layers():
+    wrong = []
+    for path in _sources():
+        layer = _layer(path)
+        for target in _local_includes(path):
+            if _layer(target) not in MAY_INCLUDE[layer] | {layer}:
+                wrong.append(f"{path.relative_to(CSRC)} -> {target.relative_to(CSRC)}")
+    assert not wrong, "includes against the layers: " + ", ".join(wrong)
+
+
+def test_include_graph_has_no_cycle():
+    graph: dict[str, set[str]] = {}
+    for path in _sources():
+        edges = graph.setdefault(_unit(path), set())
+        edges.update(_unit(t) for t in _local_includes(path) if _unit(t) != _unit(path))
+    state: dict[str, str] = {}
+
+    def visit(unit: str, trail: list[str]) -> None:
+        state[unit] = "open"
+        for nxt in sorted(graph.get(unit, ())):
+            if state.get(nxt) == "open":
+                cycle = trail[trail.index(nxt) :] + [unit, nxt] if nxt in trail else [unit, nxt]
+                raise AssertionError("include cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*trail, unit])
+        state[unit] = "done"
+
+    for unit in sorted(graph):
+        if unit not in state:
+            visit(unit, [])
+
+
+def test_device_package_never_imports_the_tools():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "tools" or relative.name in ("hub.py", "bench.py"):
+            continue  # the tools themselves, and the old names that alias them
+        package = ["neuronsim", *relative.parts[:-1]]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [module] + [f"{module}.{a.name}" for a in node.names]
+            if any(n == "neuronsim.tools" or n.startswith("neuronsim.tools.") for n in names):
+                wrong.append(f"{relative}:{node.lineno}")
+    assert not wrong, "the device package imports its tools at " + ", ".join(wrong)
