@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks that every C and C++ source follows .clang-format (the libnrt headers in
-# runtime_shim/include/ keep the SDK's own layout), and that the Python code passes ruff
-# (format and lint). With --fix, formats them in place.
+# runtime_shim/include/ keep the SDK's own layout), and that the Python code passes ruff:
+# its formatter, and its linter with the rule set of pyproject.toml ([tool.ruff.lint]:
+# pycodestyle, pyflakes, import order, bugbear, pyupgrade, comprehensions). With --fix,
+# formats them in place.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mapfile -t files < <(git ls-files '*.c' '*.cpp' '*.h' | grep -v '^runtime_shim/include/')

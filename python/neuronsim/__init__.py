@@ -44,11 +44,12 @@ def _autoload() -> None:
     which is why it is defined before torch is imported."""
 
 
+# Refused before torch is imported: importing torch autoloads the installed device backend.
 _refuse_aws_torch_neuronx()
 
-import torch
+import torch  # noqa: E402
 
-from . import _C
+from . import _C  # noqa: E402
 
 
 def _register() -> None:

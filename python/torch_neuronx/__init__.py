@@ -6,5 +6,5 @@ the API is neuronsim's (``import neuronsim``).
 This is not AWS's torch-neuronx, and must never be installed beside it.
 """
 
-from neuronsim import *
+from neuronsim import *  # noqa: F403 (the compatibility name re-exports the API)
 from neuronsim import __version__, _autoload  # noqa: F401

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from checks import Checks
 
 import neuronsim
+from checks import Checks
 
 DTYPES = [
     torch.float32,

@@ -10,7 +10,6 @@ import copy
 
 import torch
 import torch.distributed as dist
-from checks import Checks
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
@@ -21,6 +20,7 @@ from torch.testing._internal.distributed._tensor.common_dtensor import (
 )
 
 import neuronsim  # noqa: F401
+from checks import Checks
 
 dist.init_process_group("neuron")
 R = dist.get_world_size()
