@@ -94,13 +94,13 @@ def publish(paths: CachePaths, repo_type: str, repo_id: str, source: Path) -> tu
     return snapshot, commit
 
 
-def _size_text(folder: Path) -> str:
+def size_text(folder: Path) -> str:
     files = [p for p in folder.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     return f"{len(files)} files, {size / 1e6:.2f} MB"
 
 
-def _already_there(paths: CachePaths, repo_type: str, repo_id: str, force: bool) -> bool:
+def already_there(paths: CachePaths, repo_type: str, repo_id: str, force: bool) -> bool:
     folder = repo_folder(paths, repo_type, repo_id)
     if force:
         shutil.rmtree(folder, ignore_errors=True)
@@ -112,12 +112,12 @@ def _already_there(paths: CachePaths, repo_type: str, repo_id: str, force: bool)
     return True
 
 
-def _snapshot(paths: CachePaths, repo_type: str, repo_id: str) -> Path:
+def snapshot_folder(paths: CachePaths, repo_type: str, repo_id: str) -> Path:
     folder = repo_folder(paths, repo_type, repo_id)
     return folder / "snapshots" / published_commit(folder)
 
 
-def _model_card(repo_id: str, library: str, what: str, weights: str = "random") -> str:
+def model_card(repo_id: str, library: str, what: str, weights: str = "random") -> str:
     """A README.md saying what the repository is, for whoever finds it in a cache."""
     return (
         f"---\nlibrary_name: {library}\ntags:\n- neuronsim\n- random-weights\n---\n\n"

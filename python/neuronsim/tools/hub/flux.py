@@ -8,12 +8,12 @@ from pathlib import Path
 
 from .cache import (
     CachePaths,
-    _already_there,
-    _model_card,
-    _size_text,
-    _snapshot,
+    already_there,
     cache_paths,
+    model_card,
     publish,
+    size_text,
+    snapshot_folder,
 )
 from .tokenizer import CLIP_MAX_LENGTH, clip_tokenizer, t5_tokenizer
 
@@ -110,8 +110,8 @@ def write_diffusion_pipeline(*, paths: CachePaths | None = None, force: bool = F
     unless told a dtype, so the stored weights are exactly the ones used, and at these
     sizes the whole pipeline is still about 2 MB. Returns its snapshot folder."""
     paths = paths or cache_paths()
-    if _already_there(paths, "model", DIFFUSION_ID, force):
-        return _snapshot(paths, "model", DIFFUSION_ID)
+    if already_there(paths, "model", DIFFUSION_ID, force):
+        return snapshot_folder(paths, "model", DIFFUSION_ID)
     from diffusers import FluxPipeline
 
     pipeline = FluxPipeline(**flux_components())
@@ -122,7 +122,7 @@ def write_diffusion_pipeline(*, paths: CachePaths | None = None, force: bool = F
     )
     with tempfile.TemporaryDirectory() as tmp:
         pipeline.save_pretrained(tmp, safe_serialization=True)
-        Path(tmp, "README.md").write_text(_model_card(DIFFUSION_ID, "diffusers", what))
+        Path(tmp, "README.md").write_text(model_card(DIFFUSION_ID, "diffusers", what))
         snapshot, _ = publish(paths, "model", DIFFUSION_ID, Path(tmp))
-    print(f"hub: wrote {DIFFUSION_ID} (FluxPipeline, {_size_text(snapshot)})")
+    print(f"hub: wrote {DIFFUSION_ID} (FluxPipeline, {size_text(snapshot)})")
     return snapshot

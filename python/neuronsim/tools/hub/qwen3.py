@@ -8,15 +8,15 @@ from pathlib import Path
 
 from .cache import (
     CachePaths,
-    _already_there,
-    _model_card,
-    _size_text,
-    _snapshot,
+    already_there,
     cache_paths,
+    model_card,
     publish,
+    size_text,
+    snapshot_folder,
 )
 from .corpus import opening_conversations
-from .tokenizer import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, _bpe_parts, train_qwen_tokenizer
+from .tokenizer import CHAT_TEMPLATE, ENDOFTEXT, IM_END, IM_START, bpe_parts, train_qwen_tokenizer
 from .ultrachat import ultrachat_rows
 
 # ---------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def qwen_tokenizer():
     with the special tokens and the settings of Qwen3's tokenizer_config.json."""
     from transformers import Qwen2Tokenizer
 
-    vocab, merges = _bpe_parts(train_qwen_tokenizer())
+    vocab, merges = bpe_parts(train_qwen_tokenizer())
     return Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,
@@ -209,8 +209,8 @@ def write_qwen3(
     QWEN3_FIT_STEPS[model_id] steps (fit_qwen3), with the tokenizer. Returns its snapshot
     folder."""
     paths = paths or cache_paths()
-    if _already_there(paths, "model", model_id, force):
-        return _snapshot(paths, "model", model_id)
+    if already_there(paths, "model", model_id, force):
+        return snapshot_folder(paths, "model", model_id)
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -237,8 +237,8 @@ def write_qwen3(
         model.save_pretrained(tmp)
         # The template goes into tokenizer_config.json, where Qwen3's repositories keep it.
         tokenizer.save_pretrained(tmp, save_jinja_files=False)
-        card = _model_card(model_id, "transformers", what, weights)
+        card = model_card(model_id, "transformers", what, weights)
         Path(tmp, "README.md").write_text(card)
         snapshot, _ = publish(paths, "model", model_id, Path(tmp))
-    print(f"hub: wrote {model_id} (Qwen3 causal LM, seed {seed}{fitted}, {_size_text(snapshot)})")
+    print(f"hub: wrote {model_id} (Qwen3 causal LM, seed {seed}{fitted}, {size_text(snapshot)})")
     return snapshot

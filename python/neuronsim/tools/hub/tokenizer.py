@@ -90,7 +90,7 @@ def train_qwen_tokenizer():
     return tokenizer
 
 
-def _bpe_parts(tokenizer) -> tuple[dict[str, int], list[tuple[str, str]]]:
+def bpe_parts(tokenizer) -> tuple[dict[str, int], list[tuple[str, str]]]:
     model = json.loads(tokenizer.to_str())["model"]
     return model["vocab"], [tuple(merge) for merge in model["merges"]]
 

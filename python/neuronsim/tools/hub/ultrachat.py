@@ -11,12 +11,12 @@ from pathlib import Path
 
 from .cache import (
     CachePaths,
-    _already_there,
-    _snapshot,
+    already_there,
     cache_paths,
     publish,
     published_commit,
     repo_folder,
+    snapshot_folder,
 )
 from .corpus import conversation
 
@@ -154,11 +154,11 @@ def write_ultrachat(*, paths: CachePaths | None = None, force: bool = False) -> 
     """Write ULTRACHAT_ID: its hub repository, then the Arrow cache datasets reads offline
     (again from the repository when only the cache is missing). Returns the cache folder."""
     paths = paths or cache_paths()
-    if _already_there(paths, "dataset", ULTRACHAT_ID, force):
+    if already_there(paths, "dataset", ULTRACHAT_ID, force):
         commit = published_commit(repo_folder(paths, "dataset", ULTRACHAT_ID))
         target = ultrachat_cache_folder(paths, commit)
         if not (target / "dataset_info.json").is_file():
-            write_ultrachat_cache(paths, _snapshot(paths, "dataset", ULTRACHAT_ID), commit)
+            write_ultrachat_cache(paths, snapshot_folder(paths, "dataset", ULTRACHAT_ID), commit)
             print(f"hub: wrote the Arrow cache of {ULTRACHAT_ID} ({target})")
         return target
     with tempfile.TemporaryDirectory() as tmp:
