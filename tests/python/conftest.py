@@ -35,7 +35,7 @@ MACHINE_VARIABLES = (
 
 def pytest_configure(config):
     # Every fallback warns once per op; tests that care record warnings themselves.
-    config.addinivalue_line("filterwarnings", "ignore:.*has no neuron kernel:UserWarning")
+    config.addinivalue_line("filterwarnings", "ignore:.*it runs on the CPU:UserWarning")
 
 
 @pytest.fixture(autouse=True)

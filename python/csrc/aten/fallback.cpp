@@ -8,16 +8,21 @@
 #include "aten/fallback.h"
 
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/library.h>
 
+#include "aten/refusal.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -35,6 +40,11 @@ bool g_strict = [] {
 }();
 
 thread_local int t_inspecting = 0;
+
+struct Refusal {
+  std::string op, reason;
+};
+thread_local std::optional<Refusal> t_refusal;
 
 std::string op_name(const c10::FunctionSchema& schema) {
   return schema.overload_name().empty() ? schema.name()
@@ -142,16 +152,84 @@ void write_back_resized(Conversion& c) {
   }
 }
 
+std::string describe(const at::Tensor& t) {
+  if (!t.defined()) return "None";
+  return fmt::format("{}[{}]{}", c10::getDtypeNames(t.scalar_type()).first,
+                     fmt::join(t.sizes(), ", "), t.is_contiguous() ? "" : " (strided)");
+}
+
+// The tensors an op was called with: "float32[2, 8], bfloat16[8, 70000] (strided)".
+std::string describe_tensors(const torch::jit::Stack& stack, size_t first, size_t count) {
+  std::vector<std::string> parts;
+  for (size_t i = first; i < first + count; ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      parts.push_back(describe(v.toTensor()));
+    } else if (v.isTensorList()) {
+      std::vector<std::string> items;
+      for (const at::Tensor& t : v.toTensorList()) items.push_back(describe(t));
+      if (items.size() > 4) items.resize(4), items.emplace_back("...");
+      parts.push_back(fmt::format("[{}]", fmt::join(items, ", ")));
+    }
+  }
+  return parts.empty() ? "no tensors" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Counts one CPU run of `op`; the first one warns, strict mode refuses it, each saying
+// what ran on the CPU and why (`what`, called only then).
+void count(const std::string& op, const std::function<std::string()>& what) {
+  if (t_inspecting > 0) return;
+  bool first = false;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_strict)
+      fail(fmt::format("{}, and strict mode (NEURONSIM_STRICT=1) forbids running it on the CPU",
+                       what()));
+    first = g_counts[op]++ == 0;
+  }
+  if (first)
+    TORCH_WARN(what(),
+               ": it runs on the CPU (counted in neuronsim.fallback_counts(); "
+               "NEURONSIM_STRICT=1 makes it an error)");
+}
+
+// What sent `op` on `tensors` to the CPU: the kernel's own reason when it refused the case
+// (which limit, which dtype), else whether the op has a neuron kernel at all.
+std::string fallback_reason(const std::string& op, const std::string& tensors,
+                            const std::optional<std::string>& refused, bool has_kernel) {
+  if (refused)
+    return fmt::format("{} on {} is not covered by its neuron kernel ({})", op, tensors, *refused);
+  if (has_kernel)
+    return fmt::format(
+        "{} on {} is not covered by its neuron kernel (a dtype, layout or size it does not take)",
+        op, tensors);
+  return fmt::format("{} on {} has no neuron kernel", op, tensors);
+}
+
 }  // namespace
+
+void note_refusal(const std::string& op, const std::string& reason) {
+  t_refusal = Refusal{op, reason};
+}
+
+std::optional<std::string> take_refusal(const std::string& op) {
+  std::optional<Refusal> noted = std::exchange(t_refusal, std::nullopt);
+  if (!noted || !(op == noted->op || op.rfind(noted->op + ".", 0) == 0)) return std::nullopt;
+  return noted->reason;
+}
 
 void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = handle.schema();
   const std::string op = op_name(schema);
-  count_fallback(op);
-
   const size_t num_args = schema.arguments().size();
-  Conversion c;
   const size_t first = stack->size() - num_args;
+  const std::optional<std::string> refused = take_refusal(op);
+  count(op, [&] {
+    return fallback_reason(op, describe_tensors(*stack, first, num_args), refused,
+                           handle.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1));
+  });
+
+  Conversion c;
   std::optional<size_t> generator_arg;
   for (size_t i = 0; i < num_args; ++i) {
     const c10::Argument& arg = schema.arguments()[i];
@@ -199,21 +277,7 @@ void end_host_inspection() {
 }
 
 void count_fallback(const std::string& op) {
-  if (t_inspecting > 0) return;
-  bool first = false;
-  {
-    std::lock_guard lock(g_mu);
-    if (g_strict)
-      fail(
-          fmt::format("{} has no neuron kernel, and strict mode (NEURONSIM_STRICT=1) forbids "
-                      "running it on the CPU",
-                      op));
-    first = g_counts[op]++ == 0;
-  }
-  if (first)
-    TORCH_WARN(op,
-               " has no neuron kernel: it runs on the CPU (counted in "
-               "neuronsim.fallback_counts(); NEURONSIM_STRICT=1 makes it an error)");
+  count(op, [&] { return op + " has no neuron kernel"; });
 }
 
 std::map<std::string, uint64_t> fallback_counts() {

@@ -20,7 +20,7 @@ def _fallback_warnings(caught, word: str) -> list[str]:
     return [
         str(w.message)
         for w in caught
-        if "has no neuron kernel" in str(w.message) and word in str(w.message)
+        if "it runs on the CPU" in str(w.message) and word in str(w.message)
     ]
 
 
@@ -127,6 +127,35 @@ def test_fallback_warns_once_per_op(x):
     assert "fallback_counts" in cumprod[0] or "CPU" in cumprod[0]
     assert len(_fallback_warnings(caught, "sort")) == 1
     assert all(issubclass(w.category, UserWarning) for w in caught)
+
+
+def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
+    # The matmul kernel takes N up to 65535 (one HBM access pattern's rows): past that,
+    # the fallback names the limit, the op and its tensors, in strict mode and in the warning.
+    a = torch.arange(16.0).reshape(2, 8) / 16
+    b = torch.ones(8, 70_000) / 8
+    da, db = a.to("neuron"), b.to("neuron")
+    with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
+        torch.mm(da, db)
+    refused = str(err.value)
+    for part in ("aten::mm", "float32[2, 8], float32[8, 70000]", "N = 70000", "65535", "strict"):
+        assert part in refused, refused
+    assert "has no neuron kernel" not in refused
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.mm(da, db)
+    said = _fallback_warnings(caught, "aten::mm")
+    assert len(said) == 1 and "N = 70000 exceeds the supported 65535" in said[0], said
+    assert neuronsim.fallback_counts() == {"aten::mm": 1}
+    torch.testing.assert_close(got.cpu(), a @ b)
+
+
+def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):
+    with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
+        torch.cumprod(x.to("neuron").to(torch.bfloat16), 1)
+    # cumprod runs as cumprod.out: its input and its output, each with dtype and sizes.
+    said = str(err.value)
+    assert "aten::cumprod.out on bfloat16[2, 4], bfloat16[2, 4] has no neuron kernel" in said
 
 
 def test_strict_mode_refuses_a_fallback(x):
