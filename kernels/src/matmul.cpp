@@ -448,7 +448,10 @@ MatmulShape check_views(const View& a, const View& b, const View& out) {
   require(a.sizes[r - 2] == M && b.sizes[r - 2] == K && b.sizes[r - 1] == N, kName,
           fmt::format("a [{}] times b [{}] is not out [{}]", fmt::join(a.sizes, ", "),
                       fmt::join(b.sizes, ", "), fmt::join(out.sizes, ", ")));
-  check_dims(kName, {{"M", M}, {"K", K}, {"N", N}});
+  // Views are declared flat (declare_operand) and tiled: no dim becomes the row count of
+  // one access pattern, so M, K and N are limited only by what check_view checks.
+  for (const auto& [name, value] : {std::pair{"M", M}, {"K", K}, {"N", N}})
+    require(value >= 1, kName, fmt::format("{} must be at least 1, not {}", name, value));
   MatmulShape shape;
   // A^T straight from HBM is one descriptor per element unless A's m index is the contiguous
   // one (A a transposed view): then a DMA does it, else PE transposes (docs/cost-model.md §4.2).
@@ -458,7 +461,7 @@ MatmulShape check_views(const View& a, const View& b, const View& out) {
     for (const View* v : {&a, &b})
       require(v->sizes[0] == B || v->sizes[0] == 1, kName,
               fmt::format("batch {} of an operand is neither out's {} nor 1", v->sizes[0], B));
-    check_dims(kName, {{"batch", B}});
+    require(B >= 1, kName, fmt::format("batch must be at least 1, not {}", B));
     shape.batches = u32(B);
     shape.b_shared = b.sizes[0] == 1 || b.strides[0] == 0;
   }

@@ -89,6 +89,19 @@ TEST(MatmulViews, Batched) {
         View{DType::fp32, {2, 40, 20}, {800, 1, 40}});
 }
 
+// Views are declared flat and tiled 128 rows at a time: M is not bound by an access
+// pattern's 16-bit row count. K and N are bound by what one partition of SBUF holds.
+TEST(MatmulViews, TakesMoreThan65535RowsAndNamesTheSbufLimit) {
+  EXPECT_NO_THROW(matmul("trn2", contiguous(DType::fp32, {70000, 8}),
+                         contiguous(DType::fp32, {8, 16}), contiguous(DType::fp32, {70000, 16})));
+  test::expect_invalid(
+      [&] {
+        matmul("trn2", contiguous(DType::bf16, {4, 256}), contiguous(DType::bf16, {256, 151936}),
+               contiguous(DType::bf16, {4, 151936}));
+      },
+      {"matmul", "N=151936", "bytes per SBUF partition"});
+}
+
 TEST(MatmulViews, RefusesBadShapes) {
   const View a = contiguous(DType::bf16, {4, 5}), b = contiguous(DType::bf16, {5, 6});
   const View out = contiguous(DType::fp32, {4, 6});

@@ -130,24 +130,25 @@ def test_fallback_warns_once_per_op(x):
 
 
 def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
-    # The matmul kernel takes N up to 65535 (one HBM access pattern's rows): past that,
-    # the fallback names the limit, the op and its tensors, in strict mode and in the warning.
-    a = torch.arange(16.0).reshape(2, 8) / 16
-    b = torch.ones(8, 70_000) / 8
-    da, db = a.to("neuron"), b.to("neuron")
+    # The row gather takes tables of up to 65535 rows (one HBM access pattern's rows): past
+    # that, the fallback names the limit, the op and its tensors, in strict mode and in the
+    # warning.
+    table = torch.arange(70_000 * 4, dtype=torch.float32).reshape(70_000, 4)
+    index = torch.tensor([69_999, 3, 65_536])
+    dt, di = table.to("neuron"), index.to("neuron")
     with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
-        torch.mm(da, db)
+        dt.index_select(0, di)
     refused = str(err.value)
-    for part in ("aten::mm", "float32[2, 8], float32[8, 70000]", "N = 70000", "65535", "strict"):
+    for part in ("aten::index_select", "float32[70000, 4], int64[3]", "rows = 70000", "65535"):
         assert part in refused, refused
-    assert "has no neuron kernel" not in refused
+    assert "strict mode" in refused and "has no neuron kernel" not in refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = torch.mm(da, db)
-    said = _fallback_warnings(caught, "aten::mm")
-    assert len(said) == 1 and "N = 70000 exceeds the supported 65535" in said[0], said
-    assert neuronsim.fallback_counts() == {"aten::mm": 1}
-    torch.testing.assert_close(got.cpu(), a @ b)
+        got = dt.index_select(0, di)
+    said = _fallback_warnings(caught, "aten::index_select")
+    assert len(said) == 1 and "rows = 70000 exceeds the supported 65535" in said[0], said
+    assert neuronsim.fallback_counts() == {"aten::index_select": 1}
+    torch.testing.assert_close(got.cpu(), table.index_select(0, index))
 
 
 def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):

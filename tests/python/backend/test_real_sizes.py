@@ -1,0 +1,33 @@
+"""Kernels at the sizes real models reach, in strict mode (no CPU fallback) against the
+CPU. Tests keep one layer's worth of work; the benchmarks carry the full sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neuronsim
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    with neuronsim.strict_mode():
+        yield
+
+
+def test_matmul_over_more_than_65535_tokens():
+    # 70,000 rows of activations against a weight: the rows are tiled 128 at a time, with
+    # no limit from one access pattern's 16-bit row count.
+    torch.manual_seed(0)
+    x, w = torch.randn(70_000, 64), torch.randn(64, 128)
+    got = x.to("neuron") @ w.to("neuron")
+    torch.testing.assert_close(got.cpu(), x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_linear_over_more_than_65535_tokens_in_bfloat16():
+    torch.manual_seed(1)
+    x = torch.randn(2, 35_000, 64, dtype=torch.bfloat16)
+    w = torch.randn(96, 64, dtype=torch.bfloat16)
+    got = torch.nn.functional.linear(x.to("neuron"), w.to("neuron"))
+    expected = (x.float().reshape(-1, 64) @ w.float().t()).reshape(2, 35_000, 96)
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=5e-2)
