@@ -155,11 +155,19 @@ class MatmulKernel {
         for (const HbmMatrix& in : norm_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
       }
     }
-    const uint64_t fixed = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
-                           2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions) +
-                           2 * tile_bytes(rows_dt, N_) + epilogue_bytes;
+    const uint64_t a_bytes = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
+                             2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions);
     const uint64_t resident = KT_ * tile_bytes(dt_, N_);
     const uint64_t streamed = kStreamBufs * tile_bytes(dt_, kNTile);
+    // The product's rows are stored in blocks of block_cols_ columns: whole rows when they
+    // fit (an epilogue needs them whole), else the widest multiple of a PSUM tile that
+    // does, so that N (an LM head's vocabulary) has no limit of its own.
+    const uint64_t whole = 2 * tile_bytes(rows_dt, N_) + epilogue_bytes;
+    if (!has_epilogue_ && a_bytes + whole + streamed > capacity && a_bytes + streamed < capacity) {
+      const uint64_t cols = (capacity - a_bytes - streamed) / (2 * isa::dtype_size(rows_dt));
+      block_cols_ = std::max<uint32_t>(u32(cols / kNTile * kNTile), kNTile);
+    }
+    const uint64_t fixed = a_bytes + 2 * tile_bytes(rows_dt, block_cols_) + epilogue_bytes;
     b_resident_ = shape_.b_shared && resident <= b_resident_budget && fixed + resident <= capacity;
     require(fixed + streamed <= capacity, kName,
             fmt::format("K={}, N={} need {} bytes per SBUF partition, {} has {}", K_, N_,
@@ -167,7 +175,7 @@ class MatmulKernel {
     for (int i = 0; i < 2; ++i) {
       if (!shape_.a_direct) a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
       a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, KT_ * kPartitions);
-      out_rows_[i] = sbuf(kb_, kName, rows_dt, kPartitions, N_);
+      out_rows_[i] = sbuf(kb_, kName, rows_dt, kPartitions, block_cols_);
       if (has_epilogue_) {
         stored_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
         for (const HbmMatrix& in : epilogue_in_)
@@ -283,20 +291,26 @@ class MatmulKernel {
       if (i + 1 < shape_.batches * mtiles_.count()) transpose_a(i + 1);
     }
     const uint32_t m = m_of(i), mp = mtiles_.parts(m);
-    const AccessPattern out = isa::rows(out_rows_[i % 2], 0, mp);
-    for (uint32_t nt = 0; nt < NT_; ++nt) {
-      const AccessPattern acc =
-          isa::cols(isa::rows(acc_[acc_next_++ % kAccBanks], 0, mp), 0, n_cols(nt));
-      for (uint32_t kt = 0; kt < KT_; ++kt) {
-        const AccessPattern stationary =
-            isa::cols(isa::rows(a_t_[i % 2], 0, k_parts(kt)), kt * mp, mp);
-        kb_.matmul(acc, stationary, b_tile(batch_of(i), kt, nt), /*accumulate=*/kt > 0);
+    const uint32_t tiles_per_block = block_cols_ / kNTile + (block_cols_ % kNTile ? 1 : 0);
+    for (uint32_t nt0 = 0; nt0 < NT_; nt0 += tiles_per_block) {
+      const uint32_t first = nt0 * kNTile, cols = std::min(block_cols_, N_ - first);
+      const AccessPattern out = isa::cols(isa::rows(out_rows_[out_next_++ % 2], 0, mp), 0, cols);
+      for (uint32_t nt = nt0; nt < std::min(NT_, nt0 + tiles_per_block); ++nt) {
+        const AccessPattern acc =
+            isa::cols(isa::rows(acc_[acc_next_++ % kAccBanks], 0, mp), 0, n_cols(nt));
+        for (uint32_t kt = 0; kt < KT_; ++kt) {
+          const AccessPattern stationary =
+              isa::cols(isa::rows(a_t_[i % 2], 0, k_parts(kt)), kt * mp, mp);
+          kb_.matmul(acc, stationary, b_tile(batch_of(i), kt, nt), /*accumulate=*/kt > 0);
+        }
+        // Casts FP32 to out_dtype.
+        evacuate(isa::cols(out, nt * kNTile - first, n_cols(nt)), acc);
       }
-      evacuate(isa::cols(out, nt * kNTile, n_cols(nt)), acc);  // casts FP32 to out_dtype
+      const AccessPattern result = has_epilogue_ ? apply_epilogue(i, out) : out;
+      kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, first, cols), result,
+                   Engine::POOL);
+      if (norm_) apply_norm(i, result);
     }
-    const AccessPattern result = has_epilogue_ ? apply_epilogue(i, out) : out;
-    kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, N_), result, Engine::POOL);
-    if (norm_) apply_norm(i, result);
   }
 
   // The norm's operands: its inputs broadcast to out's sizes and its rows, out's sizes.
@@ -430,7 +444,8 @@ class MatmulKernel {
   AccessPattern stored_[2];
   bool b_resident_ = false;
   uint32_t blocks_per_bank_ = 1;
-  uint32_t stream_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0;
+  uint32_t block_cols_ = N_;  // columns of out_rows_: N, or a block of it (allocate)
+  uint32_t stream_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0, out_next_ = 0;
 };
 
 // Sizes [.., M, K] x [.., K, N] -> [.., M, N] with one batch count (a broadcast

@@ -90,16 +90,26 @@ TEST(MatmulViews, Batched) {
 }
 
 // Views are declared flat and tiled 128 rows at a time: M is not bound by an access
-// pattern's 16-bit row count. K and N are bound by what one partition of SBUF holds.
-TEST(MatmulViews, TakesMoreThan65535RowsAndNamesTheSbufLimit) {
+// pattern's 16-bit row count. Rows too wide for SBUF are stored in column blocks, so N
+// (an LM head's vocabulary) is not bound either; K is, by A^T's rows in one partition.
+TEST(MatmulViews, TakesMoreThan65535RowsOrColumnsAndNamesTheSbufLimit) {
   EXPECT_NO_THROW(matmul("trn2", contiguous(DType::fp32, {70000, 8}),
                          contiguous(DType::fp32, {8, 16}), contiguous(DType::fp32, {70000, 16})));
+  EXPECT_NO_THROW(matmul("trn2", contiguous(DType::bf16, {4, 256}),
+                         View{DType::bf16, {256, 151936}, {1, 256}},
+                         contiguous(DType::bf16, {4, 151936})));
   test::expect_invalid(
       [&] {
-        matmul("trn2", contiguous(DType::bf16, {4, 256}), contiguous(DType::bf16, {256, 151936}),
-               contiguous(DType::bf16, {4, 151936}));
+        matmul("trn2", contiguous(DType::fp32, {2, 70000}), contiguous(DType::fp32, {70000, 3}),
+               contiguous(DType::fp32, {2, 3}));
       },
-      {"matmul", "N=151936", "bytes per SBUF partition"});
+      {"matmul", "K=70000", "bytes per SBUF partition"});
+  // Values across the column blocks (an FP32 row of 30,000 and a bf16 one of 60,000 take
+  // two blocks each on trn2), with nothing written outside the output.
+  check(contiguous(DType::fp32, {3, 8}), contiguous(DType::fp32, {8, 30000}),
+        contiguous(DType::fp32, {3, 30000}));
+  check(contiguous(DType::bf16, {4, 64}), View{DType::bf16, {64, 60000}, {1, 64}},
+        contiguous(DType::bf16, {4, 60000}));
 }
 
 TEST(MatmulViews, RefusesBadShapes) {

@@ -31,3 +31,15 @@ def test_linear_over_more_than_65535_tokens_in_bfloat16():
     got = torch.nn.functional.linear(x.to("neuron"), w.to("neuron"))
     expected = (x.float().reshape(-1, 64) @ w.float().t()).reshape(2, 35_000, 96)
     torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=5e-2)
+
+
+def test_lm_head_over_a_151936_token_vocabulary():
+    # Qwen3's vocabulary: linear's weight.t() against rows too wide for SBUF, which the
+    # kernel stores in column blocks. Hidden size cut to 256 to keep the test small.
+    torch.manual_seed(2)
+    x = torch.randn(4, 256, dtype=torch.bfloat16)
+    w = torch.randn(151_936, 256, dtype=torch.bfloat16)
+    got = torch.nn.functional.linear(x.to("neuron"), w.to("neuron"))
+    assert got.shape == (4, 151_936)
+    expected = x.float() @ w.float().t()
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=0.3)

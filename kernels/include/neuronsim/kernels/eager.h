@@ -180,9 +180,10 @@ isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const 
 // [B, K, N] -> [B, M, N], where a or b may have batch stride 0 (broadcast).
 // Tensors "a", "b" (same float dtype) and "out" (float dtype; FP32 accumulation,
 // rounded once). Any strides: a transposed a or b (linear's weight.t(), strides
-// [1, K]) is read with a strided DMA. Tiling and the SBUF limits on K and N as matmul()
-// in kernels.h; M and the batch have no limit of their own (the views are declared flat
-// and tiled, so no dim is the row count of one access pattern).
+// [1, K]) is read with a strided DMA. Tiling as matmul() in kernels.h. M and the batch
+// have no limit of their own (the views are declared flat and tiled); N has none either
+// without an epilogue: rows too wide for SBUF are stored in blocks of whole PSUM tiles.
+// K is bound by A^T's rows in one SBUF partition (on trn2 about 27,000 for bf16).
 isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out);
 
 // out[i, :] = table[index[i * index_stride], :] for i < count: embedding lookups and
