@@ -291,7 +291,7 @@ class MatmulKernel {
       if (i + 1 < shape_.batches * mtiles_.count()) transpose_a(i + 1);
     }
     const uint32_t m = m_of(i), mp = mtiles_.parts(m);
-    const uint32_t tiles_per_block = block_cols_ / kNTile + (block_cols_ % kNTile ? 1 : 0);
+    const uint32_t tiles_per_block = ceil_div(block_cols_, kNTile);
     for (uint32_t nt0 = 0; nt0 < NT_; nt0 += tiles_per_block) {
       const uint32_t first = nt0 * kNTile, cols = std::min(block_cols_, N_ - first);
       const AccessPattern out = isa::cols(isa::rows(out_rows_[out_next_++ % 2], 0, mp), 0, cols);

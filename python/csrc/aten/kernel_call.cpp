@@ -3,8 +3,6 @@
 
 #include <map>
 #include <mutex>
-#include <stdexcept>
-#include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -81,32 +79,14 @@ int op_device(const char* op, std::initializer_list<const at::Tensor*> tensors) 
   return op_device(op, all);
 }
 
-namespace {
-
-// Why each refused key was refused: the Backend remembers the refusal itself (a null
-// program), this the kernel's words for it, so that every fallback of the case says why.
-std::mutex g_refusals_mu;
-std::unordered_map<std::string, std::string> g_refusals;
-
-}  // namespace
-
 bool run_kernel(const char* op, int device, const std::string& key,
                 const std::function<isa::Program()>& build,
                 const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
   Backend& b = Backend::get();
-  const sim::ProgramRef program = b.program(device, key, [&] {
-    try {
-      return build();
-    } catch (const std::invalid_argument& refused) {
-      std::lock_guard lock(g_refusals_mu);
-      g_refusals.emplace(key, refused.what());
-      throw;
-    }
-  });
+  std::string refusal;
+  const sim::ProgramRef program = b.program(device, key, build, &refusal);
   if (!program) {
-    std::lock_guard lock(g_refusals_mu);
-    const auto it = g_refusals.find(key);
-    note_refusal(op, it != g_refusals.end() ? it->second : "the kernel refused the case");
+    note_refusal(op, refusal);
     return false;
   }
   b.run_kernel(op, program, bindings_of(tensors));

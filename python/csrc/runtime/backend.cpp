@@ -52,23 +52,27 @@ void Backend::check_index(int index) const {
 }
 
 sim::ProgramRef Backend::program(int index, const std::string& key,
-                                 const std::function<isa::Program()>& build) {
+                                 const std::function<isa::Program()>& build, std::string* refusal) {
   const std::string full = fmt::format("{}@{}", key, index);
+  const auto kept = [&](const Built& b) {
+    if (refusal != nullptr) *refusal = b.refusal;
+    return b.program;
+  };
   {
     std::lock_guard lock(mu_);
-    if (auto it = programs_.find(full); it != programs_.end()) return it->second;
+    if (auto it = programs_.find(full); it != programs_.end()) return kept(it->second);
   }
   isa::Program built;
   try {
     built = build();
-  } catch (const std::invalid_argument&) {
+  } catch (const std::invalid_argument& refused) {
     // The kernel does not cover this case: remembered, so the op falls back at once next time.
     std::lock_guard lock(mu_);
-    return programs_.emplace(full, nullptr).first->second;
+    return kept(programs_.emplace(full, Built{nullptr, refused.what()}).first->second);
   }
   sim::ProgramRef loaded = device_->load(core_of(index), std::move(built), key);
   std::lock_guard lock(mu_);
-  return programs_.emplace(full, std::move(loaded)).first->second;
+  return kept(programs_.emplace(full, Built{std::move(loaded), {}}).first->second);
 }
 
 void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,

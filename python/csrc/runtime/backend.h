@@ -48,9 +48,11 @@ class Backend {
   std::string target() const { return env_.instance.generation; }
 
   // The program `build` makes, loaded once per (device, key) and kept; null when the
-  // kernel refuses the case (std::invalid_argument), so that the op falls back.
+  // kernel refuses the case (std::invalid_argument), so that the op falls back. The
+  // refusal is kept with the kernel's reason, which `refusal` (when given) receives.
   sim::ProgramRef program(int index, const std::string& key,
-                          const std::function<isa::Program()>& build);
+                          const std::function<isa::Program()>& build,
+                          std::string* refusal = nullptr);
   // Runs `program` on its core with the named tensors bound to their device memory,
   // and waits. The execution is named `op` on traces; a fault is rethrown as c10::Error
   // naming the op.
@@ -71,8 +73,12 @@ class Backend {
   Backend();
   sim::Environment env_;
   std::unique_ptr<sim::Device> device_;
+  struct Built {
+    sim::ProgramRef program;  // null: the kernel refused the case
+    std::string refusal;      // its reason
+  };
   std::mutex mu_;  // guards programs_
-  std::unordered_map<std::string, sim::ProgramRef> programs_;
+  std::unordered_map<std::string, Built> programs_;
   std::atomic<uint64_t> kernels_run_{0};
 };
 
