@@ -1,17 +1,25 @@
 // C[M, N] = A[M, K] @ B[K, N] on TensorE.
 //
 // The PE computes dst[M, N] (+)= stationary[K, M]^T @ moving[K, N], contracting
-// over partitions. B already has K on its rows, so B tiles load straight into
+// over partitions. B already has K on its rows, so B chunks load straight into
 // partitions; A has M on its rows, so each [128, K] row block of A is loaded with
 // one DMA and transposed on chip, 128x128 block by block, by PE transposes into
 // PSUM (several blocks per 2 KiB bank) and one copy per bank back to SBUF. Each
-// A^T block is then reused for every N tile. Loop nest per M tile:
+// A^T block is then reused for every N tile.
 //
-//   load A rows (SP)  ->  PE transposes -> A^T in SBUF (copies on DVE/ACT),
-//                         one M tile ahead of the matmuls
-//   for each 512-column N tile: K/128 matmuls accumulating in one PSUM bank,
-//                               then one PSUM -> SBUF copy (alternating ACT, DVE)
-//   store the [128, N] result row block (one DMA, triggered by the idle POOL)
+// B stays resident in SBUF when it fits in half of it (loaded once, on ACT's
+// queues). Otherwise it streams in panels of K/128 chunks [128, 512] (narrower when
+// K is large), filled one panel ahead of the matmuls, and each panel serves a whole
+// group of M tiles, as many as their A^T fit in SBUF, so that B is read once per
+// group instead of once per M tile (an LM head over 4 k tokens reads its 311 MB
+// weight once). Loop nest per step (one group of M tiles):
+//
+//   load A rows (SP) -> PE transposes -> A^T in SBUF (copies on DVE/ACT), a step
+//                       ahead of the matmuls
+//   for each N tile: its B chunks (resident, or a panel filled one ahead);
+//     for each M tile: K/128 matmuls accumulating in one PSUM bank, then one
+//                      PSUM -> SBUF copy (alternating ACT, DVE)
+//   store each tile's block of rows (one DMA, triggered by the idle POOL)
 //
 // Engines: SP triggers the loads (A, streamed B), ACT's queues load a resident B,
 // POOL only triggers stores, so no compute stream ever waits behind a DMA.
@@ -22,8 +30,9 @@
 // partitions and m along the free axis in contiguous runs, and saves the PE
 // transposes and their PSUM evacuations. Otherwise that DMA would move one element
 // per descriptor (docs/cost-model.md §4.2), so it transposes on the PE like
-// matmul(). Transposed B (linear's weight.t()) is still one strided DMA per tile,
-// one descriptor per element: transposing B on chip is left to do.
+// matmul(). Where B's k index is contiguous (linear's weight.t(): B = W^T for a
+// row-major W) the same holds for B: W's rows load in contiguous pieces of 2 KiB
+// and the PE transposes them into B's chunks.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -40,9 +49,8 @@ using namespace detail;
 using isa::Engine;
 
 constexpr std::string_view kName = "matmul";
-constexpr uint32_t kNTile = 512;     // FP32 columns of one 2 KiB PSUM bank = moving free max
-constexpr uint32_t kAccBanks = 4;    // PSUM banks for accumulation: PE runs ahead of the copies
-constexpr uint32_t kStreamBufs = 4;  // B tiles in flight when B is streamed
+constexpr uint32_t kNTile = 512;   // FP32 columns of one 2 KiB PSUM bank = moving free max
+constexpr uint32_t kAccBanks = 4;  // PSUM banks for accumulation: PE runs ahead of the copies
 
 // One operand's matrices in HBM: element (r, c) of batch b at
 // b * batch + r * row + c * col of tensor `t`.
@@ -80,8 +88,16 @@ HbmMatrix strided(const AccessPattern& t, const View& v) {
 // What differs between matmul() and the eager matmul over views.
 struct MatmulShape {
   uint32_t batches = 1;
-  bool a_direct = false;  // A^T loaded by a strided DMA instead of PE transposes
-  bool b_shared = true;   // one B for every batch (it may stay resident)
+  bool a_direct = false;   // A^T loaded by a strided DMA instead of PE transposes
+  bool b_of_rows = false;  // B = W^T of a row-major W (linear's weight.t()): PE transposes W's rows
+  bool b_shared = true;    // one B for every batch (it may stay resident)
+};
+
+// Where the matmuls find B: KT chunks [128, cols] of one SBUF buffer, chunk kt at
+// columns kt * stride + first (the resident B, or a streamed panel).
+struct BChunks {
+  AccessPattern buf;
+  uint32_t stride = 0, first = 0;
 };
 
 class MatmulKernel {
@@ -125,63 +141,132 @@ class MatmulKernel {
   }
 
   void build() {
-    if (b_resident_) load_resident_b();
+    // A resident B: one DMA per chunk on ACT's queues, or W's rows transposed a panel's
+    // width at a time, their loads triggered by the idle POOL so that they run ahead of
+    // the transposes instead of waiting behind ACT's copies out of PSUM.
+    const uint32_t width = shape_.b_of_rows ? nt_cols_ : N_;
+    if (b_resident_)
+      for (uint32_t n0 = 0; n0 < N_; n0 += width)
+        fill_b({b_all_, N_, n0}, 0, n0, std::min(width, N_ - n0),
+               shape_.b_of_rows ? Engine::POOL : Engine::ACT);
     pipeline(
-        shape_.batches * mtiles_.count(), 1, [&](uint32_t i) { load_a(i); },
-        [&](uint32_t i) { compute(i); });
+        steps(), 1, [&](uint32_t i) { load_a(i); }, [&](uint32_t i) { compute(i); });
   }
 
  private:
   uint32_t k_parts(uint32_t kt) const { return tile_len(K_, kPartitions, kt); }
-  uint32_t n_cols(uint32_t nt) const { return tile_len(N_, kNTile, nt); }
-  // Step i of the pipeline is M tile m_of(i) of batch batch_of(i).
-  uint32_t batch_of(uint32_t i) const { return i / mtiles_.count(); }
-  uint32_t m_of(uint32_t i) const { return i % mtiles_.count(); }
+  uint32_t n_cols(uint32_t nt) const { return tile_len(N_, nt_cols_, nt); }
+  // Step i is a group of up to group_ M tiles of one batch: tiles [first_tile(i),
+  // first_tile(i) + tiles_in(i)) of batch batch_of(i). With an epilogue a group is one tile.
+  uint32_t groups() const { return ceil_div(mtiles_.count(), group_); }
+  uint32_t steps() const { return shape_.batches * groups(); }
+  uint32_t batch_of(uint32_t i) const { return i / groups(); }
+  uint32_t first_tile(uint32_t i) const { return i % groups() * group_; }
+  uint32_t tiles_in(uint32_t i) const { return std::min(group_, mtiles_.count() - first_tile(i)); }
+  // A^T of tile j of a step: chunk kt at columns [a_t_col(j, kt, mp), + mp) of a_t_.
+  uint32_t a_t_col(uint32_t j, uint32_t kt, uint32_t mp) const {
+    return j * KT_ * kPartitions + kt * mp;
+  }
+  uint32_t piece_k() const { return blocks_per_bank_ * kPartitions; }
 
+  // SBUF per partition, as allocate() lays it out, for a group of `group` M tiles, panels
+  // of `panel` columns and output blocks of `block` columns.
+  uint64_t a_bytes(uint32_t group) const {
+    return (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
+           2 * tile_bytes(dt_, uint64_t{group} * KT_ * kPartitions);
+  }
+  uint64_t b_bytes(uint32_t panel) const {
+    const uint64_t staging =
+        shape_.b_of_rows ? 2 * (panel / kPartitions) * tile_bytes(dt_, piece_k()) : 0;
+    return staging + (b_resident_ ? tile_bytes(dt_, uint64_t{KT_} * N_)
+                                  : 2 * tile_bytes(dt_, uint64_t{KT_} * panel));
+  }
+  uint64_t out_bytes(uint32_t block, uint32_t buffers) const {
+    return buffers * tile_bytes(has_epilogue_ ? DType::fp32 : out_dt_, block) + epilogue_bytes();
+  }
+  uint64_t epilogue_bytes() const {
+    if (!has_epilogue_) return 0;
+    // The product stays FP32 in SBUF; the epilogue reads it and its inputs' tiles and
+    // writes a tile of out's dtype, which is stored.
+    uint64_t bytes = 2 * tile_bytes(out_dt_, N_) + epilogue_temps_ * tile_bytes(DType::fp32, N_);
+    for (const HbmMatrix& in : epilogue_in_) bytes += 2 * tile_bytes(in.t.dtype, N_);
+    if (rows_ != RowOp::none)  // the expression's rows, their exponentials, three columns
+      bytes += 2 * tile_bytes(DType::fp32, N_) + 3 * tile_bytes(DType::fp32, 1);
+    if (norm_) {  // the prologue's rows, the rows written, the inputs' tiles, temporaries
+      bytes += tile_bytes(DType::fp32, N_) + 2 * tile_bytes(norm_rows_.t.dtype, N_) +
+               norm_temps_ * (tile_bytes(DType::fp32, N_) + 4);
+      for (const HbmMatrix& in : norm_in_) bytes += 2 * tile_bytes(in.t.dtype, N_);
+    }
+    return bytes;
+  }
+
+  // Chooses how B is held, the panel width, the M tiles per step and the output block:
+  //  - B streamed in panels of KT chunks [128, nt_cols_], the widest of 512, 256 or 128
+  //    columns that fits; each panel serves every M tile of a step, so a step groups as
+  //    many M tiles as their A^T fit (B is read once per step) and stores [128, nt_cols_]
+  //    blocks. An epilogue needs whole rows: one M tile a step.
+  //  - B resident (loaded once, before the matmuls) instead, when it takes at most
+  //    b_resident_budget and more than one M tile uses it: one M tile a step, so that
+  //    the loads and transposes of the next tile's A overlap this tile's matmuls. A lone
+  //    M tile streams B, its matmuls overlapping B's loads.
+  // With one M tile a step, the product's rows are stored whole when they fit, else in
+  // blocks of the widest multiple of a panel that fits, so N (an LM head's vocabulary) has
+  // no limit of its own.
   void allocate(uint64_t b_resident_budget) {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes;
-    // With an epilogue the product stays FP32 in SBUF; the epilogue reads it and its
-    // inputs' tiles and writes a tile of out's dtype, which is stored.
+    const auto fits = [&](uint32_t group, uint32_t block, uint32_t buffers) {
+      return a_bytes(group) + b_bytes(nt_cols_) + out_bytes(block, buffers) <= capacity;
+    };
+    b_resident_ = shape_.b_shared && tile_bytes(dt_, uint64_t{KT_} * N_) <= b_resident_budget;
+    const bool resident_fits = b_resident_ && fits(1, N_, 2);
+    b_resident_ = false;
+    for (const uint32_t width : {kNTile, kNTile / 2, kNTile / 4}) {
+      nt_cols_ = width;
+      if (fits(1, has_epilogue_ ? N_ : width, 2)) break;
+    }
+    NT_ = ceil_div(N_, nt_cols_);
+    if (!has_epilogue_ && mtiles_.count() > 1) {
+      const uint64_t per_tile = 2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions);
+      const uint64_t fixed = a_bytes(0) + b_bytes(nt_cols_) + out_bytes(nt_cols_, kOutBufs);
+      if (fixed < capacity)
+        group_ = u32(std::clamp<uint64_t>((capacity - fixed) / per_tile, 1, mtiles_.count()));
+    }
+    if (resident_fits && shape_.batches * mtiles_.count() > 1) {
+      b_resident_ = true;
+      nt_cols_ = kNTile;
+      NT_ = ceil_div(N_, kNTile);
+      group_ = 1;
+    }
+    out_bufs_ = group_ > 1 ? kOutBufs : 2;
+    if (group_ > 1) {
+      block_cols_ = nt_cols_;
+    } else if (!has_epilogue_ && !fits(1, N_, 2)) {
+      const uint64_t fixed = a_bytes(1) + b_bytes(nt_cols_);
+      const uint64_t room = fixed < capacity ? capacity - fixed : 0;
+      const uint64_t cols = room / (2 * isa::dtype_size(out_dt_));
+      block_cols_ =
+          std::max<uint32_t>(u32(std::min<uint64_t>(cols, N_) / nt_cols_ * nt_cols_), nt_cols_);
+    }
+    const uint64_t need = a_bytes(group_) + b_bytes(nt_cols_) + out_bytes(block_cols_, out_bufs_);
+    require(need <= capacity, kName,
+            fmt::format("K={}, N={} need {} bytes per SBUF partition, {} has {}", K_, N_, need,
+                        kb_.target().name, capacity));
+    place_buffers();
+  }
+
+  void place_buffers() {
     const DType rows_dt = has_epilogue_ ? DType::fp32 : out_dt_;
-    uint64_t epilogue_bytes = 0;
-    if (has_epilogue_) {
-      epilogue_bytes = 2 * tile_bytes(out_dt_, N_) + epilogue_temps_ * tile_bytes(DType::fp32, N_);
-      for (const HbmMatrix& in : epilogue_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
-      if (rows_ != RowOp::none)  // the expression's rows, their exponentials, three columns
-        epilogue_bytes += 2 * tile_bytes(DType::fp32, N_) + 3 * tile_bytes(DType::fp32, 1);
-      if (norm_) {  // the prologue's rows, the rows written, the inputs' tiles, temporaries
-        epilogue_bytes += tile_bytes(DType::fp32, N_) + 2 * tile_bytes(norm_rows_.t.dtype, N_) +
-                          norm_temps_ * (tile_bytes(DType::fp32, N_) + 4);
-        for (const HbmMatrix& in : norm_in_) epilogue_bytes += 2 * tile_bytes(in.t.dtype, N_);
-      }
-    }
-    const uint64_t a_bytes = (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
-                             2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions);
-    const uint64_t resident = KT_ * tile_bytes(dt_, N_);
-    const uint64_t streamed = kStreamBufs * tile_bytes(dt_, kNTile);
-    // The product's rows are stored in blocks of block_cols_ columns: whole rows when they
-    // fit (an epilogue needs them whole), else the widest multiple of a PSUM tile that
-    // does, so that N (an LM head's vocabulary) has no limit of its own.
-    const uint64_t whole = 2 * tile_bytes(rows_dt, N_) + epilogue_bytes;
-    if (!has_epilogue_ && a_bytes + whole + streamed > capacity && a_bytes + streamed < capacity) {
-      const uint64_t cols = (capacity - a_bytes - streamed) / (2 * isa::dtype_size(rows_dt));
-      block_cols_ = std::max<uint32_t>(u32(cols / kNTile * kNTile), kNTile);
-    }
-    const uint64_t fixed = a_bytes + 2 * tile_bytes(rows_dt, block_cols_) + epilogue_bytes;
-    b_resident_ = shape_.b_shared && resident <= b_resident_budget && fixed + resident <= capacity;
-    require(fixed + streamed <= capacity, kName,
-            fmt::format("K={}, N={} need {} bytes per SBUF partition, {} has {}", K_, N_,
-                        fixed + streamed, kb_.target().name, capacity));
     for (int i = 0; i < 2; ++i) {
       if (!shape_.a_direct) a_rows_[i] = sbuf(kb_, kName, dt_, kPartitions, K_);
-      a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, KT_ * kPartitions);
-      out_rows_[i] = sbuf(kb_, kName, rows_dt, kPartitions, block_cols_);
+      a_t_[i] = sbuf(kb_, kName, dt_, kPartitions, group_ * KT_ * kPartitions);
       if (has_epilogue_) {
         stored_[i] = sbuf(kb_, kName, out_dt_, kPartitions, N_);
         for (const HbmMatrix& in : epilogue_in_)
           epilogue_tiles_[i].push_back(sbuf(kb_, kName, in.t.dtype, kPartitions, N_));
       }
     }
+    for (uint32_t i = 0; i < out_bufs_; ++i)
+      out_rows_.push_back(sbuf(kb_, kName, rows_dt, kPartitions, block_cols_));
     for (size_t t = 0; t < epilogue_temps_; ++t)
       temps_.push_back(sbuf(kb_, kName, DType::fp32, kPartitions, N_));
     if (norm_) {
@@ -202,57 +287,115 @@ class MatmulKernel {
       exp_ = sbuf(kb_, kName, DType::fp32, kPartitions, N_);
       for (auto& c : columns_) c = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
     }
-    const uint32_t nb = b_resident_ ? KT_ : kStreamBufs;
-    for (uint32_t i = 0; i < nb; ++i)
-      b_tiles_.push_back(sbuf(kb_, kName, dt_, kPartitions, b_resident_ ? N_ : kNTile));
+    if (b_resident_)
+      b_all_ = sbuf(kb_, kName, dt_, kPartitions, KT_ * N_);
+    else
+      for (auto& p : panels_) p = sbuf(kb_, kName, dt_, kPartitions, KT_ * nt_cols_);
+    if (shape_.b_of_rows)
+      for (uint32_t i = 0; i < 2 * nt_cols_ / kPartitions; ++i)
+        staging_.push_back(sbuf(kb_, kName, dt_, kPartitions, piece_k()));
     // PSUM: two banks for transposes, four for accumulation (6 of 8 banks).
-    const uint32_t bank_elems =
-        kb_.target().psum_bank_bytes / static_cast<uint32_t>(isa::dtype_size(dt_));
-    if (!shape_.a_direct)
-      for (auto& t : trans_) t = psum(kb_, kName, dt_, kPartitions, bank_elems);
+    if (!shape_.a_direct || shape_.b_of_rows)
+      for (auto& t : trans_) t = psum(kb_, kName, dt_, kPartitions, bank_elems_);
     for (auto& t : acc_) t = psum(kb_, kName, DType::fp32, kPartitions, kNTile);
-    blocks_per_bank_ = bank_elems / kPartitions;
   }
 
-  // B as KT row chunks [128, N], loaded once on ACT's queues while SP loads A.
-  void load_resident_b() {
-    for (uint32_t kt = 0; kt < KT_; ++kt)
-      kb_.dma_copy(isa::rows(b_tiles_[kt], 0, k_parts(kt)),
-                   b_.block(kName, 0, kt * kPartitions, k_parts(kt), 0, N_), Engine::ACT);
+  // Columns [0, cols) of every chunk of `dst` get B[k, n0 + c] of batch `batch`: row chunks
+  // of B straight from HBM, or, when B is W^T, W's rows (contiguous) transposed on the PE.
+  void fill_b(const BChunks& dst, uint32_t batch, uint32_t n0, uint32_t cols, Engine engine) {
+    if (!shape_.b_of_rows) {
+      for (uint32_t kt = 0; kt < KT_; ++kt)
+        kb_.dma_copy(
+            isa::cols(isa::rows(dst.buf, 0, k_parts(kt)), kt * dst.stride + dst.first, cols),
+            b_.block(kName, batch, kt * kPartitions, k_parts(kt), n0, cols), engine);
+      return;
+    }
+    const HbmMatrix w{b_.t, b_.col, b_.row, b_.batch};  // n on rows, k on columns
+    const uint32_t blocks = ceil_div(cols, kPartitions);
+    const uint32_t per_bank = std::max<uint32_t>(1, bank_elems_ / nt_cols_);
+    for (uint32_t k0 = 0; k0 < K_; k0 += piece_k()) {
+      // W's rows [n0, n0 + cols) x k [k0, k0 + kw), one contiguous DMA per 128 rows.
+      const uint32_t kw = std::min(piece_k(), K_ - k0);
+      std::vector<AccessPattern> pieces;
+      for (uint32_t q = 0; q < blocks; ++q) {
+        const uint32_t np = tile_len(cols, kPartitions, q);
+        pieces.push_back(
+            isa::cols(isa::rows(staging_[staging_next_++ % staging_.size()], 0, np), 0, kw));
+        kb_.dma_copy(pieces.back(), w.block(kName, batch, n0 + q * kPartitions, np, k0, kw),
+                     engine);
+      }
+      // Chunks of equal height share a PSUM bank, each [kp, cols]; one copy per bank.
+      const uint32_t kt_end = ceil_div(k0 + kw, kPartitions);
+      for (uint32_t kt0 = k0 / kPartitions; kt0 < kt_end;) {
+        const uint32_t kp = k_parts(kt0);
+        uint32_t count = 0;
+        while (kt0 + count < kt_end && count < per_bank && k_parts(kt0 + count) == kp) ++count;
+        const AccessPattern bank = isa::rows(trans_[trans_next_++ % 2], 0, kp);
+        for (uint32_t c = 0; c < count; ++c)
+          for (uint32_t q = 0; q < blocks; ++q)
+            kb_.transpose(Engine::PE,
+                          isa::cols(bank, c * cols + q * kPartitions, pieces[q].num_partitions),
+                          isa::cols(pieces[q], (kt0 + c) * kPartitions - k0, kp));
+        AccessPattern out =
+            isa::cols(isa::rows(dst.buf, 0, kp), kt0 * dst.stride + dst.first, cols);
+        if (count > 1) {  // chunks kt0.. at a stride of dst.stride columns
+          out.num_dims = 2;
+          out.dims[1] = out.dims[0];
+          out.dims[0] = {dim_stride(kName, dst.stride), count};
+        }
+        evacuate(out, isa::cols(bank, 0, count * cols));
+        kt0 += count;
+      }
+    }
   }
 
-  // The moving operand for chunk kt of N tile nt: a view of resident B, or a
-  // freshly loaded streaming buffer.
-  AccessPattern b_tile(uint32_t batch, uint32_t kt, uint32_t nt) {
-    const uint32_t kp = k_parts(kt), nn = n_cols(nt);
-    if (b_resident_) return isa::cols(isa::rows(b_tiles_[kt], 0, kp), nt * kNTile, nn);
-    const AccessPattern t =
-        isa::cols(isa::rows(b_tiles_[stream_next_++ % kStreamBufs], 0, kp), 0, nn);
-    kb_.dma_copy(t, b_.block(kName, batch, kt * kPartitions, kp, nt * kNTile, nn), Engine::SP);
-    return t;
+  // B's chunks for N tile nt of step i: the resident B, or a streamed panel, filled one
+  // panel ahead of the matmuls that read it (its DMAs and transposes overlap theirs).
+  BChunks b_chunks(uint32_t i, uint32_t nt) {
+    if (b_resident_) return {b_all_, N_, nt * nt_cols_};
+    const uint32_t use = i * NT_ + nt, uses = steps() * NT_;
+    const auto fill = [&](uint32_t u) {
+      fill_b({panels_[u % 2], nt_cols_, 0}, batch_of(u / NT_), u % NT_ * nt_cols_, n_cols(u % NT_),
+             Engine::SP);
+    };
+    if (use == 0) fill(0);
+    if (use + 1 < uses) fill(use + 1);
+    return {panels_[use % 2], nt_cols_, 0};
   }
 
+  // A for step i, tile by tile: A^T straight from HBM, or A's rows (two buffers) transposed
+  // on the PE, the next tile's rows loading while the PE transposes this one. The pipeline
+  // emits this a step ahead, so the PE transposes the next step before this one's matmuls.
   void load_a(uint32_t i) {
-    if (shape_.a_direct) return load_a_t(i);
-    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
-    kb_.dma_copy(isa::rows(a_rows_[i % 2], 0, mp),
-                 a_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, K_), Engine::SP);
+    const uint32_t tiles = tiles_in(i);
+    for (uint32_t j = 0; j < tiles; ++j) {
+      if (shape_.a_direct) {
+        load_a_t(i, j);
+        continue;
+      }
+      const uint32_t m = first_tile(i) + j, mp = mtiles_.parts(m);
+      kb_.dma_copy(isa::rows(a_rows_[(i * group_ + j) % 2], 0, mp),
+                   a_.block(kName, batch_of(i), mtiles_.first(m), mp, 0, K_), Engine::SP);
+      if (j > 0) transpose_a(i, j - 1);
+    }
+    if (!shape_.a_direct) transpose_a(i, tiles - 1);
   }
 
-  // A^T for step i straight from HBM, in transpose_a's layout: the full 128-row K
-  // chunks in one DMA (an outer dim steps 128 k), the last partial one in another.
-  void load_a_t(uint32_t i) {
-    const uint32_t m = m_of(i), mp = mtiles_.parts(m), full = K_ / kPartitions;
+  // A^T of tile j of step i straight from HBM: the full 128-row K chunks in one DMA (an
+  // outer dim steps 128 k), the last partial one in another.
+  void load_a_t(uint32_t i, uint32_t j) {
+    const uint32_t m = first_tile(i) + j, mp = mtiles_.parts(m), full = K_ / kPartitions;
     const HbmMatrix a_t{a_.t, a_.col, a_.row, a_.batch};  // k on rows, m on columns
+    const AccessPattern dst = a_t_[i % 2];
     if (full > 0) {
       AccessPattern src = a_t.block(kName, batch_of(i), 0, kPartitions, mtiles_.first(m), mp);
       src.num_dims = 2;
       src.dims[1] = src.dims[0];
       src.dims[0] = {dim_stride(kName, a_t.row * kPartitions), full};
-      kb_.dma_copy(isa::cols(a_t_[i % 2], 0, full * mp), src, Engine::SP);
+      kb_.dma_copy(isa::cols(dst, a_t_col(j, 0, mp), full * mp), src, Engine::SP);
     }
     if (const uint32_t rest = K_ % kPartitions; rest > 0)
-      kb_.dma_copy(isa::cols(isa::rows(a_t_[i % 2], 0, rest), full * mp, mp),
+      kb_.dma_copy(isa::cols(isa::rows(dst, 0, rest), a_t_col(j, full, mp), mp),
                    a_t.block(kName, batch_of(i), full * kPartitions, rest, mtiles_.first(m), mp),
                    Engine::SP);
   }
@@ -263,53 +406,60 @@ class MatmulKernel {
     kb_.tensor_copy(evac_next_++ % 2 ? Engine::DVE : Engine::ACT, dst, src);
   }
 
-  // A^T for step i: chunk kt lands at columns [kt*mp, (kt+1)*mp) of a_t, with
-  // the k index on partitions. Blocks of equal height share one PSUM bank.
-  void transpose_a(uint32_t i) {
-    const uint32_t mp = mtiles_.parts(m_of(i));
-    const AccessPattern a_rows = isa::rows(a_rows_[i % 2], 0, mp);
+  // A^T of tile j of step i from its rows: chunk kt lands at a_t_col(j, kt, mp), the k
+  // index on partitions. Blocks of equal height share one PSUM bank.
+  void transpose_a(uint32_t i, uint32_t j) {
+    const uint32_t mp = mtiles_.parts(first_tile(i) + j);
+    const AccessPattern a_rows = isa::rows(a_rows_[(i * group_ + j) % 2], 0, mp);
     const AccessPattern& a_t = a_t_[i % 2];
     for (uint32_t kt0 = 0; kt0 < KT_;) {
       const uint32_t kp = k_parts(kt0);
       uint32_t count = 0;
       while (kt0 + count < KT_ && count < blocks_per_bank_ && k_parts(kt0 + count) == kp) ++count;
       const AccessPattern bank = isa::rows(trans_[trans_next_++ % 2], 0, kp);
-      for (uint32_t j = 0; j < count; ++j)
-        kb_.transpose(Engine::PE, isa::cols(bank, j * mp, mp),
-                      isa::cols(a_rows, (kt0 + j) * kPartitions, kp));
-      evacuate(isa::cols(isa::rows(a_t, 0, kp), kt0 * mp, count * mp),
+      for (uint32_t c = 0; c < count; ++c)
+        kb_.transpose(Engine::PE, isa::cols(bank, c * mp, mp),
+                      isa::cols(a_rows, (kt0 + c) * kPartitions, kp));
+      evacuate(isa::cols(isa::rows(a_t, 0, kp), a_t_col(j, kt0, mp), count * mp),
                isa::cols(bank, 0, count * mp));
       kt0 += count;
     }
   }
 
+  // Step i's products, block by block of output columns: for each N tile, its B chunks
+  // serve every M tile of the step (K/128 matmuls accumulating in one PSUM bank, then one
+  // copy out of PSUM); a tile's block is stored (after the epilogue) once complete.
   void compute(uint32_t i) {
-    // TensorE transposes the next A block before the matmuls of this one, so it
-    // has work while ACT/DVE copy this block's A^T out of PSUM.
-    if (!shape_.a_direct) {
-      if (i == 0) transpose_a(0);
-      if (i + 1 < shape_.batches * mtiles_.count()) transpose_a(i + 1);
-    }
-    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
-    const uint32_t tiles_per_block = ceil_div(block_cols_, kNTile);
-    for (uint32_t nt0 = 0; nt0 < NT_; nt0 += tiles_per_block) {
-      const uint32_t first = nt0 * kNTile, cols = std::min(block_cols_, N_ - first);
-      const AccessPattern out = isa::cols(isa::rows(out_rows_[out_next_++ % 2], 0, mp), 0, cols);
-      for (uint32_t nt = nt0; nt < std::min(NT_, nt0 + tiles_per_block); ++nt) {
-        const AccessPattern acc =
-            isa::cols(isa::rows(acc_[acc_next_++ % kAccBanks], 0, mp), 0, n_cols(nt));
-        for (uint32_t kt = 0; kt < KT_; ++kt) {
-          const AccessPattern stationary =
-              isa::cols(isa::rows(a_t_[i % 2], 0, k_parts(kt)), kt * mp, mp);
-          kb_.matmul(acc, stationary, b_tile(batch_of(i), kt, nt), /*accumulate=*/kt > 0);
+    const uint32_t tiles = tiles_in(i), per_block = ceil_div(block_cols_, nt_cols_);
+    for (uint32_t nt0 = 0; nt0 < NT_; nt0 += per_block) {
+      const uint32_t first = nt0 * nt_cols_, cols = std::min(block_cols_, N_ - first);
+      const uint32_t nt_end = std::min(NT_, nt0 + per_block);
+      std::vector<AccessPattern> outs;
+      for (uint32_t j = 0; j < tiles; ++j)
+        outs.push_back(isa::cols(
+            isa::rows(out_rows_[out_next_++ % out_bufs_], 0, mtiles_.parts(first_tile(i) + j)), 0,
+            cols));
+      for (uint32_t nt = nt0; nt < nt_end; ++nt) {
+        const BChunks b = b_chunks(i, nt);
+        for (uint32_t j = 0; j < tiles; ++j) {
+          const uint32_t m = first_tile(i) + j, mp = mtiles_.parts(m);
+          const AccessPattern acc =
+              isa::cols(isa::rows(acc_[acc_next_++ % kAccBanks], 0, mp), 0, n_cols(nt));
+          for (uint32_t kt = 0; kt < KT_; ++kt) {
+            const uint32_t kp = k_parts(kt);
+            kb_.matmul(acc, isa::cols(isa::rows(a_t_[i % 2], 0, kp), a_t_col(j, kt, mp), mp),
+                       isa::cols(isa::rows(b.buf, 0, kp), kt * b.stride + b.first, n_cols(nt)),
+                       /*accumulate=*/kt > 0);
+          }
+          // Casts FP32 to out_dtype.
+          evacuate(isa::cols(outs[j], nt * nt_cols_ - first, n_cols(nt)), acc);
+          if (nt + 1 < nt_end) continue;
+          const AccessPattern result = has_epilogue_ ? apply_epilogue(i, outs[j]) : outs[j];
+          kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, first, cols), result,
+                       Engine::POOL);
+          if (norm_) apply_norm(i, result);
         }
-        // Casts FP32 to out_dtype.
-        evacuate(isa::cols(out, nt * kNTile - first, n_cols(nt)), acc);
       }
-      const AccessPattern result = has_epilogue_ ? apply_epilogue(i, out) : out;
-      kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, first, cols), result,
-                   Engine::POOL);
-      if (norm_) apply_norm(i, result);
     }
   }
 
@@ -334,7 +484,7 @@ class MatmulKernel {
   // The norm over step i's stored rows: the prologue, the reduction along the row, the
   // epilogue with the row's result as load(1); its rows stored to "norm_rows".
   void apply_norm(uint32_t i, const AccessPattern& value) {
-    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    const uint32_t m = first_tile(i), mp = mtiles_.parts(m);
     const Engine engine = i % 2 ? Engine::POOL : Engine::DVE;
     std::vector<AccessPattern> loads{value, isa::rows(norm_result_, 0, mp)}, temps, columns;
     for (size_t k = 0; k < norm_in_.size(); ++k) {
@@ -376,7 +526,7 @@ class MatmulKernel {
   // The epilogue over step i's rows: its inputs' rows loaded (on SP's and ACT's queues),
   // the expression on VectorE or GpSimd (ScalarE for activations); returns the tile to store.
   AccessPattern apply_epilogue(uint32_t i, const AccessPattern& product) {
-    const uint32_t m = m_of(i), mp = mtiles_.parts(m);
+    const uint32_t m = first_tile(i), mp = mtiles_.parts(m);
     std::vector<AccessPattern> loads{product};
     for (size_t k = 0; k < epilogue_in_.size(); ++k) {
       const AccessPattern tile = isa::rows(epilogue_tiles_[i % 2][k], 0, mp);
@@ -417,16 +567,25 @@ class MatmulKernel {
     }
   }
 
+  static constexpr uint32_t kOutBufs = 4;  // output blocks in flight when a step has many tiles
+
   KernelBuilder& kb_;
   uint32_t M_, K_, N_;
   DType dt_, out_dt_;
   MatmulShape shape_;
   RowTiles mtiles_{M_};
   uint32_t KT_ = ceil_div(K_, kPartitions);
+  uint32_t bank_elems_ = kb_.target().psum_bank_bytes / static_cast<uint32_t>(isa::dtype_size(dt_));
+  uint32_t blocks_per_bank_ = bank_elems_ / kPartitions;  // 128-column blocks per PSUM bank
+  uint32_t nt_cols_ = kNTile;  // columns of an N tile (a PSUM bank's FP32, or a narrower panel)
   uint32_t NT_ = ceil_div(N_, kNTile);
+  uint32_t group_ = 1;        // M tiles a step (allocate)
+  uint32_t block_cols_ = N_;  // columns of out_rows_: N, or a block of it (allocate)
+  uint32_t out_bufs_ = 2;
   HbmMatrix a_, b_, c_;
-  AccessPattern a_rows_[2], a_t_[2], out_rows_[2], trans_[2], acc_[kAccBanks];
-  std::vector<AccessPattern> b_tiles_;
+  AccessPattern a_rows_[2], a_t_[2], trans_[2], acc_[kAccBanks];
+  AccessPattern b_all_, panels_[2];
+  std::vector<AccessPattern> out_rows_, staging_;
   bool has_epilogue_ = false;
   const MatmulNorm* norm_ = nullptr;
   std::vector<bool> norm_columns_;
@@ -443,9 +602,7 @@ class MatmulKernel {
   std::vector<AccessPattern> epilogue_tiles_[2], temps_;
   AccessPattern stored_[2];
   bool b_resident_ = false;
-  uint32_t blocks_per_bank_ = 1;
-  uint32_t block_cols_ = N_;  // columns of out_rows_: N, or a block of it (allocate)
-  uint32_t stream_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0, out_next_ = 0;
+  uint32_t staging_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0, out_next_ = 0;
 };
 
 // Sizes [.., M, K] x [.., K, N] -> [.., M, N] with one batch count (a broadcast
@@ -471,6 +628,10 @@ MatmulShape check_views(const View& a, const View& b, const View& out) {
   // A^T straight from HBM is one descriptor per element unless A's m index is the contiguous
   // one (A a transposed view): then a DMA does it, else PE transposes (docs/cost-model.md §4.2).
   shape.a_direct = M == 1 || a.strides[r - 2] == 1;
+  // B with its k index contiguous is W^T of a row-major W (linear's weight.t(), attention's
+  // k.transpose(-2, -1)): W's rows load contiguously and are transposed on the PE, instead of
+  // a DMA of one descriptor per element.
+  shape.b_of_rows = N > 1 && b.strides[r - 2] == 1 && b.strides[r - 1] != 1;
   if (r == 3) {
     const int64_t B = out.sizes[0];
     for (const View* v : {&a, &b})

@@ -27,7 +27,7 @@ using test::kU32;
 struct MatmulCase {
   int64_t M, K, N;
   DType dtype, out_dtype;
-  bool stream_b = false;  // force B to be streamed per tile instead of kept in SBUF
+  bool stream_b = false;  // force B to be streamed in panels instead of kept in SBUF
 };
 
 std::string name_of(const MatmulCase& c) {
@@ -101,6 +101,18 @@ TEST(Matmul, TilesAsDocumented) {
   EXPECT_EQ(p.find_tensor("b")->shape, (std::vector<int64_t>{384, 1024}));
   EXPECT_EQ(p.find_tensor("c")->shape, (std::vector<int64_t>{256, 1024}));
   EXPECT_EQ(p.find_tensor("c")->dtype, DType::fp32);
+}
+
+// Streamed B (here forced), the same product: both M tiles' A^T fit in SBUF, so they make
+// one step and share each B panel, and B is read once; each (M tile, panel) block is stored.
+TEST(Matmul, StreamedBServesAGroupOfMTiles) {
+  const isa::Program p = detail::matmul("trn2", 256, 384, 1024, DType::bf16, DType::fp32, 0);
+  EXPECT_EQ(test::count_opcode(p, isa::Opcode::transpose), 2u * 3u);
+  EXPECT_EQ(test::count_opcode(p, isa::Opcode::matmul), 2u * 2u * 3u);
+  // Loads: 2 A row blocks + 2 B panels of 3 chunks (SP); stores: one per (M tile, panel).
+  EXPECT_EQ(test::count_dma(p, isa::Engine::SP), 2u + 2u * 3u);
+  EXPECT_EQ(test::count_dma(p, isa::Engine::ACT), 0u);
+  EXPECT_EQ(test::count_dma(p, isa::Engine::POOL), 2u * 2u);
 }
 
 }  // namespace
