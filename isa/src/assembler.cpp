@@ -502,7 +502,7 @@ class Parser {
       c.expect('[');
       ap.start_partition = checked<uint16_t>(c, c.integer(), "start partition");
       c.expect(':');
-      ap.num_partitions = checked<uint16_t>(c, c.integer(), "partition count");
+      ap.num_partitions = checked<uint32_t>(c, c.integer(), "partition count");
       c.expect(']');
       if (c.accept('+')) ap.offset = checked<uint64_t>(c, c.integer(), "offset");
       free_dims(c, ap, parse_pairs(c));
@@ -516,7 +516,7 @@ class Parser {
       if (pairs.size() < 2)
         c.fail("an HBM pattern needs [row stride, rows] and at least one free dim");
       ap.partition_stride = pairs[0].first;
-      ap.num_partitions = checked<uint16_t>(c, pairs[0].second, "row count");
+      ap.num_partitions = checked<uint32_t>(c, pairs[0].second, "row count");
       pairs.erase(pairs.begin());
       free_dims(c, ap, pairs);
     } else {

@@ -67,7 +67,8 @@ Slot operand_slot(const Operand& op) {
   s[3] = ap.num_dims;
   put<uint16_t>(s, 4, ap.tensor);
   put<uint16_t>(s, 6, ap.start_partition);
-  put<uint16_t>(s, 8, ap.num_partitions);
+  put<uint16_t>(s, 8, static_cast<uint16_t>(ap.num_partitions));
+  put<uint16_t>(s, 10, static_cast<uint16_t>(ap.num_partitions >> 16));
   put<uint64_t>(s, 16, ap.offset);
   put<int64_t>(s, 24, ap.partition_stride);
   for (size_t i = 0; i < std::min<size_t>(ap.num_dims, kMaxDims); ++i) {
@@ -170,8 +171,8 @@ class Decoder {
                            ap.num_dims, kMaxDims));
     ap.tensor = get<uint16_t>(s, 4);
     ap.start_partition = get<uint16_t>(s, 6);
-    ap.num_partitions = get<uint16_t>(s, 8);
-    if (!all_zero(s, 10, 16)) fail(at, "reserved operand bytes 10-15 are not zero");
+    ap.num_partitions = get<uint16_t>(s, 8) | uint32_t{get<uint16_t>(s, 10)} << 16;
+    if (!all_zero(s, 12, 16)) fail(at, "reserved operand bytes 12-15 are not zero");
     ap.offset = get<uint64_t>(s, 16);
     ap.partition_stride = get<int64_t>(s, 24);
     for (size_t i = 0; i < ap.num_dims; ++i) {

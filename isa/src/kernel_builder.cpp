@@ -66,7 +66,7 @@ AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count) {
     throw IsaError(fmt::format("rows {}..{} exceed the pattern's {} rows", first, first + count,
                                ap.num_partitions));
   AccessPattern out = ap;
-  out.num_partitions = static_cast<uint16_t>(count);
+  out.num_partitions = count;
   if (ap.space == MemSpace::HBM)
     out.offset += static_cast<uint64_t>(ap.partition_stride * first) * dtype_size(ap.dtype);
   else
@@ -101,13 +101,13 @@ AccessPattern KernelBuilder::hbm_tensor(const std::string& name, DType dtype,
   validate(t);
   int64_t inner = 1;
   for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
-  if (shape[0] > 0xffff || inner > 0xffffffffLL)
+  if (shape[0] > 0xffffffffLL || inner > 0xffffffffLL)
     throw IsaError(fmt::format("tensor '{}': shape too large for one access pattern", name));
   AccessPattern ap;
   ap.space = MemSpace::HBM;
   ap.dtype = dtype;
   ap.tensor = t.var_id;
-  ap.num_partitions = static_cast<uint16_t>(shape[0]);
+  ap.num_partitions = static_cast<uint32_t>(shape[0]);
   ap.partition_stride = inner;
   ap.dims[0] = {1, static_cast<uint32_t>(inner)};
   program_.tensors.push_back(std::move(t));

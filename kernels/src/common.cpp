@@ -16,9 +16,9 @@ void check_dims(std::string_view kernel,
                 std::initializer_list<std::pair<const char*, int64_t>> dims) {
   for (const auto& [name, value] : dims) {
     require(value >= 1, kernel, fmt::format("{} must be at least 1, not {}", name, value));
-    // A tensor's first dim becomes the row count of one HBM access pattern (u16).
-    require(value <= 0xffff, kernel,
-            fmt::format("{} = {} exceeds the supported 65535", name, value));
+    // A tensor's first dim becomes the row count of one HBM access pattern (u32).
+    require(value <= 0xffffffffLL, kernel,
+            fmt::format("{} = {} exceeds the supported 4294967295", name, value));
   }
 }
 

@@ -25,8 +25,8 @@ inline void require(bool ok, std::string_view kernel, const std::string& message
   if (!ok) fail(kernel, message);
 }
 
-// Every dim >= 1 and small enough for one HBM access pattern (rows <= 65535,
-// the builder's limit on a tensor's first dim; elements per tensor < 2^32).
+// Every dim >= 1 and small enough for one HBM access pattern (rows < 2^32, the
+// builder's limit on a tensor's first dim, as on the elements of one row).
 void check_dims(std::string_view kernel,
                 std::initializer_list<std::pair<const char*, int64_t>> dims);
 void check_float(std::string_view kernel, const char* what, DType dtype);

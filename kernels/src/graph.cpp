@@ -226,7 +226,7 @@ isa::AccessPattern row_major(std::string_view kernel, const char* operand, isa::
     rows *= v.sizes[d];
   }
   check_dims(kernel, {{"rows", rows}, {"cols", cols}});
-  ap.num_partitions = u16(static_cast<uint64_t>(rows));
+  ap.num_partitions = u32(rows);
   ap.partition_stride = cols;
   ap.num_dims = 1;
   ap.dims[0] = {1, u32(cols)};

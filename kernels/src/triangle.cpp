@@ -39,8 +39,8 @@ void affine_select(KernelBuilder& kb, const AccessPattern& dst, const AccessPatt
 isa::Program triangle(std::string_view target, isa::DType dtype, int64_t batch, int64_t rows,
                       int64_t cols, int64_t diagonal, bool upper) {
   constexpr std::string_view kName = "triangle";
-  check_dims(kName, {{"batch", batch}, {"rows", rows}, {"cols", cols}});
-  require(batch * rows <= 65535, kName, "batch * rows must be at most 65535");
+  check_dims(kName,
+             {{"batch", batch}, {"rows", rows}, {"cols", cols}, {"batch * rows", batch * rows}});
   require(diagonal > -(int64_t{1} << 30) && diagonal < (int64_t{1} << 30), kName,
           "diagonal out of range");
 

@@ -578,7 +578,7 @@ void matmul(const Ctx& c) {
   const AccessPattern& mv = c.get(Role::moving);
   if (c.inst.has_flag(isa::kTransposeMode)) return transpose_into(c, dst, mv);
   const AccessPattern& st = c.get(Role::stationary);
-  const int K = st.num_partitions;
+  const int K = static_cast<int>(st.num_partitions);
   const int M = static_cast<int>(st.free_elems()), N = static_cast<int>(mv.free_elems());
   const Floats a = read_floats(c, st);
   const Floats b = read_floats(c, mv);

@@ -120,6 +120,35 @@ TEST(Encoding, UsesFixed64ByteSlots) {
   EXPECT_EQ(back[1], memset_inst());
 }
 
+// An HBM pattern's rows take 32 bits (an embedding table over a 262,144-token vocabulary):
+// the high half goes to operand bytes 10-11, and it round-trips.
+TEST(Encoding, HbmRowsPast65535RoundTrip) {
+  Instruction in;
+  in.opcode = Opcode::dma_copy;
+  in.engine = Engine::SP;
+  AccessPattern table;
+  table.space = MemSpace::HBM;
+  table.dtype = DType::bf16;
+  table.tensor = 1;
+  table.num_partitions = 262144 + 3;
+  table.partition_stride = 4096;
+  table.dims[0] = {1, 4096};
+  AccessPattern tile = table;
+  tile.space = MemSpace::SBUF;
+  tile.tensor = 0;
+  tile.num_partitions = 128;
+  tile.partition_stride = 0;
+  in.operands = {{Role::dst, tile}, {Role::src, table}};
+  std::vector<uint8_t> bytes;
+  encode(in, bytes);
+  EXPECT_EQ(bytes[2 * kSlotBytes + 8], 3);   // 262147 = 0x40003: low half 3 ...
+  EXPECT_EQ(bytes[2 * kSlotBytes + 10], 4);  // ... high half 4
+  const auto back = decode_stream(bytes, "x");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].operand(Role::src)->num_partitions, 262147u);
+  EXPECT_EQ(back[0], in);
+}
+
 TEST(Encoding, BadStreamsNameTheStreamTheOffsetAndTheProblem) {
   auto second = [](size_t byte) { return 2 * kSlotBytes + byte; };
   struct Case {

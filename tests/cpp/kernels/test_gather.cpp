@@ -69,6 +69,12 @@ TEST(GatherRows, AnIndexOutsideTheTableFaults) {
   }
 }
 
+// A table of more rows than 16 bits count (an LLM's vocabulary: 151,936 to 262,144
+// tokens): rows past 65,535 are found.
+TEST(GatherRows, TablesOfMoreThan65535Rows) {
+  check(DType::bf16, 262144, 2, {262143, 0, 65535, 65536, 151935, 131072}, 2);
+}
+
 TEST(GatherRows, RefusesBadShapes) {
   EXPECT_THROW(gather_rows("trn2", DType::fp32, 0, 4, 1), std::invalid_argument);
   EXPECT_THROW(gather_rows("trn2", DType::fp32, 4, 4, 1, 0), std::invalid_argument);
@@ -95,6 +101,10 @@ void check_scatter(DType dtype, int64_t rows, int64_t cols, const std::vector<in
 
 TEST(ScatterRows, RowsInIndexOrderOthersKept) {
   check_scatter(DType::fp32, 10, 7, {3, 0, 9, 3, 1}, 1);
+}
+
+TEST(ScatterRows, TablesOfMoreThan65535Rows) {
+  check_scatter(DType::fp32, 70000, 3, {69999, 65536, 2, 65535}, 1);
 }
 
 TEST(ScatterRows, Int64LowWordsAndManyTiles) {

@@ -145,8 +145,8 @@ TEST(MatmulViews, SharedWeightStaysResidentAcrossBatches) {
   EXPECT_EQ(reads_of(q, "b").elems, 3u * 256u * 300u);
 }
 
-// Views are declared flat and tiled 128 rows at a time: M is not bound by an access
-// pattern's 16-bit row count. Rows too wide for SBUF are stored in column blocks, so N
+// Views are declared flat and tiled 128 rows at a time: M is not bound by one access
+// pattern's row count. Rows too wide for SBUF are stored in column blocks, so N
 // (an LM head's vocabulary) is not bound either; K is, by A^T's rows in one partition.
 TEST(MatmulViews, TakesMoreThan65535RowsOrColumnsAndNamesTheSbufLimit) {
   EXPECT_NO_THROW(matmul("trn2", contiguous(DType::fp32, {70000, 8}),

@@ -130,25 +130,25 @@ def test_fallback_warns_once_per_op(x):
 
 
 def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
-    # The row gather takes tables of up to 65535 rows (one HBM access pattern's rows): past
-    # that, the fallback names the limit, the op and its tensors, in strict mode and in the
-    # warning.
-    table = torch.arange(70_000 * 4, dtype=torch.float32).reshape(70_000, 4)
-    index = torch.tensor([69_999, 3, 65_536])
-    dt, di = table.to("neuron"), index.to("neuron")
+    # A matmul keeps A^T's rows for the whole of K in SBUF: K = 70,000 in FP32 does not fit
+    # (trn2 has 224 KiB per partition). The fallback names the limit, the op and its
+    # tensors, in strict mode and in the warning.
+    torch.manual_seed(0)
+    a, b = torch.randn(2, 70_000), torch.randn(70_000, 3)
+    da, db = a.to("neuron"), b.to("neuron")
     with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
-        dt.index_select(0, di)
+        da @ db
     refused = str(err.value)
-    for part in ("aten::index_select", "float32[70000, 4], int64[3]", "rows = 70000", "65535"):
+    for part in ("aten::mm", "float32[2, 70000], float32[70000, 3]", "K=70000", "SBUF partition"):
         assert part in refused, refused
     assert "strict mode" in refused and "has no neuron kernel" not in refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = dt.index_select(0, di)
-    said = _fallback_warnings(caught, "aten::index_select")
-    assert len(said) == 1 and "rows = 70000 exceeds the supported 65535" in said[0], said
-    assert neuronsim.fallback_counts() == {"aten::index_select": 1}
-    torch.testing.assert_close(got.cpu(), table.index_select(0, index))
+        got = da @ db
+    said = _fallback_warnings(caught, "aten::mm")
+    assert len(said) == 1 and "K=70000" in said[0], said
+    assert neuronsim.fallback_counts() == {"aten::mm": 1}
+    torch.testing.assert_close(got.cpu(), a @ b, rtol=1e-4, atol=1e-3)
 
 
 def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):

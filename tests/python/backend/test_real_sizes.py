@@ -43,3 +43,27 @@ def test_lm_head_over_a_151936_token_vocabulary():
     assert got.shape == (4, 151_936)
     expected = x.float() @ w.float().t()
     torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=0.3)
+
+
+def test_embedding_over_a_151936_token_vocabulary():
+    # The table's rows past 65,535 are found by the indirect DMA (an HBM access pattern's
+    # rows count in 32 bits); hidden size cut to 64.
+    torch.manual_seed(3)
+    table = torch.randn(151_936, 64, dtype=torch.bfloat16)
+    ids = torch.tensor([[151_935, 0, 65_535, 65_536, 100_000, 7]])
+    got = torch.nn.functional.embedding(ids.to("neuron"), table.to("neuron"))
+    torch.testing.assert_close(got.cpu(), torch.nn.functional.embedding(ids, table))
+
+
+def test_row_ops_over_more_than_65535_rows():
+    torch.manual_seed(4)
+    x = torch.randn(70_000, 32)
+    dev = x.to("neuron")
+    torch.testing.assert_close(dev.softmax(-1).cpu(), x.softmax(-1))
+    torch.testing.assert_close(dev.log_softmax(-1).cpu(), x.log_softmax(-1))
+    torch.testing.assert_close(
+        torch.nn.functional.rms_norm(dev, (32,)).cpu(),
+        torch.nn.functional.rms_norm(x, (32,)),
+        rtol=1e-5,
+        atol=1e-5,
+    )

@@ -46,14 +46,16 @@ inline constexpr int kMaxDims = 4;
 // [start_partition, start_partition + num_partitions) and `offset` is the byte
 // offset inside every partition. On HBM `tensor` is the variable id of a NEFF
 // tensor, `offset` a byte offset into it, and the rows play the role of
-// partitions: row r starts `partition_stride` elements after row r-1.
+// partitions: row r starts `partition_stride` elements after row r-1. On chip
+// num_partitions is at most 128; an HBM pattern may have up to 2^32 - 1 rows (the
+// rows of an embedding table over a 262,144-token vocabulary).
 // Dims are listed outermost first; the innermost dim is the last one.
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::fp32;
   uint16_t tensor = 0;
   uint16_t start_partition = 0;
-  uint16_t num_partitions = 1;
+  uint32_t num_partitions = 1;
   int64_t partition_stride = 0;
   uint64_t offset = 0;
   uint8_t num_dims = 1;
