@@ -112,6 +112,33 @@ TEST_P(SoftmaxTest, LogSoftmaxMatchesDoubleReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SoftmaxTest, kRowCases, case_name);
+// Rows too long for SBUF (an LM's logits over its vocabulary): two passes over blocks of
+// 4096 columns, the running max and sum rescaled from block to block.
+INSTANTIATE_TEST_SUITE_P(LongRows, SoftmaxTest,
+                         ::testing::Values(RowCase{130, 40000, DType::fp32},  // 10 blocks, 2 tiles
+                                           RowCase{3, 70001, DType::bf16},    // a partial block
+                                           RowCase{2, 30000, DType::fp32, 60.0f, 100.0f}),
+                         case_name);
+
+// A long row whose max rises from block to block (a ramp over 0..30): the running sum is
+// rescaled by exp(old max - new max) at every block, which a bug would show in every
+// element of the row.
+TEST(SoftmaxLongRows, RunningSumFollowsARisingMax) {
+  const size_t C = 5 * 4096 + 7;
+  std::vector<float> x(2 * C);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 30.0f * static_cast<float>(i % C) / static_cast<float>(C) + (i < C ? 0.0f : -3.0f);
+  const std::vector<float> got = test::run(softmax("trn2", 2, C), {{"x", x}}).at("out");
+  std::vector<double> want(x.size());
+  for (size_t r = 0; r < 2; ++r) {
+    const double max = x[r * C + C - 1];
+    double sum = 0;
+    for (size_t j = 0; j < C; ++j) sum += std::exp(x[r * C + j] - max);
+    for (size_t j = 0; j < C; ++j) want[r * C + j] = std::exp(x[r * C + j] - max) / sum;
+  }
+  const double rel = double(C + 16 + 30) * kU32;
+  test::expect_close(got, want, C, [&](size_t i) { return rel * want[i]; });
+}
 
 // ---------------------------------------------------------------------------
 

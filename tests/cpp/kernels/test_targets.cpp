@@ -157,7 +157,7 @@ TEST(InvalidArguments, RowKernels) {
   expect_rejects([] { softmax("trn2", 128, 0); }, "softmax", "cols must be at least 1");
   expect_rejects([] { softmax("trn2", 128, 128, DType::int16); }, "softmax",
                  "dtype must be a float dtype");
-  expect_rejects([] { softmax("trn2", 128, 60000); }, "softmax", "bytes per SBUF partition");
+  EXPECT_NO_THROW(softmax("trn2", 128, 60000));  // long rows: two passes over column blocks
   expect_rejects([] { log_softmax("trn2", 0, 128); }, "log_softmax", "rows must be at least 1");
   EXPECT_NO_THROW(rmsnorm("trn2", 70000, 8));
   expect_rejects([] { rmsnorm("trn2", int64_t{1} << 32, 8); }, "rmsnorm",
