@@ -258,15 +258,25 @@ TilePlan plan_tiles(std::string_view kernel, std::vector<int64_t> sizes, uint32_
     if (plan.inner <= max_free) break;
   }
   // Runs fill partitions with 1/128 of the cut dim; blocks take a dim outside it for
-  // the partitions and give each partition up to max_free. The larger tile wins.
+  // the partitions and give each partition up to max_free. The tile that moves faster
+  // wins: the larger, as the DMA engines serve it. Each engine serves 8 partitions
+  // (docs/cost-model.md §4.1), so 16 partitions of long rows keep 2 of 16 engines busy
+  // and lose to 128 partitions of shorter ones; a row's descriptor costs what 215 bytes
+  // do (9.37 ns at 23 B/ns on trn2, §4.2), which short rows pay the most.
+  const auto speed = [](uint64_t parts, uint64_t free) {
+    const double engines = static_cast<double>(std::min<uint64_t>(16, (parts + 7) / 8));
+    const double row_bytes = static_cast<double>(std::min<uint64_t>(free * 4, 65536));
+    return static_cast<double>(parts * free) * engines * row_bytes / (row_bytes + 215.0);
+  };
   const uint64_t cut_elems = static_cast<uint64_t>(sizes[plan.cut]) * plan.inner;
-  const uint64_t runs =
-      kPartitions *
+  const uint64_t run_free =
       std::min<uint64_t>(max_free, std::max<uint64_t>(plan.inner, cut_elems / kPartitions));
-  const uint64_t blocks =
-      plan.cut == 0 ? 0
-                    : std::min<uint64_t>(kPartitions, static_cast<uint64_t>(sizes[plan.cut - 1])) *
-                          std::min<uint64_t>(max_free, cut_elems);
+  const double runs = speed(std::min<uint64_t>(kPartitions, cut_elems / run_free), run_free);
+  const double blocks =
+      plan.cut == 0
+          ? 0.0
+          : speed(std::min<uint64_t>(kPartitions, static_cast<uint64_t>(sizes[plan.cut - 1])),
+                  std::min<uint64_t>(max_free, cut_elems));
   plan.part = blocks > runs ? plan.cut - 1 : plan.cut;
   if (plan.part == plan.cut)
     plan_runs(plan, max_free);

@@ -3,9 +3,11 @@
 // The views (out and every input broadcast to out's sizes) are put in out's
 // memory order and coalesced together, then cut into tiles by plan_tiles: every
 // tile is one DMA per operand whatever the strides, because the HBM side of a
-// tile is just an access pattern with the operand's strides (stride 0 repeats a
-// broadcast element). Tiles of different indices never touch the same output
-// element, so stores need no order among them.
+// tile is just an access pattern with the operand's strides. An input broadcast
+// along the tile's free dims (stride 0) moves each element once and is read on chip
+// through a pattern with stride 0 there, instead of one descriptor per repeat.
+// Tiles of different indices never touch the same output element, so stores need
+// no order among them.
 //
 // The expression is compiled once into a schedule that every tile repeats:
 //   * loads of the same input are shared, steps the result does not need are
@@ -476,8 +478,59 @@ class PointwiseKernel {
     const AccessPattern& tile = sc_.constant[su] >= 0
                                     ? constants_[static_cast<size_t>(sc_.constant[su])]
                                     : slots_[(i % nbuf_) * u32(sc_.slots) + u32(sc_.slot[su])];
+    if (repeats(s)) return repeated(tile, s, i);
     return on_chip(tile, t.parts, plan_.free_elems(t),
                    sc_.constant[su] >= 0 ? tile.dtype : dtype_of(s));
+  }
+
+  // A load whose view repeats elements along the tile's free dims (stride 0: RMS norm's
+  // [rows, 1] scale broadcast along each row) moves each element once and is read
+  // through a pattern that repeats it on chip: as laid out in HBM, its DMA would be one
+  // descriptor per element. A load that is itself stored keeps the plain layout.
+  bool repeats(int s) const {
+    if (step(s).op != Op::load || std::ranges::find(sc_.results, s) != sc_.results.end())
+      return false;
+    const View& v = input_view(step(s).input);
+    for (size_t d = plan_.cut; d < plan_.sizes.size(); ++d)
+      if (v.strides[d] == 0 && plan_.sizes[d] > 1) return true;
+    return false;
+  }
+
+  // The free dims of tile i for input view `v`: sizes, and strides in SBUF where the
+  // repeated dims take no room (stride 0).
+  std::vector<isa::Dim> compact_dims(const View& v, uint32_t i) const {
+    std::vector<isa::Dim> dims;
+    int64_t step = 1;
+    for (size_t d = plan_.sizes.size(); d-- > plan_.cut;) {
+      const uint32_t size = d == plan_.cut ? plan_.tiles[i].len : u32(plan_.sizes[d]);
+      const bool repeated = v.strides[d] == 0 && size > 1;
+      dims.insert(dims.begin(), isa::Dim{repeated ? 0 : dim_stride(kernel_, step), size});
+      if (!repeated) step *= size;
+    }
+    return dims;
+  }
+
+  // Step s's value in tile i, read with its repeats.
+  AccessPattern repeated(const AccessPattern& slot, int s, uint32_t i) const {
+    AccessPattern ap = isa::rows(slot, 0, plan_.tiles[i].parts);
+    ap.dtype = dtype_of(s);
+    const std::vector<isa::Dim> dims = compact_dims(input_view(step(s).input), i);
+    ap.num_dims = static_cast<uint8_t>(dims.size());
+    std::ranges::copy(dims, ap.dims.begin());
+    return ap;
+  }
+
+  // The DMA of load step s in tile i when it repeats: each distinct element once.
+  void load_compact(int s, uint32_t i, const AccessPattern& tensor, size_t view, Engine trigger) {
+    AccessPattern src = hbm(view, tensor, i);
+    uint64_t elems = 1;
+    for (size_t k = 0; k < src.num_dims; ++k) {
+      if (src.dims[k].stride == 0) src.dims[k].size = 1;
+      elems *= src.dims[k].size;
+    }
+    const AccessPattern& slot =
+        slots_[(i % nbuf_) * u32(sc_.slots) + u32(sc_.slot[static_cast<size_t>(s)])];
+    kb_.dma_copy(on_chip(slot, plan_.tiles[i].parts, u32(elems), dtype_of(s)), src, trigger);
   }
 
   AccessPattern hbm(size_t view, const AccessPattern& tensor, uint32_t i) const {
@@ -489,7 +542,10 @@ class PointwiseKernel {
     for (int s : sc_.loads) {
       const auto in = static_cast<size_t>(step(s).input);
       const Engine trigger = !sc_.uses_act && k++ % 2 ? Engine::ACT : Engine::SP;
-      kb_.dma_copy(value(s, i), hbm(num_outs_ + in, in_[in], i), trigger);
+      if (repeats(s))
+        load_compact(s, i, in_[in], num_outs_ + in, trigger);
+      else
+        kb_.dma_copy(value(s, i), hbm(num_outs_ + in, in_[in], i), trigger);
     }
   }
 

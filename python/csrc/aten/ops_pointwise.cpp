@@ -93,9 +93,16 @@ bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, cons
   return run_pointwise(op, name, e, inputs, out);
 }
 
+// The result takes the layout of the first operand of its sizes that is dense, as
+// TensorIterator lays it out on the CPU: a transposed view times a scalar stays
+// transposed (its kernel moves contiguous runs, not a transpose element by element).
 at::Tensor new_output(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dtype) {
   const at::Tensor& like = a.device().is_privateuseone() ? a : b;
-  return at::empty(at::infer_size(a.sizes(), b.sizes()), like.options().dtype(dtype));
+  const std::vector<int64_t> sizes = at::infer_size(a.sizes(), b.sizes());
+  for (const at::Tensor* t : {&a, &b})
+    if (t->sizes() == c10::IntArrayRef(sizes) && t->is_non_overlapping_and_dense())
+      return at::empty_strided(sizes, t->strides(), like.options().dtype(dtype));
+  return at::empty(sizes, like.options().dtype(dtype));
 }
 
 // ---- arithmetic -----------------------------------------------------------------

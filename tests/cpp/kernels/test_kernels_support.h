@@ -3,6 +3,7 @@
 // and returned by name as FP32 values.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -139,6 +140,27 @@ inline size_t count_opcode(const isa::Program& p, isa::Engine engine, isa::Opcod
   size_t n = 0;
   for (const isa::Instruction& in : p.stream(engine)) n += in.opcode == op;
   return n;
+}
+
+// What a program's DMAs read of tensor `name`: elements, and the fewest elements one
+// descriptor holds (the innermost dim's size when it is contiguous, else 1).
+struct HbmReads {
+  uint64_t elems = 0;
+  uint32_t shortest_run = UINT32_MAX;
+};
+inline HbmReads hbm_reads(const isa::Program& p, const char* name) {
+  const uint16_t id = p.find_tensor(name)->var_id;
+  HbmReads r;
+  for (const auto& stream : p.streams)
+    for (const isa::Instruction& in : stream) {
+      if (in.opcode != isa::Opcode::dma_copy) continue;
+      const isa::AccessPattern& src = *in.operand(isa::Role::src);
+      if (src.space != isa::MemSpace::HBM || src.tensor != id) continue;
+      r.elems += src.total_elems();
+      const isa::Dim inner = src.dims[src.num_dims - 1];
+      r.shortest_run = std::min(r.shortest_run, inner.stride == 1 ? inner.size : 1u);
+    }
+  return r;
 }
 
 // dma_copy instructions triggered by `engine`.

@@ -91,27 +91,6 @@ TEST(MatmulViews, Batched) {
         View{DType::fp32, {2, 40, 20}, {800, 1, 40}});
 }
 
-// What the program's DMAs read of tensor `name`: elements, and the most elements one
-// descriptor-sized run holds (the innermost dim's size when it is contiguous, else 1).
-struct Reads {
-  uint64_t elems = 0;
-  uint32_t shortest_run = UINT32_MAX;
-};
-Reads reads_of(const isa::Program& p, const char* name) {
-  const uint16_t id = p.find_tensor(name)->var_id;
-  Reads r;
-  for (const auto& stream : p.streams)
-    for (const isa::Instruction& in : stream) {
-      if (in.opcode != isa::Opcode::dma_copy) continue;
-      const isa::AccessPattern& src = *in.operand(isa::Role::src);
-      if (src.space != isa::MemSpace::HBM || src.tensor != id) continue;
-      r.elems += src.total_elems();
-      const isa::Dim inner = src.dims[src.num_dims - 1];
-      r.shortest_run = std::min(r.shortest_run, inner.stride == 1 ? inner.size : 1u);
-    }
-  return r;
-}
-
 // linear's x @ w.t(): W's rows load contiguously (pieces of up to 1024 bf16 or 512 FP32
 // k's) and the PE transposes them, W is read once for all M tiles, and the values hold
 // across pieces, partial K chunks (1100 = 8 x 128 + 76) and a partial last 128-row block of W.
@@ -120,7 +99,7 @@ TEST(MatmulViews, TransposedWeightLoadsRowsAndTransposesOnThePe) {
   const View w_t = swapped(contiguous(DType::bf16, {600, 1100}), 0, 1);
   const View out = contiguous(DType::fp32, {300, 600});
   const isa::Program p = matmul("trn2", x, w_t, out);
-  const Reads w = reads_of(p, "b");
+  const test::HbmReads w = test::hbm_reads(p, "b");
   EXPECT_EQ(w.elems, 600u * 1100u);  // once, though 3 M tiles use it
   EXPECT_GE(w.shortest_run, 76u);    // no DMA of one element per descriptor
   check(x, w_t, out);
@@ -138,11 +117,11 @@ TEST(MatmulViews, SharedWeightStaysResidentAcrossBatches) {
   const View shared{DType::bf16, {3, 256, 300}, {0, 300, 1}};
   const isa::Program p = matmul("trn2", contiguous(DType::bf16, {3, 100, 256}), shared,
                                 contiguous(DType::fp32, {3, 100, 300}));
-  EXPECT_EQ(reads_of(p, "b").elems, 256u * 300u);
+  EXPECT_EQ(test::hbm_reads(p, "b").elems, 256u * 300u);
   const isa::Program q =
       matmul("trn2", contiguous(DType::bf16, {3, 100, 256}), contiguous(DType::bf16, {3, 256, 300}),
              contiguous(DType::fp32, {3, 100, 300}));
-  EXPECT_EQ(reads_of(q, "b").elems, 3u * 256u * 300u);
+  EXPECT_EQ(test::hbm_reads(q, "b").elems, 3u * 256u * 300u);
 }
 
 // Views are declared flat and tiled 128 rows at a time: M is not bound by one access

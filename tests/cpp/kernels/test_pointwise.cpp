@@ -186,6 +186,37 @@ TEST(Pointwise, Broadcast) {
         out3);
 }
 
+// A column broadcast along rows (RMS norm's x * rsqrt(mean)) loads each element once
+// and repeats it on chip: its DMA is not one descriptor per repeated element.
+TEST(Pointwise, ABroadcastColumnLoadsEachElementOnce) {
+  const View x = contiguous(DType::bf16, {300, 1024}), col = contiguous(DType::fp32, {300, 1});
+  const std::vector<View> inputs{x, col};
+  const isa::Program p = pointwise("trn2", PointwiseExpr::binary(AluOp::multiply), inputs, x);
+  EXPECT_EQ(test::hbm_reads(p, "in1").elems, 300u);
+  EXPECT_EQ(test::hbm_reads(p, "in0").elems, 300u * 1024u);
+  check(PointwiseExpr::binary(AluOp::multiply), {x, col}, x, 1.0);
+  // Repeats in a middle dim too: [4, 1, 8] over [4, 130, 8].
+  const View mid{DType::fp32, {4, 130, 8}, {8, 0, 1}};
+  check(add(), {contiguous(DType::fp32, {4, 130, 8}), mid}, contiguous(DType::fp32, {4, 130, 8}));
+}
+
+// Attention's scores plus a mask shared by the 16 heads: 16 rows of 16,384 elements would
+// keep 2 of the 16 DMA engines busy (8 partitions each), so the tiles spread each head's
+// elements over 128 partitions instead.
+TEST(Pointwise, TilesSpreadOverEnoughPartitionsForEveryDmaEngine) {
+  const View scores = contiguous(DType::fp32, {16, 128, 128});
+  const View mask{DType::fp32, {16, 128, 128}, {0, 128, 1}};
+  const std::vector<View> inputs{scores, mask};
+  const isa::Program p = pointwise("trn2", add(), inputs, scores);
+  const uint16_t id = p.find_tensor("in0")->var_id;
+  for (const auto& stream : p.streams)
+    for (const isa::Instruction& in : stream)
+      if (in.opcode == isa::Opcode::dma_copy && in.operand(isa::Role::src)->tensor == id &&
+          in.operand(isa::Role::src)->space == isa::MemSpace::HBM)
+        EXPECT_EQ(in.operand(isa::Role::dst)->num_partitions, 128u);
+  check(add(), inputs, scores);
+}
+
 TEST(Pointwise, FiveDimsAfterCoalescing) {
   View p = contiguous(DType::fp32, {6, 5, 4, 3, 2});
   std::reverse(p.sizes.begin(), p.sizes.end());
