@@ -12,7 +12,11 @@
 //   argmax/argmin     m = max (min) of the row; eq = (x == m) as 1/0; eq * (j - D)
 //                     is negative exactly at the matches, so its min is the first
 //                     match minus D; + D gives j, written as int32. j - D comes
-//                     from one iota, made once.
+//                     from one iota, made once. A row longer than a tile (argmax
+//                     over an LM's vocabulary) keeps each chunk's best value and
+//                     first index (offset by the chunk's start) in two columns of
+//                     partials; after the last chunk, the same steps over those
+//                     columns pick the best value's first index.
 // Tiles alternate between VectorE and GpSimd; loads alternate between SP's and
 // ACT's queues (ACT computes nothing here); POOL stores what it computed, SP the rest.
 #include <fmt/format.h>
@@ -150,9 +154,6 @@ class ReduceKernel {
     const auto need = static_cast<uint64_t>(reduced_);
     nbuf_ = chunk_for(3) >= std::min<uint64_t>(need, kMaxChunk) ? 3 : 2;
     const auto chunk = static_cast<uint32_t>(chunk_for(nbuf_));
-    require(!is_arg(op_) || need <= chunk, kName,
-            fmt::format("argmax/argmin need the reduced dim ({} elements) in one tile; {} holds {}",
-                        need, kb_.target().name, chunk));
     plan_ = plan_rows(kName, sizes_, chunk);
     chunks_ = ceil_div(need, plan_.tiles.front().len);
     require(!epilogue_ || chunks_ == 1, kName,
@@ -184,6 +185,10 @@ class ReduceKernel {
     for (int b = 0; b < 2; ++b) {
       partials_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, chunks_);
       result_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
+      if (is_arg(op_) && chunks_ > 1) {
+        arg_index_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, chunks_);
+        arg_cand_[b] = sbuf(kb_, kName, DType::fp32, kPartitions, chunks_);
+      }
     }
   }
 
@@ -240,9 +245,19 @@ class ReduceKernel {
     const AccessPattern partials =
         on_chip(partials_[block_of(i) % 2], t.parts, chunks_, DType::fp32);
     const AccessPattern result = on_chip(result_[block_of(i) % 2], t.parts, 1, out_.dtype);
-    if (is_arg(op_)) {
-      arg_reduce(engine, x, on_chip(cand_[i % nbuf_], t.parts, t.len, DType::fp32), partials,
-                 result);
+    if (is_arg(op_) && chunks_ > 1) {
+      const AccessPattern index =
+          on_chip(arg_index_[block_of(i) % 2], t.parts, chunks_, DType::fp32);
+      const AccessPattern cand = on_chip(cand_[i % nbuf_], t.parts, t.len, DType::fp32);
+      arg_reduce(engine, x, cand, isa::cols(partials, chunk_of(i), 1),
+                 isa::cols(index, chunk_of(i), 1),
+                 static_cast<float>(reduced_ + int64_t{chunk_of(i)} * plan_.tiles.front().len));
+      if (chunk_of(i) + 1 < chunks_) return;
+      finish_arg(engine, partials, index,
+                 on_chip(arg_cand_[block_of(i) % 2], t.parts, chunks_, DType::fp32), result);
+    } else if (is_arg(op_)) {
+      arg_reduce(engine, x, on_chip(cand_[i % nbuf_], t.parts, t.len, DType::fp32),
+                 isa::cols(partials, 0, 1), result, static_cast<float>(reduced_));
     } else if (chunks_ == 1 && op_ != ReduceOp::mean) {
       kb_.tensor_reduce(engine, result, x, alu_of(op_), 0x1);
     } else {
@@ -268,16 +283,35 @@ class ReduceKernel {
                       static_cast<float>(reduced_));
   }
 
+  // best = max (min) of x's row; index = the first column j where x == best, plus
+  // `offset` - D (the iota holds j - D, negative everywhere, so the min of
+  // eq * (j - D) is the first match minus D).
   void arg_reduce(Engine engine, const AccessPattern& x, const AccessPattern& cand,
-                  const AccessPattern& partials, const AccessPattern& result) {
-    const AccessPattern best = isa::cols(partials, 0, 1);
+                  const AccessPattern& best, const AccessPattern& index, float offset) {
     kb_.tensor_reduce(engine, best, x, alu_of(op_), 0x1);
     kb_.tensor_scalar(engine, cand, x, AluOp::is_equal, 0.0f, AluOp::bypass, 0.0f, &best);
-    kb_.tensor_tensor(engine, cand, cand, isa::rows(iota_, 0, x.num_partitions), AluOp::multiply);
-    AccessPattern first = result;
+    kb_.tensor_tensor(engine, cand, cand,
+                      isa::cols(isa::rows(iota_, 0, x.num_partitions), 0, x.dims[0].size),
+                      AluOp::multiply);
+    AccessPattern first = index;
     first.dtype = DType::fp32;
     kb_.tensor_reduce(engine, first, cand, AluOp::min, 0x1);
-    kb_.tensor_scalar(engine, result, first, AluOp::add, static_cast<float>(reduced_));
+    kb_.tensor_scalar(engine, index, first, AluOp::add, offset);
+  }
+
+  // The chunks' best values and first indices of a row into the row's first index of
+  // its best value: the chunks whose best is the row's, the smallest of their indices
+  // (index - D is negative, as above).
+  void finish_arg(Engine engine, const AccessPattern& best, const AccessPattern& index,
+                  const AccessPattern& cand, const AccessPattern& result) {
+    AccessPattern row_best = result;
+    row_best.dtype = DType::fp32;
+    kb_.tensor_reduce(engine, row_best, best, alu_of(op_), 0x1);
+    kb_.tensor_scalar(engine, cand, best, AluOp::is_equal, 0.0f, AluOp::bypass, 0.0f, &row_best);
+    kb_.tensor_scalar(engine, index, index, AluOp::subtract, static_cast<float>(reduced_));
+    kb_.tensor_tensor(engine, cand, cand, index, AluOp::multiply);
+    kb_.tensor_reduce(engine, row_best, cand, AluOp::min, 0x1);
+    kb_.tensor_scalar(engine, result, row_best, AluOp::add, static_cast<float>(reduced_));
   }
 
   KernelBuilder& kb_;
@@ -296,7 +330,7 @@ class ReduceKernel {
   TilePlan plan_;
   uint32_t nbuf_ = 2, chunks_ = 1;
   std::vector<AccessPattern> x_, cand_;
-  AccessPattern iota_, partials_[2], result_[2];
+  AccessPattern iota_, partials_[2], result_[2], arg_index_[2], arg_cand_[2];
 };
 
 }  // namespace

@@ -67,3 +67,23 @@ def test_row_ops_over_more_than_65535_rows():
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_cross_entropy_and_greedy_argmax_over_a_151936_token_vocabulary():
+    # Rows of FP32 logits longer than SBUF holds: log_softmax in two passes over column
+    # blocks, argmax in chunks; the loss's gradient too.
+    torch.manual_seed(5)
+    logits = torch.randn(4, 151_936, requires_grad=True)
+    target = torch.tensor([0, 151_935, 65_536, 100_000])
+    dev = logits.detach().to("neuron").requires_grad_()
+    loss = torch.nn.functional.cross_entropy(dev, target.to("neuron"))
+    loss.backward()
+    expected = torch.nn.functional.cross_entropy(logits, target)
+    expected.backward()
+    torch.testing.assert_close(loss.cpu(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dev.grad.cpu(), logits.grad, rtol=1e-4, atol=1e-9)
+    peaked = logits.detach().clone()
+    peaked[:, 140_000] += 100.0
+    peaked[1, 70_001] += 200.0
+    got = peaked.to("neuron").argmax(-1).cpu()
+    assert got.tolist() == [140_000, 70_001, 140_000, 140_000]
