@@ -9,9 +9,15 @@ Reports, each measured in one run (ratios, never absolute gates):
   training step): kernels launched and simulated time per step, and host seconds to
   compile each graph.
 
-The simulated figures of the last part are the same on every machine, so they are also
-gated: ``--check bench/expected_torch.csv`` fails when one leaves its margin (both ways),
-``--update`` rewrites the file (the format of bench/expected_results.csv).
+- each kernel family at the shapes of a real model (Qwen3-0.6B, 128 tokens; an MLP over
+  4096 tokens), in the timing mode without the runtime's launch cost: simulated
+  microseconds against the roofline (FLOPs at TensorE's peak, the bytes each operand must
+  move at least once at the core's DMA rate).
+
+The simulated figures of the last two parts are the same on every machine, so they are
+also gated: ``--check bench/expected_torch.csv`` (the tiny Qwen3; ``--gate real`` with
+bench/expected_real_shapes.csv for the real shapes) fails when one leaves its margin (both
+ways), ``--update`` rewrites the file (the format of bench/expected_results.csv).
 
 Each mode runs in its own process (the mode is chosen when the device opens).
 """
@@ -142,6 +148,93 @@ def _compiled() -> dict:
     return {"steps": rows, "graphs": graphs}
 
 
+# trn2's figures for the roofline (docs/cost-model.md §1): TensorE's BF16 peak,
+# 2 x 128 x 128 MACs at 2.4 GHz, and one core's DMA rate, 16 engines x 23 B/ns.
+_PE_PEAK_FLOPS = 2 * 128 * 128 * 2.4e9
+_DMA_BYTES_PER_S = 16 * 23e9
+
+
+def _real_shapes() -> dict:
+    """Each kernel family once at a real model's shapes: simulated microseconds (the
+    kernels of the call, without launches) and its roofline."""
+    import torch
+    import torch.nn.functional as F
+
+    import neuronsim
+
+    bf16, g = torch.bfloat16, torch.Generator().manual_seed(3)
+
+    def rand(*sizes, dtype=bf16):
+        return torch.randn(*sizes, generator=g).to(dtype).to("neuron")
+
+    hidden, inter, vocab, tokens = 1024, 3072, 151_936, 128  # Qwen3-0.6B
+    x, x4k = rand(tokens, hidden), rand(4096, hidden)
+    w_up, w_down, w_head = rand(inter, hidden), rand(hidden, inter), rand(vocab, hidden)
+    h, gate = rand(tokens, inter), rand(tokens, inter)
+    ids = torch.randint(0, vocab, (1, tokens), generator=g).to("neuron")
+    logits = rand(tokens, vocab, dtype=torch.float32)
+    q, kv = rand(1, 16, tokens, 128), rand(1, 8, tokens, 128)
+    norm_w = rand(hidden)
+    mm = 2.0  # bytes of a bf16 element
+
+    def linear(a, w):  # x @ w.t(): FLOPs, and x, w and the result moved once
+        (m, k), n = a.shape, w.shape[0]
+        return lambda: F.linear(a, w), 2 * m * k * n, mm * (m * k + n * k + m * n)
+
+    cases = {
+        # name: (call, FLOPs, bytes each operand moves at least once)
+        "lm_head_128x1024x151936": linear(x, w_head),
+        "mlp_up_128x1024x3072": linear(x, w_up),
+        "mlp_down_128x3072x1024": linear(h, w_down),
+        "mlp_up_4096x1024x3072": linear(x4k, w_up),
+        "embedding_151936x1024": (
+            lambda: F.embedding(ids, w_head),
+            0,
+            mm * 2 * tokens * hidden,
+        ),
+        "rms_norm_128x1024": (
+            lambda: F.rms_norm(x, (hidden,), norm_w, 1e-6),
+            0,
+            mm * (2 * tokens * hidden + hidden),
+        ),
+        "silu_mul_128x3072": (lambda: F.silu(gate) * h, 0, mm * 3 * tokens * inter),
+        "log_softmax_128x151936_fp32": (
+            lambda: logits.log_softmax(-1),
+            0,
+            4.0 * 2 * tokens * vocab,
+        ),
+        "attention_causal_gqa_128": (
+            lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True),
+            2 * 2 * 16 * tokens * tokens * 128,
+            mm * (2 * 16 * tokens * 128 + 2 * 8 * tokens * 128),
+        ),
+    }
+    rows = {}
+    for name, (call, flops, nbytes) in cases.items():
+        call()  # builds the kernels
+        torch.neuron.synchronize()
+        kernels, sim = neuronsim.kernels_run(), neuronsim.simulated_time()
+        call()
+        torch.neuron.synchronize()
+        simulated = (neuronsim.simulated_time() - sim) * 1e6
+        roofline = max(flops / _PE_PEAK_FLOPS, nbytes / _DMA_BYTES_PER_S) * 1e6
+        rows[name] = {
+            "kernels": neuronsim.kernels_run() - kernels,
+            "simulated_us": round(simulated, 6),
+            "roofline_us": round(roofline, 3),
+            "of_roofline": round(roofline / simulated, 3),
+        }
+    return rows
+
+
+def _real_gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
+    return [
+        (f"{target}/real/{name}", k, float(r[k]))
+        for name, r in result.items()
+        for k in ("kernels", "simulated_us")
+    ]
+
+
 # Figures of _compiled() that the gate checks: simulated, so the same on every machine.
 def _gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
     rows = []
@@ -165,6 +258,18 @@ _GATE_HEADER = """\
 # `python -m neuronsim.tools.bench --check bench/expected_torch.csv`
 # (tests/python/tools/test_bench_gate.py); regenerate with --update, which keeps margins.
 # Margins as in bench/expected_results.csv.
+# Rule: a commit that changes an expected value gives the reason for it in the same commit.
+benchmark,metric,value,margin
+"""
+
+
+_REAL_GATE_HEADER = """\
+# Expected simulated figures of `python -m neuronsim.tools.bench --gate real` on trn2.3xlarge:
+# each kernel family once at a real model's shapes (Qwen3-0.6B at 128 tokens, an MLP over
+# 4096), kernels launched and simulated microseconds without the runtime's launch cost.
+# Checked by `python -m neuronsim.tools.bench --gate real --check
+# bench/expected_real_shapes.csv` (tests/python/tools/test_bench_gate.py); regenerate with
+# --update. Margins as in bench/expected_results.csv.
 # Rule: a commit that changes an expected value gives the reason for it in the same commit.
 benchmark,metric,value,margin
 """
@@ -221,11 +326,12 @@ def _part(name: str) -> dict:
     import warnings
 
     warnings.filterwarnings("ignore")
-    return {"ops": _ops, "train_step": _train_step, "compiled": _compiled}[name]()
+    parts = {"ops": _ops, "train_step": _train_step, "compiled": _compiled}
+    return {**parts, "real_shapes": _real_shapes}[name]()
 
 
-def _run(part: str, mode: str) -> dict:
-    env = dict(os.environ, NEURONSIM_MODE=mode, HF_HUB_OFFLINE="1")
+def _run(part: str, mode: str, **env_extra: str) -> dict:
+    env = dict(os.environ, NEURONSIM_MODE=mode, HF_HUB_OFFLINE="1", **env_extra)
     done = subprocess.run(
         [sys.executable, "-m", "neuronsim.tools.bench", "--part", part],
         env=env,
@@ -244,7 +350,17 @@ def main(argv=None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--part", choices=["ops", "train_step", "compiled"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--part", choices=["ops", "train_step", "compiled", "real_shapes"], help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--gate",
+        choices=["tiny", "real"],
+        default="tiny",
+        help="the gated part --check, --update and --csv run: the tiny Qwen3 (default, "
+        "bench/expected_torch.csv) or the kernels at real shapes "
+        "(bench/expected_real_shapes.csv)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument(
         "--check", metavar="CSV", help="run only the gated part and check it against CSV"
@@ -261,8 +377,12 @@ def main(argv=None) -> int:
         print(json.dumps(_part(args.part)))
         return 0
     if args.check or args.update or args.csv:
-        result = _run("compiled", "functional-and-timing")
-        measured = _gate_rows(result, "trn2")
+        if args.gate == "real":
+            result = _run("real_shapes", "functional-and-timing", NEURONSIM_LAUNCH="0")
+            measured, header = _real_gate_rows(result, "trn2"), _REAL_GATE_HEADER
+        else:
+            result = _run("compiled", "functional-and-timing")
+            measured, header = _gate_rows(result, "trn2"), _GATE_HEADER
         if args.csv:
             with open(args.csv, "w") as f:
                 f.write("benchmark,metric,value\n")
@@ -271,7 +391,7 @@ def main(argv=None) -> int:
             if not (args.check or args.update):
                 return 0
         if args.update:
-            update(args.update, measured)
+            update(args.update, measured, header)
             print(f"neuronsim.tools.bench: wrote {len(measured)} rows to {args.update}")
             return 0
         failures = check(args.check, measured)
@@ -286,6 +406,7 @@ def main(argv=None) -> int:
         "train_step_functional_only": _run("train_step", "functional-only"),
         "train_step_timing": _run("train_step", "functional-and-timing"),
         "compiled_timing": _run("compiled", "functional-and-timing"),
+        "real_shapes": _run("real_shapes", "functional-and-timing", NEURONSIM_LAUNCH="0"),
     }
     print("host time per cached op, functional-only (median):")
     for name, r in results["ops_functional_only"].items():
@@ -316,6 +437,12 @@ def main(argv=None) -> int:
             f"  graph {name}: {g['kernels']} kernel(s), {g['stages']} stages, "
             f"{g['fused_nodes']} fused, {g['eager_nodes']} eager nodes, "
             f"compiled in {g['compile_s']:.3f} s"
+        )
+    print("kernels at real shapes (timing mode, launches left out): simulated against roofline")
+    for name, r in results["real_shapes"].items():
+        print(
+            f"  {name:30s} {r['kernels']:3d} kernel(s) {r['simulated_us']:10.1f} us   "
+            f"roofline {r['roofline_us']:9.1f} us   {100 * r['of_roofline']:5.1f} %"
         )
     if args.json:
         with open(args.json, "w") as f:
