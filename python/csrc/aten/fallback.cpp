@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include "aten/refusal.h"
+#include "aten/timing_only.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -206,6 +207,17 @@ std::string fallback_reason(const std::string& op, const std::string& tensors,
   return fmt::format("{} on {} has no neuron kernel", op, tensors);
 }
 
+// Ops whose output's shape depends on their inputs' values: in timing-only mode there are
+// none to run them on.
+bool shape_from_values(const std::string& op) {
+  for (const char* name :
+       {"aten::nonzero", "aten::nonzero_numpy", "aten::masked_select", "aten::_unique",
+        "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::repeat_interleave",
+        "aten::bincount", "aten::argwhere"})
+    if (op == name || op.rfind(std::string(name) + ".", 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 void note_refusal(const std::string& op, const std::string& reason) {
@@ -224,6 +236,8 @@ void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* s
   const size_t num_args = schema.arguments().size();
   const size_t first = stack->size() - num_args;
   const std::optional<std::string> refused = take_refusal(op);
+  if (values_unspecified() && shape_from_values(op))
+    refuse_host_read(fmt::format("{} (its output's shape depends on its input's values)", op));
   count(op, [&] {
     return fallback_reason(op, describe_tensors(*stack, first, num_args), refused,
                            handle.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1));

@@ -13,6 +13,7 @@
 
 #include "aten/fallback.h"
 #include "aten/kernel_call.h"
+#include "aten/timing_only.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
@@ -92,6 +93,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
   }
   if (both_neuron && copy_on_device(src, dst)) return dst;
   if (both_neuron) count_fallback("aten::copy_ (between devices, or of int64/float64)");
+  if (src.device().is_privateuseone() && !dst.device().is_privateuseone() && values_unspecified())
+    refuse_host_read(fmt::format("aten::copy_ of a neuron tensor to {}", dst.device().str()));
   // To or from the host, or a conversion: the host's copy on the same bytes.
   host_alias(dst).copy_(host_alias(src));
   return dst;
@@ -103,6 +106,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (values_unspecified()) refuse_host_read("aten::_local_scalar_dense (Tensor.item())");
   return host_alias(self).item();
 }
 

@@ -1,0 +1,101 @@
+"""Timing-only mode (NEURONSIM_MODE=timing-only): kernels run on the device clock without
+arithmetic. The same kernels take the same simulated time as with values; whatever needs
+device values on the host fails, naming itself and the mode. The mode is chosen when the
+device opens, so each case runs in a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# A real-size LM head, a long-row log_softmax and an embedding lookup over Qwen3's
+# vocabulary (hidden cut to 256): the simulated time of each, as JSON.
+_KERNELS = """
+import json, torch, torch.nn.functional as F, neuronsim
+g = torch.Generator().manual_seed(0)
+x = torch.randn(128, 256, generator=g).to(torch.bfloat16).to("neuron")
+w = torch.randn(151_936, 256, generator=g).to(torch.bfloat16).to("neuron")
+ids = torch.randint(0, 151_936, (1, 128), generator=g).to("neuron")
+times = {}
+for name, call in {
+    "lm_head": lambda: F.linear(x, w),
+    "log_softmax": lambda: F.linear(x, w).float().log_softmax(-1),
+    "embedding": lambda: F.embedding(ids, w),
+}.items():
+    call()
+    torch.neuron.synchronize()
+    start = neuronsim.simulated_time()
+    call()
+    torch.neuron.synchronize()
+    times[name] = neuronsim.simulated_time() - start
+print(json.dumps(times))
+"""
+
+
+def _run(code: str, mode: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NEURONSIM_MODE": mode}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_kernels_take_the_same_simulated_time_as_with_values():
+    timed = {}
+    for mode in ("functional-and-timing", "timing-only"):
+        done = _run(_KERNELS, mode)
+        assert done.returncode == 0, done.stderr[-3000:]
+        timed[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert timed["timing-only"] == timed["functional-and-timing"]
+    assert all(t > 0 for t in timed["timing-only"].values())
+
+
+@pytest.mark.parametrize(
+    ("read", "names"),
+    [
+        ("t.sum().item()", "aten::_local_scalar_dense (Tensor.item())"),
+        ("t.cpu()", "aten::copy_ of a neuron tensor to cpu"),
+        ("print(t)", "aten::masked_select"),  # printing finds the values to format
+        ("torch.nonzero(t > 0)", "aten::nonzero"),
+    ],
+)
+def test_reading_values_on_the_host_names_the_op_and_the_mode(read, names):
+    done = _run(
+        f"""
+        import torch, neuronsim
+        assert neuronsim.mode() == "timing_only", neuronsim.mode()
+        t = torch.randn(4, 8).to("neuron")
+        u = (t * 2).softmax(-1)  # kernels run, on the clock
+        {read}
+        """,
+        "timing-only",
+    )
+    assert done.returncode != 0, done.stdout
+    said = done.stderr
+    assert names in said and "NEURONSIM_MODE=timing-only" in said, said[-2000:]
+
+
+def test_index_checks_that_need_values_are_skipped():
+    # Indices are device values: their range cannot be checked, and the gather still runs.
+    done = _run(
+        """
+        import torch, neuronsim
+        table = torch.randn(1000, 16).to("neuron")
+        ids = torch.tensor([3, 999, 0]).to("neuron")
+        out = table.index_select(0, ids)
+        loss = torch.nn.functional.cross_entropy(torch.randn(3, 1000).to("neuron"), ids)
+        torch.neuron.synchronize()
+        assert out.shape == (3, 16) and loss.shape == ()
+        assert neuronsim.simulated_time() > 0
+        """,
+        "timing-only",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
