@@ -7,21 +7,55 @@
 #include <torch/library.h>
 
 #include "aten/kernel_call.h"
+#include "aten/refusal.h"
 
 namespace neuronsim::pytorch {
 
 namespace {
 
-bool matmul_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-  if (!is_engine_float(a.scalar_type()) || a.scalar_type() != b.scalar_type() ||
-      !is_engine_float(out.scalar_type()) || a.numel() == 0 || b.numel() == 0)
-    return false;
+// The kernel keeps A^T for the whole of K in SBUF; a longer K (an LM head's backward,
+// whose K is the vocabulary) runs in blocks of kKBlock.
+constexpr int64_t kKBlock = 8192;
+
+bool matmul_kernel(const char* op, const at::Tensor& a, const at::Tensor& b,
+                   const at::Tensor& out) {
   const int device = op_device(op, {&a, &b, &out});
   const kernels::View va = view_of(a), vb = view_of(b), vo = view_of(out);
   const std::string chip = target();
   return run_kernel(
       op, device, fmt::format("{} {} {} ->{}", op, layout_key(a), layout_key(b), layout_key(out)),
       [&] { return kernels::matmul(chip, va, vb, vo); }, {{"a", a}, {"b", b}, {"out", out}});
+}
+
+// out = sum over K blocks of a[.., k block] @ b[k block, ..]: each block one matmul kernel
+// on slices of a and b in place, into FP32, the partial products added by a pointwise
+// kernel, and the sum rounded once into out's dtype.
+bool matmul_k_blocks(const char* op, const at::Tensor& a, const at::Tensor& b,
+                     const at::Tensor& out) {
+  const int64_t K = a.size(-1);
+  const at::Tensor sum = at::empty(out.sizes(), out.options().dtype(at::kFloat));
+  const at::Tensor part = at::empty(out.sizes(), out.options().dtype(at::kFloat));
+  kernels::PointwiseExpr add;
+  add.alu(isa::AluOp::add, add.load(0), add.load(1));
+  for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
+    const int64_t len = std::min(kKBlock, K - k0);
+    if (!matmul_kernel(op, a.narrow(-1, k0, len), b.narrow(-2, k0, len), k0 == 0 ? sum : part))
+      return false;
+    if (k0 > 0 && !run_pointwise(op, "sum of K blocks", add, {sum, part}, sum)) return false;
+  }
+  kernels::PointwiseExpr copy;
+  copy.load(0);
+  return run_pointwise(op, "round the K blocks' sum", copy, {sum}, out);
+}
+
+bool matmul_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  if (!is_engine_float(a.scalar_type()) || a.scalar_type() != b.scalar_type() ||
+      !is_engine_float(out.scalar_type()) || a.numel() == 0 || b.numel() == 0)
+    return false;
+  if (matmul_kernel(op, a, b, out)) return true;
+  if (a.size(-1) <= kKBlock || !matmul_k_blocks(op, a, b, out)) return false;
+  take_refusal(op);  // the blocks ran on the device: the whole product's refusal is moot
+  return true;
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {

@@ -130,25 +130,26 @@ def test_fallback_warns_once_per_op(x):
 
 
 def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
-    # A matmul keeps A^T's rows for the whole of K in SBUF: K = 70,000 in FP32 does not fit
-    # (trn2 has 224 KiB per partition). The fallback names the limit, the op and its
+    # One DMA access pattern walks rows and 4 free dims: two 6-D operands whose layouts
+    # share no dims leave 6 after coalescing. The fallback names the limit, the op and its
     # tensors, in strict mode and in the warning.
     torch.manual_seed(0)
-    a, b = torch.randn(2, 70_000), torch.randn(70_000, 3)
+    a = torch.randn(2, 3, 4, 5, 6, 7).permute(5, 3, 1, 4, 2, 0)
+    b = torch.randn(7, 5, 3, 6, 4, 2)
     da, db = a.to("neuron"), b.to("neuron")
     with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
-        da @ db
+        da + db
     refused = str(err.value)
-    for part in ("aten::mm", "float32[2, 70000], float32[70000, 3]", "K=70000", "SBUF partition"):
+    for part in ("aten::add", "float32[7, 5, 3, 6, 4, 2] (strided)", "keep 6 dims", "4 free dims"):
         assert part in refused, refused
     assert "strict mode" in refused and "has no neuron kernel" not in refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = da @ db
-    said = _fallback_warnings(caught, "aten::mm")
-    assert len(said) == 1 and "K=70000" in said[0], said
-    assert neuronsim.fallback_counts() == {"aten::mm": 1}
-    torch.testing.assert_close(got.cpu(), a @ b, rtol=1e-4, atol=1e-3)
+        got = da + db
+    said = _fallback_warnings(caught, "aten::add")
+    assert len(said) == 1 and "keep 6 dims" in said[0], said
+    assert neuronsim.fallback_counts() == {"aten::add.Tensor": 1}
+    torch.testing.assert_close(got.cpu(), a + b)
 
 
 def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):

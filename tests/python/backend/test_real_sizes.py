@@ -87,3 +87,15 @@ def test_cross_entropy_and_greedy_argmax_over_a_151936_token_vocabulary():
     peaked[1, 70_001] += 200.0
     got = peaked.to("neuron").argmax(-1).cpu()
     assert got.tolist() == [140_000, 70_001, 140_000, 140_000]
+
+
+def test_matmul_whose_k_is_a_vocabulary():
+    # The LM head's backward: grad_logits [tokens, 151,936] @ W [151,936, hidden]. A^T of
+    # the whole K does not fit SBUF, so the product runs in K blocks summed in FP32.
+    torch.manual_seed(6)
+    g = torch.randn(4, 151_936, dtype=torch.bfloat16)
+    w = torch.randn(151_936, 64, dtype=torch.bfloat16)
+    got = g.to("neuron") @ w.to("neuron")
+    expected = g.float() @ w.float()
+    assert neuronsim.fallback_counts() == {}
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=4.0)
