@@ -20,6 +20,7 @@
 
 #include "aten/integers.h"
 #include "aten/kernel_call.h"
+#include "aten/refusal.h"
 #include "aten/timing_only.h"
 #include "runtime/backend.h"
 #include "runtime/place.h"
@@ -334,6 +335,9 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
             {{"a", one_hot}, {"b", g}, {"out", out}}))
       return out;
   }
+  if (rows * count > kMaxOneHot)
+    note_refusal(op, fmt::format("the one-hot matrix of {} rows x {} indices exceeds {} elements",
+                                 rows, count, kMaxOneHot));
   return FallbackSymInt<ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
                                                                  padding_idx, scale_grad_by_freq);
 }
