@@ -168,6 +168,20 @@ class MatmulKernel {
     return j * KT_ * kPartitions + kt * mp;
   }
   uint32_t piece_k() const { return blocks_per_bank_ * kPartitions; }
+  // How many K chunks from kt0 (before `end`, at most `limit`) share kt0's height: the
+  // blocks one PSUM bank takes, so that one copy moves them all.
+  uint32_t equal_chunks(uint32_t kt0, uint32_t end, uint32_t limit) const {
+    uint32_t count = 0;
+    while (kt0 + count < end && count < limit && k_parts(kt0 + count) == k_parts(kt0)) ++count;
+    return count;
+  }
+  // `ap` with an outer free dim of `count` steps of `stride` elements.
+  static AccessPattern with_outer(AccessPattern ap, int64_t stride, uint32_t count) {
+    ap.num_dims = 2;
+    ap.dims[1] = ap.dims[0];
+    ap.dims[0] = {dim_stride(kName, stride), count};
+    return ap;
+  }
 
   // SBUF per partition, as allocate() lays it out, for a group of `group` M tiles, panels
   // of `panel` columns and output blocks of `block` columns.
@@ -175,11 +189,11 @@ class MatmulKernel {
     return (shape_.a_direct ? 0 : 2 * tile_bytes(dt_, K_)) +
            2 * tile_bytes(dt_, uint64_t{group} * KT_ * kPartitions);
   }
-  uint64_t b_bytes(uint32_t panel) const {
+  uint64_t b_bytes(uint32_t panel, bool resident) const {
     const uint64_t staging =
         shape_.b_of_rows ? 2 * (panel / kPartitions) * tile_bytes(dt_, piece_k()) : 0;
-    return staging + (b_resident_ ? tile_bytes(dt_, uint64_t{KT_} * N_)
-                                  : 2 * tile_bytes(dt_, uint64_t{KT_} * panel));
+    return staging + (resident ? tile_bytes(dt_, uint64_t{KT_} * N_)
+                               : 2 * tile_bytes(dt_, uint64_t{KT_} * panel));
   }
   uint64_t out_bytes(uint32_t block, uint32_t buffers) const {
     return buffers * tile_bytes(has_epilogue_ ? DType::fp32 : out_dt_, block) + epilogue_bytes();
@@ -214,20 +228,20 @@ class MatmulKernel {
   // no limit of its own.
   void allocate(uint64_t b_resident_budget) {
     const uint64_t capacity = kb_.target().sbuf_partition_bytes;
-    const auto fits = [&](uint32_t group, uint32_t block, uint32_t buffers) {
-      return a_bytes(group) + b_bytes(nt_cols_) + out_bytes(block, buffers) <= capacity;
+    const auto fits = [&](uint32_t group, uint32_t block, uint32_t buffers, bool resident) {
+      return a_bytes(group) + b_bytes(nt_cols_, resident) + out_bytes(block, buffers) <= capacity;
     };
-    b_resident_ = shape_.b_shared && tile_bytes(dt_, uint64_t{KT_} * N_) <= b_resident_budget;
-    const bool resident_fits = b_resident_ && fits(1, N_, 2);
-    b_resident_ = false;
+    const bool resident_fits = shape_.b_shared &&
+                               tile_bytes(dt_, uint64_t{KT_} * N_) <= b_resident_budget &&
+                               fits(1, N_, 2, true);
     for (const uint32_t width : {kNTile, kNTile / 2, kNTile / 4}) {
       nt_cols_ = width;
-      if (fits(1, has_epilogue_ ? N_ : width, 2)) break;
+      if (fits(1, has_epilogue_ ? N_ : width, 2, false)) break;
     }
     NT_ = ceil_div(N_, nt_cols_);
     if (!has_epilogue_ && mtiles_.count() > 1) {
-      const uint64_t per_tile = 2 * tile_bytes(dt_, uint64_t{KT_} * kPartitions);
-      const uint64_t fixed = a_bytes(0) + b_bytes(nt_cols_) + out_bytes(nt_cols_, kOutBufs);
+      const uint64_t per_tile = a_bytes(1) - a_bytes(0);
+      const uint64_t fixed = a_bytes(0) + b_bytes(nt_cols_, false) + out_bytes(nt_cols_, kOutBufs);
       if (fixed < capacity)
         group_ = u32(std::clamp<uint64_t>((capacity - fixed) / per_tile, 1, mtiles_.count()));
     }
@@ -240,14 +254,15 @@ class MatmulKernel {
     out_bufs_ = group_ > 1 ? kOutBufs : 2;
     if (group_ > 1) {
       block_cols_ = nt_cols_;
-    } else if (!has_epilogue_ && !fits(1, N_, 2)) {
-      const uint64_t fixed = a_bytes(1) + b_bytes(nt_cols_);
+    } else if (!has_epilogue_ && !fits(1, N_, 2, b_resident_)) {
+      const uint64_t fixed = a_bytes(1) + b_bytes(nt_cols_, b_resident_);
       const uint64_t room = fixed < capacity ? capacity - fixed : 0;
       const uint64_t cols = room / (2 * isa::dtype_size(out_dt_));
       block_cols_ =
           std::max<uint32_t>(u32(std::min<uint64_t>(cols, N_) / nt_cols_ * nt_cols_), nt_cols_);
     }
-    const uint64_t need = a_bytes(group_) + b_bytes(nt_cols_) + out_bytes(block_cols_, out_bufs_);
+    const uint64_t need =
+        a_bytes(group_) + b_bytes(nt_cols_, b_resident_) + out_bytes(block_cols_, out_bufs_);
     require(need <= capacity, kName,
             fmt::format("K={}, N={} need {} bytes per SBUF partition, {} has {}", K_, N_, need,
                         kb_.target().name, capacity));
@@ -327,23 +342,18 @@ class MatmulKernel {
       // Chunks of equal height share a PSUM bank, each [kp, cols]; one copy per bank.
       const uint32_t kt_end = ceil_div(k0 + kw, kPartitions);
       for (uint32_t kt0 = k0 / kPartitions; kt0 < kt_end;) {
-        const uint32_t kp = k_parts(kt0);
-        uint32_t count = 0;
-        while (kt0 + count < kt_end && count < per_bank && k_parts(kt0 + count) == kp) ++count;
+        const uint32_t kp = k_parts(kt0), count = equal_chunks(kt0, kt_end, per_bank);
         const AccessPattern bank = isa::rows(trans_[trans_next_++ % 2], 0, kp);
         for (uint32_t c = 0; c < count; ++c)
           for (uint32_t q = 0; q < blocks; ++q)
             kb_.transpose(Engine::PE,
                           isa::cols(bank, c * cols + q * kPartitions, pieces[q].num_partitions),
                           isa::cols(pieces[q], (kt0 + c) * kPartitions - k0, kp));
-        AccessPattern out =
+        // Chunks kt0.. at a stride of dst.stride columns.
+        const AccessPattern out =
             isa::cols(isa::rows(dst.buf, 0, kp), kt0 * dst.stride + dst.first, cols);
-        if (count > 1) {  // chunks kt0.. at a stride of dst.stride columns
-          out.num_dims = 2;
-          out.dims[1] = out.dims[0];
-          out.dims[0] = {dim_stride(kName, dst.stride), count};
-        }
-        evacuate(out, isa::cols(bank, 0, count * cols));
+        evacuate(count > 1 ? with_outer(out, dst.stride, count) : out,
+                 isa::cols(bank, 0, count * cols));
         kt0 += count;
       }
     }
@@ -388,10 +398,9 @@ class MatmulKernel {
     const HbmMatrix a_t{a_.t, a_.col, a_.row, a_.batch};  // k on rows, m on columns
     const AccessPattern dst = a_t_[i % 2];
     if (full > 0) {
-      AccessPattern src = a_t.block(kName, batch_of(i), 0, kPartitions, mtiles_.first(m), mp);
-      src.num_dims = 2;
-      src.dims[1] = src.dims[0];
-      src.dims[0] = {dim_stride(kName, a_t.row * kPartitions), full};
+      const AccessPattern src =
+          with_outer(a_t.block(kName, batch_of(i), 0, kPartitions, mtiles_.first(m), mp),
+                     a_t.row * kPartitions, full);
       kb_.dma_copy(isa::cols(dst, a_t_col(j, 0, mp), full * mp), src, Engine::SP);
     }
     if (const uint32_t rest = K_ % kPartitions; rest > 0)
@@ -413,9 +422,7 @@ class MatmulKernel {
     const AccessPattern a_rows = isa::rows(a_rows_[(i * group_ + j) % 2], 0, mp);
     const AccessPattern& a_t = a_t_[i % 2];
     for (uint32_t kt0 = 0; kt0 < KT_;) {
-      const uint32_t kp = k_parts(kt0);
-      uint32_t count = 0;
-      while (kt0 + count < KT_ && count < blocks_per_bank_ && k_parts(kt0 + count) == kp) ++count;
+      const uint32_t kp = k_parts(kt0), count = equal_chunks(kt0, KT_, blocks_per_bank_);
       const AccessPattern bank = isa::rows(trans_[trans_next_++ % 2], 0, kp);
       for (uint32_t c = 0; c < count; ++c)
         kb_.transpose(Engine::PE, isa::cols(bank, c * mp, mp),
