@@ -71,6 +71,8 @@ struct RowEpilogue {
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
                  int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr,
                  const RowEpilogue* epilogue = nullptr);
+void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,
+                    float scale, bool causal);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

@@ -9,6 +9,7 @@
 
 #include "benchmarks.h"
 #include "neuronsim/isa/dtype.h"
+#include "neuronsim/kernels/eager.h"
 #include "neuronsim/kernels/kernels.h"
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/simulator.h"
@@ -20,6 +21,21 @@ using isa::DType;
 namespace k = neuronsim::kernels;
 
 constexpr uint64_t kSeed = 20250101;
+
+// Causal attention over contiguous [1, H, T, 128] bf16 heads, H / kv_heads query heads per
+// KV head, with a 1/sqrt(128) scale.
+isa::Program causal_attention(const std::string& target, int64_t heads, int64_t kv_heads,
+                              int64_t tokens) {
+  const auto view = [](DType dtype, std::vector<int64_t> sizes) {
+    std::vector<int64_t> strides(sizes.size(), 1);
+    for (size_t d = sizes.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * sizes[d + 1];
+    return k::View{dtype, std::move(sizes), std::move(strides)};
+  };
+  const k::View q = view(DType::bf16, {1, heads, tokens, 128});
+  const k::View kv = view(DType::bf16, {1, kv_heads, tokens, 128});
+  const k::View lse = view(DType::fp32, {1, heads, tokens});
+  return k::attention(target, {q, kv, kv, q, lse}, 0.08838834764831845f, true);
+}
 
 std::string fixed(double v, int digits) {
   return fmt::format("{:.{}f}", v, digits);
@@ -57,6 +73,10 @@ std::vector<KernelSpec> kernel_specs() {
        [](const std::string& t) { return k::rmsnorm(t, 256, 512, 1e-6f, DType::bf16); }, false},
       {"layernorm_fp32_128x768", "layernorm of x[128,768] fp32, gamma/beta[768], eps 1e-5",
        [](const std::string& t) { return k::layernorm(t, 128, 768, 1e-5f, DType::fp32); }, false},
+      {"attention_bf16_causal_4x2048x128",
+       "flash attention, causal, q [1,4,2048,128] bf16, 2 KV heads: PE transposes, online "
+       "softmax on ACT/DVE",
+       [](const std::string& t) { return causal_attention(t, 4, 2, 2048); }, true},
       {"transpose_fp32_256x384", "out[384,256] = x[256,384]^T, fp32",
        [](const std::string& t) { return k::transpose(t, 256, 384, DType::fp32); }, false},
   };

@@ -186,6 +186,23 @@ isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const 
 // K is bound by A^T's rows in one SBUF partition (on trn2 about 27,000 for bf16).
 isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out);
 
+// Scaled dot-product attention, flash-style: out = softmax(q k^T * scale + mask) v per
+// head, with the [Tq, Tk] scores never leaving the chip. q [B, Hq, Tq, D], k [B, Hkv, Tk,
+// D], v [B, Hkv, Tk, Dv] and out [B, Hq, Tq, Dv] (or all 3-D without B), one float dtype,
+// any strides but a contiguous head dim; Hq a multiple of Hkv (grouped-query attention:
+// query head h reads KV head h / (Hq / Hkv)); D and Dv up to 256. lse [B, Hq, Tq] FP32
+// gets each row's logsumexp of the scaled, masked scores (what a backward pass needs).
+// Masks: `causal` (key j seen by query i iff j <= i, torch's is_causal), and/or `bias`,
+// a float view broadcast to [B, Hq, Tq, Tk] added to the scaled scores (attn_mask).
+// Tensors "q", "k", "v", "bias" (when given), "out", "lse". Tiling and engines:
+// kernels/src/attention.cpp.
+struct AttentionOperands {
+  View q, k, v, out, lse;
+  const View* bias = nullptr;
+};
+isa::Program attention(std::string_view target, const AttentionOperands& ops, float scale,
+                       bool causal);
+
 // out[i, :] = table[index[i * index_stride], :] for i < count: embedding lookups and
 // index_select over dim 0, done as the hardware does them, by indirect DMA straight
 // from the table in HBM to the output in HBM (no SBUF staging for the rows), 128
