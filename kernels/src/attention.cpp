@@ -40,6 +40,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "common.h"
@@ -56,11 +57,12 @@ using isa::AluOp;
 using isa::Engine;
 
 constexpr std::string_view kName = "attention";
-constexpr uint32_t kGroup = 8;           // query tiles whose state stays on chip together
-constexpr uint32_t kMovingMax = 512;     // moving free size of one matmul (FP32 bank)
-constexpr float kMasked = -1.0e30f;      // a masked score: exp() gives 0, sums stay finite
-constexpr uint32_t kStreamSlots = 3;     // K/V block buffers when they stream
-constexpr uint32_t kStepColumns = 4;     // steps in flight whose per-row columns are live
+constexpr uint32_t kGroup = 8;        // query tiles whose state stays on chip together
+constexpr uint32_t kMovingMax = 512;  // moving free size of one matmul (FP32 bank)
+constexpr float kMasked = -1.0e30f;   // a masked score: exp() gives 0, sums stay finite
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+constexpr uint32_t kStreamSlots = 3;  // K/V block buffers when they stream
+constexpr uint32_t kStepColumns = 4;  // steps in flight whose per-row columns are live
 
 // A [B, H, T, D] view in HBM: rows of one head on partitions.
 struct Heads {
@@ -69,8 +71,7 @@ struct Heads {
 
   Heads() = default;
   Heads(const AccessPattern& tensor, const View& v)
-      : t(tensor), batch(v.strides[0]), head(v.strides[1]), row(v.strides[2]),
-        col(v.strides[3]) {}
+      : t(tensor), batch(v.strides[0]), head(v.strides[1]), row(v.strides[2]), col(v.strides[3]) {}
 
   // Rows [r0, r0 + n) x columns [c0, c0 + nc) of head h of batch b.
   AccessPattern block(uint32_t b, uint32_t h, uint32_t r0, uint32_t n, uint32_t c0,
@@ -104,9 +105,9 @@ struct QueryTile {
 
 // One (query tile, key block) step.
 struct Step {
-  uint32_t tile;   // index into the group
-  uint32_t block;  // key block
-  uint32_t width;  // keys of the block this tile sees (the diagonal block is trimmed)
+  uint32_t tile;          // index into the group
+  uint32_t block;         // key block
+  uint32_t width;         // keys of the block this tile sees (the diagonal block is trimmed)
   int32_t diagonal = -1;  // causal: q0 - k0 when the block crosses the diagonal, else -1
   bool first_of_block = false, last_of_tile = false;
 };
@@ -197,13 +198,16 @@ class AttentionKernel {
 
   void check(const View& q, const View& k, const View& v, const View& out,
              const AttentionOperands& ops) const {
-    for (const auto& [name, view] : {std::pair{"q", &ops.q}, {"k", &ops.k}, {"v", &ops.v},
-                                     {"out", &ops.out}, {"lse", &ops.lse}})
+    for (const auto& [name, view] : {std::pair{"q", &ops.q},
+                                     {"k", &ops.k},
+                                     {"v", &ops.v},
+                                     {"out", &ops.out},
+                                     {"lse", &ops.lse}})
       check_view(kName, name, *view);
     if (ops.bias) check_view(kName, "bias", *ops.bias);
-    require(q.sizes.size() == 4 && k.sizes.size() == 4 && v.sizes.size() == 4 &&
-                out.sizes.size() == 4,
-            kName, "q, k, v and out must be [batch, heads, sequence, head dim] (or 3-D)");
+    require(
+        q.sizes.size() == 4 && k.sizes.size() == 4 && v.sizes.size() == 4 && out.sizes.size() == 4,
+        kName, "q, k, v and out must be [batch, heads, sequence, head dim] (or 3-D)");
     require(k.sizes[0] == q.sizes[0] && v.sizes[0] == q.sizes[0], kName,
             "q, k and v must have the same batch");
     require(k.sizes[1] == v.sizes[1] && k.sizes[2] == v.sizes[2], kName,
@@ -214,11 +218,12 @@ class AttentionKernel {
     require(q.sizes[3] == k.sizes[3], kName,
             fmt::format("q's head dim {} differs from k's {}", q.sizes[3], k.sizes[3]));
     require(q.sizes[3] <= 2 * kPartitions && v.sizes[3] <= 2 * kPartitions, kName,
-            fmt::format("head dims {} (q, k) and {} (v) must be at most {}", q.sizes[3],
-                        v.sizes[3], 2 * kPartitions));
+            fmt::format("head dims {} (q, k) and {} (v) must be at most {}", q.sizes[3], v.sizes[3],
+                        2 * kPartitions));
     require(out.sizes == std::vector<int64_t>{q.sizes[0], q.sizes[1], q.sizes[2], v.sizes[3]},
-            kName, fmt::format("out [{}] is not [batch, query heads, queries, v's head dim]",
-                               fmt::join(out.sizes, ", ")));
+            kName,
+            fmt::format("out [{}] is not [batch, query heads, queries, v's head dim]",
+                        fmt::join(out.sizes, ", ")));
     for (const auto& [name, view] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}})
       require(view->strides[3] == 1 || view->sizes[3] == 1, kName,
               fmt::format("{}'s head dim must be contiguous (stride {})", name, view->strides[3]));
@@ -259,7 +264,8 @@ class AttentionKernel {
     for (auto& c : step_cols_)
       for (auto* a : {&c.block_max, &c.alpha, &c.sums}) *a = column();
     // Per query tile of a group: q's rows (two groups' worth), q^T, the state.
-    for (uint32_t i = 0; i < 2 * kGroup; ++i) q_rows_.push_back(sbuf(kb_, kName, dt_, kPartitions, D_));
+    for (uint32_t i = 0; i < 2 * kGroup; ++i)
+      q_rows_.push_back(sbuf(kb_, kName, dt_, kPartitions, D_));
     for (uint32_t i = 0; i < kGroup; ++i) {
       TileState s;
       s.q_t = sbuf(kb_, kName, dt_, kPartitions, DC_ * kPartitions);
@@ -305,8 +311,8 @@ class AttentionKernel {
     pattern.space = isa::MemSpace::Pattern;
     pattern.dtype = DType::int32;
     pattern.dims[0] = {-1, static_cast<uint32_t>(mask_.free_elems())};
-    in.operands = {{isa::Role::dst, mask_}, {isa::Role::on_true, mask_},
-                   {isa::Role::pattern, pattern}};
+    in.operands = {
+        {isa::Role::dst, mask_}, {isa::Role::on_true, mask_}, {isa::Role::pattern, pattern}};
     in.ints[0] = 0;  // v = p - j >= 0: kept
     in.ints[1] = 1;
     in.alu0 = AluOp::is_ge;
@@ -386,9 +392,9 @@ class AttentionKernel {
         const uint32_t dp = tile_len(D_, kPartitions, dc), qp = group.tiles[t].parts;
         const AccessPattern bank =
             isa::cols(isa::rows(trans_, 0, dp), used % per_bank * kPartitions, qp);
-        kb_.transpose(Engine::PE, bank,
-                      isa::cols(isa::rows(q_rows_[parity * kGroup + t], 0, qp),
-                                dc * kPartitions, dp));
+        kb_.transpose(
+            Engine::PE, bank,
+            isa::cols(isa::rows(q_rows_[parity * kGroup + t], 0, qp), dc * kPartitions, dp));
         kb_.activation(isa::cols(isa::rows(state_[t].q_t, 0, dp), dc * kPartitions, qp), bank,
                        ActFunc::identity, scale_);
       }
@@ -502,9 +508,13 @@ class AttentionKernel {
     const auto col = [&](const AccessPattern& a) { return isa::rows(a, 0, p); };
     const AccessPattern src = masked_scores(tiles, s, i);
     const AccessPattern pb = isa::cols(isa::rows(p_[i % 2], 0, p), 0, s.width);
-    const AccessPattern old_max = col(st.nmax[s.block % 2]), new_max = col(st.nmax[(s.block + 1) % 2]);
+    const AccessPattern old_max = col(st.nmax[s.block % 2]),
+                        new_max = col(st.nmax[(s.block + 1) % 2]);
     if (s.block == 0) {
-      kb_.tensor_reduce(Engine::DVE, new_max, src, AluOp::max, 0x1, /*negate=*/true);
+      // Capped at the largest float: a row whose scores are all -inf (masked out) then
+      // gets exp(-inf) = 0 everywhere, and the output 0, as torch's math path gives.
+      kb_.tensor_reduce(Engine::DVE, col(c.block_max), src, AluOp::max, 0x1, /*negate=*/true);
+      kb_.tensor_scalar(Engine::POOL, new_max, col(c.block_max), AluOp::min, kFloatMax);
       const AccessPattern l = col(st.l);
       kb_.activation(pb, src, ActFunc::exp, 1.0f, &new_max, &l, AluOp::add);
       return;
@@ -534,8 +544,7 @@ class AttentionKernel {
       kb_.tensor_copy(evacuation_engine(), isa::cols(pt, 0, full * kPartitions),
                       isa::cols(pt_psum, 0, full * kPartitions));
     if (rest > 0)
-      kb_.tensor_copy(evacuation_engine(),
-                      isa::cols(isa::rows(pt, 0, rest), full * kPartitions, p),
+      kb_.tensor_copy(evacuation_engine(), isa::cols(isa::rows(pt, 0, rest), full * kPartitions, p),
                       isa::cols(isa::rows(pt_psum, 0, rest), full * kPartitions, p));
   }
 
@@ -574,9 +583,11 @@ class AttentionKernel {
     const AccessPattern rl = col(lse_cols_[0]), lse = col(lse_cols_[1 + finished_ % 2]);
     const AccessPattern out = isa::rows(out_tiles_[finished_ % 2], 0, p);
     ++finished_;
-    kb_.activation(rl, l, ActFunc::reciprocal);
-    kb_.tensor_scalar(Engine::DVE, out, isa::rows(st.o, 0, p), AluOp::multiply, 0.0f,
-                      AluOp::bypass, 0.0f, &rl);
+    // l >= 1 for every row with a score above -inf; 0 for a row masked out entirely.
+    kb_.tensor_scalar(Engine::POOL, rl, l, AluOp::max, 1e-30f);
+    kb_.activation(rl, rl, ActFunc::reciprocal);
+    kb_.tensor_scalar(Engine::DVE, out, isa::rows(st.o, 0, p), AluOp::multiply, 0.0f, AluOp::bypass,
+                      0.0f, &rl);
     kb_.dma_copy(out_.block(qt.b, qt.h, qt.q0, p, 0, Dv_), out, Engine::POOL);
     kb_.activation(lse, l, ActFunc::log);
     kb_.tensor_tensor(Engine::DVE, lse, lse, nmax, AluOp::subtract);
@@ -615,8 +626,8 @@ class AttentionKernel {
 
 }  // namespace
 
-void detail::emit_attention(KernelBuilder& kb, const Declare& declare,
-                            const AttentionOperands& ops, float scale, bool causal) {
+void detail::emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,
+                            float scale, bool causal) {
   AttentionKernel(kb, declare, ops, scale, causal).build();
 }
 

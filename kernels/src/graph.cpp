@@ -245,6 +245,17 @@ void GraphProgram::softmax(const Place& in, const Place& out, bool log) {
   stage([&] { emit_row_softmax(kb_, kernel, x, y, log); });
 }
 
+void GraphProgram::attention(const Place& q, const Place& k, const Place& v, const Place* mask,
+                             const Place& out, const Place& lse, float scale, bool causal) {
+  std::map<std::string, const Place*> places{
+      {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
+  if (mask) places["bias"] = mask;
+  const Declare bind = binder("attention", places);
+  const AttentionOperands ops{q.view,   k.view,   v.view,
+                              out.view, lse.view, mask ? &mask->view : nullptr};
+  stage([&] { emit_attention(kb_, bind, ops, scale, causal); });
+}
+
 isa::Program GraphProgram::finish() {
   require(stages_ > 0, "graph", "a graph program needs at least one stage");
   return kb_.finish();

@@ -335,16 +335,6 @@ at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) 
   return Fallback<ATEN_OP2(triu, out)>::call(self, diagonal, out);
 }
 
-// ---- attention ------------------------------------------------------------------
-
-// scaled_dot_product_attention asks the device which fused kernel to use; "math" (0)
-// runs it as matmuls, a softmax and masks, which are this backend's kernels.
-int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                         const std::optional<at::Tensor>&, double, bool, std::optional<double>,
-                         bool) {
-  return 0;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -359,7 +349,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", layer_norm_backward);
   m.impl("native_dropout", native_dropout);
   m.impl("native_dropout_backward", native_dropout_backward);
-  m.impl("_fused_sdp_choice", fused_sdp_choice);
 }
 
 }  // namespace neuronsim::pytorch

@@ -20,7 +20,9 @@
 //                             "rows": place}}
 //                (optional: the values reduced are the prologue's of in's, load(0) being in;
 //                the epilogue writes rows = f(in, the row's result, inputs...))
-//               {"kind": "softmax", "log": bool, "in": place, "out": place}]}
+//               {"kind": "softmax", "log": bool, "in": place, "out": place},
+//               {"kind": "attention", "q", "k", "v": place, "mask": place (optional),
+//                "out", "lse": place, "scale": float, "causal": bool}]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
 //          {"op": "activation", "func", "args": [x], "imm": scale} |
@@ -198,6 +200,12 @@ isa::Program build_graph(const std::string& plan_text) {
                epilogue ? &*epilogue : nullptr, inputs, rows ? &*rows : nullptr);
     } else if (kind == "softmax") {
       g.softmax(reader.place(s.at("in")), reader.place(s.at("out")), s.value("log", false));
+    } else if (kind == "attention") {
+      std::optional<kernels::Place> mask;
+      if (s.contains("mask")) mask = reader.place(s.at("mask"));
+      g.attention(reader.place(s.at("q")), reader.place(s.at("k")), reader.place(s.at("v")),
+                  mask ? &*mask : nullptr, reader.place(s.at("out")), reader.place(s.at("lse")),
+                  s.at("scale").get<float>(), s.at("causal").get<bool>());
     } else {
       throw std::invalid_argument(fmt::format("plan: unknown stage '{}'", kind));
     }

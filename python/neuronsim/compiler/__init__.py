@@ -26,6 +26,7 @@ import torch
 import torch.fx
 
 from .. import strict
+from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
 from .ops import Unsupported
 from .schedule import cut
@@ -167,7 +168,7 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list, **options: Any):
         fw_compiler=functools.partial(compile_graph, name=f"{base}.forward"),
         bw_compiler=functools.partial(compile_graph, name=f"{base}.backward"),
         inference_compiler=functools.partial(compile_graph, name=f"{base}.inference"),
-        decompositions=core_aten_decompositions(),
+        decompositions={**core_aten_decompositions(), **DECOMPOSITIONS},
     )
     return backend(gm, example_inputs)
 

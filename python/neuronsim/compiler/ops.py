@@ -133,8 +133,11 @@ RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
 
 
+ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
+ATTENTION_HEAD_DIM = 256  # kernels::attention's limit
+
 # Ops with several results, each read through getitem.
-TUPLES = SPLITS | {aten.native_layer_norm.default}
+TUPLES = SPLITS | {aten.native_layer_norm.default, ATTENTION}
 
 
 def is_split_item(node: torch.fx.Node) -> bool:
@@ -208,6 +211,9 @@ def check_lowerable(node: torch.fx.Node) -> None:
         if meta(node)[1].dtype != torch.float32:
             raise Unsupported("a layer norm whose mean is not float32")
         return
+    if t is ATTENTION:
+        check_attention(node)
+        return
     if t in SPLITS:
         parts = meta(node)
         if not all(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in parts):
@@ -271,6 +277,40 @@ def check_lowerable(node: torch.fx.Node) -> None:
         reduced_runs(node)  # raises for a dtype argument
     if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
         raise Unsupported("clamp with tensor bounds")
+
+
+def attention_args(node: torch.fx.Node) -> dict:
+    """The arguments of an attention node by name, defaults filled in."""
+    names = ("query", "key", "value", "attn_bias", "dropout_p", "is_causal", "return_debug_mask")
+    args = dict(zip(names, node.args))
+    args.update(node.kwargs)
+    args.setdefault("attn_bias", None)
+    args.setdefault("dropout_p", 0.0)
+    args.setdefault("is_causal", False)
+    args.setdefault("return_debug_mask", False)
+    args.setdefault("scale", None)
+    return args
+
+
+def check_attention(node: torch.fx.Node) -> None:
+    """The cases of the attention stage: what the eager op runs on its kernel."""
+    a = attention_args(node)
+    q, k, v = (meta(a[n]) for n in ("query", "key", "value"))
+    if a["dropout_p"] != 0.0 or a["return_debug_mask"]:
+        raise Unsupported("attention with dropout or a debug mask")
+    if any(not isinstance(t, torch.Tensor) or t.device.type != "neuron" for t in (q, k, v)):
+        raise Unsupported("attention off the device")
+    if q.dtype not in FLOATS or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise Unsupported("attention over tensors of several dtypes, or not floats")
+    if q.dim() not in (3, 4) or max(q.shape[-1], v.shape[-1]) > ATTENTION_HEAD_DIM:
+        raise Unsupported(f"attention with head dims past {ATTENTION_HEAD_DIM}, or not 3-D/4-D")
+    if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (q, k, v)):
+        raise Unsupported("attention whose head dim is not contiguous")
+    mask = meta(a["attn_bias"])
+    if a["attn_bias"] is not None and (
+        not isinstance(mask, torch.Tensor) or mask.dtype not in FLOATS or mask.dim() > 4
+    ):
+        raise Unsupported("attention with a mask that is not a float tensor")
 
 
 # Ops whose results are exact in any engine dtype: comparisons and logic give 0 or 1.

@@ -41,6 +41,7 @@ from .expressions import (
 )
 from .ops import (
     ACTIVATIONS,
+    ATTENTION,
     BINARY,
     CONCAT,
     ENGINE_DTYPES,
@@ -54,6 +55,7 @@ from .ops import (
     VIEWS,
     Unsupported,
     aten,
+    attention_args,
     is_item,
     is_pointwise,
     is_split_item,
@@ -508,6 +510,9 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     if t is aten.native_layer_norm.default:
         lower_layer_norm(seg, node)
         return
+    if t is ATTENTION:
+        lower_attention(seg, node)
+        return
     if is_item(node):  # of a layer norm: a place, or an expression
         item = seg.env[node.args[0]][node.args[1]]
         if isinstance(item, Lazy):
@@ -617,6 +622,41 @@ def lower_layer_norm(seg: SegmentPlan, node: torch.fx.Node) -> None:
         Place(mean.tensor, 0, tuple(v[1].shape), contiguous_strides(v[1].shape), torch.float32),
         Lazy(rstd, tuple(v[2].shape), v[2].dtype),
     ]
+
+
+def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """The flash attention kernel as one stage: out and the logsumexp (items 0 and 1),
+    each in an output tensor when read after the program, else in scratch."""
+    a = attention_args(node)
+    q, k, v = (seg.place(a[n]) for n in ("query", "key", "value"))
+    results = meta(node)
+
+    def result(index: int) -> Place:
+        readers = [u for u in node.users if is_item(u) and u.args[1] == index]
+        stored = [u for u in readers if u in seg.must_store]
+        if stored:
+            return seg._new(stored[0])
+        t = results[index]
+        name = seg._declare("scratch", t.dtype, t.numel())
+        return Place(name, 0, tuple(t.shape), tuple(t.stride()), t.dtype)
+
+    out, lse = result(0), result(1)
+    scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.sizes[-1])
+    stage = {
+        "kind": "attention",
+        "q": q.json(),
+        "k": k.json(),
+        "v": v.json(),
+        "out": out.json(),
+        "lse": (lse if len(q.sizes) == 4 else reshaped(lse, lse.sizes[1:])).json(),
+        "scale": float(scale),
+        "causal": bool(a["is_causal"]),
+        "node": node.name,
+    }
+    if a["attn_bias"] is not None:
+        stage["mask"] = seg.place(a["attn_bias"]).json()
+    seg.stages.append(stage)
+    seg.env[node] = [out, lse] + [None] * (len(results) - 2)
 
 
 def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:

@@ -17,9 +17,10 @@ struct Case {
   DType dtype = DType::fp32;
   int64_t B = 1, Hq = 1, Hkv = 1, Tq = 1, Tk = 1, D = 16, Dv = 16;
   bool causal = false;
-  bool bias = false;         // a [B, 1, Tq, Tk] FP32 mask of 0 / -inf-ish entries
-  bool transposed = false;   // q, k, v and out as [B, T, H, D].transpose(1, 2)
-  bool three_d = false;      // [H, T, D] views (B must be 1)
+  bool bias = false;        // a [B, 1, Tq, Tk] FP32 mask of 0 / -inf-ish entries
+  bool masked_row = false;  // with bias: row 2 of batch 0 is -inf throughout
+  bool transposed = false;  // q, k, v and out as [B, T, H, D].transpose(1, 2)
+  bool three_d = false;     // [H, T, D] views (B must be 1)
   std::string target = "trn2";
 };
 
@@ -51,8 +52,11 @@ void check(const Case& c) {
   std::vector<float> mask(static_cast<size_t>(c.B * c.Tq * c.Tk));
   std::mt19937 gen(4);
   for (float& m : mask) m = gen() % 4 == 0 ? -1e9f : 0.0f;
-  for (int64_t b = 0; b < c.B; ++b)  // every row keeps key 0
+  for (int64_t b = 0; b < c.B; ++b)  // every row keeps key 0, but the third one
     for (int64_t i = 0; i < c.Tq; ++i) mask[static_cast<size_t>((b * c.Tq + i) * c.Tk)] = 0.0f;
+  if (c.masked_row)  // row 2 masked out entirely: torch's math path gives it 0
+    for (int64_t j = 0; j < c.Tk; ++j)
+      mask[static_cast<size_t>(2 * c.Tk + j)] = -std::numeric_limits<float>::infinity();
 
   std::map<std::string, std::vector<float>> inputs{{"q", qs}, {"k", ks}, {"v", vs}};
   if (c.bias) inputs["bias"] = mask;
@@ -78,12 +82,13 @@ void check(const Case& c) {
           mx = std::max(mx, x);
         }
         double sum = 0;
-        for (double& x : s) sum += x = std::exp(x - mx);
-        want_lse[static_cast<size_t>((b * c.Hq + h) * c.Tq + i)] = mx + std::log(sum);
+        for (double& x : s) sum += x = std::isinf(mx) ? 0.0 : std::exp(x - mx);
+        want_lse[static_cast<size_t>((b * c.Hq + h) * c.Tq + i)] =
+            std::isinf(mx) ? mx : mx + std::log(sum);
         for (int64_t d = 0; d < c.Dv; ++d) {
           double o = 0;
           for (int64_t j = 0; j < c.Tk; ++j) o += s[j] * vs[at(v, b, h / group, j, d)];
-          want[at(out, b, h, i, d)] = o / sum;
+          want[at(out, b, h, i, d)] = sum == 0 ? 0.0 : o / sum;
           written[at(out, b, h, i, d)] = true;
         }
       }
@@ -92,7 +97,14 @@ void check(const Case& c) {
     if (!written[i]) got_out[i] = 0.0f;  // bytes between a strided view's elements
   const double tol = c.dtype == DType::fp32 ? 2e-4 : 2e-2;
   test::expect_close(got_out, want, static_cast<size_t>(c.Dv), [&](size_t) { return tol; });
-  test::expect_close(got.at("lse"), want_lse, static_cast<size_t>(c.Tq),
+  std::vector<float> got_lse = got.at("lse");
+  for (size_t i = 0; i < got_lse.size(); ++i)
+    if (std::isinf(want_lse[i])) {  // a row masked out entirely
+      EXPECT_EQ(got_lse[i], -std::numeric_limits<float>::infinity()) << "lse " << i;
+      got_lse[i] = 0.0f;
+      want_lse[i] = 0.0;
+    }
+  test::expect_close(got_lse, want_lse, static_cast<size_t>(c.Tq),
                      [&](size_t) { return c.dtype == DType::fp32 ? 1e-4 : 2e-2; });
 }
 
@@ -106,12 +118,24 @@ TEST(Attention, CausalBf16OverSeveralKeyBlocksAndQueryTiles) {
 }
 
 TEST(Attention, GroupedQueryHeadsTransposedViewsAndBatches) {
-  check({.dtype = DType::bf16, .B = 2, .Hq = 6, .Hkv = 2, .Tq = 200, .Tk = 200, .D = 32,
-         .Dv = 32, .causal = true, .transposed = true});
+  check({.dtype = DType::bf16,
+         .B = 2,
+         .Hq = 6,
+         .Hkv = 2,
+         .Tq = 200,
+         .Tk = 200,
+         .D = 32,
+         .Dv = 32,
+         .causal = true,
+         .transposed = true});
 }
 
 TEST(Attention, MoreKeysThanQueriesWithAMask) {
   check({.B = 2, .Hq = 2, .Hkv = 1, .Tq = 70, .Tk = 700, .D = 24, .Dv = 40, .bias = true});
+}
+
+TEST(Attention, ARowMaskedOutEntirelyGivesZeros) {
+  check({.Hq = 2, .Tq = 20, .Tk = 1100, .D = 16, .Dv = 8, .bias = true, .masked_row = true});
 }
 
 TEST(Attention, MoreQueriesThanKeysCausal) {
@@ -119,8 +143,15 @@ TEST(Attention, MoreQueriesThanKeysCausal) {
 }
 
 TEST(Attention, HeadDimsPast128AndThreeDViews) {
-  check({.dtype = DType::bf16, .Hq = 2, .Hkv = 2, .Tq = 130, .Tk = 260, .D = 256, .Dv = 192,
-         .causal = true, .three_d = true});
+  check({.dtype = DType::bf16,
+         .Hq = 2,
+         .Hkv = 2,
+         .Tq = 130,
+         .Tk = 260,
+         .D = 256,
+         .Dv = 192,
+         .causal = true,
+         .three_d = true});
 }
 
 TEST(Attention, KeysStreamWhenTheyDoNotFitInSbuf) {
@@ -138,15 +169,23 @@ TEST(Attention, RefusesWhatItDoesNotCompute) {
   const View q = test::contiguous(DType::bf16, {1, 3, 8, 16});
   const View kv = test::contiguous(DType::bf16, {1, 2, 8, 16});
   const View lse = test::contiguous(DType::fp32, {1, 3, 8});
-  test::expect_invalid([&] { attention("trn2", {q, kv, kv, q, lse}, 1.0f, false); },
-                       {"attention", "3 query heads", "2 KV heads"});
+  test::expect_invalid(
+      [&] {
+        attention("trn2", {q, kv, kv, q, lse}, 1.0f, false);
+      },
+      {"attention", "3 query heads", "2 KV heads"});
   const View wide = test::contiguous(DType::bf16, {1, 1, 8, 512});
   const View lse1 = test::contiguous(DType::fp32, {1, 1, 8});
-  test::expect_invalid([&] { attention("trn2", {wide, wide, wide, wide, lse1}, 1.0f, false); },
-                       {"attention", "head dims 512"});
+  test::expect_invalid(
+      [&] {
+        attention("trn2", {wide, wide, wide, wide, lse1}, 1.0f, false);
+      },
+      {"attention", "head dims 512"});
   const View strided = test::swapped(test::contiguous(DType::bf16, {1, 1, 16, 8}), 2, 3);
   test::expect_invalid(
-      [&] { attention("trn2", {strided, strided, strided, strided, lse1}, 1.0f, false); },
+      [&] {
+        attention("trn2", {strided, strided, strided, strided, lse1}, 1.0f, false);
+      },
       {"attention", "head dim must be contiguous"});
 }
 

@@ -108,6 +108,41 @@ def test_causal_attention_is_one_kernel():
     assert report.fused == 3 and report.stages == 2
 
 
+def test_sdpa_is_one_flash_attention_stage_and_trains_through_a_recomputing_backward():
+    # Grouped-query causal attention: the fused op is one attention stage (the scores never
+    # reach HBM); its backward decomposes into matmuls and pointwise ops that lower.
+    q, k, v = rand(1, 4, 40, 16), rand(1, 2, 40, 16, seed=1), rand(1, 2, 40, 16, seed=2)
+
+    def causal(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    with neuronsim.strict_mode():
+        got, report = compiled_run(causal, q, k, v)
+    torch.testing.assert_close(got.cpu(), causal(q, k, v), atol=1e-4, rtol=1e-4)
+    assert report.kernels == 1 and report.stages == 1 and report.eager == []
+
+    # Training with a mask (the causal backward builds its mask with arange, which does
+    # not lower yet).
+    mask = torch.randn(40, 40, generator=torch.Generator().manual_seed(3))
+
+    def attention(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    torch._dynamo.reset()
+    compiler.reset_stats()
+    grads = []
+    for device, fn in (("cpu", attention), ("neuron", torch.compile(attention, backend="neuron"))):
+        leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+        with neuronsim.strict_mode():
+            out = fn(*leaves, mask.to(device))
+            (out * torch.linspace(-1, 1, 16).to(device)).sum().backward()
+        grads.append([t.grad.cpu() for t in leaves])
+    for got_grad, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got_grad, want, atol=1e-4, rtol=1e-4)
+    forward, backward = compiler.graphs()
+    assert forward.stages == 1 and forward.eager == [] and backward.eager == []
+
+
 def test_views_of_an_expression_are_taken_of_its_leaves():
     x, y, z = rand(8, 16), rand(16, 8, seed=1), rand(3, 8, 16, seed=2)
 

@@ -70,6 +70,10 @@ class GraphProgram {
   // softmax (or log_softmax) over the last dim; both places contiguous in that dim and
   // rows of it one after the other.
   void softmax(const Place& in, const Place& out, bool log);
+  // Scaled dot-product attention (kernels::attention), `mask` added to the scaled scores
+  // when given.
+  void attention(const Place& q, const Place& k, const Place& v, const Place* mask,
+                 const Place& out, const Place& lse, float scale, bool causal);
 
   size_t stages() const { return stages_; }
   isa::Program finish();
