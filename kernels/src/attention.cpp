@@ -5,11 +5,12 @@
 // row max, the row sum of exponentials and an FP32 output accumulator [128, Dv]. Keys
 // come in blocks of W (one PSUM bank of the input dtype: 1024 bf16/fp16, 512 fp32), and
 // per (query tile, key block) step the engines do
-//   PE    S = (scale q) K^T block, q^T stationary          [128, W] FP32 in PSUM
+//   PE    S = q K^T block, q^T stationary                  [128, W] FP32 in PSUM
 //   DVE   S += mask                                        causal diagonal (128 keys, in
 //                                                          PSUM) or attn_mask (into SBUF)
 //   DVE   block max, negated; POOL the running max         (online softmax)
-//   ACT   P = exp(S - max) in the input dtype, its row sums accumulated by ACT
+//   ACT   P = exp(scale (S - max)) in the input dtype, row sums accumulated by ACT (the
+//         scale applies in FP32: scaling q in bf16 would round scores of large q and k)
 //   ACT   alpha = exp(old max - new max); POOL l = l alpha + sums, O *= alpha
 //   PE    P^T by transposes, 128 keys at a time; copied out of PSUM (ACT or DVE)
 //   PE    O_blk = P^T-stationary x V chunks, accumulated in PSUM; DVE O += O_blk
@@ -22,9 +23,8 @@
 //
 // q^T and K^T need the head dim on partitions, and a DMA would move one element per
 // descriptor for that (the head dim is the contiguous one), so their rows load in
-// contiguous runs and the PE transposes them, 128 rows at a time; q is scaled by
-// `scale` as its transpose leaves PSUM. The query tiles of one KV head (along the
-// sequence, then the heads that share it under grouped-query attention) are taken in
+// contiguous runs and the PE transposes them, 128 rows at a time. The query tiles of one KV head
+// (along the sequence, then the heads that share it under grouped-query attention) are taken in
 // groups of up to 8 whose state stays on chip. K^T and V stay resident in SBUF for the
 // whole KV head when they fit (tens of thousands of keys at head dim 128); otherwise
 // every group streams them in blocks, three buffers deep: block j+2's rows load while
@@ -383,7 +383,7 @@ class AttentionKernel {
     }
   }
 
-  // q^T of each tile, scaled, with the head dim on partitions (chunk dc at columns dc*128).
+  // q^T of each tile, with the head dim on partitions (chunk dc at columns dc*128).
   void transpose_q(const Group& group, uint32_t parity) {
     const uint32_t per_bank = W_ / kPartitions;
     uint32_t used = 0;
@@ -396,7 +396,7 @@ class AttentionKernel {
             Engine::PE, bank,
             isa::cols(isa::rows(q_rows_[parity * kGroup + t], 0, qp), dc * kPartitions, dp));
         kb_.activation(isa::cols(isa::rows(state_[t].q_t, 0, dp), dc * kPartitions, qp), bank,
-                       ActFunc::identity, scale_);
+                       ActFunc::identity);
       }
   }
 
@@ -462,7 +462,7 @@ class AttentionKernel {
 
   // ---- one step ----
 
-  // S = q_scaled^T K^T block, then the mask added (into SBUF) where the step needs one.
+  // S = q K^T block, and the step's attn_mask block loaded.
   void scores(std::span<const QueryTile> tiles, const Step& s, uint32_t i) {
     const QueryTile& qt = tiles[s.tile];
     const TileState& st = state_[s.tile];
@@ -481,49 +481,53 @@ class AttentionKernel {
                    bias_.block(qt.b, qt.h, qt.q0, qt.parts, s.block * W_, s.width), Engine::SP);
   }
 
-  // Where the step's softmax reads its scores: PSUM, or SBUF after the masks.
-  AccessPattern masked_scores(std::span<const QueryTile> tiles, const Step& s, uint32_t i) {
+  // Where the step's softmax reads its scores, and the scale still to apply to them: the
+  // raw q k^T in PSUM (scaled by the exponential, in FP32), or, with an attn_mask, the
+  // scaled scores plus the mask in SBUF (the mask is added after the scale, as torch does).
+  std::pair<AccessPattern, float> masked_scores(std::span<const QueryTile> tiles, const Step& s,
+                                                uint32_t i) {
     const uint32_t p = tiles[s.tile].parts;
-    AccessPattern src = isa::cols(isa::rows(s_psum_[i % 2], 0, p), 0, s.width);
+    const AccessPattern raw = isa::cols(isa::rows(s_psum_[i % 2], 0, p), 0, s.width);
     if (s.diagonal >= 0) {
       // Only the last keys, [q0, q0 + 128), cross the diagonal: masked in PSUM.
       const auto d = static_cast<uint32_t>(s.diagonal);
-      const AccessPattern cross = isa::cols(src, d, s.width - d);
+      const AccessPattern cross = isa::cols(raw, d, s.width - d);
       kb_.tensor_tensor(Engine::DVE, cross, cross,
                         isa::cols(isa::rows(mask_, 0, p), 0, s.width - d), AluOp::add);
     }
-    if (has_bias_) {
-      const AccessPattern sb = isa::cols(isa::rows(scores_[i % 2], 0, p), 0, s.width);
-      kb_.tensor_tensor(Engine::DVE, sb, src,
-                        isa::cols(isa::rows(bias_tiles_[i % 2], 0, p), 0, s.width), AluOp::add);
-      src = sb;
-    }
-    return src;
+    if (!has_bias_) return {raw, scale_};
+    const AccessPattern sb = isa::cols(isa::rows(scores_[i % 2], 0, p), 0, s.width);
+    kb_.activation(sb, raw, ActFunc::identity, scale_);
+    kb_.tensor_tensor(Engine::DVE, sb, sb,
+                      isa::cols(isa::rows(bias_tiles_[i % 2], 0, p), 0, s.width), AluOp::add);
+    return {sb, 1.0f};
   }
 
+  // The running max is kept negated and scaled: -scale * max, the bias of the exponential.
   void softmax(std::span<const QueryTile> tiles, const Step& s, uint32_t i) {
     const uint32_t p = tiles[s.tile].parts;
     const TileState& st = state_[s.tile];
     const StepColumns& c = step_cols_[i % kStepColumns];
     const auto col = [&](const AccessPattern& a) { return isa::rows(a, 0, p); };
-    const AccessPattern src = masked_scores(tiles, s, i);
+    const auto [src, scale] = masked_scores(tiles, s, i);
     const AccessPattern pb = isa::cols(isa::rows(p_[i % 2], 0, p), 0, s.width);
     const AccessPattern old_max = col(st.nmax[s.block % 2]),
                         new_max = col(st.nmax[(s.block + 1) % 2]);
+    const AccessPattern bmax = col(c.block_max);
+    kb_.tensor_reduce(Engine::DVE, bmax, src, AluOp::max, 0x1, /*negate=*/true);
     if (s.block == 0) {
       // Capped at the largest float: a row whose scores are all -inf (masked out) then
       // gets exp(-inf) = 0 everywhere, and the output 0, as torch's math path gives.
-      kb_.tensor_reduce(Engine::DVE, col(c.block_max), src, AluOp::max, 0x1, /*negate=*/true);
-      kb_.tensor_scalar(Engine::POOL, new_max, col(c.block_max), AluOp::min, kFloatMax);
+      kb_.tensor_scalar(Engine::POOL, new_max, bmax, AluOp::multiply, scale, AluOp::min, kFloatMax);
       const AccessPattern l = col(st.l);
-      kb_.activation(pb, src, ActFunc::exp, 1.0f, &new_max, &l, AluOp::add);
+      kb_.activation(pb, src, ActFunc::exp, scale, &new_max, &l, AluOp::add);
       return;
     }
     // -max' = min(-max, -block max); the state so far scaled by exp(max - max').
-    const AccessPattern bmax = col(c.block_max), alpha = col(c.alpha), sums = col(c.sums);
-    kb_.tensor_reduce(Engine::DVE, bmax, src, AluOp::max, 0x1, /*negate=*/true);
-    kb_.tensor_tensor(Engine::POOL, new_max, old_max, bmax, AluOp::min);
-    kb_.activation(pb, src, ActFunc::exp, 1.0f, &new_max, &sums, AluOp::add);
+    const AccessPattern alpha = col(c.alpha), sums = col(c.sums);
+    kb_.tensor_scalar(Engine::POOL, new_max, bmax, AluOp::multiply, scale, AluOp::min, 0.0f,
+                      nullptr, &old_max);
+    kb_.activation(pb, src, ActFunc::exp, scale, &new_max, &sums, AluOp::add);
     kb_.activation(alpha, old_max, ActFunc::exp, -1.0f, &new_max);
     const AccessPattern l = col(st.l);
     kb_.tensor_scalar(Engine::POOL, l, l, AluOp::multiply, 0.0f, AluOp::add, 0.0f, &alpha, &sums);

@@ -21,6 +21,7 @@ struct Case {
   bool masked_row = false;  // with bias: row 2 of batch 0 is -inf throughout
   bool transposed = false;  // q, k, v and out as [B, T, H, D].transpose(1, 2)
   bool three_d = false;     // [H, T, D] views (B must be 1)
+  float amplitude = 2.0f;   // q and k uniform in [-amplitude, amplitude)
   std::string target = "trn2";
 };
 
@@ -46,8 +47,8 @@ void check(const Case& c) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
   const isa::Program p = attention(c.target, ops, scale, c.causal);
 
-  const std::vector<float> qs = test::storage(q, 1, -2.0f, 2.0f);
-  const std::vector<float> ks = test::storage(k, 2, -2.0f, 2.0f);
+  const std::vector<float> qs = test::storage(q, 1, -c.amplitude, c.amplitude);
+  const std::vector<float> ks = test::storage(k, 2, -c.amplitude, c.amplitude);
   const std::vector<float> vs = test::storage(v, 3, -1.0f, 1.0f);
   std::vector<float> mask(static_cast<size_t>(c.B * c.Tq * c.Tk));
   std::mt19937 gen(4);
@@ -115,6 +116,27 @@ TEST(Attention, OneHeadFp32) {
 
 TEST(Attention, CausalBf16OverSeveralKeyBlocksAndQueryTiles) {
   check({.dtype = DType::bf16, .Tq = 1300, .Tk = 1300, .D = 64, .Dv = 64, .causal = true});
+}
+
+TEST(Attention, LargeScoresInBf16KeepTheirPrecision) {
+  // Scores of hundreds: the scale applies in FP32 inside the exponential, not to a bf16 q.
+  check({.dtype = DType::bf16,
+         .B = 2,
+         .Hq = 2,
+         .Hkv = 2,
+         .Tq = 3,
+         .Tk = 6,
+         .D = 8,
+         .Dv = 8,
+         .causal = true,
+         .amplitude = 9.0f});
+  check({.dtype = DType::bf16,
+         .Tq = 50,
+         .Tk = 60,
+         .D = 64,
+         .Dv = 16,
+         .bias = true,
+         .amplitude = 9.0f});
 }
 
 TEST(Attention, GroupedQueryHeadsTransposedViewsAndBatches) {

@@ -40,7 +40,11 @@ def on_device(*tensors):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_fused_kernel_gives_the_cpu_values(dtype, causal):
-    q, k, v = heads(2, 3, 150, 32, 0, dtype), heads(2, 3, 150, 32, 1, dtype), heads(2, 3, 150, 32, 2, dtype)
+    q, k, v = (
+        heads(2, 3, 150, 32, 0, dtype),
+        heads(2, 3, 150, 32, 1, dtype),
+        heads(2, 3, 150, 32, 2, dtype),
+    )
     dq, dk, dv = on_device(q, k, v)
     assert choice(dq, dk, dv) == SDPBackend.OVERRIDEABLE
     got = F.scaled_dot_product_attention(dq, dk, dv, is_causal=causal)
@@ -101,7 +105,12 @@ def test_causal_gradients_in_bfloat16():
     q, k, v = (heads(1, 2, 130, 32, s, torch.bfloat16) for s in range(3))
     grads = []
     for device in ("cpu", "neuron"):
-        leaves = [t.to(device).float().requires_grad_() if device == "cpu" else t.to(device).requires_grad_() for t in (q, k, v)]
+        leaves = [
+            t.to(device).float().requires_grad_()
+            if device == "cpu"
+            else t.to(device).requires_grad_()
+            for t in (q, k, v)
+        ]
         F.scaled_dot_product_attention(*leaves, is_causal=True).sum().backward()
         grads.append([t.grad.cpu().float() for t in leaves])
     for got, want in zip(grads[1], grads[0]):
@@ -121,5 +130,7 @@ def test_what_the_kernel_does_not_cover_takes_the_math_path():
 
 def test_the_op_called_directly_refuses_dropout_naming_itself():
     q = heads(1, 1, 8, 16, 0).to("neuron")
-    with pytest.raises(RuntimeError, match="_scaled_dot_product_fused_attention_overrideable.*dropout"):
+    with pytest.raises(
+        RuntimeError, match="_scaled_dot_product_fused_attention_overrideable.*dropout"
+    ):
         aten._scaled_dot_product_fused_attention_overrideable(q, q, q, None, 0.5)
