@@ -1,8 +1,8 @@
 // scaled_dot_product_attention on the device. PyTorch asks a PrivateUse1 device which
 // fused kernel to use (the _fused_sdp_choice dispatch stub, which also answers under
-// torch.compile's fake tensors: it reads only devices, dtypes and sizes); for every case the flash kernel covers
-// (kernels::attention: float q, k, v with head dims up to 256, no dropout, grouped-query
-// heads, causal and/or an additive or boolean mask) the answer is "overrideable", and
+// torch.compile's fake tensors: it reads only devices, dtypes and sizes); for every case the flash
+// kernel covers (kernels::attention: float q, k, v with head dims up to 256, no dropout,
+// grouped-query heads, causal and/or an additive or boolean mask) the answer is "overrideable", and
 // SDPA calls _scaled_dot_product_fused_attention_overrideable, one kernel that never
 // writes the [Tq, Tk] scores to HBM. Everything else takes PyTorch's math path, made of
 // this backend's other kernels.
@@ -28,7 +28,7 @@ namespace neuronsim::pytorch {
 namespace {
 
 constexpr const char* kForward = "aten::_scaled_dot_product_fused_attention_overrideable";
-constexpr int64_t kMaxHeadDim = 256;           // kernels::attention's limit
+constexpr int64_t kMaxHeadDim = 256;                // kernels::attention's limit
 constexpr int64_t kChunkScores = int64_t{1} << 26;  // scores per backward chunk (FP32)
 
 // `mask` broadcasts to [B, H, Tq, Tk] by numpy rules.
@@ -95,7 +95,8 @@ at::Tensor empty_like_layout(const at::Tensor& t, at::IntArrayRef sizes) {
   for (int64_t d : order) permuted.push_back(sizes[static_cast<size_t>(d)]);
   at::Tensor dense = at::empty(permuted, t.options());
   std::vector<int64_t> inverse(order.size());
-  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < order.size(); ++i)
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
   return dense.permute(inverse);
 }
 
@@ -118,13 +119,12 @@ at::Tensor additive_mask(const at::Tensor& mask, c10::ScalarType dtype) {
 
 // The scores of one chunk in FP32: q k^T * scale, plus the mask, -inf above the diagonal
 // when causal. q [B, h, Tq, D], k [B, h, Tk, D] (KV heads already repeated).
-at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& mask,
-                  bool causal, double scale) {
+at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& mask, bool causal,
+                  double scale) {
   at::Tensor s = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale);
   if (mask.defined()) s.add_(mask);
   if (causal)
-    s.add_(at::full({q.size(-2), k.size(-2)}, -std::numeric_limits<float>::infinity(),
-                    s.options())
+    s.add_(at::full({q.size(-2), k.size(-2)}, -std::numeric_limits<float>::infinity(), s.options())
                .triu(1));
   return s;
 }
@@ -176,9 +176,9 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
               ": the neuron kernel has no dropout (dropout_p=", dropout_p,
               "); scaled_dot_product_attention takes the math path for it");
   TORCH_CHECK(!return_debug_mask, kForward, ": the neuron kernel returns no debug mask");
-  TORCH_CHECK(flash_covers(query, key, value, attn_bias, 0.0, true), kForward,
-              ": q ", query.sizes(), ", k ", key.sizes(), ", v ", value.sizes(), " (",
-              query.scalar_type(), ") are not a case of the neuron attention kernel");
+  TORCH_CHECK(flash_covers(query, key, value, attn_bias, 0.0, true), kForward, ": q ",
+              query.sizes(), ", k ", key.sizes(), ", v ", value.sizes(), " (", query.scalar_type(),
+              ") are not a case of the neuron attention kernel");
   const int device = op_device(kForward, {&query, &key, &value});
   const at::Tensor q = head_dim_contiguous(query), k = head_dim_contiguous(key),
                    v = head_dim_contiguous(value);
@@ -214,10 +214,17 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     take_refusal(kForward);
     attention_math(four_d(q), four_d(k), four_d(v), mask, is_causal, sm_scale, four_d(out), lse);
   }
-  // No dropout: the random state is unused (the meta function's scalars, on the device).
-  const at::Tensor philox = at::zeros({}, q.options().dtype(at::kLong));
-  return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(tq), c10::SymInt(k.size(-2)),
-          philox, philox.clone(), at::Tensor()};
+  // No dropout: the random state is unused (the meta function's empty scalars; no kernel).
+  const at::TensorOptions index = q.options().dtype(at::kLong);
+  return {out,
+          lse,
+          at::Tensor(),
+          at::Tensor(),
+          c10::SymInt(tq),
+          c10::SymInt(k.size(-2)),
+          at::empty({}, index),
+          at::empty({}, index),
+          at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
@@ -239,8 +246,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
 
   at::Tensor gq = at::empty_like(q), gk = at::empty_like(k), gv = at::empty_like(v);
   const bool bias_grad = grad_input_mask[3] && attn_bias.defined();
-  at::Tensor gbias = bias_grad ? at::empty({batch, q.size(1), tq, tk}, q.options().dtype(at::kFloat))
-                               : at::Tensor();
+  at::Tensor gbias = bias_grad
+                         ? at::empty({batch, q.size(1), tq, tk}, q.options().dtype(at::kFloat))
+                         : at::Tensor();
   // KV heads per chunk: their query heads' scores within kChunkScores.
   const int64_t per_chunk = std::max<int64_t>(1, kChunkScores / (group * tq * tk));
   for (int64_t b = 0; b < batch; ++b)
@@ -250,11 +258,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
         return t.narrow(0, b, 1).narrow(1, first, count);
       };
       const at::Tensor qc = heads(q, h0 * group, n * group), goc = heads(go, h0 * group, n * group);
-      const at::Tensor ke = repeat_kv(heads(k, h0, n), group), ve = repeat_kv(heads(v, h0, n), group);
+      const at::Tensor ke = repeat_kv(heads(k, h0, n), group),
+                       ve = repeat_kv(heads(v, h0, n), group);
       // P = exp(S - lse): the forward's probabilities, from its logsumexp.
-      const at::Tensor p = at::exp(
-          scores(qc, ke, mask_slice(mask, b, h0 * group, n * group), is_causal, sm_scale)
-              .sub_(heads(lse, h0 * group, n * group)));
+      const at::Tensor p =
+          at::exp(scores(qc, ke, mask_slice(mask, b, h0 * group, n * group), is_causal, sm_scale)
+                      .sub_(heads(lse, h0 * group, n * group)));
       const at::Tensor dv = at::matmul(p.to(dtype).transpose(-2, -1), goc);
       // dS = P * (dP - rowsum(dO * O)), dP = dO V^T.
       const at::Tensor row = (goc.to(at::kFloat) * heads(o, h0 * group, n * group).to(at::kFloat))
@@ -275,7 +284,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   const auto back = [&](const at::Tensor& g) { return query.dim() == 3 ? g[0] : g; };
   at::Tensor grad_bias;
   if (bias_grad) grad_bias = gbias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
-  return {grad_input_mask[0] ? back(gq) : at::Tensor(), grad_input_mask[1] ? back(gk) : at::Tensor(),
+  return {grad_input_mask[0] ? back(gq) : at::Tensor(),
+          grad_input_mask[1] ? back(gk) : at::Tensor(),
           grad_input_mask[2] ? back(gv) : at::Tensor(), grad_bias};
 }
 

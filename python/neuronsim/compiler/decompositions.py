@@ -9,6 +9,7 @@ import torch
 
 aten = torch.ops.aten
 
+
 def attention_backward(
     grad_out,
     query,

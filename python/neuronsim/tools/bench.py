@@ -174,12 +174,21 @@ def _real_shapes() -> dict:
     ids = torch.randint(0, vocab, (1, tokens), generator=g).to("neuron")
     logits = rand(tokens, vocab, dtype=torch.float32)
     q, kv = rand(1, 16, tokens, 128), rand(1, 8, tokens, 128)
+    q4k, kv4k = rand(1, 16, 4096, 128), rand(1, 8, 4096, 128)
     norm_w = rand(hidden)
     mm = 2.0  # bytes of a bf16 element
 
     def linear(a, w):  # x @ w.t(): FLOPs, and x, w and the result moved once
         (m, k), n = a.shape, w.shape[0]
         return lambda: F.linear(a, w), 2 * m * k * n, mm * (m * k + n * k + m * n)
+
+    def causal_attention(q, kv):  # the FLOPs of the scores below the diagonal, both products
+        heads, t = q.shape[1], q.shape[2]
+        return (
+            lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True),
+            2 * 2 * heads * (t * (t + 1) // 2) * 128,
+            mm * (2 * heads * t * 128 + 2 * kv.shape[1] * t * 128),
+        )
 
     cases = {
         # name: (call, FLOPs, bytes each operand moves at least once)
@@ -203,11 +212,8 @@ def _real_shapes() -> dict:
             0,
             4.0 * 2 * tokens * vocab,
         ),
-        "attention_causal_gqa_128": (
-            lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True),
-            2 * 2 * 16 * tokens * tokens * 128,
-            mm * (2 * 16 * tokens * 128 + 2 * 8 * tokens * 128),
-        ),
+        "attention_causal_gqa_128": causal_attention(q, kv),
+        "attention_causal_gqa_4096": causal_attention(q4k, kv4k),
     }
     rows = {}
     for name, (call, flops, nbytes) in cases.items():
