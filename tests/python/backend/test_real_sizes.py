@@ -99,3 +99,18 @@ def test_matmul_whose_k_is_a_vocabulary():
     expected = g.float() @ w.float()
     assert neuronsim.fallback_counts() == {}
     torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=4.0)
+
+
+def test_causal_attention_over_4096_tokens():
+    # The flash kernel over 4 key blocks of 1024 with grouped-query heads: the 4096 x 4096
+    # scores stay on chip. Two query heads on one KV head, head dim 64.
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 2, 4096, 64, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(1, 1, 4096, 64, generator=g).to(torch.bfloat16) for _ in range(2))
+    got = torch.nn.functional.scaled_dot_product_attention(
+        q.to("neuron"), k.to("neuron"), v.to("neuron"), is_causal=True, enable_gqa=True
+    )
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=True, enable_gqa=True
+    )
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=2e-2, atol=2e-2)
