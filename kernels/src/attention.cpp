@@ -43,6 +43,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention.h"
 #include "common.h"
 #include "eager_common.h"
 #include "neuronsim/kernels/eager.h"
@@ -59,43 +60,9 @@ using isa::Engine;
 constexpr std::string_view kName = "attention";
 constexpr uint32_t kGroup = 8;        // query tiles whose state stays on chip together
 constexpr uint32_t kMovingMax = 512;  // moving free size of one matmul (FP32 bank)
-constexpr float kMasked = -1.0e30f;   // a masked score: exp() gives 0, sums stay finite
 constexpr float kFloatMax = std::numeric_limits<float>::max();
 constexpr uint32_t kStreamSlots = 3;  // K/V block buffers when they stream
 constexpr uint32_t kStepColumns = 4;  // steps in flight whose per-row columns are live
-
-// A [B, H, T, D] view in HBM: rows of one head on partitions.
-struct Heads {
-  AccessPattern t;
-  int64_t batch = 0, head = 0, row = 0, col = 1;
-
-  Heads() = default;
-  Heads(const AccessPattern& tensor, const View& v)
-      : t(tensor), batch(v.strides[0]), head(v.strides[1]), row(v.strides[2]), col(v.strides[3]) {}
-
-  // Rows [r0, r0 + n) x columns [c0, c0 + nc) of head h of batch b.
-  AccessPattern block(uint32_t b, uint32_t h, uint32_t r0, uint32_t n, uint32_t c0,
-                      uint32_t nc) const {
-    AccessPattern ap = t;
-    ap.offset = t.offset + static_cast<uint64_t>(b * batch + h * head + int64_t{r0} * row +
-                                                 int64_t{c0} * col) *
-                               isa::dtype_size(t.dtype);
-    ap.num_partitions = n;
-    ap.partition_stride = row;
-    ap.num_dims = 1;
-    ap.dims[0] = {dim_stride(kName, col), nc};
-    return ap;
-  }
-};
-
-// A 4-D view, or a 3-D one [H, T, D] as a batch of one.
-View four_d(const View& v) {
-  if (v.sizes.size() != 3) return v;
-  View w = v;
-  w.sizes.insert(w.sizes.begin(), 1);
-  w.strides.insert(w.strides.begin(), 0);
-  return w;
-}
 
 // One query tile: rows [q0, q0 + parts) of query head h of batch b, and its state.
 struct QueryTile {
@@ -141,15 +108,7 @@ class AttentionKernel {
       has_bias_ = true;
     }
     out_ = Heads(declare(kb_, "out", ops.out, true), out);
-    View lse = ops.lse;
-    if (lse.sizes.size() == 2) {
-      lse.sizes.insert(lse.sizes.begin(), 1);
-      lse.strides.insert(lse.strides.begin(), 0);
-    }
-    lse_ = declare(kb_, "lse", ops.lse, true);
-    lse_batch_ = lse.strides[0];
-    lse_head_ = lse.strides[1];
-    lse_row_ = lse.strides[2];
+    lse_ = RowValues(declare(kb_, "lse", ops.lse, true), ops.lse);
     allocate();
   }
 
@@ -302,23 +261,7 @@ class AttentionKernel {
   // ---- masks ----
 
   // mask_[p, j] = 0 where j <= p, else kMasked: added to the 128 keys from q0 on.
-  void build_causal_mask() {
-    kb_.memset(Engine::POOL, mask_, 0.0f);
-    isa::Instruction in;
-    in.opcode = isa::Opcode::affine_select;
-    in.engine = Engine::POOL;
-    AccessPattern pattern;
-    pattern.space = isa::MemSpace::Pattern;
-    pattern.dtype = DType::int32;
-    pattern.dims[0] = {-1, static_cast<uint32_t>(mask_.free_elems())};
-    in.operands = {
-        {isa::Role::dst, mask_}, {isa::Role::on_true, mask_}, {isa::Role::pattern, pattern}};
-    in.ints[0] = 0;  // v = p - j >= 0: kept
-    in.ints[1] = 1;
-    in.alu0 = AluOp::is_ge;
-    in.imm0 = kMasked;
-    kb_.emit(std::move(in));
-  }
+  void build_causal_mask() { emit_causal_mask(kb_, mask_); }
 
   // ---- K and V ----
 
@@ -332,9 +275,9 @@ class AttentionKernel {
     for (uint32_t c = 0; c * kPartitions < n; ++c) {
       const uint32_t kc = tile_len(n, kPartitions, c);
       kb_.dma_copy(isa::cols(isa::rows(rows, 0, kc), c * D_, D_),
-                   k_.block(b, hk, k0 + c * kPartitions, kc, 0, D_), Engine::SP);
+                   k_.block(kName, b, hk, k0 + c * kPartitions, kc, 0, D_), Engine::SP);
       kb_.dma_copy(isa::cols(isa::rows(v, 0, kc), c * Dv_, Dv_),
-                   v_.block(b, hk, k0 + c * kPartitions, kc, 0, Dv_), Engine::SP);
+                   v_.block(kName, b, hk, k0 + c * kPartitions, kc, 0, Dv_), Engine::SP);
     }
   }
 
@@ -379,7 +322,7 @@ class AttentionKernel {
     for (size_t t = 0; t < group.tiles.size(); ++t) {
       const QueryTile& qt = group.tiles[t];
       kb_.dma_copy(isa::rows(q_rows_[parity * kGroup + t], 0, qt.parts),
-                   q_.block(qt.b, qt.h, qt.q0, qt.parts, 0, D_), Engine::SP);
+                   q_.block(kName, qt.b, qt.h, qt.q0, qt.parts, 0, D_), Engine::SP);
     }
   }
 
@@ -478,7 +421,8 @@ class AttentionKernel {
     }
     if (has_bias_)
       kb_.dma_copy(isa::cols(isa::rows(bias_tiles_[i % 2], 0, qt.parts), 0, s.width),
-                   bias_.block(qt.b, qt.h, qt.q0, qt.parts, s.block * W_, s.width), Engine::SP);
+                   bias_.block(kName, qt.b, qt.h, qt.q0, qt.parts, s.block * W_, s.width),
+                   Engine::SP);
   }
 
   // Where the step's softmax reads its scores, and the scale still to apply to them: the
@@ -592,18 +536,10 @@ class AttentionKernel {
     kb_.activation(rl, rl, ActFunc::reciprocal);
     kb_.tensor_scalar(Engine::DVE, out, isa::rows(st.o, 0, p), AluOp::multiply, 0.0f, AluOp::bypass,
                       0.0f, &rl);
-    kb_.dma_copy(out_.block(qt.b, qt.h, qt.q0, p, 0, Dv_), out, Engine::POOL);
+    kb_.dma_copy(out_.block(kName, qt.b, qt.h, qt.q0, p, 0, Dv_), out, Engine::POOL);
     kb_.activation(lse, l, ActFunc::log);
     kb_.tensor_tensor(Engine::DVE, lse, lse, nmax, AluOp::subtract);
-    AccessPattern dst = lse_;
-    dst.offset = lse_.offset + static_cast<uint64_t>(qt.b * lse_batch_ + qt.h * lse_head_ +
-                                                     int64_t{qt.q0} * lse_row_) *
-                                   sizeof(float);
-    dst.num_partitions = p;
-    dst.partition_stride = lse_row_;
-    dst.num_dims = 1;
-    dst.dims[0] = {1, 1};
-    kb_.dma_copy(dst, lse, Engine::POOL);
+    kb_.dma_copy(lse_.rows(qt.b, qt.h, qt.q0, p), lse, Engine::POOL);
   }
 
   KernelBuilder& kb_;
@@ -614,8 +550,7 @@ class AttentionKernel {
   uint32_t blocks_ = 0;
   Heads q_, k_, v_, out_, bias_;
   bool has_bias_ = false, resident_ = false;
-  AccessPattern lse_;
-  int64_t lse_batch_ = 0, lse_head_ = 0, lse_row_ = 0;
+  RowValues lse_;
 
   AccessPattern scores_[2], p_[2], p_t_[2], mask_, bias_tiles_[2], out_tiles_[2];
   StepColumns step_cols_[kStepColumns];
@@ -629,6 +564,49 @@ class AttentionKernel {
 };
 
 }  // namespace
+
+View detail::four_d(const View& v) {
+  if (v.sizes.size() != 3) return v;
+  View w = v;
+  w.sizes.insert(w.sizes.begin(), 1);
+  w.strides.insert(w.strides.begin(), 0);
+  return w;
+}
+
+detail::RowValues::RowValues(const AccessPattern& tensor, const View& v) : t(tensor) {
+  const size_t r = v.sizes.size();
+  batch = r == 3 ? v.strides[0] : 0;
+  head = v.strides[r - 2];
+  row = v.strides[r - 1];
+}
+
+AccessPattern detail::RowValues::rows(uint32_t b, uint32_t h, uint32_t r0, uint32_t n) const {
+  AccessPattern ap = t;
+  ap.offset = t.offset + static_cast<uint64_t>(b * batch + h * head + int64_t{r0} * row) *
+                             isa::dtype_size(t.dtype);
+  ap.num_partitions = n;
+  ap.partition_stride = row;
+  ap.num_dims = 1;
+  ap.dims[0] = {1, 1};
+  return ap;
+}
+
+void detail::emit_causal_mask(KernelBuilder& kb, const AccessPattern& mask) {
+  kb.memset(Engine::POOL, mask, 0.0f);
+  isa::Instruction in;
+  in.opcode = isa::Opcode::affine_select;
+  in.engine = Engine::POOL;
+  AccessPattern pattern;
+  pattern.space = isa::MemSpace::Pattern;
+  pattern.dtype = DType::int32;
+  pattern.dims[0] = {-1, static_cast<uint32_t>(mask.free_elems())};
+  in.operands = {{isa::Role::dst, mask}, {isa::Role::on_true, mask}, {isa::Role::pattern, pattern}};
+  in.ints[0] = 0;  // v = p - j >= 0: kept
+  in.ints[1] = 1;
+  in.alu0 = AluOp::is_ge;
+  in.imm0 = kMaskedScore;
+  kb.emit(std::move(in));
+}
 
 void detail::emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,
                             float scale, bool causal) {

@@ -73,6 +73,8 @@ void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const V
                  const RowEpilogue* epilogue = nullptr);
 void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,
                     float scale, bool causal);
+void emit_attention_backward(KernelBuilder& kb, const Declare& declare,
+                             const AttentionGradOperands& ops, float scale, bool causal);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

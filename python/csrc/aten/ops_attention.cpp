@@ -7,10 +7,11 @@
 // writes the [Tq, Tk] scores to HBM. Everything else takes PyTorch's math path, made of
 // this backend's other kernels.
 //
-// The backward recomputes the probabilities from the logsumexp the forward saved, with
-// the device's matmul, pointwise and reduction kernels, a few heads at a time so that
-// the scores of 4 k tokens never need more than 256 MiB (a flash backward kernel would
-// keep them on chip; not yet written).
+// The backward is kernels::attention_backward, which recomputes the probabilities on chip
+// from the logsumexp the forward saved. Where it refuses (head dims past 128, more queries
+// per KV head than SBUF holds) or a mask's gradient is asked for, the same math runs on the
+// device's matmul, pointwise and reduction kernels, a few heads at a time so that the
+// scores of 4 k tokens never need more than 256 MiB.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
@@ -227,6 +228,40 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
           at::Tensor()};
 }
 
+constexpr const char* kBackward = "aten::_scaled_dot_product_fused_attention_overrideable_backward";
+
+// The gradients on kernels::attention_backward (probabilities recomputed on chip); false,
+// running nothing, where it refuses (head dims past 128, too many queries per KV head).
+bool backward_kernel(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+                     const at::Tensor& value, const at::Tensor& mask, const at::Tensor& out,
+                     const at::Tensor& logsumexp, bool is_causal, double sm_scale,
+                     const at::Tensor& gq, const at::Tensor& gk, const at::Tensor& gv) {
+  const int device = op_device(kBackward, {&grad_out, &query, &key, &value, &out});
+  const at::Tensor q = head_dim_contiguous(query), k = head_dim_contiguous(key),
+                   v = head_dim_contiguous(value), o = head_dim_contiguous(out),
+                   go = head_dim_contiguous(grad_out);
+  const at::Tensor lse = query.dim() == 3 ? logsumexp[0] : logsumexp;
+  std::vector<std::pair<std::string, at::Tensor>> tensors{{"q", q},   {"k", k},     {"v", v},
+                                                          {"out", o}, {"dout", go}, {"lse", lse},
+                                                          {"dq", gq}, {"dk", gk},   {"dv", gv}};
+  if (mask.defined()) tensors.emplace_back("bias", mask);
+  const std::optional<kernels::View> vm =
+      mask.defined() ? std::optional(view_of(mask)) : std::nullopt;
+  const kernels::AttentionGradOperands ops{
+      view_of(q),   view_of(k),  view_of(v),  view_of(o),  view_of(go),
+      view_of(lse), view_of(gq), view_of(gk), view_of(gv), vm ? &*vm : nullptr};
+  std::string key_text = fmt::format("{} causal={} scale={} mask {}", kBackward, is_causal,
+                                     sm_scale, mask.defined() ? layout_key(mask) : "none");
+  for (const auto& [name, t] : tensors) key_text += " " + name + " " + layout_key(t);
+  const std::string chip = target();
+  return run_kernel(
+      kBackward, device, key_text,
+      [&] {
+        return kernels::attention_backward(chip, ops, static_cast<float>(sm_scale), is_causal);
+      },
+      tensors);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
     const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
@@ -234,6 +269,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
     const at::Tensor&, std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0, kForward, "_backward: no dropout on the neuron kernel");
+  if (!(grad_input_mask[3] && attn_bias.defined())) {
+    const at::Tensor gq = empty_like_layout(query, query.sizes()),
+                     gk = empty_like_layout(key, key.sizes()),
+                     gv = empty_like_layout(value, value.sizes());
+    const at::Tensor mask =
+        attn_bias.defined() ? additive_mask(attn_bias, query.scalar_type()) : at::Tensor();
+    if (backward_kernel(grad_out, query, key, value, mask, out, logsumexp, is_causal,
+                        softmax_scale(query, scale), gq, gk, gv))
+      return {grad_input_mask[0] ? gq : at::Tensor(), grad_input_mask[1] ? gk : at::Tensor(),
+              grad_input_mask[2] ? gv : at::Tensor(), at::Tensor()};
+    take_refusal(kBackward);  // the math below runs on the device too
+  }
   const at::Tensor q = four_d(query), k = four_d(key), v = four_d(value), o = four_d(out),
                    go = four_d(grad_out);
   const at::Tensor lse = logsumexp.unsqueeze(-1).clamp_min(std::numeric_limits<float>::lowest());

@@ -213,3 +213,122 @@ TEST(Attention, RefusesWhatItDoesNotCompute) {
 
 }  // namespace
 }  // namespace neuronsim::kernels
+
+namespace neuronsim::kernels {
+namespace {
+
+// attention_backward against the gradients of a double-precision reference, with the
+// forward's out and lse computed by the reference (out rounded to the dtype).
+void check_backward(const Case& c) {
+  const View q = heads_view(c, c.Hq, c.Tq, c.D), k = heads_view(c, c.Hkv, c.Tk, c.D);
+  const View v = heads_view(c, c.Hkv, c.Tk, c.Dv), out = heads_view(c, c.Hq, c.Tq, c.Dv);
+  const View lse = test::contiguous(DType::fp32, {c.B, c.Hq, c.Tq});
+  const View bias = test::contiguous(DType::fp32, {c.B, 1, c.Tq, c.Tk});
+  AttentionGradOperands ops{q, k, v, out, out, lse, q, k, v, c.bias ? &bias : nullptr};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+  const isa::Program p = attention_backward(c.target, ops, scale, c.causal);
+
+  const std::vector<float> qs = test::storage(q, 1, -c.amplitude, c.amplitude);
+  const std::vector<float> ks = test::storage(k, 2, -c.amplitude, c.amplitude);
+  const std::vector<float> vs = test::storage(v, 3, -1.0f, 1.0f);
+  const std::vector<float> dos = test::storage(out, 5, -1.0f, 1.0f);
+  std::vector<float> mask(static_cast<size_t>(c.B * c.Tq * c.Tk));
+  std::mt19937 gen(4);
+  for (float& m : mask) m = gen() % 4 == 0 ? -30.0f : static_cast<float>(gen() % 100) / 50.0f;
+  std::vector<float> os(static_cast<size_t>(out.extent_elems())), ls(lse.extent_elems());
+  std::vector<double> dq(qs.size()), dk(ks.size()), dv(vs.size());
+  const int64_t group = c.Hq / c.Hkv;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < c.Tq; ++i) {
+        std::vector<double> pr(static_cast<size_t>(c.Tk));
+        double mx = -1e300;
+        for (int64_t j = 0; j < c.Tk; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < c.D; ++d)
+            dot += double{qs[at(q, b, h, i, d)]} * ks[at(k, b, hk, j, d)];
+          double x = dot * scale;
+          if (c.bias) x += mask[static_cast<size_t>((b * c.Tq + i) * c.Tk + j)];
+          if (c.causal && j > i) x = -1e300;
+          pr[j] = x;
+          mx = std::max(mx, x);
+        }
+        double sum = 0;
+        for (double& x : pr) sum += x = std::exp(x - mx);
+        for (double& x : pr) x /= sum;
+        ls[static_cast<size_t>((b * c.Hq + h) * c.Tq + i)] = static_cast<float>(mx + std::log(sum));
+        double delta = 0;
+        for (int64_t d = 0; d < c.Dv; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < c.Tk; ++j) o += pr[j] * vs[at(v, b, hk, j, d)];
+          os[at(out, b, h, i, d)] = test::round_to(c.dtype, static_cast<float>(o));
+          delta += o * dos[at(out, b, h, i, d)];
+        }
+        for (int64_t j = 0; j < c.Tk; ++j) {
+          double dp = 0;
+          for (int64_t d = 0; d < c.Dv; ++d) {
+            dp += double{dos[at(out, b, h, i, d)]} * vs[at(v, b, hk, j, d)];
+            dv[at(v, b, hk, j, d)] += pr[j] * dos[at(out, b, h, i, d)];
+          }
+          const double ds = pr[j] * (dp - delta) * scale;
+          for (int64_t d = 0; d < c.D; ++d) {
+            dq[at(q, b, h, i, d)] += ds * ks[at(k, b, hk, j, d)];
+            dk[at(k, b, hk, j, d)] += ds * qs[at(q, b, h, i, d)];
+          }
+        }
+      }
+    }
+  std::map<std::string, std::vector<float>> inputs{{"q", qs},   {"k", ks},     {"v", vs},
+                                                   {"out", os}, {"dout", dos}, {"lse", ls}};
+  if (c.bias) inputs["bias"] = mask;
+  const auto got = test::run(p, inputs);
+  const double tol = c.dtype == DType::fp32 ? 2e-4 : 3e-2;
+  for (const auto& [name, want, view] :
+       {std::tuple{"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &v}}) {
+    SCOPED_TRACE(name);
+    double largest = 0;
+    for (double w : *want) largest = std::max(largest, std::fabs(w));
+    test::expect_close(got.at(name), *want, static_cast<size_t>(view->sizes.back()),
+                       [&](size_t) { return tol * std::max(1.0, largest); });
+  }
+}
+
+TEST(AttentionBackward, OneHeadFp32) {
+  check_backward({.Tq = 40, .Tk = 40});
+  check_backward({.Tq = 40, .Tk = 40, .causal = true});
+}
+
+TEST(AttentionBackward, CausalGroupedQueryBf16OverSeveralKeyBlocks) {
+  check_backward({.dtype = DType::bf16,
+                  .B = 2,
+                  .Hq = 4,
+                  .Hkv = 2,
+                  .Tq = 700,
+                  .Tk = 700,
+                  .D = 32,
+                  .Dv = 16,
+                  .causal = true,
+                  .transposed = true});
+}
+
+TEST(AttentionBackward, MaskAndMoreKeysThanQueries) {
+  check_backward({.Hq = 2, .Hkv = 1, .Tq = 70, .Tk = 300, .D = 24, .Dv = 40, .bias = true});
+}
+
+TEST(AttentionBackward, KeysNoQuerySeesGetZeros) {
+  check_backward({.Tq = 100, .Tk = 600, .D = 16, .Dv = 16, .causal = true});
+}
+
+TEST(AttentionBackward, RefusesHeadDimsPast128) {
+  const View q = test::contiguous(DType::bf16, {1, 1, 8, 256});
+  const View lse = test::contiguous(DType::fp32, {1, 1, 8});
+  test::expect_invalid(
+      [&] {
+        attention_backward("trn2", {q, q, q, q, q, lse, q, q, q}, 1.0f, false);
+      },
+      {"attention_backward", "head dims"});
+}
+
+}  // namespace
+}  // namespace neuronsim::kernels

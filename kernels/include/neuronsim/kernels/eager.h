@@ -203,6 +203,19 @@ struct AttentionOperands {
 isa::Program attention(std::string_view target, const AttentionOperands& ops, float scale,
                        bool causal);
 
+// The gradients of attention(): dq, dk, dv (the shapes of q, k, v) from dout (out's shape),
+// with the forward's out and lse; the probabilities are recomputed on chip. Same operands,
+// scale and masks as the forward; head dims up to 128, and every query tile of a KV head
+// resident in SBUF (about 1.6 KiB per partition per 128 queries and query head at head dim
+// 128 in bf16: some 4,000 queries for 2 query heads per KV head on trn2). Tensors "q", "k",
+// "v", "out", "dout", "lse", "bias" (when given) and the outputs "dq", "dk", "dv".
+struct AttentionGradOperands {
+  View q, k, v, out, dout, lse, dq, dk, dv;
+  const View* bias = nullptr;
+};
+isa::Program attention_backward(std::string_view target, const AttentionGradOperands& ops,
+                                float scale, bool causal);
+
 // out[i, :] = table[index[i * index_stride], :] for i < count: embedding lookups and
 // index_select over dim 0, done as the hardware does them, by indirect DMA straight
 // from the table in HBM to the output in HBM (no SBUF staging for the rows), 128
