@@ -69,8 +69,8 @@ class AttentionBackward {
     do_ = Heads(declare(kb_, "dout", ops.dout, false), four_d(ops.dout));
     lse_ = RowValues(declare(kb_, "lse", ops.lse, false), ops.lse);
     if (ops.bias) {
-      const View bias = four_d(broadcast_to(kName, "bias", *ops.bias,
-                                            std::vector<int64_t>{q.sizes[0], q.sizes[1], Tq_, Tk_}));
+      const View bias = four_d(broadcast_to(
+          kName, "bias", *ops.bias, std::vector<int64_t>{q.sizes[0], q.sizes[1], Tq_, Tk_}));
       bias_ = Heads(declare(kb_, "bias", *ops.bias, false), bias);
       bias_dt_ = bias.dtype;
       has_bias_ = true;
@@ -93,26 +93,33 @@ class AttentionBackward {
 
  private:
   void check(const AttentionGradOperands& ops, const View& q, const View& k, const View& v) const {
-    for (const auto& [name, view] :
-         {std::pair{"q", &ops.q}, {"k", &ops.k}, {"v", &ops.v}, {"out", &ops.out},
-          {"dout", &ops.dout}, {"lse", &ops.lse}, {"dq", &ops.dq}, {"dk", &ops.dk},
-          {"dv", &ops.dv}})
+    for (const auto& [name, view] : {std::pair{"q", &ops.q},
+                                     {"k", &ops.k},
+                                     {"v", &ops.v},
+                                     {"out", &ops.out},
+                                     {"dout", &ops.dout},
+                                     {"lse", &ops.lse},
+                                     {"dq", &ops.dq},
+                                     {"dk", &ops.dk},
+                                     {"dv", &ops.dv}})
       check_view(kName, name, *view);
     require(q.sizes.size() == 4 && k.sizes.size() == 4 && v.sizes.size() == 4, kName,
             "q, k and v must be [batch, heads, sequence, head dim] (or 3-D)");
-    require(q.sizes[1] % k.sizes[1] == 0 && k.sizes[1] == v.sizes[1] && k.sizes[2] == v.sizes[2] &&
-                q.sizes[3] == k.sizes[3] && k.sizes[0] == q.sizes[0] && v.sizes[0] == q.sizes[0],
-            kName,
-            fmt::format("q [{}], k [{}], v [{}] are not attention's operands",
-                        fmt::join(q.sizes, ", "), fmt::join(k.sizes, ", "),
-                        fmt::join(v.sizes, ", ")));
-    require(q.sizes[3] <= kPartitions && v.sizes[3] <= kPartitions, kName,
-            fmt::format("head dims {} and {} must be at most {}", q.sizes[3], v.sizes[3],
-                        kPartitions));
+    require(
+        q.sizes[1] % k.sizes[1] == 0 && k.sizes[1] == v.sizes[1] && k.sizes[2] == v.sizes[2] &&
+            q.sizes[3] == k.sizes[3] && k.sizes[0] == q.sizes[0] && v.sizes[0] == q.sizes[0],
+        kName,
+        fmt::format("q [{}], k [{}], v [{}] are not attention's operands", fmt::join(q.sizes, ", "),
+                    fmt::join(k.sizes, ", "), fmt::join(v.sizes, ", ")));
+    require(
+        q.sizes[3] <= kPartitions && v.sizes[3] <= kPartitions, kName,
+        fmt::format("head dims {} and {} must be at most {}", q.sizes[3], v.sizes[3], kPartitions));
     const std::vector<int64_t> out_sizes{q.sizes[0], q.sizes[1], q.sizes[2], v.sizes[3]};
-    for (const auto& [name, view, sizes] :
-         {std::tuple{"out", &ops.out, out_sizes}, {"dout", &ops.dout, out_sizes},
-          {"dq", &ops.dq, q.sizes}, {"dk", &ops.dk, k.sizes}, {"dv", &ops.dv, v.sizes}}) {
+    for (const auto& [name, view, sizes] : {std::tuple{"out", &ops.out, out_sizes},
+                                            {"dout", &ops.dout, out_sizes},
+                                            {"dq", &ops.dq, q.sizes},
+                                            {"dk", &ops.dk, k.sizes},
+                                            {"dv", &ops.dv, v.sizes}}) {
       require(four_d(*view).sizes == sizes, kName,
               fmt::format("{} [{}] should be [{}]", name, fmt::join(view->sizes, ", "),
                           fmt::join(sizes, ", ")));
@@ -166,8 +173,9 @@ class AttentionBackward {
     o_rows_ = sbuf(kb_, kName, dt_, kPartitions, Dv_);
     product_ = sbuf(kb_, kName, DType::fp32, kPartitions, Dv_);
     // Every query tile of a KV head, resident.
-    const uint64_t per_tile = tile_bytes(dt_, D_) * 2 + tile_bytes(dt_, Dv_) + tile_bytes(dt_, kPartitions) +
-                              tile_bytes(DType::fp32, D_) + 2 * tile_bytes(DType::fp32, 1);
+    const uint64_t per_tile = tile_bytes(dt_, D_) * 2 + tile_bytes(dt_, Dv_) +
+                              tile_bytes(dt_, kPartitions) + tile_bytes(DType::fp32, D_) +
+                              2 * tile_bytes(DType::fp32, 1);
     const uint32_t tiles = Hq_ / Hkv_ * ceil_div(Tq_, kPartitions);
     const uint64_t left = kb_.target().sbuf_partition_bytes - kb_.sbuf_mark();
     require(uint64_t{tiles} * (per_tile + 64) <= left, kName,
@@ -236,8 +244,7 @@ class AttentionBackward {
       AccessPattern tb2 = isa::rows(dp_psum_[t % 2], 0, kPartitions);
       tb2.dtype = dt_;
       transpose(isa::cols(isa::rows(s.dout_t, 0, Dv_), 0, p), rows(s.dout), tb2);
-      kb_.tensor_tensor(Engine::POOL, rows(product_), rows(s.dout), rows(o_rows_),
-                        AluOp::multiply);
+      kb_.tensor_tensor(Engine::POOL, rows(product_), rows(s.dout), rows(o_rows_), AluOp::multiply);
       kb_.tensor_reduce(Engine::DVE, rows(s.delta), rows(product_), AluOp::add, 0x1);
       // -lse, capped: a row masked out entirely (lse = -inf) gets P = exp(-inf) = 0.
       kb_.tensor_scalar(Engine::POOL, rows(s.nlse), rows(s.nlse), AluOp::multiply, -1.0f,
@@ -290,7 +297,7 @@ class AttentionBackward {
       }
       steps.push_back(s);
     }
-    std::fill(std::begin(started_), std::end(started_), false);
+    std::fill(std::begin(written_), std::end(written_), 0u);
     const auto n = static_cast<uint32_t>(steps.size());
     if (n > 0) scores(b, j, steps[0], 0);
     for (uint32_t i = 0; i < n; ++i) {
@@ -354,8 +361,11 @@ class AttentionBackward {
       const auto chunk = [&](const AccessPattern& a) {
         return isa::cols(isa::rows(a, 0, p), c * kPartitions, kc);
       };
-      const bool acc = started_[c];
-      started_[c] = true;
+      // Tiles come in query order, so a chunk's later steps see at least its first one's
+      // keys: rows past the first step's are never accumulated uninitialised.
+      const bool acc = written_[c] > 0;
+      require(kc >= written_[c], kName, "a step sees fewer keys of a chunk than an earlier one");
+      written_[c] = kc;
       kb_.matmul(isa::cols(isa::rows(dv_psum_, 0, kc), c * Dv_, Dv_), chunk(p_[i % 2]),
                  isa::rows(st.dout, 0, p), acc);
       kb_.matmul(isa::cols(isa::rows(dk_psum_, 0, kc), c * D_, D_), chunk(ds_[i % 2]),
@@ -390,17 +400,21 @@ class AttentionBackward {
       const uint32_t kc = tile_len(n, kPartitions, c);
       const AccessPattern dk = isa::rows(grad_out_[0], 0, kc), dv = isa::rows(grad_out_[1], 0, kc);
       const AccessPattern dk_out = isa::cols(dk, 0, D_), dv_out = isa::cols(dv, 0, Dv_);
-      if (started_[c]) {
-        kb_.activation(dk_out, isa::cols(isa::rows(dk_psum_, 0, kc), c * D_, D_),
-                       ActFunc::identity, scale_);
-        kb_.tensor_copy(Engine::DVE, dv_out, isa::cols(isa::rows(dv_psum_, 0, kc), c * Dv_, Dv_));
-      } else {
+      // Keys no query sees (past the last row, under a causal mask) get 0.
+      const uint32_t seen = written_[c];
+      if (seen < kc) {
         kb_.memset(Engine::POOL, dk_out, 0.0f);
         kb_.memset(Engine::POOL, dv_out, 0.0f);
       }
+      if (seen > 0) {
+        kb_.activation(isa::rows(dk_out, 0, seen),
+                       isa::cols(isa::rows(dk_psum_, 0, seen), c * D_, D_), ActFunc::identity,
+                       scale_);
+        kb_.tensor_copy(Engine::DVE, isa::rows(dv_out, 0, seen),
+                        isa::cols(isa::rows(dv_psum_, 0, seen), c * Dv_, Dv_));
+      }
       kb_.dma_copy(dk_.block(kName, b, hk, k0 + c * kPartitions, kc, 0, D_), dk_out, Engine::POOL);
-      kb_.dma_copy(dv_.block(kName, b, hk, k0 + c * kPartitions, kc, 0, Dv_), dv_out,
-                   Engine::POOL);
+      kb_.dma_copy(dv_.block(kName, b, hk, k0 + c * kPartitions, kc, 0, Dv_), dv_out, Engine::POOL);
     }
   }
 
@@ -427,7 +441,7 @@ class AttentionBackward {
   std::vector<TileState> state_;
   std::vector<QueryTile> tiles_;
   AccessPattern s_psum_[2], dp_psum_[2], dk_psum_, dv_psum_, ds_t_psum_, dq_psum_;
-  bool started_[8] = {};
+  uint32_t written_[8] = {};  // per 128-key chunk of the block: the keys its dK/dV rows hold
   uint32_t copies_ = 0;
 };
 

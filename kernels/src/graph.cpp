@@ -256,6 +256,27 @@ void GraphProgram::attention(const Place& q, const Place& k, const Place& v, con
   stage([&] { emit_attention(kb_, bind, ops, scale, causal); });
 }
 
+void GraphProgram::attention_backward(const std::map<std::string, Place>& places, float scale,
+                                      bool causal) {
+  constexpr const char* kernel = "attention_backward";
+  std::map<std::string, const Place*> bound;
+  for (const auto& [name, place] : places) bound[name] = &place;
+  const auto view = [&](const char* name) -> const View& {
+    const auto it = places.find(name);
+    require(it != places.end(), kernel, fmt::format("no place for {}", name));
+    return it->second.view;
+  };
+  const auto mask = places.find("bias");
+  const AttentionGradOperands ops{
+      view("q"),    view("k"),
+      view("v"),    view("out"),
+      view("dout"), view("lse"),
+      view("dq"),   view("dk"),
+      view("dv"),   mask != places.end() ? &mask->second.view : nullptr};
+  const Declare bind = binder(kernel, bound);
+  stage([&] { emit_attention_backward(kb_, bind, ops, scale, causal); });
+}
+
 isa::Program GraphProgram::finish() {
   require(stages_ > 0, "graph", "a graph program needs at least one stage");
   return kb_.finish();

@@ -22,19 +22,31 @@ namespace k = neuronsim::kernels;
 
 constexpr uint64_t kSeed = 20250101;
 
+// A contiguous view of `sizes`.
+k::View view(DType dtype, std::vector<int64_t> sizes) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (size_t d = sizes.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * sizes[d + 1];
+  return k::View{dtype, std::move(sizes), std::move(strides)};
+}
+
 // Causal attention over contiguous [1, H, T, 128] bf16 heads, H / kv_heads query heads per
 // KV head, with a 1/sqrt(128) scale.
 isa::Program causal_attention(const std::string& target, int64_t heads, int64_t kv_heads,
                               int64_t tokens) {
-  const auto view = [](DType dtype, std::vector<int64_t> sizes) {
-    std::vector<int64_t> strides(sizes.size(), 1);
-    for (size_t d = sizes.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * sizes[d + 1];
-    return k::View{dtype, std::move(sizes), std::move(strides)};
-  };
   const k::View q = view(DType::bf16, {1, heads, tokens, 128});
   const k::View kv = view(DType::bf16, {1, kv_heads, tokens, 128});
   const k::View lse = view(DType::fp32, {1, heads, tokens});
   return k::attention(target, {q, kv, kv, q, lse}, 0.08838834764831845f, true);
+}
+
+// Its gradients, dq, dk and dv, at the same shapes.
+isa::Program causal_attention_backward(const std::string& target, int64_t heads, int64_t kv_heads,
+                                       int64_t tokens) {
+  const k::View q = view(DType::bf16, {1, heads, tokens, 128});
+  const k::View kv = view(DType::bf16, {1, kv_heads, tokens, 128});
+  const k::View lse = view(DType::fp32, {1, heads, tokens});
+  return k::attention_backward(target, {q, kv, kv, q, q, lse, q, kv, kv}, 0.08838834764831845f,
+                               true);
 }
 
 std::string fixed(double v, int digits) {
@@ -77,6 +89,9 @@ std::vector<KernelSpec> kernel_specs() {
        "flash attention, causal, q [1,4,2048,128] bf16, 2 KV heads: PE transposes, online "
        "softmax on ACT/DVE",
        [](const std::string& t) { return causal_attention(t, 4, 2, 2048); }, true},
+      {"attention_backward_bf16_causal_4x2048x128",
+       "its gradients: probabilities recomputed on chip, dK and dV accumulated in PSUM",
+       [](const std::string& t) { return causal_attention_backward(t, 4, 2, 2048); }, true},
       {"transpose_fp32_256x384", "out[384,256] = x[256,384]^T, fp32",
        [](const std::string& t) { return k::transpose(t, 256, 384, DType::fp32); }, false},
   };

@@ -22,7 +22,9 @@
 //                the epilogue writes rows = f(in, the row's result, inputs...))
 //               {"kind": "softmax", "log": bool, "in": place, "out": place},
 //               {"kind": "attention", "q", "k", "v": place, "mask": place (optional),
-//                "out", "lse": place, "scale": float, "causal": bool}]}
+//                "out", "lse": place, "scale": float, "causal": bool},
+//               {"kind": "attention_backward", "q", "k", "v", "out", "dout", "lse", "dq",
+//                "dk", "dv": place, "mask": place (optional), "scale", "causal"}]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
 //          {"op": "activation", "func", "args": [x], "imm": scale} |
@@ -206,6 +208,12 @@ isa::Program build_graph(const std::string& plan_text) {
       g.attention(reader.place(s.at("q")), reader.place(s.at("k")), reader.place(s.at("v")),
                   mask ? &*mask : nullptr, reader.place(s.at("out")), reader.place(s.at("lse")),
                   s.at("scale").get<float>(), s.at("causal").get<bool>());
+    } else if (kind == "attention_backward") {
+      std::map<std::string, kernels::Place> places;
+      for (const char* name : {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv", "mask"})
+        if (s.contains(name))
+          places[name == std::string("mask") ? "bias" : name] = reader.place(s.at(name));
+      g.attention_backward(places, s.at("scale").get<float>(), s.at("causal").get<bool>());
     } else {
       throw std::invalid_argument(fmt::format("plan: unknown stage '{}'", kind));
     }

@@ -4,10 +4,14 @@ graph stage, written as ops that lower."""
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
+from .ops import backward_lowers
+
 aten = torch.ops.aten
+_retracing = threading.local()
 
 
 def attention_backward(
@@ -30,10 +34,41 @@ def attention_backward(
     *,
     scale=None,
 ):
-    """The backward of the flash attention op by recomputing the probabilities from the
-    forward's logsumexp (what the eager op does, without its chunking over heads)."""
+    """The backward of the flash attention op: left to the graph's attention_backward stage
+    where its kernel covers the case, else recomputing the probabilities from the forward's
+    logsumexp in ops that lower (what the eager op does, without its chunking over heads)."""
     if dropout_p != 0.0:
         raise NotImplementedError("attention backward with dropout")
+    args = {"dropout_p": dropout_p, "attn_bias": attn_bias, "grad_input_mask": grad_input_mask}
+    if backward_lowers(query, key, value, out, grad_out, logsumexp, args):
+        if getattr(_retracing, "active", False):
+            return NotImplemented  # the call below: traced as the op itself
+        # The op again, with the logsumexp standing in for the random state it does not read
+        # without dropout: the forward graph then need not return its int64 seed and offset,
+        # which no engine holds.
+        _retracing.active = True
+        try:
+            return aten._scaled_dot_product_fused_attention_overrideable_backward.default(
+                grad_out,
+                query,
+                key,
+                value,
+                attn_bias,
+                grad_input_mask,
+                out,
+                logsumexp,
+                cum_seq_q,
+                cum_seq_k,
+                max_q,
+                max_k,
+                dropout_p,
+                is_causal,
+                logsumexp,
+                logsumexp,
+                scale=scale,
+            )
+        finally:
+            _retracing.active = False
     squeeze = query.dim() == 3
     if squeeze:
         grad_out, query, key, value, out = (

@@ -134,10 +134,23 @@ SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
 
 
 ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
+ATTENTION_BACKWARD = aten._scaled_dot_product_fused_attention_overrideable_backward.default
 ATTENTION_HEAD_DIM = 256  # kernels::attention's limit
+ATTENTION_BACKWARD_HEAD_DIM = 128  # kernels::attention_backward's
+# SBUF per partition that attention_backward's resident query tiles may take (of trn2's 224
+# KiB, the rest being its key blocks and steps), and what one tile takes at head dims d, dv.
+ATTENTION_BACKWARD_SBUF = 160 * 1024
+
+
+def attention_backward_tile_bytes(d: int, dv: int, itemsize: int) -> int:
+    def tile(n, size):
+        return (n * size + 63) // 64 * 64
+
+    return 2 * tile(d, itemsize) + tile(dv, itemsize) + tile(128, itemsize) + tile(d, 4) + 192
+
 
 # Ops with several results, each read through getitem.
-TUPLES = SPLITS | {aten.native_layer_norm.default, ATTENTION}
+TUPLES = SPLITS | {aten.native_layer_norm.default, ATTENTION, ATTENTION_BACKWARD}
 
 
 def is_split_item(node: torch.fx.Node) -> bool:
@@ -213,6 +226,11 @@ def check_lowerable(node: torch.fx.Node) -> None:
         return
     if t is ATTENTION:
         check_attention(node)
+        return
+    if t is ATTENTION_BACKWARD:
+        args = attention_backward_args(node)
+        if not backward_lowers(*(meta(args[n]) for n in BACKWARD_TENSORS), args):
+            raise Unsupported("an attention backward the kernel does not cover")
         return
     if t in SPLITS:
         parts = meta(node)
@@ -290,6 +308,53 @@ def attention_args(node: torch.fx.Node) -> dict:
     args.setdefault("return_debug_mask", False)
     args.setdefault("scale", None)
     return args
+
+
+BACKWARD_NAMES = (
+    "grad_out",
+    "query",
+    "key",
+    "value",
+    "attn_bias",
+    "grad_input_mask",
+    "out",
+    "logsumexp",
+    "cum_seq_q",
+    "cum_seq_k",
+    "max_q",
+    "max_k",
+    "dropout_p",
+    "is_causal",
+    "philox_seed",
+    "philox_offset",
+)
+BACKWARD_TENSORS = ("query", "key", "value", "out", "grad_out", "logsumexp")
+
+
+def attention_backward_args(node: torch.fx.Node) -> dict:
+    args = dict(zip(BACKWARD_NAMES, node.args))
+    args.update(node.kwargs)
+    args.setdefault("scale", None)
+    return args
+
+
+def backward_lowers(q, k, v, out, grad_out, lse, args: dict) -> bool:
+    """Whether kernels::attention_backward computes this backward (a graph stage; the
+    decomposition leaves it to the stage). Takes tensors or their metas."""
+    tensors = (q, k, v, out, grad_out)
+    if any(not isinstance(t, torch.Tensor) or t.device.type != "neuron" for t in tensors):
+        return False
+    if q.dtype not in FLOATS or any(t.dtype != q.dtype for t in tensors) or q.dim() not in (3, 4):
+        return False
+    if args["dropout_p"] != 0.0 or (args["attn_bias"] is not None and args["grad_input_mask"][3]):
+        return False
+    if max(q.shape[-1], v.shape[-1]) > ATTENTION_BACKWARD_HEAD_DIM:
+        return False
+    if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in tensors):
+        return False
+    tiles = q.shape[-3] // k.shape[-3] * -(-q.shape[-2] // 128)
+    tile = attention_backward_tile_bytes(q.shape[-1], v.shape[-1], q.element_size())
+    return tiles * tile <= ATTENTION_BACKWARD_SBUF
 
 
 def check_attention(node: torch.fx.Node) -> None:

@@ -8,7 +8,15 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
-from .ops import ATTENTION, NoWork, Unsupported, attention_args, check_lowerable
+from .ops import (
+    ATTENTION,
+    ATTENTION_BACKWARD,
+    NoWork,
+    Unsupported,
+    attention_args,
+    attention_backward_args,
+    check_lowerable,
+)
 from .segment import SegmentPlan
 
 
@@ -82,6 +90,8 @@ def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> 
 def has_side_effects(node: torch.fx.Node) -> bool:
     if node.target is ATTENTION and attention_args(node)["dropout_p"] == 0.0:
         return False  # tagged as seeded for its dropout, which it then draws none of
+    if node.target is ATTENTION_BACKWARD and attention_backward_args(node)["dropout_p"] == 0.0:
+        return False
     schema = getattr(node.target, "_schema", None)
     tags = getattr(node.target, "tags", ())
     return (schema is not None and schema.is_mutable) or torch.Tag.nondeterministic_seeded in tags

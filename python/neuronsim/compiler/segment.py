@@ -42,6 +42,7 @@ from .expressions import (
 from .ops import (
     ACTIVATIONS,
     ATTENTION,
+    ATTENTION_BACKWARD,
     BINARY,
     CONCAT,
     ENGINE_DTYPES,
@@ -56,6 +57,7 @@ from .ops import (
     Unsupported,
     aten,
     attention_args,
+    attention_backward_args,
     is_item,
     is_pointwise,
     is_split_item,
@@ -513,6 +515,9 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     if t is ATTENTION:
         lower_attention(seg, node)
         return
+    if t is ATTENTION_BACKWARD:
+        lower_attention_backward(seg, node)
+        return
     if is_item(node):  # of a layer norm: a place, or an expression
         item = seg.env[node.args[0]][node.args[1]]
         if isinstance(item, Lazy):
@@ -630,17 +635,7 @@ def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:
     a = attention_args(node)
     q, k, v = (seg.place(a[n]) for n in ("query", "key", "value"))
     results = meta(node)
-
-    def result(index: int) -> Place:
-        readers = [u for u in node.users if is_item(u) and u.args[1] == index]
-        stored = [u for u in readers if u in seg.must_store]
-        if stored:
-            return seg._new(stored[0])
-        t = results[index]
-        name = seg._declare("scratch", t.dtype, t.numel())
-        return Place(name, 0, tuple(t.shape), tuple(t.stride()), t.dtype)
-
-    out, lse = result(0), result(1)
+    out, lse = result_place(seg, node, 0), result_place(seg, node, 1)
     scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.sizes[-1])
     stage = {
         "kind": "attention",
@@ -657,6 +652,51 @@ def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:
         stage["mask"] = seg.place(a["attn_bias"]).json()
     seg.stages.append(stage)
     seg.env[node] = [out, lse] + [None] * (len(results) - 2)
+
+
+def result_place(seg: SegmentPlan, node: torch.fx.Node, index: int) -> Place:
+    """Item `index` of a node with several results: an output tensor when it is read after
+    the program, else scratch, with the strides of its meta."""
+    readers = [u for u in node.users if is_item(u) and u.args[1] == index]
+    stored = [u for u in readers if u in seg.must_store]
+    if stored:
+        return seg._new(stored[0])
+    t = meta(node)[index]
+    name = seg._declare("scratch", t.dtype, t.numel())
+    return Place(name, 0, tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def lower_attention_backward(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """attention_backward as one stage: dq, dk, dv (items 0-2) from the forward's tensors."""
+    a = attention_backward_args(node)
+    q = seg.place(a["query"])
+    places = {
+        "q": q,
+        "k": seg.place(a["key"]),
+        "v": seg.place(a["value"]),
+        "out": seg.place(a["out"]),
+        "dout": seg.place(a["grad_out"]),
+        "lse": seg.place(a["logsumexp"]),
+        "dq": result_place(seg, node, 0),
+        "dk": result_place(seg, node, 1),
+        "dv": result_place(seg, node, 2),
+    }
+    if len(q.sizes) == 3:
+        places["lse"] = reshaped(places["lse"], places["lse"].sizes[1:])
+    stage = {name: p.json() for name, p in places.items()}
+    if a["attn_bias"] is not None:
+        stage["mask"] = seg.place(a["attn_bias"]).json()
+    scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.sizes[-1])
+    stage.update(
+        {
+            "kind": "attention_backward",
+            "scale": float(scale),
+            "causal": bool(a["is_causal"]),
+            "node": node.name,
+        }
+    )
+    seg.stages.append(stage)
+    seg.env[node] = [places["dq"], places["dk"], places["dv"], None]
 
 
 def lower_concat(seg: SegmentPlan, node: torch.fx.Node) -> None:

@@ -150,3 +150,17 @@ def test_the_backward_is_one_kernel_that_recomputes_the_probabilities():
         grads.append([t.grad.cpu() for t in leaves])
     for got, want in zip(grads[1], grads[0]):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_backward_with_keys_no_query_sees():
+    # Causal with more keys than queries: keys past the last query get zero gradients, whatever
+    # PSUM held from earlier kernels.
+    for tq, tk in ((3, 6), (100, 300)):
+        q, k, v = heads(2, 2, tq, 8, 0), heads(2, 2, tk, 8, 1), heads(2, 2, tk, 8, 2)
+        grads = []
+        for device in ("cpu", "neuron"):
+            leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+            F.scaled_dot_product_attention(*leaves, is_causal=True).sum().backward()
+            grads.append([t.grad.cpu() for t in leaves])
+        for got, want in zip(grads[1], grads[0]):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

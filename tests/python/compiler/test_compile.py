@@ -108,9 +108,9 @@ def test_causal_attention_is_one_kernel():
     assert report.fused == 3 and report.stages == 2
 
 
-def test_sdpa_is_one_flash_attention_stage_and_trains_through_a_recomputing_backward():
+def test_sdpa_and_its_backward_are_one_attention_stage_each():
     # Grouped-query causal attention: the fused op is one attention stage (the scores never
-    # reach HBM); its backward decomposes into matmuls and pointwise ops that lower.
+    # reach HBM), and its backward one attention_backward stage.
     q, k, v = rand(1, 4, 40, 16), rand(1, 2, 40, 16, seed=1), rand(1, 2, 40, 16, seed=2)
 
     def causal(q, k, v):
@@ -121,26 +121,28 @@ def test_sdpa_is_one_flash_attention_stage_and_trains_through_a_recomputing_back
     torch.testing.assert_close(got.cpu(), causal(q, k, v), atol=1e-4, rtol=1e-4)
     assert report.kernels == 1 and report.stages == 1 and report.eager == []
 
-    # Training with a mask (the causal backward builds its mask with arange, which does
-    # not lower yet).
-    mask = torch.randn(40, 40, generator=torch.Generator().manual_seed(3))
+    for mask in (None, torch.randn(40, 40, generator=torch.Generator().manual_seed(3))):
+        torch._dynamo.reset()
+        compiler.reset_stats()
 
-    def attention(q, k, v, mask):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        def attention(q, k, v, mask):
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=True
+            )
 
-    torch._dynamo.reset()
-    compiler.reset_stats()
-    grads = []
-    for device, fn in (("cpu", attention), ("neuron", torch.compile(attention, backend="neuron"))):
-        leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
-        with neuronsim.strict_mode():
-            out = fn(*leaves, mask.to(device))
-            (out * torch.linspace(-1, 1, 16).to(device)).sum().backward()
-        grads.append([t.grad.cpu() for t in leaves])
-    for got_grad, want in zip(grads[1], grads[0]):
-        torch.testing.assert_close(got_grad, want, atol=1e-4, rtol=1e-4)
-    forward, backward = compiler.graphs()
-    assert forward.stages == 1 and forward.eager == [] and backward.eager == []
+        grads = []
+        compiled = torch.compile(attention, backend="neuron")
+        for device, fn in (("cpu", attention), ("neuron", compiled)):
+            leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+            with neuronsim.strict_mode():
+                out = fn(*leaves, None if mask is None else mask.to(device))
+                (out * torch.linspace(-1, 1, 16).to(device)).sum().backward()
+            grads.append([t.grad.cpu() for t in leaves])
+        for got_grad, want in zip(grads[1], grads[0]):
+            torch.testing.assert_close(got_grad, want, atol=1e-4, rtol=1e-4)
+        forward, backward = compiler.graphs()
+        assert forward.stages == 1 and forward.eager == [] and backward.eager == []
+        assert backward.kernels == 1 and backward.stages <= 3, backward
 
 
 def test_views_of_an_expression_are_taken_of_its_leaves():

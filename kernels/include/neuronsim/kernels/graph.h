@@ -74,6 +74,9 @@ class GraphProgram {
   // when given.
   void attention(const Place& q, const Place& k, const Place& v, const Place* mask,
                  const Place& out, const Place& lse, float scale, bool causal);
+  // Its gradients (kernels::attention_backward): places named as that kernel's tensors
+  // ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv", and "bias" when there is one).
+  void attention_backward(const std::map<std::string, Place>& places, float scale, bool causal);
 
   size_t stages() const { return stages_; }
   isa::Program finish();
