@@ -145,15 +145,15 @@ class AttentionBackward {
   // ---- SBUF and PSUM ----
 
   struct TileState {
-    AccessPattern q, q_t, dout, dout_t, dq, nlse, delta;
+    AccessPattern q, q_t, dout, dout_t, dq, nlse, ndelta;  // ndelta: -rowsum(dO * O)
   };
 
   void allocate() {
     const uint32_t chunks = W_ / kPartitions;
-    // Per step (two of each): P, dP - D (FP32), dS, dS^T, the mask or attn_mask block.
+    // Per step (two of each): P, dP - D, dS, dS^T, the mask or attn_mask block.
     for (uint32_t i = 0; i < 2; ++i) {
       p_[i] = sbuf(kb_, kName, dt_, kPartitions, W_);
-      dpd_[i] = sbuf(kb_, kName, DType::fp32, kPartitions, W_);
+      dpd_[i] = sbuf(kb_, kName, dt_, kPartitions, W_);
       ds_[i] = sbuf(kb_, kName, dt_, kPartitions, W_);
       ds_t_[i] = sbuf(kb_, kName, dt_, kPartitions, W_);
       if (has_bias_) {
@@ -190,7 +190,7 @@ class AttentionBackward {
       s.dout_t = sbuf(kb_, kName, dt_, kPartitions, kPartitions);
       s.dq = sbuf(kb_, kName, DType::fp32, kPartitions, D_);
       s.nlse = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
-      s.delta = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
+      s.ndelta = sbuf(kb_, kName, DType::fp32, kPartitions, 1);
       state_.push_back(s);
     }
     // PSUM: 8 banks.
@@ -245,7 +245,8 @@ class AttentionBackward {
       tb2.dtype = dt_;
       transpose(isa::cols(isa::rows(s.dout_t, 0, Dv_), 0, p), rows(s.dout), tb2);
       kb_.tensor_tensor(Engine::POOL, rows(product_), rows(s.dout), rows(o_rows_), AluOp::multiply);
-      kb_.tensor_reduce(Engine::DVE, rows(s.delta), rows(product_), AluOp::add, 0x1);
+      kb_.tensor_reduce(Engine::DVE, rows(s.ndelta), rows(product_), AluOp::add, 0x1,
+                        /*negate=*/true);
       // -lse, capped: a row masked out entirely (lse = -inf) gets P = exp(-inf) = 0.
       kb_.tensor_scalar(Engine::POOL, rows(s.nlse), rows(s.nlse), AluOp::multiply, -1.0f,
                         AluOp::min, std::numeric_limits<float>::max());
@@ -298,11 +299,17 @@ class AttentionBackward {
       steps.push_back(s);
     }
     std::fill(std::begin(written_), std::end(written_), 0u);
+    // Four steps in flight, each engine on the previous round's results: the PE computes
+    // step i+2's S and dP, ACT and GpSimd step i+1's P and dS, the PE step i's dK and dV (DVE
+    // copying its dS^T out of PSUM) and step i-1's dq, which DVE adds up.
     const auto n = static_cast<uint32_t>(steps.size());
-    if (n > 0) scores(b, j, steps[0], 0);
-    for (uint32_t i = 0; i < n; ++i) {
-      if (i + 1 < n) scores(b, j, steps[i + 1], i + 1);
-      gradients(j, steps[i], i);
+    for (uint32_t i = 0; i < std::min(n, 2u); ++i) scores(b, j, steps[i], i);
+    if (n > 0) probabilities(steps[0], 0);
+    for (uint32_t i = 0; i <= n; ++i) {
+      if (i + 2 < n) scores(b, j, steps[i + 2], i + 2);
+      if (i + 1 < n) probabilities(steps[i + 1], i + 1);
+      if (i < n) key_gradients(steps[i], i);
+      if (i > 0) query_gradient(j, steps[i - 1], i - 1);
     }
     store_dk_dv(b, hk, j);
   }
@@ -323,13 +330,15 @@ class AttentionBackward {
                    bias_.block(kName, b, qt.h, qt.q0, p, j * W_, s.width), Engine::SP);
   }
 
-  void gradients(uint32_t j, const Step& s, uint32_t i) {
+  // P = exp(scale S + mask - lse), the forward's probabilities; dS = (dP - D) * P. ACT
+  // computes P and dP - D straight out of PSUM, GpSimd their product: all in the input
+  // dtype, so that the product runs at one element per cycle.
+  void probabilities(const Step& s, uint32_t i) {
     const TileState& st = state_[s.tile];
-    const uint32_t p = tiles_[s.tile].parts, slot = j % 2;
+    const uint32_t p = tiles_[s.tile].parts;
     const auto block = [&](const AccessPattern& a) {
       return isa::cols(isa::rows(a, 0, p), 0, s.width);
     };
-    // P = exp(scale S + mask - lse), the forward's probabilities.
     AccessPattern src = block(s_psum_[i % 2]);
     float scale = scale_;
     if (s.diagonal >= 0) {
@@ -345,17 +354,18 @@ class AttentionBackward {
       src = block(scores_[i % 2]);
       scale = 1.0f;
     }
-    const AccessPattern nlse = isa::rows(st.nlse, 0, p);
+    const AccessPattern nlse = isa::rows(st.nlse, 0, p), ndelta = isa::rows(st.ndelta, 0, p);
     kb_.activation(block(p_[i % 2]), src, ActFunc::exp, scale, &nlse);
-    // dS = (dP - D) * P.
-    const AccessPattern delta = isa::rows(st.delta, 0, p);
-    kb_.tensor_scalar(Engine::DVE, block(dpd_[i % 2]), block(dp_psum_[i % 2]), AluOp::subtract,
-                      0.0f, AluOp::bypass, 0.0f, &delta);
+    kb_.activation(block(dpd_[i % 2]), block(dp_psum_[i % 2]), ActFunc::identity, 1.0f, &ndelta);
     kb_.tensor_tensor(Engine::POOL, block(ds_[i % 2]), block(dpd_[i % 2]), block(p_[i % 2]),
                       AluOp::multiply);
-    // dV += P^T dO, dK += dS^T q, per 128 keys; dS^T for dq.
-    const uint32_t chunks = ceil_div(s.width, kPartitions);
-    const AccessPattern dst_t = ds_t_psum_;
+  }
+
+  // dV += P^T dO, dK += dS^T q, per 128 keys (P and dS are the stationary operands as they
+  // are); dS^T by PE transposes, copied out of PSUM by DVE for dq.
+  void key_gradients(const Step& s, uint32_t i) {
+    const TileState& st = state_[s.tile];
+    const uint32_t p = tiles_[s.tile].parts, chunks = ceil_div(s.width, kPartitions);
     for (uint32_t c = 0; c < chunks; ++c) {
       const uint32_t kc = tile_len(s.width, kPartitions, c);
       const auto chunk = [&](const AccessPattern& a) {
@@ -371,25 +381,31 @@ class AttentionBackward {
       kb_.matmul(isa::cols(isa::rows(dk_psum_, 0, kc), c * D_, D_), chunk(ds_[i % 2]),
                  isa::rows(st.q, 0, p), acc);
       kb_.transpose(Engine::PE,
-                    isa::cols(isa::rows(dst_t, 0, kc), (i % 2) * W_ + c * kPartitions, p),
+                    isa::cols(isa::rows(ds_t_psum_, 0, kc), (i % 2) * W_ + c * kPartitions, p),
                     chunk(ds_[i % 2]));
     }
-    // dS^T out of PSUM (chunks side by side, [kc, p] each), then dq_blk = dS K.
+    // Chunks side by side, [kc, p] each.
     const uint32_t full = s.width / kPartitions, rest = s.width % kPartitions;
     const AccessPattern ds_t = ds_t_[i % 2];
     if (full > 0)
-      kb_.tensor_copy(Engine::ACT, isa::cols(ds_t, 0, full * kPartitions),
-                      isa::cols(dst_t, (i % 2) * W_, full * kPartitions));
+      kb_.tensor_copy(Engine::DVE, isa::cols(ds_t, 0, full * kPartitions),
+                      isa::cols(ds_t_psum_, (i % 2) * W_, full * kPartitions));
     if (rest > 0)
-      kb_.tensor_copy(Engine::ACT, isa::cols(isa::rows(ds_t, 0, rest), full * kPartitions, p),
-                      isa::cols(isa::rows(dst_t, 0, rest), (i % 2) * W_ + full * kPartitions, p));
+      kb_.tensor_copy(
+          Engine::DVE, isa::cols(isa::rows(ds_t, 0, rest), full * kPartitions, p),
+          isa::cols(isa::rows(ds_t_psum_, 0, rest), (i % 2) * W_ + full * kPartitions, p));
+  }
+
+  // dq += dS K, the block's part in PSUM, added by DVE.
+  void query_gradient(uint32_t j, const Step& s, uint32_t i) {
+    const uint32_t p = tiles_[s.tile].parts, chunks = ceil_div(s.width, kPartitions);
     const AccessPattern dq_blk = isa::cols(isa::rows(dq_psum_, 0, p), (i % 2) * D_, D_);
     for (uint32_t c = 0; c < chunks; ++c) {
       const uint32_t kc = tile_len(s.width, kPartitions, c);
-      kb_.matmul(dq_blk, isa::cols(isa::rows(ds_t, 0, kc), c * kPartitions, p),
-                 isa::cols(isa::rows(k_rows_[slot], 0, kc), c * D_, D_), c > 0);
+      kb_.matmul(dq_blk, isa::cols(isa::rows(ds_t_[i % 2], 0, kc), c * kPartitions, p),
+                 isa::cols(isa::rows(k_rows_[j % 2], 0, kc), c * D_, D_), c > 0);
     }
-    const AccessPattern dq = isa::rows(st.dq, 0, p);
+    const AccessPattern dq = isa::rows(state_[s.tile].dq, 0, p);
     kb_.tensor_tensor(Engine::DVE, dq, dq, dq_blk, AluOp::add);
   }
 
