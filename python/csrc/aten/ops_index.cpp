@@ -305,6 +305,9 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
 
 constexpr int64_t kMaxOneHot = int64_t{1} << 24;
 
+// grad_weight = one_hot(indices)^T @ grad on TensorE, the one-hot matrix built on chip from
+// positions, in blocks of rows so that no one-hot matrix passes kMaxOneHot elements (an LM's
+// vocabulary of 151,936 rows against 1,024 tokens takes 10 blocks).
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
                                     c10::SymInt num_weights, c10::SymInt padding_idx,
                                     bool scale_grad_by_freq) {
@@ -312,32 +315,39 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   const int64_t rows = num_weights.guard_int(__FILE__, __LINE__);
   const int64_t padding = padding_idx.guard_int(__FILE__, __LINE__);
   const int64_t count = indices.numel(), cols = grad.dim() > 0 ? grad.size(-1) : 0;
+  const int64_t block = count > 0 ? std::min(rows, kMaxOneHot / count) : 0;
   if (!scale_grad_by_freq && grad.device().is_privateuseone() &&
       indices.device() == grad.device() && is_engine_float(grad.scalar_type()) &&
       is_limb_integer(indices.scalar_type()) && count > 0 && cols > 0 && rows > 0 &&
-      rows < (int64_t{1} << 24) && rows * count <= kMaxOneHot && grad.numel() == count * cols) {
+      rows < (int64_t{1} << 24) && block > 0 && grad.numel() == count * cols) {
     const at::Tensor flat = indices.reshape({1, count}), g = grad.reshape({count, cols});
-    IntExpr x(*layout_of(indices.scalar_type()));
-    const Limb row = x.position({1, 0});
-    Limb hit = x.op(isa::AluOp::is_equal, row, x.to_float(x.operand(flat)));
-    if (padding >= 0)
-      hit = x.op(isa::AluOp::logical_and, hit,
-                 x.imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
-    const at::Tensor one_hot = at::empty({rows, count}, grad.options());
-    at::Tensor out = at::empty({rows, cols}, grad.options());
-    const kernels::View a = view_of(one_hot), b = view_of(g), o = view_of(out);
+    const at::Tensor out = at::empty({rows, cols}, grad.options());
+    const at::Tensor one_hot = at::empty({block, count}, grad.options());
     const std::string chip = target();
-    if (x.run_values(op, {one_hot}, {hit}) &&
-        run_kernel(
-            op, grad.device().index(),
-            fmt::format("{} {} {} ->{}", op, layout_key(one_hot), layout_key(g), layout_key(out)),
-            [&] { return kernels::matmul(chip, a, b, o); },
-            {{"a", one_hot}, {"b", g}, {"out", out}}))
-      return out;
+    bool ran = true;
+    for (int64_t r0 = 0; ran && r0 < rows; r0 += block) {
+      const int64_t n = std::min(block, rows - r0);
+      IntExpr x(*layout_of(indices.scalar_type()));
+      Limb row = x.position({1, 0});
+      if (r0 > 0) row = x.imm(isa::AluOp::add, row, static_cast<float>(r0));
+      Limb hit = x.op(isa::AluOp::is_equal, row, x.to_float(x.operand(flat)));
+      if (padding >= 0)
+        hit = x.op(isa::AluOp::logical_and, hit,
+                   x.imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
+      const at::Tensor hot = one_hot.narrow(0, 0, n), part = out.narrow(0, r0, n);
+      const kernels::View a = view_of(hot), b = view_of(g), o = view_of(part);
+      ran = x.run_values(op, {hot}, {hit}) &&
+            run_kernel(
+                op, grad.device().index(),
+                fmt::format("{} {} {} ->{}", op, layout_key(hot), layout_key(g), layout_key(part)),
+                [&] { return kernels::matmul(chip, a, b, o); },
+                {{"a", hot}, {"b", g}, {"out", part}});
+    }
+    if (ran) return out;
   }
-  if (rows * count > kMaxOneHot)
-    note_refusal(op, fmt::format("the one-hot matrix of {} rows x {} indices exceeds {} elements",
-                                 rows, count, kMaxOneHot));
+  if (count > kMaxOneHot)
+    note_refusal(op, fmt::format("one row of the one-hot matrix ({} indices) exceeds {} elements",
+                                 count, kMaxOneHot));
   return FallbackSymInt<ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
                                                                  padding_idx, scale_grad_by_freq);
 }

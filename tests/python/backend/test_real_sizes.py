@@ -114,3 +114,17 @@ def test_causal_attention_over_4096_tokens():
         q.float(), k.float(), v.float(), is_causal=True, enable_gqa=True
     )
     torch.testing.assert_close(got.cpu().float(), expected, rtol=2e-2, atol=2e-2)
+
+
+def test_embedding_backward_over_a_151936_token_vocabulary():
+    # The weight's gradient over 512 tokens: one-hot matrices of at most 2^24 elements, so
+    # the vocabulary goes in 5 blocks of rows. Repeated tokens add up.
+    g = torch.Generator().manual_seed(6)
+    grad = torch.randn(1, 512, 8, generator=g).to(torch.bfloat16)
+    ids = torch.randint(0, 151_936, (1, 512), generator=g)
+    ids[0, :4] = torch.tensor([151_935, 0, 7, 7])
+    got = torch.ops.aten.embedding_dense_backward(
+        grad.to("neuron"), ids.to("neuron"), 151_936, -1, False
+    )
+    expected = torch.zeros(151_936, 8).index_add_(0, ids.reshape(-1), grad.reshape(-1, 8).float())
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=1e-2)
