@@ -323,20 +323,25 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     const at::Tensor flat = indices.reshape({1, count}), g = grad.reshape({count, cols});
     const at::Tensor out = at::empty({rows, cols}, grad.options());
     const at::Tensor one_hot = at::empty({block, count}, grad.options());
+    // The indices as FP32 once (exact below 2^24): each block's one-hot then reads them as a
+    // broadcast row, not an integer's limbs element by element.
+    const at::Tensor index = at::empty({1, count}, grad.options().dtype(at::kFloat));
+    IntExpr x(*layout_of(indices.scalar_type()));
+    bool ran = x.run_values(op, {index}, {x.to_float(x.operand(flat))});
     const std::string chip = target();
-    bool ran = true;
     for (int64_t r0 = 0; ran && r0 < rows; r0 += block) {
       const int64_t n = std::min(block, rows - r0);
-      IntExpr x(*layout_of(indices.scalar_type()));
-      Limb row = x.position({1, 0});
-      if (r0 > 0) row = x.imm(isa::AluOp::add, row, static_cast<float>(r0));
-      Limb hit = x.op(isa::AluOp::is_equal, row, x.to_float(x.operand(flat)));
+      kernels::PointwiseExpr e;
+      kernels::PointwiseExpr::Reg row = e.position({1, 0});
+      if (r0 > 0) row = e.alu_imm(isa::AluOp::add, row, static_cast<float>(r0));
+      kernels::PointwiseExpr::Reg hit = e.alu(isa::AluOp::is_equal, row, e.load(0));
       if (padding >= 0)
-        hit = x.op(isa::AluOp::logical_and, hit,
-                   x.imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
+        hit = e.alu(isa::AluOp::logical_and, hit,
+                    e.alu_imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
+      e.set_outputs({hit});
       const at::Tensor hot = one_hot.narrow(0, 0, n), part = out.narrow(0, r0, n);
       const kernels::View a = view_of(hot), b = view_of(g), o = view_of(part);
-      ran = x.run_values(op, {hot}, {hit}) &&
+      ran = run_pointwise(op, "one-hot " + expr_key(e), e, {index}, hot) &&
             run_kernel(
                 op, grad.device().index(),
                 fmt::format("{} {} {} ->{}", op, layout_key(hot), layout_key(g), layout_key(part)),
