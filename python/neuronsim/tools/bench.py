@@ -12,7 +12,9 @@ Reports, each measured in one run (ratios, never absolute gates):
 - each kernel family at the shapes of a real model (Qwen3-0.6B, 128 tokens; an MLP over
   4096 tokens), in the timing mode without the runtime's launch cost: simulated
   microseconds against the roofline (FLOPs at TensorE's peak, the bytes each operand must
-  move at least once at the core's DMA rate).
+  move at least once at the core's DMA rate);
+- the whole Qwen3-0.6B-shaped model in timing-only mode: a forward of 128 tokens, eager
+  and compiled, against its roofline, and an eager training step of 1024 tokens.
 
 The simulated figures of the last two parts are the same on every machine, so they are
 also gated: ``--check bench/expected_torch.csv`` (the tiny Qwen3; ``--gate real`` with
@@ -328,12 +330,82 @@ def update(path: str, measured: list[tuple[str, str, float]], header: str = _GAT
             f.write(f"{bench},{metric},{value!r},{margins.get((bench, metric), default)}\n")
 
 
+# Qwen3-0.6B's published dimensions (random weights: only the shapes matter here).
+QWEN3_0_6B = {
+    "vocab_size": 151_936,
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 4096,
+}
+
+
+def _real_model() -> dict:
+    """A Qwen3-0.6B-shaped model in bf16, one forward of 1 x 128 tokens, eager and
+    compiled, and one eager training step (AdamW) of 1 x 1024 tokens: simulated time with
+    launches, kernels, host seconds, CPU fallbacks. Run in timing-only mode: the values
+    are unspecified, the simulated time is the full mode's."""
+    import torch
+
+    import neuronsim
+    from neuronsim.testing import tiny_qwen3
+
+    model = tiny_qwen3(**QWEN3_0_6B).to(torch.bfloat16).to("neuron")
+    params = sum(p.numel() for p in model.parameters())
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, QWEN3_0_6B["vocab_size"], (1, 128), generator=g).to("neuron")
+
+    def measure(fn) -> dict:
+        fn()
+        torch.neuron.synchronize()
+        kernels, sim, host = (
+            neuronsim.kernels_run(),
+            neuronsim.simulated_time(),
+            time.perf_counter(),
+        )
+        neuronsim.reset_fallback_counts()
+        fn()
+        torch.neuron.synchronize()
+        return {
+            "simulated_ms": round((neuronsim.simulated_time() - sim) * 1e3, 3),
+            "kernels": neuronsim.kernels_run() - kernels,
+            "host_s": round(time.perf_counter() - host, 2),
+            "fallbacks": sum(neuronsim.fallback_counts().values()),
+        }
+
+    rows = {}
+    with torch.no_grad():
+        rows["forward_128_eager"] = measure(lambda: model(ids))
+        compiled = torch.compile(model, backend="neuron", dynamic=False)
+        rows["forward_128_compiled"] = measure(lambda: compiled(ids))
+    # The roofline of a forward: every parameter read once at the core's DMA rate, the
+    # FLOPs (2 per parameter and token, attention's aside at 128 tokens) at TensorE's peak.
+    flops = 2 * params * 128
+    roofline = max(flops / _PE_PEAK_FLOPS, 2.0 * params / _DMA_BYTES_PER_S) * 1e3
+    for name in ("forward_128_eager", "forward_128_compiled"):
+        rows[name]["roofline_ms"] = round(roofline, 3)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, QWEN3_0_6B["vocab_size"], (1, 1024), generator=g).to("neuron")
+
+    def step():
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    rows["train_step_1024_eager"] = measure(step)
+    return rows
+
+
 def _part(name: str) -> dict:
     import warnings
 
     warnings.filterwarnings("ignore")
     parts = {"ops": _ops, "train_step": _train_step, "compiled": _compiled}
-    return {**parts, "real_shapes": _real_shapes}[name]()
+    return {**parts, "real_shapes": _real_shapes, "real_model": _real_model}[name]()
 
 
 def _run(part: str, mode: str, **env_extra: str) -> dict:
@@ -357,7 +429,9 @@ def main(argv=None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--part", choices=["ops", "train_step", "compiled", "real_shapes"], help=argparse.SUPPRESS
+        "--part",
+        choices=["ops", "train_step", "compiled", "real_shapes", "real_model"],
+        help=argparse.SUPPRESS,
     )
     parser.add_argument(
         "--gate",
@@ -413,6 +487,7 @@ def main(argv=None) -> int:
         "train_step_timing": _run("train_step", "functional-and-timing"),
         "compiled_timing": _run("compiled", "functional-and-timing"),
         "real_shapes": _run("real_shapes", "functional-and-timing", NEURONSIM_LAUNCH="0"),
+        "real_model": _run("real_model", "timing-only"),
     }
     print("host time per cached op, functional-only (median):")
     for name, r in results["ops_functional_only"].items():
@@ -450,6 +525,15 @@ def main(argv=None) -> int:
             f"  {name:30s} {r['kernels']:3d} kernel(s) {r['simulated_us']:10.1f} us   "
             f"roofline {r['roofline_us']:9.1f} us   {100 * r['of_roofline']:5.1f} %"
         )
+    print("Qwen3-0.6B-shaped model, bf16 (timing-only mode, launches included):")
+    for name, r in results["real_model"].items():
+        line = (
+            f"  {name:24s} {r['simulated_ms']:9.2f} ms simulated  {r['kernels']:5d} kernels  "
+            f"host {r['host_s']:6.2f} s  {r['fallbacks']} CPU fallbacks"
+        )
+        if "roofline_ms" in r:
+            line += f"  roofline {r['roofline_ms']:.2f} ms"
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
