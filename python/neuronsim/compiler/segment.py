@@ -161,6 +161,9 @@ class SegmentPlan:
                 return place
         for leaf in rows:
             expr = substitute(expr, leaf, ("load", self._row_result(node, leaf)))
+        for leaf in matmul_leaves(expr):
+            if wide_k(leaf):
+                expr = substitute(expr, leaf, ("load", self._k_blocks(node, leaf)))
         products = matmul_leaves(expr)
         main = next((m for m in products if fits_epilogue(m, place)), None)
         expr = self.store_products(node, expr, keep=main)
@@ -213,8 +216,55 @@ class SegmentPlan:
                 expr = substitute(expr, m, ("load", self._product(node, m)))
         return expr
 
+    def _k_blocks(self, node: torch.fx.Node, leaf: tuple) -> Place:
+        """A product whose K is too long for one matmul stage (an LM head's backward, K the
+        vocabulary): a matmul stage per block of K_BLOCK into FP32 scratch, summed in place
+        by pointwise stages; the sum in FP32, rounded where it is read."""
+        _, a, b, product_sizes, sizes = leaf
+        k = a.sizes[-1]
+        total = None
+        for k0 in range(0, k, K_BLOCK):
+            n = min(K_BLOCK, k - k0)
+            a_block = Place(
+                a.tensor, a.offset + k0 * a.strides[-1], a.sizes[:-1] + (n,), a.strides, a.dtype
+            )
+            b_block = Place(
+                b.tensor,
+                b.offset + k0 * b.strides[-2],
+                b.sizes[:-2] + (n, b.sizes[-1]),
+                b.strides,
+                b.dtype,
+            )
+            part = scratch_like(self, Place("", 0, tuple(product_sizes), (), torch.float32))
+            self.stages.append(
+                {
+                    "kind": "matmul",
+                    "a": a_block.json(),
+                    "b": b_block.json(),
+                    "out": part.json(),
+                    "node": node.name,
+                }
+            )
+            if total is None:
+                total = part
+                continue
+            steps, loads, outputs = emit_expression(("alu", "add", ("load", total), ("load", part)))
+            self.stages.append(
+                {
+                    "kind": "pointwise",
+                    "steps": steps,
+                    "outputs": outputs,
+                    "inputs": [p.json() for p in loads],
+                    "outs": [total.json()],
+                    "node": node.name,
+                }
+            )
+        return reshaped(total, tuple(sizes))
+
     def _product(self, node: torch.fx.Node, leaf: tuple) -> Place:
         """A matmul leaf stored on its own: a plain matmul stage into scratch."""
+        if wide_k(leaf):
+            return self._k_blocks(node, leaf)
         _, a, b, product_sizes, sizes = leaf
         out = scratch_like(self, Place("", 0, tuple(sizes), (), a.dtype))
         self.stages.append(
@@ -795,6 +845,17 @@ def softmax_of_product(seg: SegmentPlan, node: torch.fx.Node) -> bool:
     seg.stages.append(stage)
     seg.env[node] = out
     return True
+
+
+# A product whose A^T rows would take more than this per SBUF partition runs in blocks of K
+# (the matmul kernel keeps A^T for the whole of K on chip): K past 16,384 in bf16.
+K_BYTES = 32 * 1024
+K_BLOCK = 8192
+
+
+def wide_k(leaf: tuple) -> bool:
+    a = leaf[1]
+    return a.sizes[-1] * a.dtype.itemsize > K_BYTES
 
 
 def scratch_like(seg: SegmentPlan, p: Place) -> Place:

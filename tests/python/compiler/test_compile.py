@@ -145,6 +145,23 @@ def test_sdpa_and_its_backward_are_one_attention_stage_each():
         assert backward.kernels == 1 and backward.stages <= 3, backward
 
 
+def test_a_product_over_a_vocabulary_long_k_runs_in_k_blocks_within_the_program():
+    # An LM head's backward: grad_logits [T, V] @ W [V, H], K = V too long for one matmul
+    # stage's A^T in SBUF; it runs as K blocks summed in FP32, in the same program.
+    g = rand(8, 40_000).to(torch.bfloat16)
+    w = rand(40_000, 16, seed=1).to(torch.bfloat16)
+
+    def backward_of_head(g, w):
+        return (g @ w) * 2.0
+
+    with neuronsim.strict_mode():
+        got, report = compiled_run(backward_of_head, g, w)
+    expected = (g.float() @ w.float()) * 2.0
+    torch.testing.assert_close(got.cpu().float(), expected, rtol=2e-2, atol=0.5)
+    assert report.kernels == 1 and report.eager == []
+    assert report.stages >= 5  # 5 blocks of 8192, their sums and the scaling
+
+
 def test_views_of_an_expression_are_taken_of_its_leaves():
     x, y, z = rand(8, 16), rand(16, 8, seed=1), rand(3, 8, 16, seed=2)
 
