@@ -173,6 +173,11 @@ class SegmentPlan:
                 self.stages.append(stage)
                 return place
             expr = substitute(expr, main, ("load", self._product(node, main)))
+        self._pointwise_stage(node, expr, place)
+        return place
+
+    def _pointwise_stage(self, node: torch.fx.Node, expr: tuple, place: Place) -> None:
+        """A pointwise stage storing expr (without products) into place."""
         steps, loads, outputs = emit_expression(expr)
         self.stages.append(
             {
@@ -184,7 +189,6 @@ class SegmentPlan:
                 "node": node.name,
             }
         )
-        return place
 
     def _epilogue_stage(self, node, expr: tuple, main: tuple, place: Place) -> dict | None:
         """The matmul stage computing `main` into place with the rest of expr as its
@@ -248,17 +252,7 @@ class SegmentPlan:
             if total is None:
                 total = part
                 continue
-            steps, loads, outputs = emit_expression(("alu", "add", ("load", total), ("load", part)))
-            self.stages.append(
-                {
-                    "kind": "pointwise",
-                    "steps": steps,
-                    "outputs": outputs,
-                    "inputs": [p.json() for p in loads],
-                    "outs": [total.json()],
-                    "node": node.name,
-                }
-            )
+            self._pointwise_stage(node, ("alu", "add", ("load", total), ("load", part)), total)
         return reshaped(total, tuple(sizes))
 
     def _product(self, node: torch.fx.Node, leaf: tuple) -> Place:
