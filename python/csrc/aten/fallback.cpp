@@ -267,7 +267,20 @@ void neuron_cpu_fallback(const c10::OperatorHandle& handle, torch::jit::Stack* s
     }
   }
 
-  handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (!values_unspecified()) {
+    handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } else {
+    // The CPU computes on whatever the device memory holds, which timing-only mode leaves
+    // unspecified: an op that checks its inputs (an index's range) may refuse them. Say so.
+    try {
+      handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    } catch (const c10::Error& e) {
+      refuse_host_read(
+          fmt::format("{}, which runs on the CPU without a neuron kernel (and failed "
+                      "there: {}),",
+                      op, e.what_without_backtrace()));
+    }
+  }
 
   write_back_resized(c);
   const size_t num_returns = schema.returns().size();

@@ -99,3 +99,21 @@ def test_index_checks_that_need_values_are_skipped():
         "timing-only",
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_cpu_fallback_that_refuses_the_unspecified_values_names_the_op_and_the_mode():
+    # An op without a neuron kernel runs on the CPU over the device's bytes, which this mode
+    # leaves unspecified; when the CPU kernel refuses them, the error says why.
+    done = _run(
+        """
+        import torch, neuronsim
+        y = torch.zeros(5).to("neuron")
+        at = torch.tensor([7]).to("neuron")
+        y.index_put_((at,), torch.ones(1).to("neuron"), accumulate=True)
+        """,
+        "timing-only",
+    )
+    assert done.returncode != 0, done.stdout
+    said = done.stderr
+    assert "aten::_index_put_impl_, which runs on the CPU" in said, said[-2000:]
+    assert "NEURONSIM_MODE=timing-only" in said and "out of bounds" in said, said[-2000:]
