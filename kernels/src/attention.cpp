@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attention.h"
@@ -428,23 +429,20 @@ class AttentionKernel {
   // Where the step's softmax reads its scores, and the scale still to apply to them: the
   // raw q k^T in PSUM (scaled by the exponential, in FP32), or, with an attn_mask, the
   // scaled scores plus the mask in SBUF (the mask is added after the scale, as torch does).
-  std::pair<AccessPattern, float> masked_scores(std::span<const QueryTile> tiles, const Step& s,
-                                                uint32_t i) {
+  std::pair<AccessPattern, float> step_scores(std::span<const QueryTile> tiles, const Step& s,
+                                              uint32_t i) {
     const uint32_t p = tiles[s.tile].parts;
-    const AccessPattern raw = isa::cols(isa::rows(s_psum_[i % 2], 0, p), 0, s.width);
-    if (s.diagonal >= 0) {
-      // Only the last keys, [q0, q0 + 128), cross the diagonal: masked in PSUM.
-      const auto d = static_cast<uint32_t>(s.diagonal);
-      const AccessPattern cross = isa::cols(raw, d, s.width - d);
-      kb_.tensor_tensor(Engine::DVE, cross, cross,
-                        isa::cols(isa::rows(mask_, 0, p), 0, s.width - d), AluOp::add);
+    const auto block = [&](const AccessPattern& a) {
+      return isa::cols(isa::rows(a, 0, p), 0, s.width);
+    };
+    std::optional<AccessPattern> mask, scaled, bias;
+    if (s.diagonal >= 0) mask = isa::rows(mask_, 0, p);
+    if (has_bias_) {
+      scaled = block(scores_[i % 2]);
+      bias = block(bias_tiles_[i % 2]);
     }
-    if (!has_bias_) return {raw, scale_};
-    const AccessPattern sb = isa::cols(isa::rows(scores_[i % 2], 0, p), 0, s.width);
-    kb_.activation(sb, raw, ActFunc::identity, scale_);
-    kb_.tensor_tensor(Engine::DVE, sb, sb,
-                      isa::cols(isa::rows(bias_tiles_[i % 2], 0, p), 0, s.width), AluOp::add);
-    return {sb, 1.0f};
+    return masked_scores(kb_, block(s_psum_[i % 2]), mask ? &*mask : nullptr, s.diagonal, scale_,
+                         scaled ? &*scaled : nullptr, bias ? &*bias : nullptr);
   }
 
   // The running max is kept negated and scaled: -scale * max, the bias of the exponential.
@@ -453,7 +451,7 @@ class AttentionKernel {
     const TileState& st = state_[s.tile];
     const StepColumns& c = step_cols_[i % kStepColumns];
     const auto col = [&](const AccessPattern& a) { return isa::rows(a, 0, p); };
-    const auto [src, scale] = masked_scores(tiles, s, i);
+    const auto [src, scale] = step_scores(tiles, s, i);
     const AccessPattern pb = isa::cols(isa::rows(p_[i % 2], 0, p), 0, s.width);
     const AccessPattern old_max = col(st.nmax[s.block % 2]),
                         new_max = col(st.nmax[(s.block + 1) % 2]);
@@ -486,14 +484,7 @@ class AttentionKernel {
       kb_.transpose(Engine::PE, isa::cols(isa::rows(pt_psum, 0, kc), c * kPartitions, p),
                     isa::cols(isa::rows(p_[i % 2], 0, p), c * kPartitions, kc));
     }
-    // Chunks are [kc, p] side by side; a short last chunk leaves rows it does not use.
-    const uint32_t full = s.width / kPartitions, rest = s.width % kPartitions;
-    if (full > 0)
-      kb_.tensor_copy(evacuation_engine(), isa::cols(pt, 0, full * kPartitions),
-                      isa::cols(pt_psum, 0, full * kPartitions));
-    if (rest > 0)
-      kb_.tensor_copy(evacuation_engine(), isa::cols(isa::rows(pt, 0, rest), full * kPartitions, p),
-                      isa::cols(isa::rows(pt_psum, 0, rest), full * kPartitions, p));
+    copy_transposed_chunks(kb_, evacuation_engine(), pt, pt_psum, s.width, p);
   }
 
   void multiply_v(std::span<const QueryTile> tiles, const Step& s, uint32_t i) {
@@ -564,6 +555,35 @@ class AttentionKernel {
 };
 
 }  // namespace
+
+std::pair<AccessPattern, float> detail::masked_scores(KernelBuilder& kb, const AccessPattern& raw,
+                                                      const AccessPattern* mask, int32_t diagonal,
+                                                      float scale, const AccessPattern* scaled,
+                                                      const AccessPattern* bias) {
+  if (mask && diagonal >= 0) {
+    // Only the keys from q0 on, at most 128 of them, cross the diagonal.
+    const auto d = static_cast<uint32_t>(diagonal);
+    const uint32_t n = static_cast<uint32_t>(raw.free_elems()) - d;
+    const AccessPattern cross = isa::cols(raw, d, n);
+    kb.tensor_tensor(Engine::DVE, cross, cross, isa::cols(*mask, 0, n), AluOp::add);
+  }
+  if (!bias) return {raw, scale};
+  kb.activation(*scaled, raw, ActFunc::identity, scale);
+  kb.tensor_tensor(Engine::DVE, *scaled, *scaled, *bias, AluOp::add);
+  return {*scaled, 1.0f};
+}
+
+void detail::copy_transposed_chunks(KernelBuilder& kb, Engine engine, const AccessPattern& dst,
+                                    const AccessPattern& src, uint32_t width, uint32_t parts) {
+  // A short last chunk leaves rows of the others' height that it does not use.
+  const uint32_t full = width / kPartitions, rest = width % kPartitions;
+  if (full > 0)
+    kb.tensor_copy(engine, isa::cols(dst, 0, full * kPartitions),
+                   isa::cols(src, 0, full * kPartitions));
+  if (rest > 0)
+    kb.tensor_copy(engine, isa::cols(isa::rows(dst, 0, rest), full * kPartitions, parts),
+                   isa::cols(isa::rows(src, 0, rest), full * kPartitions, parts));
+}
 
 View detail::four_d(const View& v) {
   if (v.sizes.size() != 3) return v;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "common.h"
 #include "eager_common.h"
@@ -52,5 +53,20 @@ struct RowValues {
 // mask[p, j] = 0 where j <= p, else kMaskedScore ([128, 128] FP32, built by GpSimd): added
 // to the 128 keys from a query tile's first row on, it masks the keys past each row.
 void emit_causal_mask(KernelBuilder& kb, const AccessPattern& mask);
+
+// The scores of one (query tile, key block) step as the softmax reads them, and the scale
+// still to apply: `raw` (q K^T, [parts, width] in PSUM) with the causal `mask` ([parts, 128],
+// when given) added in place to its keys from `diagonal` on (q0 - k0; none when negative), read
+// with `scale` in the exponential; or, with an attn_mask block `bias`, scale * raw + bias in
+// `scaled` (SBUF, FP32), read with scale 1: the mask is added after the scale, as torch does.
+std::pair<AccessPattern, float> masked_scores(KernelBuilder& kb, const AccessPattern& raw,
+                                              const AccessPattern* mask, int32_t diagonal,
+                                              float scale, const AccessPattern* scaled,
+                                              const AccessPattern* bias);
+
+// dst <- src for chunks of 128 keys laid side by side by PE transposes ([kc, parts] each,
+// `width` keys in all): the full chunks in one copy, a short last one in another.
+void copy_transposed_chunks(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst,
+                            const AccessPattern& src, uint32_t width, uint32_t parts);
 
 }  // namespace neuronsim::kernels::detail

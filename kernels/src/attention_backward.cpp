@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attention.h"
@@ -339,21 +340,15 @@ class AttentionBackward {
     const auto block = [&](const AccessPattern& a) {
       return isa::cols(isa::rows(a, 0, p), 0, s.width);
     };
-    AccessPattern src = block(s_psum_[i % 2]);
-    float scale = scale_;
-    if (s.diagonal >= 0) {
-      const auto d = static_cast<uint32_t>(s.diagonal);
-      const AccessPattern cross = isa::cols(src, d, s.width - d);
-      kb_.tensor_tensor(Engine::DVE, cross, cross,
-                        isa::cols(isa::rows(mask_, 0, p), 0, s.width - d), AluOp::add);
-    }
+    std::optional<AccessPattern> mask, scaled, bias;
+    if (s.diagonal >= 0) mask = isa::rows(mask_, 0, p);
     if (has_bias_) {
-      kb_.activation(block(scores_[i % 2]), src, ActFunc::identity, scale_);
-      kb_.tensor_tensor(Engine::DVE, block(scores_[i % 2]), block(scores_[i % 2]),
-                        block(bias_tiles_[i % 2]), AluOp::add);
-      src = block(scores_[i % 2]);
-      scale = 1.0f;
+      scaled = block(scores_[i % 2]);
+      bias = block(bias_tiles_[i % 2]);
     }
+    const auto [src, scale] =
+        masked_scores(kb_, block(s_psum_[i % 2]), mask ? &*mask : nullptr, s.diagonal, scale_,
+                      scaled ? &*scaled : nullptr, bias ? &*bias : nullptr);
     const AccessPattern nlse = isa::rows(st.nlse, 0, p), ndelta = isa::rows(st.ndelta, 0, p);
     kb_.activation(block(p_[i % 2]), src, ActFunc::exp, scale, &nlse);
     kb_.activation(block(dpd_[i % 2]), block(dp_psum_[i % 2]), ActFunc::identity, 1.0f, &ndelta);
@@ -384,16 +379,8 @@ class AttentionBackward {
                     isa::cols(isa::rows(ds_t_psum_, 0, kc), (i % 2) * W_ + c * kPartitions, p),
                     chunk(ds_[i % 2]));
     }
-    // Chunks side by side, [kc, p] each.
-    const uint32_t full = s.width / kPartitions, rest = s.width % kPartitions;
-    const AccessPattern ds_t = ds_t_[i % 2];
-    if (full > 0)
-      kb_.tensor_copy(Engine::DVE, isa::cols(ds_t, 0, full * kPartitions),
-                      isa::cols(ds_t_psum_, (i % 2) * W_, full * kPartitions));
-    if (rest > 0)
-      kb_.tensor_copy(
-          Engine::DVE, isa::cols(isa::rows(ds_t, 0, rest), full * kPartitions, p),
-          isa::cols(isa::rows(ds_t_psum_, 0, rest), (i % 2) * W_ + full * kPartitions, p));
+    copy_transposed_chunks(kb_, Engine::DVE, ds_t_[i % 2], isa::cols(ds_t_psum_, (i % 2) * W_, W_),
+                           s.width, p);
   }
 
   // dq += dS K, the block's part in PSUM, added by DVE.

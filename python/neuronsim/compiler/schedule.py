@@ -8,15 +8,7 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
-from .ops import (
-    ATTENTION,
-    ATTENTION_BACKWARD,
-    NoWork,
-    Unsupported,
-    attention_args,
-    attention_backward_args,
-    check_lowerable,
-)
+from .ops import NoWork, Unsupported, check_lowerable
 from .segment import SegmentPlan
 
 
@@ -88,13 +80,23 @@ def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> 
 
 
 def has_side_effects(node: torch.fx.Node) -> bool:
-    if node.target is ATTENTION and attention_args(node)["dropout_p"] == 0.0:
-        return False  # tagged as seeded for its dropout, which it then draws none of
-    if node.target is ATTENTION_BACKWARD and attention_backward_args(node)["dropout_p"] == 0.0:
-        return False
     schema = getattr(node.target, "_schema", None)
     tags = getattr(node.target, "tags", ())
-    return (schema is not None and schema.is_mutable) or torch.Tag.nondeterministic_seeded in tags
+    if schema is not None and schema.is_mutable:
+        return True
+    return torch.Tag.nondeterministic_seeded in tags and not draws_nothing(node, schema)
+
+
+def draws_nothing(node: torch.fx.Node, schema) -> bool:
+    """An op tagged as seeded for its dropout (attention) draws nothing at dropout_p 0."""
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    if "dropout_p" not in names:
+        return False
+    i = names.index("dropout_p")
+    p = node.kwargs.get("dropout_p", node.args[i] if i < len(node.args) else None)
+    if p is None:
+        p = schema.arguments[i].default_value
+    return p == 0.0
 
 
 def segment_of(nodes: list[torch.fx.Node]) -> SegmentPlan:
