@@ -270,9 +270,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     const at::Tensor&, std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0, kForward, "_backward: no dropout on the neuron kernel");
   if (!(grad_input_mask[3] && attn_bias.defined())) {
-    // The layouts of q, k and v (empty_like keeps the strides of a dense tensor).
-    const at::Tensor gq = at::empty_like(query), gk = at::empty_like(key),
-                     gv = at::empty_like(value);
+    const at::Tensor gq = empty_like_layout(query, query.sizes()),
+                     gk = empty_like_layout(key, key.sizes()),
+                     gv = empty_like_layout(value, value.sizes());
     const at::Tensor mask =
         attn_bias.defined() ? additive_mask(attn_bias, query.scalar_type()) : at::Tensor();
     if (backward_kernel(grad_out, query, key, value, mask, out, logsumexp, is_causal,
