@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "neuronsim/kernels/eager.h"
+#include "stages.h"
 
 namespace neuronsim::kernels {
 
@@ -17,20 +18,49 @@ using isa::Engine;
 
 namespace {
 
-// One indirect transfer per tile of 128 indices; `scatter` indexes the table (out).
+// An HBM pattern of a tensor's elements from `base`'s offset as [rows, cols] rows.
+AccessPattern as_rows(AccessPattern base, int64_t rows, int64_t cols) {
+  base.num_partitions = static_cast<uint32_t>(rows);
+  base.partition_stride = cols;
+  base.num_dims = 1;
+  base.dims[0] = {1, static_cast<uint32_t>(cols)};
+  return base;
+}
+
+// Declares each operand as a tensor of its own, with the operand's shape.
+AccessPattern declare_shaped(KernelBuilder& kb, const std::string& name, const View& v,
+                             bool output) {
+  return output ? kb.output(name, v.dtype, v.sizes) : kb.input(name, v.dtype, v.sizes);
+}
+
 isa::Program indirect_rows(std::string_view kName, std::string_view target, isa::DType dtype,
                            int64_t rows, int64_t cols, int64_t count, int64_t index_stride,
                            bool scatter) {
+  KernelBuilder kb(target);
+  emit_indirect_rows(kb, declare_shaped, kName, dtype, rows, cols, count, index_stride, scatter);
+  return kb.finish();
+}
+
+}  // namespace
+
+namespace detail {
+
+// One indirect transfer per tile of 128 indices; `scatter` indexes the table (out).
+void emit_indirect_rows(KernelBuilder& kb, const Declare& declare, std::string_view kName,
+                        isa::DType dtype, int64_t rows, int64_t cols, int64_t count,
+                        int64_t index_stride, bool scatter) {
   check_dims(kName, {{"rows", rows}, {"cols", cols}, {"count", count}});
   require(index_stride >= 1 && index_stride <= 65535, kName, "index_stride must be 1..65535");
   const int64_t index_elems = (count - 1) * index_stride + 1;
 
-  KernelBuilder kb(target);
+  const View table_view{dtype, {rows, cols}, {cols, 1}};
+  const View packed_view{dtype, {count, cols}, {cols, 1}};
   const AccessPattern table =
-      scatter ? kb.output("out", dtype, {rows, cols}) : kb.input("table", dtype, {rows, cols});
-  const AccessPattern index = kb.input("index", isa::DType::int32, {index_elems});
+      as_rows(declare(kb, scatter ? "out" : "table", table_view, scatter), rows, cols);
+  const AccessPattern index =
+      declare(kb, "index", View{isa::DType::int32, {index_elems}, {1}}, false);
   const AccessPattern packed =
-      scatter ? kb.input("src", dtype, {count, cols}) : kb.output("out", dtype, {count, cols});
+      as_rows(declare(kb, scatter ? "src" : "out", packed_view, !scatter), count, cols);
   const AccessPattern slots[2] = {sbuf(kb, kName, isa::DType::int32, kPartitions, 1),
                                   sbuf(kb, kName, isa::DType::int32, kPartitions, 1)};
 
@@ -38,7 +68,7 @@ isa::Program indirect_rows(std::string_view kName, std::string_view target, isa:
     const auto n = static_cast<uint32_t>(std::min<int64_t>(kPartitions, count - first));
     // Indices first..first+n-1, one per partition.
     AccessPattern ids = index;
-    ids.offset = static_cast<uint64_t>(first * index_stride) * 4;
+    ids.offset = index.offset + static_cast<uint64_t>(first * index_stride) * 4;
     ids.num_partitions = static_cast<uint16_t>(n);
     ids.partition_stride = index_stride;
     ids.num_dims = 1;
@@ -60,10 +90,9 @@ isa::Program indirect_rows(std::string_view kName, std::string_view target, isa:
     if (scatter) move.engine = Engine::SP;
     kb.emit(std::move(move));
   }
-  return kb.finish();
 }
 
-}  // namespace
+}  // namespace detail
 
 isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
                          int64_t count, int64_t index_stride) {

@@ -277,6 +277,31 @@ void GraphProgram::attention_backward(const std::map<std::string, Place>& places
   stage([&] { emit_attention_backward(kb_, bind, ops, scale, causal); });
 }
 
+void GraphProgram::gather(const Place& table, const Place& index, const Place& out) {
+  constexpr const char* kernel = "gather_rows";
+  const View& t = table.view;
+  const View& i = index.view;
+  require(i.dtype == isa::DType::int32 && i.sizes.size() == 1 && i.strides[0] >= 1, kernel,
+          "index is not a 1-dim int32 view");
+  require(t.dtype == out.view.dtype, kernel, "table and out differ in dtype");
+  const int64_t count = i.sizes[0], stride = i.strides[0];
+  const isa::AccessPattern rows = row_major(kernel, "table", at(kernel, "table", table, false), t);
+  const isa::AccessPattern packed =
+      row_major(kernel, "out", at(kernel, "out", out, true), out.view);
+  require(packed.num_partitions == count && packed.partition_stride == rows.partition_stride,
+          kernel,
+          fmt::format("out has {} rows of {}, not {} of {}", packed.num_partitions,
+                      packed.partition_stride, count, rows.partition_stride));
+  const Place words{index.tensor, index.offset, View{i.dtype, {(count - 1) * stride + 1}, {1}}};
+  const std::map<std::string, const Place*> places{
+      {"table", &table}, {"index", &words}, {"out", &out}};
+  const Declare bind = binder(kernel, places);
+  stage([&] {
+    emit_indirect_rows(kb_, bind, kernel, t.dtype, rows.num_partitions, rows.partition_stride,
+                       count, stride, false);
+  });
+}
+
 isa::Program GraphProgram::finish() {
   require(stages_ > 0, "graph", "a graph program needs at least one stage");
   return kb_.finish();

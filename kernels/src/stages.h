@@ -75,6 +75,11 @@ void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOp
                     float scale, bool causal);
 void emit_attention_backward(KernelBuilder& kb, const Declare& declare,
                              const AttentionGradOperands& ops, float scale, bool causal);
+// gather_rows (or, with `scatter`, scatter_rows): operands "table" (or "out"), "index"
+// and "out" (or "src") declared as views of their shapes; the index operand is int32.
+void emit_indirect_rows(KernelBuilder& kb, const Declare& declare, std::string_view kernel,
+                        isa::DType dtype, int64_t rows, int64_t cols, int64_t count,
+                        int64_t index_stride, bool scatter);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

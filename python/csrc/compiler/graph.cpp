@@ -24,7 +24,9 @@
 //               {"kind": "attention", "q", "k", "v": place, "mask": place (optional),
 //                "out", "lse": place, "scale": float, "causal": bool},
 //               {"kind": "attention_backward", "q", "k", "v", "out", "dout", "lse", "dq",
-//                "dk", "dv": place, "mask": place (optional), "scale", "causal"}]}
+//                "dk", "dv": place, "mask": place (optional), "scale", "causal"},
+//               {"kind": "gather", "table", "index", "out": place} (index: int32, the
+//                low words of int64 indices at stride 2)]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
 //          {"op": "activation", "func", "args": [x], "imm": scale} |
@@ -214,6 +216,8 @@ isa::Program build_graph(const std::string& plan_text) {
         if (s.contains(name))
           places[name == std::string("mask") ? "bias" : name] = reader.place(s.at(name));
       g.attention_backward(places, s.at("scale").get<float>(), s.at("causal").get<bool>());
+    } else if (kind == "gather") {
+      g.gather(reader.place(s.at("table")), reader.place(s.at("index")), reader.place(s.at("out")));
     } else {
       throw std::invalid_argument(fmt::format("plan: unknown stage '{}'", kind));
     }

@@ -26,6 +26,7 @@ import torch
 import torch.fx
 
 from .. import strict
+from .constants import fold_constants
 from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
 from .ops import Unsupported
@@ -44,6 +45,7 @@ class GraphReport:
     stages: int  # kernels' stages (matmuls, reductions, stored expressions)
     fused: int  # pointwise nodes computed on chip only: HBM round trips saved
     eager: list[str]  # the nodes split out to run eagerly, by op
+    constants: list[str]  # nodes of no graph input, computed once at compile, by op
     compile_seconds: float
     neffs: list[str]
 
@@ -82,6 +84,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
     steps: list[tuple[str, Any]] = []
     eager: list[str] = []
     segments: list[CompiledSegment] = []
+    constants = fold_constants(gm)
     for step in cut(gm.graph, _refuse):
         if step.eager is not None:
             steps.append(("eager" if step.work else "view", step.eager))
@@ -116,6 +119,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
         stages=sum(s.stages for s in segments),
         fused=sum(s.fused for s in segments),
         eager=eager,
+        constants=constants,
         compile_seconds=time.perf_counter() - start,
         neffs=[s.path for s in segments],
     )

@@ -86,6 +86,8 @@ class CompiledSegment:
         bound: dict[str, torch.Tensor] = {}
         for name, node in self.inputs:
             bound[name] = as_planned(env[node], meta(node))
+            if bound[name].dtype == torch.int64:  # indices, read as their int32 words
+                bound[name] = bound[name].view(torch.int32)
         device = self.device
         # Each output is a tensor of its own (a graph's output that is a view of a shared
         # buffer could not be modified in place, as a loss is by a Trainer).

@@ -133,6 +133,9 @@ RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
 
 
+EMBEDDING = aten.embedding.default
+INDEX_DTYPES = (torch.int64, torch.int32)
+
 ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
 ATTENTION_BACKWARD = aten._scaled_dot_product_fused_attention_overrideable_backward.default
 ATTENTION_HEAD_DIM = 256  # kernels::attention's limit
@@ -223,6 +226,9 @@ def check_lowerable(node: torch.fx.Node) -> None:
                 raise Unsupported("a layer norm's weight or bias that is not a float tensor")
         if meta(node)[1].dtype != torch.float32:
             raise Unsupported("a layer norm whose mean is not float32")
+        return
+    if t is EMBEDDING:
+        check_embedding(node)
         return
     if t is ATTENTION:
         check_attention(node)
@@ -355,6 +361,24 @@ def backward_lowers(q, k, v, out, grad_out, lse, args: dict) -> bool:
     tiles = q.shape[-3] // k.shape[-3] * -(-q.shape[-2] // 128)
     tile = attention_backward_tile_bytes(q.shape[-1], v.shape[-1], q.element_size())
     return tiles * tile <= ATTENTION_BACKWARD_SBUF
+
+
+def check_embedding(node: torch.fx.Node) -> None:
+    """An embedding lookup is one gather stage (indirect DMA from the table): a table on the
+    device with rows one after another, and contiguous indices (int64 ones read by their
+    low words, the eager kernel's check of the high words aside: an index past 2^32 aliases,
+    where PyTorch raises)."""
+    weight, indices = (meta(a) for a in node.args[:2])
+    if not all(
+        isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in (weight, indices)
+    ):
+        raise Unsupported("an embedding off the device")
+    if weight.dim() != 2 or weight.dtype not in ENGINE_DTYPES or not weight.is_contiguous():
+        raise Unsupported("an embedding table that is not a contiguous 2-dim engine tensor")
+    if indices.dtype not in INDEX_DTYPES or indices.dim() == 0 or not indices.is_contiguous():
+        raise Unsupported("embedding indices that are not contiguous int64 or int32")
+    if not indices.numel() or weight.shape[0] >= 2**31:
+        raise Unsupported("an embedding of no indices, or of 2^31 rows or more")
 
 
 def check_attention(node: torch.fx.Node) -> None:

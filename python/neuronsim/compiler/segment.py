@@ -45,6 +45,7 @@ from .ops import (
     ATTENTION_BACKWARD,
     BINARY,
     CONCAT,
+    EMBEDDING,
     ENGINE_DTYPES,
     MATMULS,
     REDUCTIONS,
@@ -107,6 +108,18 @@ class SegmentPlan:
         place = Place(name, 0, tuple(v.shape), tuple(v.stride()), v.dtype)
         self.env[node] = place
         return place
+
+    def index_words(self, node: torch.fx.Node) -> Place:
+        """Contiguous int64 or int32 indices (a graph input: no stage computes integers) as
+        a flat int32 place; int64 ones at stride 2, their low words, bound as int32."""
+        v = meta(node)
+        words = 2 if v.dtype == torch.int64 else 1
+        name = f"i{len(self.tensors)}"
+        self.tensors.append(
+            {"name": name, "dtype": "int32", "elems": v.numel() * words, "kind": "input"}
+        )
+        self.inputs.append((name, node))
+        return Place(name, 0, (v.numel(),), (words,), torch.int32)
 
     def _new(self, node: torch.fx.Node) -> Place:
         """A fresh tensor for the node's value, with the strides its meta says."""
@@ -556,6 +569,9 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
     if t is aten.native_layer_norm.default:
         lower_layer_norm(seg, node)
         return
+    if t is EMBEDDING:
+        lower_embedding(seg, node)
+        return
     if t is ATTENTION:
         lower_attention(seg, node)
         return
@@ -671,6 +687,23 @@ def lower_layer_norm(seg: SegmentPlan, node: torch.fx.Node) -> None:
         Place(mean.tensor, 0, tuple(v[1].shape), contiguous_strides(v[1].shape), torch.float32),
         Lazy(rstd, tuple(v[2].shape), v[2].dtype),
     ]
+
+
+def lower_embedding(seg: SegmentPlan, node: torch.fx.Node) -> None:
+    """An embedding lookup as one gather stage: the table's rows named by the indices,
+    straight from HBM to the node's place."""
+    table = seg.place(node.args[0])
+    out = seg._new(node)
+    rows = math.prod(out.sizes[:-1])
+    stage = {
+        "kind": "gather",
+        "table": table.json(),
+        "index": seg.index_words(node.args[1]).json(),
+        "out": reshaped(out, (rows, out.sizes[-1])).json(),
+        "node": node.name,
+    }
+    seg.stages.append(stage)
+    seg.env[node] = out
 
 
 def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:

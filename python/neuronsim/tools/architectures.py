@@ -21,6 +21,9 @@ The summary line counts the rows: "N architectures: A run on neuron (P% of those
 runs), T with identical tokens, F with zero fallbacks".
 
 ``run(model_types, jobs=2)`` is the same from Python and returns the rows.
+
+``--real-size`` (``run(names, real_size=True)``) runs the models of ``real_size.MODELS``
+instead, each at its published dimensions: see ``neuronsim.tools.real_size``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from . import real_size as real_size_models
 
 SEED = 0
 PROMPT_LEN = 8
@@ -441,17 +446,22 @@ def _logits(output):
     return output
 
 
-def _worker(model_type: str) -> None:
+def _quiet_worker() -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+
+
+def _worker(model_type: str) -> None:
+    _quiet_worker()
     import torch
 
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
     import neuronsim
 
     record = {"model_type": model_type, "stage": "config"}
@@ -544,14 +554,15 @@ def architectures() -> list[str]:
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
-def _environment(timing: bool) -> dict[str, str]:
+def _environment(timing: bool, real_size: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_VARIABLES}
-    env["NEURONSIM_MODE"] = "functional-and-timing" if timing else "functional-only"
+    env["NEURONSIM_MODE"] = "functional-and-timing" if timing or real_size else "functional-only"
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_VERBOSITY"] = "error"
     env["TOKENIZERS_PARALLELISM"] = "false"
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"
+    if not real_size:  # tiny models: one thread each, two workers at a time
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"
     return env
 
 
@@ -573,24 +584,30 @@ def _kill(process) -> None:
             pass
 
 
-def run_one(model_type: str, *, timeout: float = 120, timing: bool = False) -> dict:
-    """One architecture's row, from a fresh interpreter limited to ``timeout`` seconds."""
+def run_one(
+    model_type: str, *, timeout: float = 120, timing: bool = False, real_size: bool = False
+) -> dict:
+    """One architecture's row, from a fresh interpreter limited to ``timeout`` seconds;
+    with ``real_size``, ``model_type`` names one of ``real_size.MODELS`` instead."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    known = real_size_models.MODELS if real_size else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if model_type not in known:
+        what = "real-size model" if real_size else "model type"
         return {
             "model_type": model_type,
             "status": "error",
             "stage": "config",
-            "error": f"unknown model type {model_type!r} (not a causal-LM architecture)",
+            "error": f"unknown {what} {model_type!r} (known: {', '.join(sorted(known))})"[:300],
         }
     start = time.perf_counter()
     with _LIVE_LOCK:
         # By module name, not as a file: run as a file, the worker would import from its own
         # folder first.
+        worker = "--real-worker" if real_size else "--worker"
         process = subprocess.Popen(
-            [sys.executable, "-m", "neuronsim.tools.architectures", "--worker", model_type],
-            env=_environment(timing),
+            [sys.executable, "-m", "neuronsim.tools.architectures", worker, model_type],
+            env=_environment(timing, real_size),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -637,19 +654,25 @@ def run(
     jobs: int = 2,
     timeout: float = 120,
     timing: bool = False,
+    real_size: bool = False,
     limit: int | None = None,
     progress=None,
 ) -> list[dict]:
-    """Rows for ``model_types`` (default: every causal-LM architecture), ``jobs`` at a
-    time, in the order given; ``progress(row)`` is called as each finishes."""
-    types = list(model_types) if model_types is not None else architectures()
+    """Rows for ``model_types`` (default: every causal-LM architecture, or with
+    ``real_size`` every real-size model), ``jobs`` at a time, in the order given;
+    ``progress(row)`` is called as each finishes."""
+    if model_types is not None:
+        types = list(model_types)
+    else:
+        types = list(real_size_models.MODELS) if real_size else architectures()
     if limit is not None:
         types = types[:limit]
     rows: dict[int, dict] = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         futures = {
-            pool.submit(run_one, t, timeout=timeout, timing=timing): i for i, t in enumerate(types)
+            pool.submit(run_one, t, timeout=timeout, timing=timing, real_size=real_size): i
+            for i, t in enumerate(types)
         }
         for future in concurrent.futures.as_completed(futures):
             row = future.result()
@@ -719,7 +742,12 @@ def format_table(rows: list[dict]) -> str:
                 row.get("error", ""),
             )
         )
-    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    return aligned(table)
+
+
+def aligned(table: list[tuple]) -> str:
+    """Lines of cells in aligned columns, the last (a note) left ragged."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     out = []
     for line in table:
         cells = [cell.ljust(width) for cell, width in zip(line, widths)]
@@ -736,23 +764,40 @@ def main(argv=None) -> int:
     parser.add_argument("--only", help="comma-separated model types (default: all)")
     parser.add_argument("--limit", type=int, help="the first N architectures only")
     parser.add_argument("--json", metavar="PATH", help="write every row to PATH")
-    parser.add_argument("--timeout", type=float, default=120, help="seconds per architecture")
+    parser.add_argument(
+        "--real-size",
+        action="store_true",
+        help="build each of a set of models at its published dimensions (layers cut to "
+        f"{real_size_models.LAYERS}) and run it in strict mode, eager and compiled, with "
+        "timing: simulated time against the roofline (--only takes those models' names)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, help="seconds per architecture (default 120, real-size 1200)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="architectures run at once")
     parser.add_argument(
         "--timing", action="store_true", help="run the neuron side in functional-and-timing mode"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--real-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         _worker(args.worker)
         return 0
+    if args.real_worker:
+        _quiet_worker()
+        real_size_models.worker(args.real_worker, _emit)
+        return 0
+    if args.timeout is None:
+        args.timeout = 1200 if args.real_size else 120
     # A terminated driver unwinds like Ctrl-C, killing its workers on the way out.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     types = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
-    total = len(types) if types is not None else len(architectures())
+    everything = real_size_models.MODELS if args.real_size else architectures()
+    total = len(types) if types is not None else len(everything)
     if args.limit is not None:
         total = min(total, args.limit)
     done = []
@@ -762,7 +807,7 @@ def main(argv=None) -> int:
         if not args.quiet:
             note = row.get("error", "")
             print(
-                f"[{len(done)}/{total}] {row['model_type']}: {row['status']} "
+                f"[{len(done)}/{total}] {row.get('model', row['model_type'])}: {row['status']} "
                 f"({row.get('wall_s', 0):.0f} s) {note}"[:200],
                 file=sys.stderr,
                 flush=True,
@@ -773,15 +818,18 @@ def main(argv=None) -> int:
         jobs=args.jobs,
         timeout=args.timeout,
         timing=args.timing,
+        real_size=args.real_size,
         limit=args.limit,
         progress=progress,
     )
-    print(format_table(rows))
+    tables = real_size_models if args.real_size else sys.modules[__name__]
+    print(tables.format_table(rows))
     print()
-    print(summary_line(rows))
+    print(tables.summary_line(rows))
     if args.json:
+        summary = summarize(rows) if not args.real_size else tables.summary_line(rows)
         with open(args.json, "w") as f:
-            json.dump({"summary": summarize(rows), "rows": rows}, f, indent=1)
+            json.dump({"summary": summary, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -152,8 +152,8 @@ def _compiled() -> dict:
 
 # trn2's figures for the roofline (docs/cost-model.md §1): TensorE's BF16 peak,
 # 2 x 128 x 128 MACs at 2.4 GHz, and one core's DMA rate, 16 engines x 23 B/ns.
-_PE_PEAK_FLOPS = 2 * 128 * 128 * 2.4e9
-_DMA_BYTES_PER_S = 16 * 23e9
+PE_PEAK_FLOPS = 2 * 128 * 128 * 2.4e9
+DMA_BYTES_PER_S = 16 * 23e9
 
 
 def _real_shapes() -> dict:
@@ -225,7 +225,7 @@ def _real_shapes() -> dict:
         call()
         torch.neuron.synchronize()
         simulated = (neuronsim.simulated_time() - sim) * 1e6
-        roofline = max(flops / _PE_PEAK_FLOPS, nbytes / _DMA_BYTES_PER_S) * 1e6
+        roofline = max(flops / PE_PEAK_FLOPS, nbytes / DMA_BYTES_PER_S) * 1e6
         rows[name] = {
             "kernels": neuronsim.kernels_run() - kernels,
             "simulated_us": round(simulated, 6),
@@ -384,7 +384,7 @@ def _real_model() -> dict:
     # The roofline of a forward: every parameter read once at the core's DMA rate, the
     # FLOPs (2 per parameter and token, attention's aside at 128 tokens) at TensorE's peak.
     flops = 2 * params * 128
-    roofline = max(flops / _PE_PEAK_FLOPS, 2.0 * params / _DMA_BYTES_PER_S) * 1e3
+    roofline = max(flops / PE_PEAK_FLOPS, 2.0 * params / DMA_BYTES_PER_S) * 1e3
     for name in ("forward_128_eager", "forward_128_compiled"):
         rows[name]["roofline_ms"] = round(roofline, 3)
     model.train()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from neuronsim.tools import architectures
+from neuronsim.tools import architectures, real_size
 
 ARCHITECTURES = ["qwen3", "llama", "no_such_architecture"]
 
@@ -90,3 +90,51 @@ def test_command_line_writes_the_json(tmp_path, capsys):
     written = json.loads(path.read_text())
     assert written["rows"][0]["status"] == "error"
     assert written["summary"]["error"] == 1
+
+
+# --- the real-size mode ----------------------------------------------------------------
+
+REAL = ["SmolLM2-135M", "Qwen3-0.6B"]
+
+
+@pytest.fixture(scope="module")
+def real_rows():
+    return architectures.run(REAL + ["Tiny-0B"], jobs=1, real_size=True, timeout=900)
+
+
+@pytest.mark.parametrize("name", REAL)
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_real_size_models_run_strict_at_the_cpus_logits_and_above_the_roofline(
+    real_rows, name, mode
+):
+    row = next(r for r in real_rows if r["model"] == name)
+    assert row["status"] == "ran", row
+    part = row[mode]
+    assert part["status"] == "ran" and part["fallbacks"] == 0, part
+    assert part["matches"] and part["rel_err"] <= real_size.TOLERANCE, part
+    assert part["argmax_same"] > 0.9
+    # Simulated time can approach the roofline, never beat it.
+    assert row["roofline_ms"] < part["simulated_ms"] < 50 * row["roofline_ms"]
+    if mode == "compiled":
+        assert part["eager_nodes"] == 0 and part["kernels"] == 1, part
+
+
+def test_real_size_models_have_their_published_dimensions(real_rows):
+    qwen = real_size.config("Qwen3-0.6B")
+    assert (qwen.hidden_size, qwen.vocab_size, qwen.num_hidden_layers) == (1024, 151936, 2)
+    row = next(r for r in real_rows if r["model"] == "Qwen3-0.6B")
+    # The embedding (tied to the LM head) and two layers of 15.7 M weights each.
+    assert row["params"] == 151936 * 1024 + 2 * 15_730_944 + 1024
+    # Read once: the tied table and the layers in bf16, at 128 tokens (attention aside,
+    # 2 FLOPs per weight and token).
+    assert row["bytes"] == 2 * row["params"]
+    assert row["flops"] > 2 * 128 * (row["params"] - 1024)
+
+
+def test_real_size_table_and_an_unknown_model(real_rows):
+    bogus = real_rows[-1]
+    assert bogus["status"] == "error" and "unknown real-size model" in bogus["error"]
+    lines = real_size.format_table(real_rows).splitlines()
+    assert lines[0].split()[:3] == ["model", "params", "roofline"]
+    assert [line.split()[0] for line in lines[1:]] == REAL + ["Tiny-0B"]
+    assert real_size.summary_line(real_rows).startswith("3 real-size models")

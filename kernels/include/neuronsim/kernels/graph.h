@@ -78,6 +78,11 @@ class GraphProgram {
   // ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv", and "bias" when there is one).
   void attention_backward(const std::map<std::string, Place>& places, float scale, bool causal);
 
+  // Embedding lookups (kernels::gather_rows): out's rows [count, cols] = table's rows
+  // [rows, cols] named by `index`, an int32 view of `count` elements (stride 2 reads the
+  // low words of int64 indices). Table and out have their rows one after another.
+  void gather(const Place& table, const Place& index, const Place& out);
+
   size_t stages() const { return stages_; }
   isa::Program finish();
 

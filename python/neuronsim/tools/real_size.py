@@ -1,0 +1,297 @@
+"""The architecture sweep at real size: ``python -m neuronsim.tools.architectures --real-size``.
+
+Each model below is built from its published dimensions (hidden size, heads, KV heads, head
+dim, intermediate size, vocabulary, experts), with random weights in bf16 and its layers cut
+to ``LAYERS``, and runs one forward of 1 x ``TOKENS`` tokens on the CPU and on "neuron" in
+strict mode (no CPU fallback), eagerly and compiled (``torch.compile(backend="neuron")``).
+A row says whether each ran, how far its logits are from the CPU's, the simulated time
+(with launches; the second call, once kernels are built and graphs compiled) against the
+forward's roofline, and the host time against the CPU's forward in the same run.
+
+The roofline of a forward is the larger of its FLOPs at TensorE's peak and its bytes at the
+core's DMA rate (``bench.PE_PEAK_FLOPS``, ``bench.DMA_BYTES_PER_S``): every weight read once
+(an input embedding only for the rows looked up), 2 FLOPs per weight and token (a routed
+expert's weights for the share of tokens routed to it, top-k of the experts), and causal
+attention's two products. Logits match when the largest difference is within
+``TOLERANCE`` of the CPU's largest logit: bf16 rounds each of the forward's values to 8
+significant bits, and the two sides accumulate in different orders.
+"""
+
+from __future__ import annotations
+
+import time
+
+LAYERS = 2
+TOKENS = 128
+SEED = 0
+# Twice PyTorch's relative tolerance for bf16 (torch.testing: 1.6e-2), of the largest logit.
+TOLERANCE = 3.2e-2
+
+
+# name: (model type, published dimensions and the settings they need, source). Rotary
+# scaling and other settings that change values but neither shapes nor ops keep the
+# config's defaults.
+MODELS: dict[str, tuple[str, dict, str]] = {
+    "Llama-3.1-8B": (
+        "llama",
+        dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+             num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=False),
+        "meta-llama/Llama-3.1-8B config.json",
+    ),
+    "Qwen3-0.6B": (
+        "qwen3",
+        dict(hidden_size=1024, intermediate_size=3072, num_attention_heads=16,
+             num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True),
+        "Qwen/Qwen3-0.6B config.json",
+    ),
+    "Qwen3-30B-A3B": (
+        "qwen3_moe",
+        dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+             num_experts=128, num_experts_per_tok=8, num_attention_heads=32,
+             num_key_value_heads=4, head_dim=128, vocab_size=151936, decoder_sparse_step=1,
+             norm_topk_prob=True, tie_word_embeddings=False),
+        "Qwen/Qwen3-30B-A3B config.json",
+    ),
+    "Gemma-3-1B": (
+        "gemma3_text",
+        dict(hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
+             num_key_value_heads=1, head_dim=256, vocab_size=262144, sliding_window=512,
+             query_pre_attn_scalar=256, layer_types=["sliding_attention", "full_attention"]),
+        "google/gemma-3-1b-pt config.json (a local and a global layer kept)",
+    ),
+    "Mistral-7B-v0.3": (
+        "mistral",
+        dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+             num_key_value_heads=8, head_dim=128, vocab_size=32768, sliding_window=None,
+             tie_word_embeddings=False),
+        "mistralai/Mistral-7B-v0.3 config.json",
+    ),
+    "Phi-3-mini": (
+        "phi3",
+        dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
+             num_key_value_heads=32, vocab_size=32064, pad_token_id=32000,
+             tie_word_embeddings=False),
+        "microsoft/Phi-3-mini-4k-instruct config.json",
+    ),
+    "GPT-2": (
+        "gpt2",
+        dict(n_embd=768, n_head=12, n_positions=1024, vocab_size=50257),
+        "openai-community/gpt2 config.json",
+    ),
+    "SmolLM2-135M": (
+        "llama",
+        dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9,
+             num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True),
+        "HuggingFaceTB/SmolLM2-135M config.json",
+    ),
+    "OLMo-2-1B": (
+        "olmo2",
+        dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
+             num_key_value_heads=16, vocab_size=100352, tie_word_embeddings=False),
+        "allenai/OLMo-2-0425-1B config.json",
+    ),
+}  # fmt: skip
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer")
+
+
+def config(name: str):
+    """The model's config: its published dimensions, its layers cut to ``LAYERS``."""
+    from transformers import AutoConfig
+
+    if name not in MODELS:
+        raise KeyError(f"unknown real-size model {name!r} (known: {', '.join(MODELS)})")
+    model_type, dims, _ = MODELS[name]
+    cfg = AutoConfig.for_model(model_type, num_hidden_layers=LAYERS, **dims)
+    cfg.use_cache = False
+    return cfg
+
+
+def roofline(model, tokens: int) -> dict:
+    """The forward's FLOPs and bytes (module docstring) and its roofline in ms."""
+    import torch
+
+    from .bench import DMA_BYTES_PER_S, PE_PEAK_FLOPS
+
+    cfg = model.config.get_text_config()
+    out = model.get_output_embeddings()
+    out_weight = out.weight if out is not None else None
+    lookups = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding) and m.weight is not out_weight
+    }
+    experts = getattr(cfg, "num_experts", None) or getattr(cfg, "num_local_experts", None)
+    routed = (getattr(cfg, "num_experts_per_tok", 0) or 0) / experts if experts else 1.0
+    flops = nbytes = 0
+    for name, p in model.named_parameters():
+        if id(p) in lookups:
+            nbytes += tokens * p.shape[-1] * p.element_size()
+            continue
+        nbytes += p.numel() * p.element_size()
+        if p.dim() >= 2:
+            share = routed if ".experts." in f".{name}." else 1.0
+            flops += 2 * tokens * p.numel() * share
+    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
+    hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
+    head_dim = getattr(cfg, "head_dim", None) or hidden // heads
+    layers = next(getattr(cfg, k) for k in _LAYER_KEYS if hasattr(cfg, k))
+    flops += layers * 2 * 2 * heads * head_dim * (tokens * (tokens + 1) // 2)
+    ms = max(flops / PE_PEAK_FLOPS, nbytes / DMA_BYTES_PER_S) * 1e3
+    return {"flops": flops, "bytes": nbytes, "roofline_ms": round(ms, 4)}
+
+
+def _compare(logits, reference) -> dict:
+    diff = float((logits.float() - reference).abs().max())
+    scale = float(reference.abs().max())
+    rel = diff / scale if scale else diff
+    same = (logits.float().argmax(-1) == reference.argmax(-1)).float().mean()
+    return {"rel_err": round(rel, 5), "matches": rel <= TOLERANCE, "argmax_same": float(same)}
+
+
+def _forward(run, ids) -> dict:
+    """Two calls of ``run(ids)`` in strict mode; the second's figures."""
+    import torch
+
+    import neuronsim
+
+    with neuronsim.strict_mode():
+        run(ids)  # builds the kernels, compiles the graphs
+        torch.neuron.synchronize()
+        neuronsim.reset_fallback_counts()
+        kernels, clock, start = (
+            neuronsim.kernels_run(),
+            neuronsim.simulated_time(),
+            time.perf_counter(),
+        )
+        logits = run(ids)
+        torch.neuron.synchronize()
+        host = time.perf_counter() - start
+        result = {
+            "host_s": round(host, 3),
+            "simulated_ms": round((neuronsim.simulated_time() - clock) * 1e3, 4),
+            "kernels": neuronsim.kernels_run() - kernels,
+            "fallbacks": sum(neuronsim.fallback_counts().values()),
+        }
+        result["logits"] = logits.float().cpu()
+    return result
+
+
+def worker(name: str, emit) -> None:
+    """One model's row, emitted (``emit(record)``) as each part finishes."""
+    import torch
+
+    from neuronsim import compiler
+
+    from .architectures import _first_line, _logits
+
+    model_type, _, source = MODELS[name]
+    record = {"model": name, "model_type": model_type, "source": source, "stage": "config"}
+    try:
+        cfg = config(name)
+        torch.manual_seed(SEED)
+        model = __import__("transformers").AutoModelForCausalLM.from_config(
+            cfg, dtype=torch.bfloat16
+        ).eval()
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
+        return
+    record["params"] = sum(p.numel() for p in model.parameters())
+    record.update(roofline(model, TOKENS))
+    vocab = cfg.get_text_config().vocab_size
+    ids = torch.randint(0, vocab, (1, TOKENS), generator=torch.Generator().manual_seed(SEED))
+
+    def logits_of(m):
+        return lambda x: _logits(m(input_ids=x))
+
+    record["stage"] = "cpu"
+    with torch.no_grad():
+        logits_of(model)(ids)
+        start = time.perf_counter()
+        reference = logits_of(model)(ids).float()
+        record["cpu_s"] = round(time.perf_counter() - start, 3)
+        emit({**record, "stage": "cpu_done"})
+
+        model.to("neuron")
+        device_ids = ids.to("neuron")
+        runs = {
+            "eager": lambda: logits_of(model),
+            "compiled": lambda: logits_of(torch.compile(model, backend="neuron", dynamic=False)),
+        }
+        for mode, make in runs.items():
+            record["stage"] = mode
+            compiler.reset_stats()
+            try:
+                result = _forward(make(), device_ids)
+                result.update(_compare(result.pop("logits"), reference))
+                result["status"] = "ran"
+            except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+                result = {"status": "error", "error": _first_line(exc)}
+            if mode == "compiled":
+                result["eager_nodes"] = sum(len(g.eager) for g in compiler.graphs())
+                result["graphs"] = len(compiler.graphs())
+            record[mode] = result
+            emit(record)
+            torch._dynamo.reset()
+    record["status"] = (
+        "ran" if all(record[m]["status"] == "ran" for m in runs) else "error"
+    )
+    record["stage"] = "done"
+    emit(record)
+
+
+def format_table(rows: list[dict]) -> str:
+    from .architectures import aligned
+
+    header = (
+        "model", "params", "roofline", "eager", "x", "compiled", "x", "kernels",
+        "rel err", "host/cpu", "note",
+    )  # fmt: skip
+    table = [header]
+    for row in rows:
+        e, c = row.get("eager", {}), row.get("compiled", {})
+        roof = row.get("roofline_ms")
+
+        def ms(part):
+            return f"{part['simulated_ms']:.2f} ms" if "simulated_ms" in part else part.get(
+                "status", ""
+            )
+
+        def times(part):
+            if roof and part.get("simulated_ms"):
+                return f"{part['simulated_ms'] / roof:.1f}x"
+            return ""
+
+        errs = "/".join(f"{p['rel_err']:.1e}" for p in (e, c) if "rel_err" in p)
+        ratio = (
+            f"{e['host_s'] / row['cpu_s']:.1f}x" if "host_s" in e and row.get("cpu_s") else ""
+        )
+        notes = [p.get("error", "") for p in (e, c)] + [row.get("error", "")]
+        table.append(
+            (
+                row.get("model", row.get("model_type", "")),
+                f"{row['params'] / 1e6:.0f}M" if "params" in row else "",
+                f"{roof:.2f} ms" if roof else "",
+                ms(e),
+                times(e),
+                ms(c),
+                times(c),
+                "/".join(str(p["kernels"]) for p in (e, c) if "kernels" in p),
+                errs,
+                ratio,
+                "; ".join(n for n in notes if n),
+            )
+        )
+    return aligned(table)
+
+
+def summary_line(rows: list[dict]) -> str:
+    ran = {m: sum(1 for r in rows if r.get(m, {}).get("status") == "ran") for m in ("eager", "compiled")}
+    match = sum(
+        1 for r in rows if all(r.get(m, {}).get("matches") for m in ("eager", "compiled"))
+    )
+    return (
+        f"{len(rows)} real-size models ({LAYERS} layers, 1 x {TOKENS} tokens, strict mode): "
+        f"{ran['eager']} run eagerly, {ran['compiled']} compiled, {match} with logits within "
+        f"{TOLERANCE:g} of the CPU's both ways"
+    )
