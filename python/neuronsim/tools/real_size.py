@@ -190,9 +190,11 @@ def worker(name: str, emit) -> None:
     try:
         cfg = config(name)
         torch.manual_seed(SEED)
-        model = __import__("transformers").AutoModelForCausalLM.from_config(
-            cfg, dtype=torch.bfloat16
-        ).eval()
+        model = (
+            __import__("transformers")
+            .AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+            .eval()
+        )
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
         emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
         return
@@ -233,9 +235,7 @@ def worker(name: str, emit) -> None:
             record[mode] = result
             emit(record)
             torch._dynamo.reset()
-    record["status"] = (
-        "ran" if all(record[m]["status"] == "ran" for m in runs) else "error"
-    )
+    record["status"] = "ran" if all(record[m]["status"] == "ran" for m in runs) else "error"
     record["stage"] = "done"
     emit(record)
 
@@ -253,8 +253,10 @@ def format_table(rows: list[dict]) -> str:
         roof = row.get("roofline_ms")
 
         def ms(part):
-            return f"{part['simulated_ms']:.2f} ms" if "simulated_ms" in part else part.get(
-                "status", ""
+            return (
+                f"{part['simulated_ms']:.2f} ms"
+                if "simulated_ms" in part
+                else part.get("status", "")
             )
 
         def times(part):
@@ -263,9 +265,7 @@ def format_table(rows: list[dict]) -> str:
             return ""
 
         errs = "/".join(f"{p['rel_err']:.1e}" for p in (e, c) if "rel_err" in p)
-        ratio = (
-            f"{e['host_s'] / row['cpu_s']:.1f}x" if "host_s" in e and row.get("cpu_s") else ""
-        )
+        ratio = f"{e['host_s'] / row['cpu_s']:.1f}x" if "host_s" in e and row.get("cpu_s") else ""
         notes = [p.get("error", "") for p in (e, c)] + [row.get("error", "")]
         table.append(
             (
@@ -286,10 +286,11 @@ def format_table(rows: list[dict]) -> str:
 
 
 def summary_line(rows: list[dict]) -> str:
-    ran = {m: sum(1 for r in rows if r.get(m, {}).get("status") == "ran") for m in ("eager", "compiled")}
-    match = sum(
-        1 for r in rows if all(r.get(m, {}).get("matches") for m in ("eager", "compiled"))
-    )
+    ran = {
+        m: sum(1 for r in rows if r.get(m, {}).get("status") == "ran")
+        for m in ("eager", "compiled")
+    }
+    match = sum(1 for r in rows if all(r.get(m, {}).get("matches") for m in ("eager", "compiled")))
     return (
         f"{len(rows)} real-size models ({LAYERS} layers, 1 x {TOKENS} tokens, strict mode): "
         f"{ran['eager']} run eagerly, {ran['compiled']} compiled, {match} with logits within "

@@ -128,3 +128,29 @@ def test_embedding_backward_over_a_151936_token_vocabulary():
     )
     expected = torch.zeros(151_936, 8).index_add_(0, ids.reshape(-1), grad.reshape(-1, 8).float())
     torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=1e-2)
+
+
+def test_a_4096_by_14336_mlp_in_bfloat16():
+    # Llama 3 8B's MLP (hidden 4096, intermediate 14336): SwiGLU over 32 tokens, eager and
+    # compiled (one program), against the CPU in FP32 from the same bf16 values.
+    import torch.nn.functional as F
+
+    from neuronsim import compiler
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(32, 4096, generator=g).to(torch.bfloat16)
+    wg, wu = (torch.randn(14336, 4096, generator=g).div(64).to(torch.bfloat16) for _ in "gu")
+    wd = torch.randn(4096, 14336, generator=g).div(120).to(torch.bfloat16)
+
+    def mlp(x, wg, wu, wd):
+        return F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+
+    expected = mlp(*(t.float() for t in (x, wg, wu, wd)))
+    args = [t.to("neuron") for t in (x, wg, wu, wd)]
+    compiler.reset_stats()
+    torch._dynamo.reset()
+    for got in (mlp(*args), torch.compile(mlp, backend="neuron", dynamic=False)(*args)):
+        torch.testing.assert_close(got.cpu().float(), expected, rtol=2e-2, atol=4e-2)
+    (report,) = compiler.graphs()
+    assert report.kernels == 1 and report.eager == []
+    torch._dynamo.reset()

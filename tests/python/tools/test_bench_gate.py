@@ -59,7 +59,7 @@ def test_the_real_shape_matmuls_meet_their_roofline_targets():
     # Issue 28's targets, on the gated figures: a compute-bound matmul at >= 70 % of PE
     # peak, the LM head (memory-bound) at >= 60 % of the DMA rate. The roofline is
     # recomputed here from the shapes, so a change of the kernel that slows it fails.
-    from neuronsim.tools.bench import _DMA_BYTES_PER_S, _PE_PEAK_FLOPS, _read_expected
+    from neuronsim.tools.bench import DMA_BYTES_PER_S, PE_PEAK_FLOPS, _read_expected
 
     sim = {
         b.rsplit("/", 1)[-1]: v
@@ -67,6 +67,6 @@ def test_the_real_shape_matmuls_meet_their_roofline_targets():
         if m == "simulated_us"
     }
     mlp_flops = 2 * 4096 * 1024 * 3072
-    assert mlp_flops / _PE_PEAK_FLOPS * 1e6 >= 0.7 * sim["mlp_up_4096x1024x3072"]
+    assert mlp_flops / PE_PEAK_FLOPS * 1e6 >= 0.7 * sim["mlp_up_4096x1024x3072"]
     head_bytes = 2 * (128 * 1024 + 151_936 * 1024 + 128 * 151_936)
-    assert head_bytes / _DMA_BYTES_PER_S * 1e6 >= 0.6 * sim["lm_head_128x1024x151936"]
+    assert head_bytes / DMA_BYTES_PER_S * 1e6 >= 0.6 * sim["lm_head_128x1024x151936"]
