@@ -427,6 +427,8 @@ def tiny_config(model_type: str):
 
 
 def _first_line(exc: BaseException) -> str:
+    # Dynamo wraps a backend's error ("backend='neuron' raised:"): the backend's says why.
+    exc = getattr(exc, "inner_exception", None) or exc
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 

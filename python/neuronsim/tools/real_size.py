@@ -34,63 +34,119 @@ TOLERANCE = 3.2e-2
 MODELS: dict[str, tuple[str, dict, str]] = {
     "Llama-3.1-8B": (
         "llama",
-        dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-             num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=False),
+        {
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 128256,
+            "tie_word_embeddings": False,
+        },
         "meta-llama/Llama-3.1-8B config.json",
     ),
     "Qwen3-0.6B": (
         "qwen3",
-        dict(hidden_size=1024, intermediate_size=3072, num_attention_heads=16,
-             num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True),
+        {
+            "hidden_size": 1024,
+            "intermediate_size": 3072,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+        },
         "Qwen/Qwen3-0.6B config.json",
     ),
     "Qwen3-30B-A3B": (
         "qwen3_moe",
-        dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
-             num_experts=128, num_experts_per_tok=8, num_attention_heads=32,
-             num_key_value_heads=4, head_dim=128, vocab_size=151936, decoder_sparse_step=1,
-             norm_topk_prob=True, tie_word_embeddings=False),
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "moe_intermediate_size": 768,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "vocab_size": 151936,
+            "decoder_sparse_step": 1,
+            "norm_topk_prob": True,
+            "tie_word_embeddings": False,
+        },
         "Qwen/Qwen3-30B-A3B config.json",
     ),
     "Gemma-3-1B": (
         "gemma3_text",
-        dict(hidden_size=1152, intermediate_size=6912, num_attention_heads=4,
-             num_key_value_heads=1, head_dim=256, vocab_size=262144, sliding_window=512,
-             query_pre_attn_scalar=256, layer_types=["sliding_attention", "full_attention"]),
+        {
+            "hidden_size": 1152,
+            "intermediate_size": 6912,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "vocab_size": 262144,
+            "sliding_window": 512,
+            "query_pre_attn_scalar": 256,
+            "layer_types": ["sliding_attention", "full_attention"],
+        },
         "google/gemma-3-1b-pt config.json (a local and a global layer kept)",
     ),
     "Mistral-7B-v0.3": (
         "mistral",
-        dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-             num_key_value_heads=8, head_dim=128, vocab_size=32768, sliding_window=None,
-             tie_word_embeddings=False),
+        {
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 32768,
+            "sliding_window": None,
+            "tie_word_embeddings": False,
+        },
         "mistralai/Mistral-7B-v0.3 config.json",
     ),
     "Phi-3-mini": (
         "phi3",
-        dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
-             num_key_value_heads=32, vocab_size=32064, pad_token_id=32000,
-             tie_word_embeddings=False),
+        {
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32064,
+            "pad_token_id": 32000,
+            "tie_word_embeddings": False,
+        },
         "microsoft/Phi-3-mini-4k-instruct config.json",
     ),
     "GPT-2": (
         "gpt2",
-        dict(n_embd=768, n_head=12, n_positions=1024, vocab_size=50257),
+        {"n_embd": 768, "n_head": 12, "n_positions": 1024, "vocab_size": 50257},
         "openai-community/gpt2 config.json",
     ),
     "SmolLM2-135M": (
         "llama",
-        dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9,
-             num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True),
+        {
+            "hidden_size": 576,
+            "intermediate_size": 1536,
+            "num_attention_heads": 9,
+            "num_key_value_heads": 3,
+            "vocab_size": 49152,
+            "tie_word_embeddings": True,
+        },
         "HuggingFaceTB/SmolLM2-135M config.json",
     ),
     "OLMo-2-1B": (
         "olmo2",
-        dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
-             num_key_value_heads=16, vocab_size=100352, tie_word_embeddings=False),
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "vocab_size": 100352,
+            "tie_word_embeddings": False,
+        },
         "allenai/OLMo-2-0425-1B config.json",
     ),
-}  # fmt: skip
+}
 
 _LAYER_KEYS = ("num_hidden_layers", "n_layer")
 
@@ -180,6 +236,7 @@ def _forward(run, ids) -> dict:
 def worker(name: str, emit) -> None:
     """One model's row, emitted (``emit(record)``) as each part finishes."""
     import torch
+    from transformers import AutoModelForCausalLM
 
     from neuronsim import compiler
 
@@ -190,11 +247,7 @@ def worker(name: str, emit) -> None:
     try:
         cfg = config(name)
         torch.manual_seed(SEED)
-        model = (
-            __import__("transformers")
-            .AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
-            .eval()
-        )
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
         emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
         return
@@ -240,6 +293,17 @@ def worker(name: str, emit) -> None:
     emit(record)
 
 
+def _ms(part: dict) -> str:
+    return f"{part['simulated_ms']:.2f} ms" if "simulated_ms" in part else part.get("status", "")
+
+
+def _times(part: dict, roofline_ms: float | None) -> str:
+    """The simulated time as a multiple of the roofline."""
+    if roofline_ms and part.get("simulated_ms"):
+        return f"{part['simulated_ms'] / roofline_ms:.1f}x"
+    return ""
+
+
 def format_table(rows: list[dict]) -> str:
     from .architectures import aligned
 
@@ -251,19 +315,6 @@ def format_table(rows: list[dict]) -> str:
     for row in rows:
         e, c = row.get("eager", {}), row.get("compiled", {})
         roof = row.get("roofline_ms")
-
-        def ms(part):
-            return (
-                f"{part['simulated_ms']:.2f} ms"
-                if "simulated_ms" in part
-                else part.get("status", "")
-            )
-
-        def times(part):
-            if roof and part.get("simulated_ms"):
-                return f"{part['simulated_ms'] / roof:.1f}x"
-            return ""
-
         errs = "/".join(f"{p['rel_err']:.1e}" for p in (e, c) if "rel_err" in p)
         ratio = f"{e['host_s'] / row['cpu_s']:.1f}x" if "host_s" in e and row.get("cpu_s") else ""
         notes = [p.get("error", "") for p in (e, c)] + [row.get("error", "")]
@@ -272,10 +323,10 @@ def format_table(rows: list[dict]) -> str:
                 row.get("model", row.get("model_type", "")),
                 f"{row['params'] / 1e6:.0f}M" if "params" in row else "",
                 f"{roof:.2f} ms" if roof else "",
-                ms(e),
-                times(e),
-                ms(c),
-                times(c),
+                _ms(e),
+                _times(e, roof),
+                _ms(c),
+                _times(c, roof),
                 "/".join(str(p["kernels"]) for p in (e, c) if "kernels" in p),
                 errs,
                 ratio,
