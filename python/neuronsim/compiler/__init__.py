@@ -29,6 +29,7 @@ from .. import strict
 from .constants import fold_constants
 from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
+from .layouts import keep_transposed_parameters
 from .ops import Unsupported
 from .schedule import cut
 
@@ -46,6 +47,7 @@ class GraphReport:
     fused: int  # pointwise nodes computed on chip only: HBM round trips saved
     eager: list[str]  # the nodes split out to run eagerly, by op
     constants: list[str]  # nodes of no graph input, computed once at compile, by op
+    kept_transposed: int  # transposes of parameters kept between calls
     compile_seconds: float
     neffs: list[str]
 
@@ -78,13 +80,22 @@ def _refuse(node: torch.fx.Node, why: str) -> None:
         )
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) -> CompiledGraph:
-    """A core aten graph (from AOTAutograd) as a CompiledGraph."""
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs: list,
+    *,
+    name: str,
+    parameters: list[bool] | None = None,
+) -> CompiledGraph:
+    """A core aten graph (from AOTAutograd) as a CompiledGraph. ``parameters`` flags the
+    inputs that are parameters of an inference graph, whose transposes are kept between
+    calls (``layouts.py``)."""
     start = time.perf_counter()
     steps: list[tuple[str, Any]] = []
     eager: list[str] = []
     segments: list[CompiledSegment] = []
     constants = fold_constants(gm)
+    kept = keep_transposed_parameters(gm, parameters) if parameters else 0
     for step in cut(gm.graph, _refuse):
         if step.eager is not None:
             steps.append(("eager" if step.work else "view", step.eager))
@@ -120,6 +131,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, *, name: str) 
         fused=sum(s.fused for s in segments),
         eager=eager,
         constants=constants,
+        kept_transposed=kept,
         compile_seconds=time.perf_counter() - start,
         neffs=[s.path for s in segments],
     )
@@ -171,7 +183,11 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list, **options: Any):
     backend = aot_autograd(
         fw_compiler=functools.partial(compile_graph, name=f"{base}.forward"),
         bw_compiler=functools.partial(compile_graph, name=f"{base}.backward"),
-        inference_compiler=functools.partial(compile_graph, name=f"{base}.inference"),
+        inference_compiler=functools.partial(
+            compile_graph,
+            name=f"{base}.inference",
+            parameters=[isinstance(t, torch.nn.Parameter) for t in example_inputs],
+        ),
         decompositions={**core_aten_decompositions(), **DECOMPOSITIONS},
     )
     return backend(gm, example_inputs)

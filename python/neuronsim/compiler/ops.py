@@ -9,6 +9,7 @@ import torch
 import torch.fx
 
 from .expressions import Place, is_dense, meta
+from .layouts import kept_transposed
 
 aten = torch.ops.aten
 
@@ -211,6 +212,8 @@ def check_lowerable(node: torch.fx.Node) -> None:
     t = node.target
     if node.op != "call_function":
         raise Unsupported(f"{node.op} node")
+    if t is kept_transposed:
+        raise NoWork("a parameter kept transposed between calls")
     if t is operator.getitem:
         if not is_item(node):
             raise NoWork("an item of a tuple")

@@ -258,6 +258,26 @@ def test_an_embedding_lookup_is_a_gather_stage_of_the_program(index_dtype):
     assert report.kernels == 1 and report.stages == 2 and report.eager == []
 
 
+def test_an_inference_graph_keeps_its_weights_transposed_until_they_change():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.SiLU(), torch.nn.Linear(96, 32))
+    model = model.to("neuron").eval()
+    x = rand(8, 64).to("neuron")
+    compiled = torch.compile(model, backend="neuron", dynamic=False)
+    with torch.no_grad(), neuronsim.strict_mode():
+        compiled(x)  # compiles, and lays out the two weights
+        start = neuronsim.kernels_run()
+        compiled(x)
+        assert neuronsim.kernels_run() - start == 1  # the program alone: no transpose
+        (report,) = compiler.graphs()
+        assert report.kept_transposed == 2 and report.eager == []
+        model[0].weight.mul_(-1.0)  # a new version: laid out again at the next call
+        start = neuronsim.kernels_run()
+        got = compiled(x)
+        assert neuronsim.kernels_run() - start > 1
+    torch.testing.assert_close(got.cpu(), model.cpu()(x.cpu()), atol=1e-4, rtol=1e-4)
+
+
 def test_values_of_no_graph_input_are_computed_once_at_compile():
     x = rand(4, 33)
 
