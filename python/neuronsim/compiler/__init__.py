@@ -98,7 +98,8 @@ def compile_graph(
     kept = keep_transposed_parameters(gm, parameters) if parameters else 0
     for step in cut(gm.graph, _refuse):
         if step.eager is not None:
-            steps.append(("eager" if step.work else "view", step.eager))
+            kind = "empty" if step.empty else "eager" if step.work else "view"
+            steps.append((kind, step.eager))
             if step.work:
                 eager.append(op_name(step.eager))
             continue

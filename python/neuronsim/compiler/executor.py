@@ -128,7 +128,8 @@ def run_eager(node: torch.fx.Node, env: dict) -> None:
 class CompiledGraph:
     """The callable a compiled FX graph becomes (boxed: called with a list of inputs).
     `steps` are ("segment", CompiledSegment), ("eager", node) for a node split out of
-    the program, or ("view", node) for a view left between eager nodes (no work)."""
+    the program, ("view", node) for a view left between eager nodes (no work), or
+    ("empty", node) for a result with no elements."""
 
     def __init__(self, gm: torch.fx.GraphModule, name: str, steps: list[tuple[str, Any]]):
         # An instance attribute: Dynamo wraps backward graphs with functools.wraps, which
@@ -146,6 +147,9 @@ class CompiledGraph:
         for kind, item in self.steps:
             if kind == "segment":
                 item.run(env)
+            elif kind == "empty":
+                v = meta(item)
+                env[item] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
             else:
                 run_eager(item, env)
                 if kind == "eager":

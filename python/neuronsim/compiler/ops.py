@@ -35,6 +35,11 @@ class NoWork(Unsupported):
     do not hold, an item of a tuple): it runs eagerly, but nothing is split out."""
 
 
+class Empty(NoWork):
+    """A node whose result has no elements (a pass-through slice of a partial rotary
+    embedding): made from its meta alone, so it waits for none of its inputs."""
+
+
 ACTIVATIONS = {
     aten.exp.default: "exp",
     aten.log.default: "log",
@@ -274,7 +279,7 @@ def check_lowerable(node: torch.fx.Node) -> None:
         if v.dtype not in ENGINE_DTYPES:
             raise (NoWork if t in VIEWS else Unsupported)(f"{v.dtype} has no engine type")
         if v.numel() == 0 and (v is out or t not in CONCAT):
-            raise (NoWork if v is out else Unsupported)("an empty tensor")
+            raise (Empty if v is out else Unsupported)("an empty tensor")
     if t not in VIEWS and not is_dense(out):
         raise Unsupported("its result's strides overlap or leave gaps")
     computes = t in FLOAT_ONLY or t in MATMULS or t in SOFTMAX

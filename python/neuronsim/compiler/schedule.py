@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
-from .ops import NoWork, Unsupported, check_lowerable
+from .ops import Empty, NoWork, Unsupported, check_lowerable
 from .segment import SegmentPlan
 
 
@@ -20,6 +20,7 @@ class Step:
     segment: SegmentPlan | None = None
     reason: str = ""
     work: bool = True  # False for an eager node that computes nothing (NoWork)
+    empty: bool = False  # a result with no elements, made from its meta (Empty)
 
 
 def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> list[Step]:
@@ -36,16 +37,24 @@ def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> 
     position = {n: i for i, n in enumerate(nodes)}
     why: dict[torch.fx.Node, str] = {}
     no_work: set[torch.fx.Node] = set()
+    empty: set[torch.fx.Node] = set()
     for node in nodes:
         try:
             check_lowerable(node)
+        except Empty as reason:
+            why[node] = str(reason)
+            no_work.add(node)
+            empty.add(node)
         except NoWork as reason:
             why[node] = str(reason)
             no_work.add(node)
         except Unsupported as reason:
             why[node] = str(reason)
             refuse(node, str(reason))
-    deps = {n: {a for a in n.all_input_nodes if a in position} for n in nodes}
+    # An empty result waits for nothing: it would otherwise split the segment it reads.
+    deps = {
+        n: set() if n in empty else {a for a in n.all_input_nodes if a in position} for n in nodes
+    }
     barrier = None
     for i, node in enumerate(nodes):
         if has_side_effects(node):
@@ -60,7 +69,14 @@ def cut(graph: torch.fx.Graph, refuse: Callable[[torch.fx.Node, str], None]) -> 
     while remaining:
         for node in remaining:  # in order, so a chain of eager nodes runs in one pass
             if node in why and deps[node] <= done:
-                steps.append(Step(eager=node, reason=why[node], work=node not in no_work))
+                steps.append(
+                    Step(
+                        eager=node,
+                        reason=why[node],
+                        work=node not in no_work,
+                        empty=node in empty,
+                    )
+                )
                 done.add(node)
         run: list[torch.fx.Node] = []
         taken: set[torch.fx.Node] = set()

@@ -278,6 +278,22 @@ def test_an_inference_graph_keeps_its_weights_transposed_until_they_change():
     torch.testing.assert_close(got.cpu(), model.cpu()(x.cpu()), atol=1e-4, rtol=1e-4)
 
 
+def test_an_empty_pass_through_slice_does_not_split_the_program():
+    # Rotary over the whole head (Phi-3): the pass-through part q[..., 64:] is empty, and
+    # is made from its meta without waiting for q.
+    x, w = rand(2, 16, 32), rand(32, 32, seed=1)
+
+    def partial(x, w):
+        q = (x @ w).view(2, 16, 4, 8)
+        rotated, passed = q[..., :8] * 2.0, q[..., 8:]
+        return torch.cat([rotated, passed], dim=-1).sin() @ torch.ones(8, 3, device=x.device)
+
+    with neuronsim.strict_mode():
+        got, report = compiled_run(partial, x, w)
+    torch.testing.assert_close(got.cpu(), partial(x, w), atol=1e-4, rtol=1e-4)
+    assert report.kernels == 1 and report.eager == []
+
+
 def test_values_of_no_graph_input_are_computed_once_at_compile():
     x = rand(4, 33)
 
