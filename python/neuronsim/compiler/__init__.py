@@ -29,7 +29,7 @@ from .. import strict
 from .constants import fold_constants
 from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
-from .layouts import keep_transposed_parameters
+from .layouts import forget_layouts, keep_transposed_parameters
 from .ops import Unsupported
 from .schedule import cut
 
@@ -194,4 +194,12 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list, **options: Any):
     return backend(gm, example_inputs)
 
 
-__all__ = ["GraphReport", "cache_dir", "graphs", "neuron", "reset_stats", "stats"]
+__all__ = [
+    "GraphReport",
+    "cache_dir",
+    "forget_layouts",
+    "graphs",
+    "neuron",
+    "reset_stats",
+    "stats",
+]

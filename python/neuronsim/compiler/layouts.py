@@ -6,7 +6,11 @@ compiler lays weights out once, when a model loads. Here an inference graph's
 ``w.t()`` of a parameter becomes a ``kept_transposed`` node: the transposed weight,
 made contiguous once and kept on the device for as long as the parameter's storage and
 version are unchanged (an optimizer step, a ``load_state_dict`` or an in-place edit makes
-it again). The cost is a second copy of each such weight in device memory."""
+it again). The cost is a second copy of each such weight in device memory.
+
+A change made through ``weight.data`` escapes the version counter (``.data`` is a tensor
+with a counter of its own): after one, call ``forget_layouts()``. AWS's
+``torch_neuronx.trace`` goes further and bakes the weights into the NEFF."""
 
 from __future__ import annotations
 
@@ -34,6 +38,11 @@ def kept_transposed(weight: torch.Tensor) -> torch.Tensor:
             entry = (key, weight.t().contiguous())
         _KEPT[id(weight)] = entry
     return entry[1]
+
+
+def forget_layouts() -> None:
+    """Drops every kept layout: the next call of each graph lays its weights out anew."""
+    _KEPT.clear()
 
 
 def _is_transpose(node: torch.fx.Node) -> bool:

@@ -5,6 +5,7 @@ and the NEFF cache survives a new process."""
 
 from __future__ import annotations
 
+import copy
 import pathlib
 import subprocess
 
@@ -275,7 +276,14 @@ def test_an_inference_graph_keeps_its_weights_transposed_until_they_change():
         start = neuronsim.kernels_run()
         got = compiled(x)
         assert neuronsim.kernels_run() - start > 1
-    torch.testing.assert_close(got.cpu(), model.cpu()(x.cpu()), atol=1e-4, rtol=1e-4)
+        expected = copy.deepcopy(model).cpu()(x.cpu())
+        # Through .data, no version changes: forget_layouts() makes the next call see it.
+        model[2].weight.data.mul_(2.0)
+        compiler.forget_layouts()
+        doubled = compiled(x)
+        expected_doubled = copy.deepcopy(model).cpu()(x.cpu())
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(doubled.cpu(), expected_doubled, atol=1e-4, rtol=1e-4)
 
 
 def test_an_empty_pass_through_slice_does_not_split_the_program():
@@ -436,7 +444,6 @@ def test_the_tiny_qwen3_forward_is_one_kernel_with_the_values_of_eager_and_the_c
 
 
 def test_a_compiled_training_step_gives_the_cpu_loss_and_gradients(ids):
-    import copy
 
     from neuronsim.testing import tiny_qwen3
 
