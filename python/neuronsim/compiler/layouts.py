@@ -64,6 +64,8 @@ def keep_transposed_parameters(gm: torch.fx.GraphModule, parameters: list[bool])
         if not is_parameter:
             continue
         for user in [u for u in node.users if _is_transpose(u) and u.args[0] is node]:
+            if any(u.op == "output" for u in user.users):
+                continue  # returned, the caller could change the kept copy in place
             view = user.meta.get("val")
             if not isinstance(view, torch.Tensor) or view.dim() != 2:
                 continue

@@ -319,6 +319,20 @@ def test_values_of_no_graph_input_are_computed_once_at_compile():
     assert report.kernels == 1
 
 
+def test_a_value_of_no_input_that_the_graph_returns_is_made_at_every_call():
+    def with_positions(x):
+        return x * 2.0, torch.arange(5, device=x.device, dtype=torch.float32)
+
+    compiled = torch.compile(with_positions, backend="neuron", dynamic=False)
+    x = rand(5).to("neuron")
+    _, positions = compiled(x)
+    positions.add_(100.0)  # the caller's tensor: no later call may see this
+    _, again = compiled(x)
+    torch.testing.assert_close(again.cpu(), torch.arange(5, dtype=torch.float32))
+    (report,) = compiler.graphs()
+    assert report.constants == []
+
+
 def test_an_op_without_a_lowering_splits_the_graph_and_strict_mode_refuses_it():
     x = rand(4, 16)
 
