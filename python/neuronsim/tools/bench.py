@@ -243,6 +243,14 @@ def _real_gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
     ]
 
 
+def _model_gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
+    return [
+        (f"{target}/model/{name}", k, float(r[k]))
+        for name, r in result.items()
+        for k in ("kernels", "simulated_ms", "fallbacks")
+    ]
+
+
 # Figures of _compiled() that the gate checks: simulated, so the same on every machine.
 def _gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
     rows = []
@@ -278,6 +286,18 @@ _REAL_GATE_HEADER = """\
 # Checked by `python -m neuronsim.tools.bench --gate real --check
 # bench/expected_real_shapes.csv` (tests/python/tools/test_bench_gate.py); regenerate with
 # --update. Margins as in bench/expected_results.csv.
+# Rule: a commit that changes an expected value gives the reason for it in the same commit.
+benchmark,metric,value,margin
+"""
+
+_MODEL_GATE_HEADER = """\
+# Expected simulated figures of `python -m neuronsim.tools.bench --gate model` on
+# trn2.3xlarge, in timing-only mode: the Qwen3-0.6B-shaped model (28 layers, bf16), a forward
+# of 1 x 128 tokens eager and compiled, and an eager training step (AdamW) of 1 x 1024 tokens:
+# kernels launched, simulated milliseconds with launches, CPU fallbacks. Checked by
+# `python -m neuronsim.tools.bench --gate model --check bench/expected_real_model.csv`
+# (tests/python/tools/test_bench_gate.py); regenerate with --update. Margins as in
+# bench/expected_results.csv.
 # Rule: a commit that changes an expected value gives the reason for it in the same commit.
 benchmark,metric,value,margin
 """
@@ -435,11 +455,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--gate",
-        choices=["tiny", "real"],
+        choices=["tiny", "real", "model"],
         default="tiny",
         help="the gated part --check, --update and --csv run: the tiny Qwen3 (default, "
-        "bench/expected_torch.csv) or the kernels at real shapes "
-        "(bench/expected_real_shapes.csv)",
+        "bench/expected_torch.csv), the kernels at real shapes "
+        "(bench/expected_real_shapes.csv) or the Qwen3-0.6B-shaped model "
+        "(bench/expected_real_model.csv)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument(
@@ -460,6 +481,9 @@ def main(argv=None) -> int:
         if args.gate == "real":
             result = _run("real_shapes", "functional-and-timing", NEURONSIM_LAUNCH="0")
             measured, header = _real_gate_rows(result, "trn2"), _REAL_GATE_HEADER
+        elif args.gate == "model":
+            result = _run("real_model", "timing-only")
+            measured, header = _model_gate_rows(result, "trn2"), _MODEL_GATE_HEADER
         else:
             result = _run("compiled", "functional-and-timing")
             measured, header = _gate_rows(result, "trn2"), _GATE_HEADER
