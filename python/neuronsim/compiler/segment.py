@@ -95,10 +95,10 @@ class SegmentPlan:
     # -- tensors
 
     def _declare(self, kind: str, dtype: torch.dtype, elems: int) -> str:
+        # int32 only for the words of indices (index_words): no stage computes integers.
+        plan_dtype = "int32" if dtype == torch.int32 else ENGINE_DTYPES[dtype]
         name = f"{kind[0]}{len(self.tensors)}"
-        self.tensors.append(
-            {"name": name, "dtype": ENGINE_DTYPES[dtype], "elems": elems, "kind": kind}
-        )
+        self.tensors.append({"name": name, "dtype": plan_dtype, "elems": elems, "kind": kind})
         return name
 
     def _input(self, node: torch.fx.Node) -> Place:
@@ -114,10 +114,7 @@ class SegmentPlan:
         a flat int32 place; int64 ones at stride 2, their low words, bound as int32."""
         v = meta(node)
         words = 2 if v.dtype == torch.int64 else 1
-        name = f"i{len(self.tensors)}"
-        self.tensors.append(
-            {"name": name, "dtype": "int32", "elems": v.numel() * words, "kind": "input"}
-        )
+        name = self._declare("input", torch.int32, v.numel() * words)
         self.inputs.append((name, node))
         return Place(name, 0, (v.numel(),), (words,), torch.int32)
 

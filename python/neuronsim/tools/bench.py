@@ -235,20 +235,9 @@ def _real_shapes() -> dict:
     return rows
 
 
-def _real_gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
-    return [
-        (f"{target}/real/{name}", k, float(r[k]))
-        for name, r in result.items()
-        for k in ("kernels", "simulated_us")
-    ]
-
-
-def _model_gate_rows(result: dict, target: str) -> list[tuple[str, str, float]]:
-    return [
-        (f"{target}/model/{name}", k, float(r[k]))
-        for name, r in result.items()
-        for k in ("kernels", "simulated_ms", "fallbacks")
-    ]
+def _part_gate_rows(result: dict, prefix: str, keys: tuple) -> list[tuple[str, str, float]]:
+    """The gated figures of a part whose result is {name: {figure: value}}."""
+    return [(f"{prefix}/{name}", k, float(r[k])) for name, r in result.items() for k in keys]
 
 
 # Figures of _compiled() that the gate checks: simulated, so the same on every machine.
@@ -480,10 +469,12 @@ def main(argv=None) -> int:
     if args.check or args.update or args.csv:
         if args.gate == "real":
             result = _run("real_shapes", "functional-and-timing", NEURONSIM_LAUNCH="0")
-            measured, header = _real_gate_rows(result, "trn2"), _REAL_GATE_HEADER
+            measured = _part_gate_rows(result, "trn2/real", ("kernels", "simulated_us"))
+            header = _REAL_GATE_HEADER
         elif args.gate == "model":
             result = _run("real_model", "timing-only")
-            measured, header = _model_gate_rows(result, "trn2"), _MODEL_GATE_HEADER
+            keys = ("kernels", "simulated_ms", "fallbacks")
+            measured, header = _part_gate_rows(result, "trn2/model", keys), _MODEL_GATE_HEADER
         else:
             result = _run("compiled", "functional-and-timing")
             measured, header = _gate_rows(result, "trn2"), _GATE_HEADER

@@ -148,8 +148,6 @@ MODELS: dict[str, tuple[str, dict, str]] = {
     ),
 }
 
-_LAYER_KEYS = ("num_hidden_layers", "n_layer")
-
 
 def config(name: str):
     """The model's config: its published dimensions, its layers cut to ``LAYERS``."""
@@ -188,11 +186,10 @@ def roofline(model, tokens: int) -> dict:
         if p.dim() >= 2:
             share = routed if ".experts." in f".{name}." else 1.0
             flops += 2 * tokens * p.numel() * share
-    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
-    hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
-    head_dim = getattr(cfg, "head_dim", None) or hidden // heads
-    layers = next(getattr(cfg, k) for k in _LAYER_KEYS if hasattr(cfg, k))
-    flops += layers * 2 * 2 * heads * head_dim * (tokens * (tokens + 1) // 2)
+    # Standard names: configs map their own (GPT-2's n_head, n_layer) onto them.
+    heads = cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    flops += cfg.num_hidden_layers * 2 * 2 * heads * head_dim * (tokens * (tokens + 1) // 2)
     ms = max(flops / PE_PEAK_FLOPS, nbytes / DMA_BYTES_PER_S) * 1e3
     return {"flops": flops, "bytes": nbytes, "roofline_ms": round(ms, 4)}
 
