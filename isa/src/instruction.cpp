@@ -25,9 +25,9 @@ constexpr std::array<std::string_view, kNumEngines> kEngineNeffNames = {"PE", "A
                                                                         "Pool", "SP"};
 constexpr std::array<std::string_view, 4> kSpaceNames = {"sbuf", "psum", "hbm", "pattern"};
 constexpr std::array<std::string_view, kNumRoles> kRoleNames = {
-    "dst",     "src",      "in0",        "in1",      "stationary", "moving",
-    "bias",    "scale",    "reduce_dst", "operand0", "operand1",   "pattern",
-    "on_true", "on_false", "predicate",  "index",    "initial"};
+    "dst",       "src",        "in0",      "in1",      "stationary", "moving",  "bias",
+    "scale",     "reduce_dst", "operand0", "operand1", "pattern",    "on_true", "on_false",
+    "predicate", "index",      "initial",  "vals",     "dst_index"};
 constexpr std::array<std::string_view, kNumAluOps> kAluNames = {"bypass",
                                                                 "add",
                                                                 "subtract",
@@ -392,6 +392,30 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {{R::src, true, "uint32 [P, 6]: x0..x4 and d of each lane's XORWOW state"}},
        {},
        "each lane's generator state = its partition of src"},
+      {Opcode::max8,
+       "max8",
+       {DVE},
+       {{R::dst, true, "[P, 8]: the 8 largest values of each partition, largest first"},
+        {R::src, true, "data, 8 to 16,384 elements per partition"}},
+       {},
+       "dst[p, :] = the 8 largest elements of src[p, :], in descending order (NaN first)"},
+      {Opcode::find_index8,
+       "find_index8",
+       {DVE},
+       {{R::dst, true, "[P, 8] uint16 or uint32 indices"},
+        {R::src, true, "data, 8 to 16,384 elements per partition"},
+        {R::vals, true, "[P, 8] values to find"}},
+       {},
+       "dst[p, j] = the position of the first element of src[p, :] equal to vals[p, j]"},
+      {Opcode::match_replace8,
+       "match_replace8",
+       {DVE},
+       {{R::dst, true, "src with the matched elements replaced (src's shape)"},
+        {R::src, true, "data, 8 to 16,384 elements per partition"},
+        {R::vals, true, "[P, 8] values to match, in order"},
+        {R::dst_index, false, "[P, 8] uint16 or uint32: the positions of the matches"}},
+       {{"imm", P::imm0, 0, "value written over each match"}},
+       "for j in 0..7: the first element of src[p, :] still equal to vals[p, j] becomes imm"},
   };
 }
 

@@ -184,7 +184,7 @@ std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPatter
 }
 
 bool KernelBuilder::writes(Role role) {
-  return role == Role::dst || role == Role::reduce_dst;
+  return isa::is_output(role);
 }
 
 // Raises latest[a] to the newest access of each other agent a that overlaps `region` and
@@ -461,6 +461,26 @@ void KernelBuilder::bn_stats(const AccessPattern& dst, const AccessPattern& src)
 
 void KernelBuilder::bn_aggr(const AccessPattern& dst, const AccessPattern& src) {
   emit(make(Opcode::bn_aggr, Engine::DVE, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+void KernelBuilder::max8(const AccessPattern& dst, const AccessPattern& src) {
+  emit(make(Opcode::max8, Engine::DVE, {{Role::dst, dst}, {Role::src, src}}));
+}
+
+void KernelBuilder::find_index8(const AccessPattern& dst, const AccessPattern& src,
+                                const AccessPattern& vals) {
+  emit(make(Opcode::find_index8, Engine::DVE,
+            {{Role::dst, dst}, {Role::src, src}, {Role::vals, vals}}));
+}
+
+void KernelBuilder::match_replace8(const AccessPattern& dst, const AccessPattern& src,
+                                   const AccessPattern& vals, float imm,
+                                   const AccessPattern* dst_index) {
+  Instruction in = make(Opcode::match_replace8, Engine::DVE,
+                        {{Role::dst, dst}, {Role::src, src}, {Role::vals, vals}});
+  if (dst_index) in.operands.push_back({Role::dst_index, *dst_index});
+  in.imm0 = imm;
+  emit(std::move(in));
 }
 
 }  // namespace neuronsim::isa

@@ -301,6 +301,11 @@ class Checker {
       case Opcode::rand_set_state:
         random();
         break;
+      case Opcode::max8:
+      case Opcode::find_index8:
+      case Opcode::match_replace8:
+        top8();
+        break;
       default:
         break;
     }
@@ -432,6 +437,45 @@ class Checker {
     if (!draw && t_.core_version < 3)
       fail(fmt::format("rand_set_state needs NeuronCore-v3 or later; {} is v{}", t_.name,
                        t_.core_version));
+  }
+
+  // The public NKI constraints of max8, nc_find_index8 and nc_match_replace8: 8 to 16,384
+  // data elements per partition, 8 values (or indices) per partition out.
+  void top8() const {
+    const AccessPattern& src = get(Role::src);
+    const uint64_t n = src.free_elems();
+    if (n < 8 || n > kTop8MaxElems)
+      fail(Role::src, fmt::format("holds {} elements per partition; the top-8 instructions take 8 "
+                                  "to {}",
+                                  n, kTop8MaxElems));
+    const auto eight = [&](Role r) {
+      const AccessPattern* ap = opt(r);
+      if (!ap) return;
+      if (ap->num_partitions != src.num_partitions || ap->free_elems() != 8)
+        fail(r, fmt::format("must be [{}, 8], got [{}, {}]", src.num_partitions, ap->num_partitions,
+                            ap->free_elems()));
+    };
+    const auto indices = [&](Role r) {
+      const AccessPattern* ap = opt(r);
+      if (ap && ap->dtype != DType::uint16 && ap->dtype != DType::uint32)
+        fail(r, fmt::format("indices are uint16 or uint32, not {}", dtype_name(ap->dtype)));
+    };
+    switch (in_.opcode) {
+      case Opcode::max8:
+        eight(Role::dst);
+        break;
+      case Opcode::find_index8:
+        eight(Role::dst);
+        eight(Role::vals);
+        indices(Role::dst);
+        break;
+      default:  // match_replace8
+        same_shape(Role::src, Role::dst);
+        eight(Role::vals);
+        eight(Role::dst_index);
+        indices(Role::dst_index);
+        break;
+    }
   }
 
   void patterned() const {

@@ -205,6 +205,10 @@ uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g)
     case Opcode::rand_set_state:  // no published cost: assumed like rng's for its 6 words
       return inst.engine == Engine::POOL ? g.pool_startup + need(inst, Role::src).free_elems()
                                          : clamp(need(inst, Role::src).free_elems());
+    case Opcode::max8:
+    case Opcode::find_index8:
+    case Opcode::match_replace8:  // N, the data's elements per partition (§4.2 [N9]); MIN_II ours
+      return clamp(need(inst, Role::src).free_elems());
     case Opcode::partition_reduce:
     case Opcode::partition_shuffle:  // no published cost: assumed like iota
       return g.pool_startup + need(inst, Role::src).free_elems();
@@ -252,9 +256,7 @@ bool overlap(const AccessPattern& a, const AccessPattern& b) {
   return x.p0 < y.p1 && y.p0 < x.p1 && x.b0 < y.b1 && y.b0 < x.b1;
 }
 
-bool is_output(Role r) {
-  return r == Role::dst || r == Role::reduce_dst;
-}
+using isa::is_output;
 
 // True when `inst` reads what `prev` wrote (read after write, bounding boxes).
 bool reads_output_of(const Instruction& inst, const Instruction& prev) {

@@ -1058,6 +1058,60 @@ void local_gather(const Ctx& c) {
 }
 
 // ---------------------------------------------------------------------------
+// VectorE's top-8 family
+
+// NaN ranks above every number, as torch.topk and torch.sort order it.
+bool ranks_above(float a, float b) {
+  return std::isnan(a) ? !std::isnan(b) : a > b;
+}
+bool same_value(float a, float b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+void max8(const Ctx& c) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  const Floats x = read_floats(c, src);
+  Floats out(P * 8);
+  for (size_t p = 0; p < P; ++p)
+    std::partial_sort_copy(x.data() + p * F, x.data() + (p + 1) * F, out.data() + p * 8,
+                           out.data() + (p + 1) * 8, ranks_above);
+  write_floats(c, c.get(Role::dst), out.data());
+}
+
+// The positions of vals in src, per partition: find_index8 gives each value's first match;
+// match_replace8 (`replace`) the first match not replaced by an earlier value, which it
+// replaces by imm, so that equal values name successive elements.
+void find_vals(const Ctx& c, bool replace) {
+  const AccessPattern& src = c.get(Role::src);
+  const size_t P = src.num_partitions, F = free_size(src);
+  Floats x = read_floats(c, src);
+  const Floats vals = read_floats(c, c.get(Role::vals));
+  std::vector<uint8_t> replaced(replace ? F : 0);
+  Floats index(P * 8);
+  for (size_t p = 0; p < P; ++p) {
+    float* row = x.data() + p * F;
+    std::fill(replaced.begin(), replaced.end(), 0);
+    for (size_t j = 0; j < 8; ++j) {
+      const float v = vals[p * 8 + j];
+      size_t i = 0;
+      while (i < F && (!same_value(row[i], v) || (replace && replaced[i]))) ++i;
+      if (i == F)
+        c.fail(Kind::out_of_bounds,
+               fmt::format("vals[{}, {}] = {} is not in partition {} of src", p, j, v, p));
+      index[p * 8 + j] = static_cast<float>(i);
+      if (replace) replaced[i] = 1;
+    }
+    if (replace)
+      for (size_t i = 0; i < F; ++i)
+        if (replaced[i]) row[i] = c.inst.imm0;
+  }
+  if (!replace) return write_floats(c, c.get(Role::dst), index.data());
+  write_floats(c, c.get(Role::dst), x.data());
+  if (const AccessPattern* at = c.inst.operand(Role::dst_index)) write_floats(c, *at, index.data());
+}
+
+// ---------------------------------------------------------------------------
 // DMA
 
 // Row `r` of `ap` as a one-row pattern.
@@ -1165,6 +1219,12 @@ void dispatch(const Ctx& c) {
       return rng(c);
     case Opcode::rand_set_state:
       return rand_set_state(c);
+    case Opcode::max8:
+      return max8(c);
+    case Opcode::find_index8:
+      return find_vals(c, false);
+    case Opcode::match_replace8:
+      return find_vals(c, true);
     case Opcode::sem_wait:
     case Opcode::sem_signal:
     case Opcode::sem_set:

@@ -238,7 +238,7 @@ bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64
   hub->finish(site, state, *done);
   for (const isa::Operand& op : in.operands)
     if (op.ap.space == isa::MemSpace::HBM)
-      (op.role == isa::Role::dst ? stats.hbm_write_bytes : stats.hbm_read_bytes) +=
+      (isa::is_output(op.role) ? stats.hbm_write_bytes : stats.hbm_read_bytes) +=
           op.ap.total_elems() * isa::dtype_size(op.ap.dtype);
   EngineStats& es = stats.engines[static_cast<size_t>(e)];
   es.busy_ps += resume - arrival;

@@ -48,3 +48,6 @@ sp send src=sbuf.fp32[0:128]+0[[1,512]] peer=1
 sp recv dst=sbuf.fp32[0:128]+0[[1,512]] peer=0 wait=S[11]>=1
 pool rng dst=sbuf.u16[0:128]+0[[1,64]]
 dve rand_set_state src=sbuf.u32[0:128]+0[[1,6]]
+dve max8 dst=sbuf.fp32[0:128]+0[[1,8]] src=sbuf.fp32[0:128]+64[[1,512]]
+dve find_index8 dst=sbuf.u32[0:128]+0[[1,8]] src=sbuf.fp32[0:128]+64[[1,512]] vals=sbuf.fp32[0:128]+32[[1,8]]
+dve match_replace8 dst=sbuf.fp32[0:128]+64[[1,512]] src=sbuf.fp32[0:128]+64[[1,512]] vals=sbuf.fp32[0:128]+32[[1,8]] dst_index=sbuf.u32[0:128]+0[[1,8]] imm=-1

@@ -51,7 +51,7 @@ void add_accesses(const isa::Instruction& in, uint64_t read_ps, uint64_t write_p
                          (in.opcode == isa::Opcode::matmul && in.has_flag(isa::kAccumulate));
   for (const isa::Operand& op : in.operands) {
     if (!on_chip(op.ap)) continue;
-    const bool write = op.role == Role::dst || op.role == Role::reduce_dst;
+    const bool write = isa::is_output(op.role);
     if (!write || (op.role == Role::dst && reads_dst))
       out.push_back({read_ps, false, region_of(op.ap)});
     if (write) out.push_back({write_ps, true, region_of(op.ap)});

@@ -189,6 +189,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{"pool rng dst=psum.u32[0:128]+0[[1,8]]", "GpSimd reaches SBUF only"},
         BadSource{"act rng dst=sbuf.u32[0:128]+0[[1,8]]", "cannot run on engine act"},
         BadSource{"dve rand_set_state src=sbuf.i32[0:128]+0[[1,6]]", "must be uint32, not int32"},
+        BadSource{"dve max8 dst=sbuf.fp32[0:1]+0[[1,8]] src=sbuf.fp32[0:1]+64[[1,7]]",
+                  "holds 7 elements per partition; the top-8 instructions take 8 to 16384"},
+        BadSource{"dve max8 dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+64[[1,9]]",
+                  "must be [1, 8], got [1, 4]"},
+        BadSource{"dve find_index8 dst=sbuf.fp32[0:1]+0[[1,8]] src=sbuf.fp32[0:1]+64[[1,9]] "
+                  "vals=sbuf.fp32[0:1]+32[[1,8]]",
+                  "indices are uint16 or uint32, not float32"},
+        BadSource{"pool max8 dst=sbuf.fp32[0:1]+0[[1,8]] src=sbuf.fp32[0:1]+64[[1,9]]",
+                  "cannot run on engine pool"},
         BadSource{"pool rand_set_state src=sbuf.u32[0:128]+0[[1,5]]",
                   "holds 5 words per lane; a XORWOW state is 6"}));
 

@@ -409,6 +409,22 @@ TEST_F(CostVector, RandomNumbersAssumeOneElementPerCycle) {
   EXPECT_EQ(cycles(seed, "trn2"), 150u + 6u + ovh("trn2"));
 }
 
+TEST_F(CostVector, TopEightInstructionsTakeOneCyclePerDataElement) {
+  // nki.isa max8 / nc_find_index8 / nc_match_replace8: N cycles (§4.2 [N9]).
+  const auto data = sbuf(DType::fp32, 128, 4096), eight = sbuf(DType::fp32, 128, 8);
+  const Instruction m = make(Opcode::max8, Engine::DVE, {{Role::dst, eight}, {Role::src, data}});
+  EXPECT_EQ(cycles(m, "trn2"), 4096u + ovh("trn2"));
+  const Instruction f =
+      make(Opcode::find_index8, Engine::DVE,
+           {{Role::dst, sbuf(DType::uint32, 128, 8)}, {Role::src, data}, {Role::vals, eight}});
+  EXPECT_EQ(cycles(f, "trn2"), 4096u + ovh("trn2"));
+  const Instruction r = make(Opcode::match_replace8, Engine::DVE,
+                             {{Role::dst, sbuf(DType::fp32, 128, 16)},
+                              {Role::src, sbuf(DType::fp32, 128, 16)},
+                              {Role::vals, eight}});
+  EXPECT_EQ(cycles(r, "trn2"), 64u + ovh("trn2"));  // the MIN_II clamp
+}
+
 TEST_F(CostVector, SelectCopyPredicatedBnStats) {
   const auto f = sbuf(DType::fp32, 128, 1000);
   const Instruction sel =

@@ -777,6 +777,60 @@ TEST(SemaphoreInstructions, TouchNoMemory) {
 }
 
 // ---------------------------------------------------------------------------
+// max8, find_index8, match_replace8
+
+TEST(TopEight, Max8ListsTheLargestInDescendingOrderWithRepeatsAndNanFirst) {
+  Core core;
+  const auto in = parse("dve max8 dst=sbuf.fp32[0:2]+0[[1,8]] src=sbuf.bf16[0:2]+64[[1,10]]");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  put(core.st, operand(in, Role::src),
+      {3,  -1,  7,  7,  0,  5,  -2, 9,  1,  2,  // partition 0: 7 twice
+       -4, nan, -8, -5, -3, -9, -7, -6, -1, -2});
+  execute(in, core.st);
+  const std::vector<float> got = get(core.st, operand(in, Role::dst));
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 8),
+            (std::vector<float>{9, 7, 7, 5, 3, 2, 1, 0}));
+  EXPECT_TRUE(std::isnan(got[8]));
+  EXPECT_EQ(std::vector<float>(got.begin() + 9, got.end()),
+            (std::vector<float>{-1, -2, -3, -4, -5, -6, -7}));
+}
+
+TEST(TopEight, FindIndex8GivesFirstMatchesAndFaultsOnAMissingValue) {
+  Core core;
+  const auto in = parse(
+      "dve find_index8 dst=sbuf.u32[0:1]+0[[1,8]] src=sbuf.fp32[0:1]+64[[1,10]] "
+      "vals=sbuf.fp32[0:1]+32[[1,8]]");
+  put(core.st, operand(in, Role::src), {3, -1, 7, 7, 0, 5, -2, 9, 1, 2});
+  put(core.st, operand(in, Role::vals), {9, 7, 7, 5, 3, 2, 1, 0});
+  execute(in, core.st);
+  EXPECT_EQ(get_bits<uint32_t>(core.st, operand(in, Role::dst)),
+            (std::vector<uint32_t>{7, 2, 2, 5, 0, 9, 8, 4}));
+  put(core.st, operand(in, Role::vals), {9, 7, 7, 5, 3, 2, 1, 4});
+  const ExecError e = exec_error(core, in);
+  EXPECT_EQ(e.kind(), Kind::out_of_bounds);
+  EXPECT_THAT(e.what(), HasSubstr("vals[0, 7] = 4 is not in partition 0 of src"));
+}
+
+TEST(TopEight, MatchReplace8MatchesSuccessiveElementsOfEqualValues) {
+  Core core;
+  const auto in = parse(
+      "dve match_replace8 dst=sbuf.fp32[0:1]+64[[1,12]] src=sbuf.fp32[0:1]+64[[1,12]] "
+      "vals=sbuf.fp32[0:1]+32[[1,8]] dst_index=sbuf.u16[0:1]+0[[1,8]] imm=-inf");
+  put(core.st, operand(in, Role::src), {1, 4, 4, 0, 4, 2, 3, 8, 6, 5, 7, 4});
+  put(core.st, operand(in, Role::vals), {8, 7, 6, 5, 4, 4, 4, 4});
+  execute(in, core.st);
+  EXPECT_EQ(get_bits<uint16_t>(core.st, operand(in, Role::dst_index)),
+            (std::vector<uint16_t>{7, 10, 8, 9, 1, 2, 4, 11}));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(get(core.st, operand(in, Role::dst)),
+            (std::vector<float>{1, ninf, ninf, 0, ninf, 2, 3, ninf, ninf, ninf, ninf, ninf}));
+  // The next 8: max8 of what is left.
+  const auto next = parse("dve max8 dst=sbuf.fp32[0:1]+32[[1,8]] src=sbuf.fp32[0:1]+64[[1,12]]");
+  execute(next, core.st);
+  EXPECT_EQ(std::vector<float>(get(core.st, operand(next, Role::dst))).front(), 3.0f);
+}
+
+// ---------------------------------------------------------------------------
 // rng, rand_set_state
 
 namespace {

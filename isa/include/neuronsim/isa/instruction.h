@@ -87,9 +87,15 @@ enum class Role : uint8_t {
   predicate,
   index,
   initial,
+  vals,       // max8's family: the 8 values per partition to find or replace
+  dst_index,  // match_replace8: where the replaced values were (an output)
 };
-inline constexpr int kNumRoles = 17;
+inline constexpr int kNumRoles = 19;
 std::string_view role_name(Role r);
+// The roles an instruction writes (every other operand is read).
+constexpr bool is_output(Role r) {
+  return r == Role::dst || r == Role::reduce_dst || r == Role::dst_index;
+}
 
 struct Operand {
   Role role;
@@ -200,8 +206,15 @@ enum class Opcode : uint8_t {
   // Random numbers (VectorE, GpSimd): a XORWOW generator per compute lane
   rng,
   rand_set_state,
+  // VectorE: the 8 largest values of each partition, and their positions (top-k, sort)
+  max8,
+  find_index8,
+  match_replace8,
 };
-inline constexpr int kNumOpcodes = 30;
+inline constexpr int kNumOpcodes = 33;
+// Data elements per partition that max8, find_index8 and match_replace8 take at most
+// (nki.isa.nc_find_index8's documented range is 8 to 16,384).
+inline constexpr uint32_t kTop8MaxElems = 16384;
 // Runs over a rank group: all_reduce .. recv.
 constexpr bool is_collective(Opcode op) {
   return op >= Opcode::all_reduce && op <= Opcode::recv;

@@ -83,6 +83,13 @@ class KernelBuilder {
   void memset(Engine engine, const AccessPattern& dst, float value);
   void bn_stats(const AccessPattern& dst, const AccessPattern& src);
   void bn_aggr(const AccessPattern& dst, const AccessPattern& src);
+  // VectorE's top-8 family: dst [P, 8] = the 8 largest of each partition of src; the
+  // positions of vals in src; src with each of vals' first matches replaced by imm (and
+  // their positions in dst_index when given).
+  void max8(const AccessPattern& dst, const AccessPattern& src);
+  void find_index8(const AccessPattern& dst, const AccessPattern& src, const AccessPattern& vals);
+  void match_replace8(const AccessPattern& dst, const AccessPattern& src, const AccessPattern& vals,
+                      float imm, const AccessPattern* dst_index = nullptr);
 
   // Adds the synchronisation and returns the validated program. The builder is
   // left empty.
