@@ -71,6 +71,8 @@ struct RowEpilogue {
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
                  int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr,
                  const RowEpilogue* epilogue = nullptr);
+void emit_topk(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim, int64_t k,
+               bool largest, const View& values, const View& indices);
 void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,
                     float scale, bool causal);
 void emit_attention_backward(KernelBuilder& kb, const Declare& declare,

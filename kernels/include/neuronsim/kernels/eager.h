@@ -168,6 +168,21 @@ enum class ReduceOp : uint8_t { sum, mean, max, min, argmax, argmin };
 isa::Program reduce(std::string_view target, ReduceOp op, const View& in, int64_t dim,
                     const View& out);
 
+// The k largest (largest = true) or smallest elements of `in` along dim `dim`, in that
+// order, and their positions along it (torch.topk with sorted = true): tensors "in",
+// "values" (in's dtype) and "indices" (int32), both of in's sizes with k along dim, any
+// strides. Equal elements come out in position order, so k = the dim's size is a stable
+// sort (torch.sort(stable=True), descending for largest). NaN ranks above every number
+// (first when largest, last when smallest), as torch orders it; the FP32 keys stay above
+// -inf, so -inf ties with -FLT_MAX (largest), and +inf, FLT_MAX and NaN tie (smallest),
+// in position order. Rows on the partitions
+// as reduce's; VectorE's max8 and match_replace8 take 8 per round over chunks of up to
+// 16,384 elements of a row; a longer row keeps each chunk's top k as candidates, which
+// must fit one chunk (k = 1024 over 262,144 elements). Float dtypes and integers of at
+// most 16 bits (32-bit integers are not exact as FP32 keys). kernels/src/topk.cpp.
+isa::Program topk(std::string_view target, const View& in, int64_t dim, int64_t k, bool largest,
+                  const View& values, const View& indices);
+
 // out[..., j, ...] = in[..., 0, ...] + ... + in[..., j, ...] along dim `dim`
 // (torch.cumsum). Tensors "in" and "out" of the same sizes, any strides (out without
 // self-overlap). Running sums are FP32 (integers exact while they stay within 2^24)
