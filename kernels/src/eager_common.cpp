@@ -141,6 +141,19 @@ void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa:
   kb.emit(std::move(in));
 }
 
+void emit_select(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst,
+                 const AccessPattern& predicate, const AccessPattern& on_true,
+                 const AccessPattern& on_false) {
+  isa::Instruction in;
+  in.opcode = isa::Opcode::select;
+  in.engine = engine;
+  in.operands = {{isa::Role::dst, dst},
+                 {isa::Role::predicate, predicate},
+                 {isa::Role::on_true, on_true},
+                 {isa::Role::on_false, on_false}};
+  kb.emit(std::move(in));
+}
+
 View without_dim(const View& v, size_t dim) {
   View out = v;
   out.sizes.erase(out.sizes.begin() + static_cast<std::ptrdiff_t>(dim));

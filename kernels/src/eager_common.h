@@ -40,6 +40,11 @@ std::vector<View> partition_layout(std::vector<View> views, size_t key);
 void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa::Dim> dims,
                int32_t offset, int32_t partition_step = 0);
 
+// dst = predicate != 0 ? on_true : on_false, on `engine`.
+void emit_select(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst,
+                 const AccessPattern& predicate, const AccessPattern& on_true,
+                 const AccessPattern& on_false);
+
 // Declares the HBM tensor of a view: extent_elems() elements of its dtype.
 AccessPattern declare_input(KernelBuilder& kb, const std::string& name, const View& v);
 AccessPattern declare_output(KernelBuilder& kb, const std::string& name, const View& v);

@@ -342,19 +342,6 @@ void scalar_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst, const
   kb.emit(std::move(in));
 }
 
-void select_op(KernelBuilder& kb, Engine engine, const AccessPattern& dst,
-               const AccessPattern& pred, const AccessPattern& on_true,
-               const AccessPattern& on_false) {
-  isa::Instruction in;
-  in.opcode = isa::Opcode::select;
-  in.engine = engine;
-  in.operands = {{isa::Role::dst, dst},
-                 {isa::Role::predicate, pred},
-                 {isa::Role::on_true, on_true},
-                 {isa::Role::on_false, on_false}};
-  kb.emit(std::move(in));
-}
-
 class PointwiseKernel {
  public:
   // Output k is named out_names[k]; views_ holds the outputs, then the inputs, then
@@ -596,7 +583,7 @@ class PointwiseKernel {
         break;
       }
       case Op::select:
-        select_op(kb_, engine, dst, value(regs[0], i), value(regs[1], i), value(regs[2], i));
+        emit_select(kb_, engine, dst, value(regs[0], i), value(regs[1], i), value(regs[2], i));
         break;
       case Op::position:
         iota(dst, s, i);
@@ -751,7 +738,7 @@ void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr&
                   [](int32_t) { return AccessPattern{}; });
         break;
       case Op::select:
-        select_op(kb, engine, value[s], arg(0), arg(1), arg(2));
+        emit_select(kb, engine, value[s], arg(0), arg(1), arg(2));
         break;
       default:
         break;  // refused by tile_expression_columns

@@ -57,19 +57,6 @@ void local_gather(KernelBuilder& kb, const AccessPattern& dst, const AccessPatte
   kb.emit(std::move(in));
 }
 
-void select(KernelBuilder& kb, Engine engine, const AccessPattern& dst,
-            const AccessPattern& predicate, const AccessPattern& on_true,
-            const AccessPattern& on_false) {
-  isa::Instruction in;
-  in.opcode = isa::Opcode::select;
-  in.engine = engine;
-  in.operands = {{isa::Role::dst, dst},
-                 {isa::Role::predicate, predicate},
-                 {isa::Role::on_true, on_true},
-                 {isa::Role::on_false, on_false}};
-  kb.emit(std::move(in));
-}
-
 // `value` repeated along the free axis: a [P, 1] tile read with stride 0.
 AccessPattern repeated(const AccessPattern& column, uint32_t free) {
   AccessPattern ap = column;
@@ -204,7 +191,7 @@ class TopkKernel {
           isa::cols(on_chip(same_[i % nbuf_], t.parts, width_, DType::uint8), 0, t.len);
       kb_.tensor_scalar(Engine::POOL, ks, xs, AluOp::multiply, -1.0f, AluOp::max, kLowest);
       kb_.tensor_tensor(Engine::POOL, same, xs, xs, AluOp::is_equal);
-      select(kb_, Engine::POOL, ks, same, ks, repeated(isa::rows(lowest_, 0, t.parts), t.len));
+      emit_select(kb_, Engine::POOL, ks, same, ks, repeated(isa::rows(lowest_, 0, t.parts), t.len));
     }
     if (t.len < width_) kb_.memset(Engine::POOL, isa::cols(keys, t.len, width_ - t.len), -kInf);
   }
