@@ -93,6 +93,21 @@ bool run_kernel(const char* op, int device, const std::string& key,
   return true;
 }
 
+bool run_kernel_once(const char* op, int device, const std::function<isa::Program()>& build,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  Backend& b = Backend::get();
+  isa::Program built;
+  try {
+    built = build();
+  } catch (const std::invalid_argument& refused) {
+    note_refusal(op, refused.what());
+    return false;
+  }
+  const sim::ProgramRef program = b.device().load(b.core_of(device), std::move(built), op);
+  b.run_kernel(op, program, bindings_of(tensors));
+  return true;
+}
+
 at::Tensor device_scalar(float v, const c10::Device& device) {
   constexpr int64_t kSlots = 4096;
   struct Ring {

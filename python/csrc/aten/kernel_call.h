@@ -47,6 +47,11 @@ bool run_kernel(const char* op, int device, const std::string& key,
                 const std::function<isa::Program()>& build,
                 const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
+// The same for a program made for one call (a grouped matmul of this call's routing):
+// built, run and unloaded, never kept.
+bool run_kernel_once(const char* op, int device, const std::function<isa::Program()>& build,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
 // A host number as a one-element FP32 input on `device`, written by the host into a
 // ring of slots (no kernel, no allocation): kernels read it at run time, so one kernel
 // serves every value of a learning rate or a bias correction. A slot is reused after

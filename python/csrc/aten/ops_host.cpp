@@ -3,9 +3,6 @@
 // a device backend is given.
 // - convolution_overrideable (and its backward) is what a device's convolution is
 //   dispatched to; the CPU's convolution computes it.
-// - histc: Transformers' mixture-of-experts routing counts int32 expert ids with it on
-//   every device but the CPU; the CPU's histc takes floats only, so the counts are made
-//   on float32 copies (exact: the ids are small integers) and given back in the input's dtype.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -52,30 +49,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   return {back(gi), back(gw), back(gb)};
 }
 
-at::Tensor histogram_counts(const at::Tensor& self, int64_t bins, const at::Scalar& min,
-                            const at::Scalar& max) {
-  count_fallback("aten::histc");
-  const at::Tensor values = host_alias(self);
-  const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
-  at::Tensor counts = at::histc(integral ? values.to(at::kFloat) : values, bins, min, max);
-  return to_neuron(integral ? counts.to(self.scalar_type()) : counts, self.device());
-}
-
-at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min,
-                      const at::Scalar& max, at::Tensor& out) {
-  const at::Tensor counts = histogram_counts(self, bins, min, max);
-  out.resize_(counts.sizes());
-  out.copy_(counts);
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
-  m.impl("histc", histogram_counts);
-  m.impl("histc.out", histc_out);
 }
 
 }  // namespace neuronsim::pytorch

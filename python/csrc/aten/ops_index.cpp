@@ -266,8 +266,11 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   if (!accumulate && first && first->defined() && first->device() == self.device() &&
       is_limb_integer(first->scalar_type()) && first->scalar_type() != at::kBool &&
       first->scalar_type() != at::kByte && self.device().is_privateuseone() && self.dim() > 0 &&
-      self.is_contiguous() && engine_dtype(self.scalar_type()) && first->numel() > 0 &&
-      self.size(0) < (int64_t{1} << 24) && values.scalar_type() == self.scalar_type()) {
+      self.is_contiguous() && (engine_dtype(self.scalar_type()) || self.element_size() == 8) &&
+      first->numel() > 0 && self.size(0) < (int64_t{1} << 24) &&
+      values.scalar_type() == self.scalar_type()) {
+    // The rows are moved as bytes: an 8-byte type (int64, float64) as pairs of int32 words.
+    const int64_t words = engine_dtype(self.scalar_type()) ? 1 : 2;
     const int64_t rows = self.size(0), cols = self.numel() / std::max<int64_t>(rows, 1),
                   count = first->numel();
     std::vector<int64_t> sizes{count};
@@ -288,15 +291,18 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
                       x.imm(isa::AluOp::is_equal, in_range, 0)}) &&
         run_reduce(op, kernels::ReduceOp::max, bad, 0, any_bad)) {
       if (!values_unspecified() && any_bad.item<float>() > 0) bad_index(op, flat, 0, rows, true);
-      const at::Tensor packed =
-          values.to(self.device()).expand(sizes).contiguous().view({count, cols});
-      const isa::DType dtype = *engine_dtype(self.scalar_type());
+      at::Tensor packed = values.to(self.device()).expand(sizes).contiguous();
+      if (words == 2) packed = packed.view(at::kInt);
+      packed = packed.view({count, cols * words});
+      const at::Tensor table = words == 2 ? self.view(at::kInt) : self;
+      const isa::DType dtype = words == 2 ? isa::DType::int32 : *engine_dtype(self.scalar_type());
       const std::string chip = target();
-      if (run_kernel(op, self.device().index(),
-                     fmt::format("{} {} rows={} cols={} count={}", op,
-                                 c10::toString(self.scalar_type()), rows, cols, count),
-                     [&] { return kernels::scatter_rows(chip, dtype, rows, cols, count, 1); },
-                     {{"src", packed}, {"index", row}, {"out", self}}))
+      if (run_kernel(
+              op, self.device().index(),
+              fmt::format("{} {} rows={} cols={} count={}", op, c10::toString(self.scalar_type()),
+                          rows, cols, count),
+              [&] { return kernels::scatter_rows(chip, dtype, rows, cols * words, count, 1); },
+              {{"src", packed}, {"index", row}, {"out", table}}))
         return self;
     }
   }

@@ -26,6 +26,8 @@
 
 #include "aten/integers.h"
 #include "aten/kernel_call.h"
+#include "aten/refusal.h"
+#include "aten/timing_only.h"
 #include "neuronsim/isa/alu.h"
 #include "runtime/backend.h"
 
@@ -618,10 +620,53 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
 }
 
+// An integer tensor // a Python integer d (torch.floor_divide: rounded toward -inf), through
+// FP32: q = floor(a / d), corrected by the remainder a - q * d, which is exact while |a|
+// and |d| stay below 2^23. The kernel also flags every |a| beyond that; the host reads the
+// flag (not in timing-only mode) and, if any is set, the op falls back. Tensor divisors,
+// and a zero one (the CPU's error), fall back too.
+at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
+  constexpr float kExact = 8388608.0f;  // 2^23
+  const char* op = "aten::floor_divide";
+  const std::optional<Layout> layout = layout_of(self.scalar_type());
+  const bool number = other.dim() == 0 && other.device().is_cpu() &&
+                      at::isIntegralType(other.scalar_type(), /*includeBool=*/false);
+  const int64_t d = number ? other.item<int64_t>() : 0;
+  if (self.device().is_privateuseone() && layout && self.scalar_type() != at::kBool && d != 0 &&
+      std::abs(d) < int64_t{1} << 23 && self.numel() > 0) {
+    const auto divisor = static_cast<float>(d);
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    const at::Tensor big = at::empty(self.sizes(), self.options().dtype(at::kFloat));
+    IntExpr x(*layout);
+    const Limb a = x.to_float(x.operand(self));
+    const Limb ratio = x.imm(AluOp::divide, a, divisor);
+    Limb q = x.op(AluOp::subtract, ratio, x.imm(AluOp::mod, ratio, 1.0f));
+    const Limb r = x.op(AluOp::subtract, a, x.imm(AluOp::multiply, q, divisor));
+    // The remainder has d's sign and is smaller than |d|: one step back or forth otherwise.
+    const AluOp past = d > 0 ? AluOp::is_ge : AluOp::is_le,
+                wrong_side = d > 0 ? AluOp::is_lt : AluOp::is_gt;
+    q = x.op(AluOp::add, q, x.imm(past, r, divisor));
+    q = x.op(AluOp::subtract, q, x.imm(wrong_side, r, 0.0f));
+    Limbs values = x.from_integral(q);
+    values.push_back(x.imm(AluOp::is_ge, x.imm(AluOp::abs_max, a, 0.0f), kExact));
+    std::vector<at::Tensor> outs;
+    for (int k = 0; k < layout->limbs; ++k) outs.push_back(limb_view(out, k, false));
+    outs.push_back(big);
+    at::Tensor any_big = at::empty({1}, big.options());
+    if (x.run_values(op, outs, values) &&
+        run_reduce(op, kernels::ReduceOp::max, big.reshape({-1}), 0, any_big)) {
+      if (values_unspecified() || any_big.item<float>() == 0.0f) return out;
+      note_refusal(op, "a dividend is 2^23 or more in magnitude, beyond exact FP32 division");
+    }
+  }
+  return Fallback<ATEN_OP(floor_divide)>::call(self, other);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", arange_out);
+  m.impl("floor_divide", floor_divide);
 }
 
 }  // namespace neuronsim::pytorch

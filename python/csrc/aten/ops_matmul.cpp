@@ -1,6 +1,7 @@
-// Matrix products on TensorE: mm, bmm, addmm. The kernel reads transposed operands
-// (linear's weight.t()) through strided access patterns, so no copy is made first;
-// it accumulates in FP32 and rounds once into the output dtype.
+// Matrix products on TensorE: mm, bmm, addmm, and _grouped_mm (a mixture of experts'
+// products). The kernel reads transposed operands (linear's weight.t()) through strided
+// access patterns, so no copy is made first; it accumulates in FP32 and rounds once into
+// the output dtype.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <fmt/format.h>
@@ -8,6 +9,8 @@
 
 #include "aten/kernel_call.h"
 #include "aten/refusal.h"
+#include "aten/timing_only.h"
+#include "neuronsim/kernels/graph.h"
 
 namespace neuronsim::pytorch {
 
@@ -109,9 +112,80 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
   return Fallback<ATEN_OP(addmm)>::call(bias, a, b, beta, alpha);
 }
 
+// Where each group of rows ends (offs, cumulative), read by the host: the one value a
+// grouped product needs before its program can be made. Timing-only mode has no values and
+// takes the rows as evenly spread over the groups (the routing a balanced router gives).
+std::vector<int64_t> group_ends(const at::Tensor& offs, int64_t rows) {
+  const int64_t groups = offs.numel();
+  std::vector<int64_t> ends(static_cast<size_t>(groups));
+  if (values_unspecified()) {
+    for (int64_t g = 0; g < groups; ++g) ends[static_cast<size_t>(g)] = rows * (g + 1) / groups;
+    return ends;
+  }
+  const at::Tensor host = offs.to(at::kCPU, at::kLong).contiguous();
+  std::copy_n(host.data_ptr<int64_t>(), groups, ends.begin());
+  return ends;
+}
+
+// out[rows of group g] = a[those rows] @ b[g] for 2-D a [S, K], 3-D b [G, K, N] and
+// cumulative row ends offs [G] (torch._grouped_mm's "2d x 3d" case): one program whose
+// stages are the groups' matmuls, so that a group's weights load while the last one
+// computes. Rows past the last group's end are zero. Other cases fall back.
+bool grouped_mm_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& offs,
+                     const at::Tensor& out) {
+  const char* op = "aten::_grouped_mm";
+  const int64_t S = a.size(0), K = a.size(1), N = b.size(2), G = b.size(0);
+  const std::vector<int64_t> ends = group_ends(offs, S);
+  int64_t start = 0;
+  for (const int64_t end : ends) {
+    if (end < start || end > S) return false;  // the CPU reports torch's error
+    start = end;
+  }
+  if (start < S) out.narrow(0, start, S - start).zero_();
+  const kernels::View va = view_of(a), vb = view_of(b), vo = view_of(out);
+  const isa::DType dtype = *engine_dtype(a.scalar_type());
+  const std::string chip = target();
+  const auto build = [&] {
+    kernels::GraphProgram program(chip);
+    program.tensor("a", dtype, va.extent_elems(), isa::TensorKind::input);
+    program.tensor("b", dtype, vb.extent_elems(), isa::TensorKind::input);
+    program.tensor("out", vo.dtype, vo.extent_elems(), isa::TensorKind::output);
+    int64_t first = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t rows = ends[static_cast<size_t>(g)] - first;
+      if (rows > 0)
+        program.matmul(
+            {"a", first * va.strides[0], {dtype, {rows, K}, {va.strides[0], va.strides[1]}}},
+            {"b", g * vb.strides[0], {dtype, {K, N}, {vb.strides[1], vb.strides[2]}}},
+            {"out", first * vo.strides[0], {vo.dtype, {rows, N}, {vo.strides[0], vo.strides[1]}}});
+      first = ends[static_cast<size_t>(g)];
+    }
+    return program.finish();
+  };
+  if (start == 0) return true;
+  return run_kernel_once(op, op_device(op, {&a, &b, &out}), build,
+                         {{"a", a}, {"b", b}, {"out", out}});
+}
+
+at::Tensor grouped_mm(const at::Tensor& a, const at::Tensor& b,
+                      const std::optional<at::Tensor>& offs, const std::optional<at::Tensor>& bias,
+                      std::optional<c10::ScalarType> out_dtype) {
+  const c10::ScalarType type = out_dtype.value_or(a.scalar_type());
+  if (a.dim() == 2 && b.dim() == 3 && offs && offs->defined() && offs->dim() == 1 &&
+      offs->numel() == b.size(0) && (!bias || !bias->defined()) && a.size(1) == b.size(1) &&
+      a.device().is_privateuseone() && b.device() == a.device() && offs->device() == a.device() &&
+      is_engine_float(a.scalar_type()) && a.scalar_type() == b.scalar_type() &&
+      is_engine_float(type) && a.size(0) > 0 && b.numel() > 0) {
+    const at::Tensor out = at::empty({a.size(0), b.size(2)}, a.options().dtype(type));
+    if (grouped_mm_into(a, b, *offs, out)) return out;
+  }
+  return Fallback<ATEN_OP(_grouped_mm)>::call(a, b, offs, bias, out_dtype);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_grouped_mm", grouped_mm);
   m.impl("mm", mm);
   m.impl("mm.out", mm_out);
   m.impl("bmm", bmm);

@@ -117,3 +117,27 @@ def test_a_cpu_fallback_that_refuses_the_unspecified_values_names_the_op_and_the
     said = done.stderr
     assert "aten::_index_put_impl_, which runs on the CPU" in said, said[-2000:]
     assert "NEURONSIM_MODE=timing-only" in said and "out of bounds" in said, said[-2000:]
+
+
+def test_a_mixture_of_experts_routes_without_values():
+    # The routing is device values: the grouped product takes the rows as evenly spread
+    # over the experts; sort, histc and floor division skip their exactness checks.
+    done = _run(
+        """
+        import torch, neuronsim
+        neuronsim.set_strict(True)
+        ids = torch.randint(0, 8, (64, 2)).to("neuron").reshape(-1)
+        order, perm = torch.sort(ids, stable=True)
+        counts = torch.histc(order.int(), bins=8, min=0, max=7)
+        ends = torch.cumsum(counts, 0, dtype=torch.int32)
+        x = torch.randn(64, 32).bfloat16().to("neuron")[perm // 2]
+        w = torch.randn(8, 32, 16).bfloat16().to("neuron")
+        start = neuronsim.simulated_time()
+        out = torch.nn.functional.grouped_mm(x, w, offs=ends)
+        torch.neuron.synchronize()
+        assert out.shape == (128, 16) and neuronsim.simulated_time() > start
+        assert neuronsim.fallback_counts() == {}
+        """,
+        "timing-only",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
