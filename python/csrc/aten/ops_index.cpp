@@ -45,32 +45,40 @@ bool high_words_zero(const at::Tensor& index64) {
   return values_unspecified() || largest.item<float>() == 0.0f;
 }
 
+// self's rows named by a flat index (int32, or int64 below 2^31 as checked by
+// high_words_zero) by indirect DMA, 128 rows per transfer; undefined when not covered.
+at::Tensor gather_rows(const char* op, const at::Tensor& self, const at::Tensor& flat) {
+  const bool wide = flat.scalar_type() == at::kLong;
+  const int64_t rows = self.size(0), cols = self.numel() / rows, count = flat.numel();
+  std::vector<int64_t> sizes{count};
+  sizes.insert(sizes.end(), self.sizes().begin() + 1, self.sizes().end());
+  at::Tensor out = at::empty(sizes, self.options());
+  const at::Tensor words = wide ? flat.view(at::kInt) : flat;
+  const isa::DType dtype = *engine_dtype(self.scalar_type());
+  const std::string chip = target();
+  const int64_t stride = wide ? 2 : 1;
+  if (run_kernel(op, self.device().index(),
+                 fmt::format("aten::index_select {} rows={} cols={} count={} stride={}",
+                             c10::toString(self.scalar_type()), rows, cols, count, stride),
+                 [&] { return kernels::gather_rows(chip, dtype, rows, cols, count, stride); },
+                 {{"table", self}, {"index", words}, {"out", out}}))
+    return out;
+  return {};
+}
+
+// Whether rows of self can be gathered by `index` (any shape, flattened).
+bool row_gather_covers(const at::Tensor& self, const at::Tensor& index) {
+  return self.dim() >= 1 && self.device().is_privateuseone() && index.device() == self.device() &&
+         engine_dtype(self.scalar_type()) && self.is_contiguous() && self.numel() > 0 &&
+         index.numel() > 0 && (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
+}
+
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  const bool covered = self.dim() >= 1 && at::maybe_wrap_dim(dim, self.dim()) == 0 &&
-                       self.device().is_privateuseone() && index.device() == self.device() &&
-                       engine_dtype(self.scalar_type()) && self.is_contiguous() &&
-                       self.numel() > 0 && index.dim() <= 1 && index.is_contiguous() &&
-                       index.numel() > 0 &&
-                       (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
-  if (covered) {
-    const bool wide = index.scalar_type() == at::kLong;
+  if (row_gather_covers(self, index) && at::maybe_wrap_dim(dim, self.dim()) == 0 &&
+      index.dim() <= 1 && index.is_contiguous()) {
     const at::Tensor flat = index.reshape({-1});
-    if (!wide || high_words_zero(flat)) {
-      const int64_t rows = self.size(0), cols = self.numel() / rows, count = flat.numel();
-      std::vector<int64_t> sizes{count};
-      sizes.insert(sizes.end(), self.sizes().begin() + 1, self.sizes().end());
-      at::Tensor out = at::empty(sizes, self.options());
-      const at::Tensor words = wide ? flat.view(at::kInt) : flat;
-      const isa::DType dtype = *engine_dtype(self.scalar_type());
-      const std::string chip = target();
-      const int64_t stride = wide ? 2 : 1;
-      if (run_kernel("aten::index_select", self.device().index(),
-                     fmt::format("aten::index_select {} rows={} cols={} count={} stride={}",
-                                 c10::toString(self.scalar_type()), rows, cols, count, stride),
-                     [&] { return kernels::gather_rows(chip, dtype, rows, cols, count, stride); },
-                     {{"table", self}, {"index", words}, {"out", out}}))
-        return out;
-    }
+    if (flat.scalar_type() == at::kInt || high_words_zero(flat))
+      if (at::Tensor out = gather_rows("aten::index_select", self, flat); out.defined()) return out;
   }
   return Fallback<ATEN_OP(index_select)>::call(self, dim, index);
 }
@@ -90,6 +98,17 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   }
   fail(
       fmt::format("{}: the device counted an index out of bounds that the host does not find", op));
+}
+
+// Whether the low words of int64 indices with zero high words are all below `rows`; raises
+// torch's error naming the first that is not. Timing-only mode takes them as in range.
+bool rows_in_range(const char* op, const at::Tensor& flat, int64_t rows) {
+  const at::Tensor low = flat.view(at::kInt).slice(0, 0, std::nullopt, 2);
+  at::Tensor largest = at::empty({1}, flat.options().dtype(at::kFloat));
+  if (!run_reduce(op, kernels::ReduceOp::max, low, 0, largest)) return false;
+  if (!values_unspecified() && largest.item<float>() >= static_cast<float>(rows))
+    bad_index(op, flat, 0, rows, true);
+  return true;
 }
 
 // For every element of `index` (a neuron integer tensor, or a view of one broadcast to
@@ -201,6 +220,21 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
   }
   if (one && d >= 0 && d < self.dim()) {
     const at::Tensor index = *indices.get(static_cast<size_t>(d));
+    // Whole rows (x[perm], a mixture of experts' token order) by indirect DMA when no index
+    // is negative or past 2^31; else element by element below, which wraps negatives.
+    if (d == 0 && row_gather_covers(self, index) && out.device() == self.device() &&
+        out.scalar_type() == self.scalar_type()) {
+      const at::Tensor flat = index.reshape({-1}).contiguous();
+      if (flat.scalar_type() == at::kLong && self.size(0) < (int64_t{1} << 24) &&
+          high_words_zero(flat) && rows_in_range(op, flat, self.size(0)))
+        if (at::Tensor rows = gather_rows(op, self, flat); rows.defined()) {
+          std::vector<int64_t> sizes(index.sizes().begin(), index.sizes().end());
+          sizes.insert(sizes.end(), self.sizes().begin() + 1, self.sizes().end());
+          at::native::resize_output(out, sizes);
+          out.copy_(rows.view(sizes));
+          return out;
+        }
+    }
     std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
     if (index.dim() == 1) sizes[static_cast<size_t>(d)] = index.size(0);
     std::vector<int64_t> shape(sizes.size(), 1);

@@ -109,6 +109,21 @@ def test_advanced_indexing_with_one_index_tensor():
         d[:, torch.tensor([10]).to("neuron")]
 
 
+def test_rows_named_by_an_index_move_as_rows():
+    # x[perm]: a mixture of experts' token order, one indirect DMA of whole rows; negative
+    # indices take the element path, which wraps them.
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(300, 64, generator=g).bfloat16()
+    perm = torch.randperm(300, generator=g)[:200].view(20, 10)
+    d = x.to("neuron")
+    assert torch.equal(d[perm.to("neuron")].cpu(), x[perm])
+    assert torch.equal(d[torch.tensor([-1, 5]).to("neuron")].cpu(), x[torch.tensor([-1, 5])])
+    with pytest.raises(
+        IndexError, match="index 300 is out of bounds for dimension 0 with size 300"
+    ):
+        d[torch.tensor([3, 300]).to("neuron")]
+
+
 def test_int64_elements_move_as_words():
     ids = torch.arange(20).view(2, 10) * 2**40 - 3
     index = torch.tensor([[1, 1], [0, 9]])
