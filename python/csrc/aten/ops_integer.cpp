@@ -21,6 +21,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <fmt/format.h>
 #include <torch/library.h>
 
@@ -625,9 +626,8 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
 // and |d| stay below 2^23. The kernel also flags every |a| beyond that; the host reads the
 // flag (not in timing-only mode) and, if any is set, the op falls back. Tensor divisors,
 // and a zero one (the CPU's error), fall back too.
-at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
+at::Tensor integer_floor_divide(const char* op, const at::Tensor& self, const at::Tensor& other) {
   constexpr float kExact = 8388608.0f;  // 2^23
-  const char* op = "aten::floor_divide";
   const std::optional<Layout> layout = layout_of(self.scalar_type());
   const bool number = other.dim() == 0 && other.device().is_cpu() &&
                       at::isIntegralType(other.scalar_type(), /*includeBool=*/false);
@@ -659,7 +659,25 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
       note_refusal(op, "a dividend is 2^23 or more in magnitude, beyond exact FP32 division");
     }
   }
+  return {};
+}
+
+at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
+  if (at::Tensor q = integer_floor_divide("aten::floor_divide", self, other); q.defined()) return q;
   return Fallback<ATEN_OP(floor_divide)>::call(self, other);
+}
+
+// div(a, b, rounding_mode="floor") of integers: what compiled graphs make of a // b.
+at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
+                         std::optional<c10::string_view> rounding_mode, at::Tensor& out) {
+  if (rounding_mode == "floor" && out.scalar_type() == self.scalar_type() &&
+      out.device() == self.device())
+    if (at::Tensor q = integer_floor_divide("aten::div", self, other); q.defined()) {
+      at::native::resize_output(out, q.sizes());
+      out.copy_(q);
+      return out;
+    }
+  return Fallback<ATEN_OP2(div, out_mode)>::call(self, other, rounding_mode, out);
 }
 
 }  // namespace
@@ -667,6 +685,7 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", arange_out);
   m.impl("floor_divide", floor_divide);
+  m.impl("div.out_mode", div_out_mode);
 }
 
 }  // namespace neuronsim::pytorch

@@ -5,6 +5,9 @@
 // int64 of argmax) are what the engines cannot compute: sums of integers run on the
 // CPU, counted; argmax indices are written as the low words of a zeroed int64 tensor.
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
@@ -34,6 +37,65 @@ std::vector<int64_t> reduce_dims(const at::Tensor& x, at::OptionalIntArrayRef di
   return out;
 }
 
+// S [rows, rows * R] with S[i, j] = 1 where j / R == i (a block of R ones per row), in
+// `dtype` on the device, kept per (device, dtype, rows, R): out = S @ x sums each row's R
+// consecutive rows of x.
+at::Tensor segment_ones(const c10::Device& device, c10::ScalarType dtype, int64_t rows, int64_t R) {
+  static std::mutex mu;
+  static auto* kept = new std::map<std::tuple<int, c10::ScalarType, int64_t, int64_t>,
+                                   at::Tensor>;  // never freed, as the device's memory
+  std::lock_guard<std::mutex> lock(mu);
+  at::Tensor& s = (*kept)[{device.index(), dtype, rows, R}];
+  if (!s.defined()) {
+    s = at::empty({rows, rows * R}, at::TensorOptions().dtype(dtype).device(device));
+    kernels::PointwiseExpr e;
+    const auto j = e.position({0, 1});
+    const auto first = e.alu(isa::AluOp::subtract, j, e.alu_imm(isa::AluOp::mod, j, R));
+    e.alu(isa::AluOp::is_equal, first, e.alu_imm(isa::AluOp::multiply, e.position({1, 0}), R));
+    if (!run_pointwise("aten::sum", fmt::format("segment ones R={}", R), e, {}, s))
+      s = at::Tensor();
+  }
+  return s;
+}
+
+// The sum over dim d of a contiguous float x whose dims after d hold C >= 64 elements (the
+// [tokens, k, hidden] sum of a mixture of experts, a bias gradient's sum over tokens), as
+// x [A, R, C] on TensorE: 128 rows of out at a time are S [128, 128 R] @ their 128 R rows
+// of x (segment_ones), one batched product over the blocks and one for what is left. TensorE
+// reads x in rows of C contiguous elements, where the reduce kernel would read each
+// column's R elements one by one; products with 1 and 0 are exact and PSUM accumulates in
+// FP32, rounded once into out.
+bool sum_on_tensor_engine(const char* op, const at::Tensor& x, int64_t d, const at::Tensor& out) {
+  constexpr int64_t kMaxK = 8192;  // rows of x per product (K), as matmul_into's blocks
+  const int64_t R = x.size(d);
+  int64_t C = 1;
+  for (int64_t k = d + 1; k < x.dim(); ++k) C *= x.size(k);
+  if (!is_engine_float(x.scalar_type()) || !x.is_contiguous() || !out.is_contiguous() || C < 64 ||
+      R < 2 || R > kMaxK)
+    return false;
+  const int64_t A = x.numel() / (R * C);
+  const int64_t block = std::min<int64_t>({A, 128, kMaxK / R});
+  const int64_t full = A / block, rest = A % block;
+  const at::Tensor rows = x.view({A * R, C}), sums = out.view({A, C});
+  const std::string chip = target();
+  const auto product = [&](const at::Tensor& s, const at::Tensor& b, const at::Tensor& o) {
+    const kernels::View va = view_of(s), vb = view_of(b), vo = view_of(o);
+    return run_kernel(
+        op, op_device(op, {&x, &out}),
+        fmt::format("{} {} @ {} ->{}", op, layout_key(s), layout_key(b), layout_key(o)),
+        [&] { return kernels::matmul(chip, va, vb, vo); }, {{"a", s}, {"b", b}, {"out", o}});
+  };
+  const at::Tensor s = segment_ones(x.device(), x.scalar_type(), block, R);
+  if (!s.defined()) return false;
+  if (full > 0 && !product(s.unsqueeze(0).expand({full, block, block * R}),
+                           rows.narrow(0, 0, full * block * R).view({full, block * R, C}),
+                           sums.narrow(0, 0, full * block).view({full, block, C})))
+    return false;
+  return rest == 0 ||
+         product(s.narrow(0, 0, rest).narrow(1, 0, rest * R),
+                 rows.narrow(0, full * block * R, rest * R), sums.narrow(0, full * block, rest));
+}
+
 // x reduced over `dims` with keepdim, into `dtype`; undefined when not covered.
 at::Tensor reduce_keepdim(const char* op, ReduceOp reduce, at::Tensor x,
                           const std::vector<int64_t>& dims, c10::ScalarType dtype) {
@@ -54,7 +116,9 @@ at::Tensor reduce_keepdim(const char* op, ReduceOp reduce, at::Tensor x,
     const bool exact_partials = reduce == ReduceOp::max || reduce == ReduceOp::min;
     at::Tensor out =
         at::empty(sizes, x.options().dtype(last || exact_partials ? dtype : at::kFloat));
-    if (!run_reduce(op, reduce, x, dims[i], out)) return {};
+    if (!(reduce == ReduceOp::sum && sum_on_tensor_engine(op, x, dims[i], out)) &&
+        !run_reduce(op, reduce, x, dims[i], out))
+      return {};
     x = out;
   }
   return x;

@@ -14,7 +14,12 @@ core's DMA rate (``bench.PE_PEAK_FLOPS``, ``bench.DMA_BYTES_PER_S``): every weig
 expert's weights for the share of tokens routed to it, top-k of the experts), and causal
 attention's two products. Logits match when the largest difference is within
 ``TOLERANCE`` of the CPU's largest logit: bf16 rounds each of the forward's values to 8
-significant bits, and the two sides accumulate in different orders.
+significant bits, and the two sides accumulate in different orders. A mixture of experts
+routes each token to its top-k experts by its router's logits, which those roundings move
+too: a token whose k-th and (k+1)-th experts are nearly tied goes to another expert on one
+side, and its logits then differ by far more than rounding (4 of 128 tokens in one
+Qwen3-30B-A3B layer, where the others are within 7e-3). Its logits match when at least
+``ROUTED_SHARE`` of the tokens are within ``TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ TOKENS = 128
 SEED = 0
 # Twice PyTorch's relative tolerance for bf16 (torch.testing: 1.6e-2), of the largest logit.
 TOLERANCE = 3.2e-2
+# The share of tokens within TOLERANCE that a mixture of experts needs (module docstring).
+ROUTED_SHARE = 0.9
 
 
 # name: (model type, published dimensions and the settings they need, source). Rotary
@@ -194,21 +201,31 @@ def roofline(model, tokens: int) -> dict:
     return {"flops": flops, "bytes": nbytes, "roofline_ms": round(ms, 4)}
 
 
-def _compare(logits, reference) -> dict:
-    diff = float((logits.float() - reference).abs().max())
-    scale = float(reference.abs().max())
-    rel = diff / scale if scale else diff
+def _compare(logits, reference, routed: bool = False) -> dict:
+    """The logits' largest difference from the CPU's, relative to its largest logit, and the
+    share of tokens within TOLERANCE. A routed model matches when ROUTED_SHARE of its tokens
+    do (module docstring); any other when all do."""
+    scale = float(reference.abs().max()) or 1.0
+    per_token = (logits.float() - reference).abs().amax(-1).flatten() / scale
+    rel = float(per_token.max())
+    within = float((per_token <= TOLERANCE).float().mean())
     same = (logits.float().argmax(-1) == reference.argmax(-1)).float().mean()
-    return {"rel_err": round(rel, 5), "matches": rel <= TOLERANCE, "argmax_same": float(same)}
+    matches = within >= ROUTED_SHARE if routed else rel <= TOLERANCE
+    return {
+        "rel_err": round(rel, 5),
+        "tokens_within": round(within, 4),
+        "matches": matches,
+        "argmax_same": float(same),
+    }
 
 
-def _forward(run, ids) -> dict:
-    """Two calls of ``run(ids)`` in strict mode; the second's figures."""
+def _forward(run, ids, strict: bool = True) -> dict:
+    """Two calls of ``run(ids)`` in strict mode (or out of it); the second's figures."""
     import torch
 
     import neuronsim
 
-    with neuronsim.strict_mode():
+    with neuronsim.strict_mode(strict):
         run(ids)  # builds the kernels, compiles the graphs
         torch.neuron.synchronize()
         neuronsim.reset_fallback_counts()
@@ -227,6 +244,34 @@ def _forward(run, ids) -> dict:
             "fallbacks": sum(neuronsim.fallback_counts().values()),
         }
         result["logits"] = logits.float().cpu()
+    return result
+
+
+# How the compiler's strict mode refuses a graph that would run a node eagerly.
+_SPLIT = "strict mode refuses to run it eagerly"
+
+
+def _measure(make, ids, reference, routed: bool, strict: bool = True) -> dict:
+    result = _forward(make(), ids, strict)
+    result.update(_compare(result.pop("logits"), reference, routed=routed))
+    result["status"] = "ran"
+    return result
+
+
+def _split_run(make, ids, reference, routed: bool, refusal: str) -> dict:
+    """A compiled forward that strict mode refuses for its splits, run again with them (the
+    nodes that do not lower run eagerly on the device, counted): status "split", with the
+    figures and the refusal."""
+    import torch
+
+    from .architectures import _first_line
+
+    torch._dynamo.reset()
+    try:
+        result = _measure(make, ids, reference, routed, strict=False)
+    except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
+        return {"status": "error", "error": _first_line(exc)}
+    result.update(status="split", error="strict: " + refusal)
     return result
 
 
@@ -250,7 +295,9 @@ def worker(name: str, emit) -> None:
         return
     record["params"] = sum(p.numel() for p in model.parameters())
     record.update(roofline(model, TOKENS))
-    vocab = cfg.get_text_config().vocab_size
+    text = cfg.get_text_config()
+    vocab = text.vocab_size
+    experts = bool(getattr(text, "num_experts", None) or getattr(text, "num_local_experts", None))
     ids = torch.randint(0, vocab, (1, TOKENS), generator=torch.Generator().manual_seed(SEED))
 
     def logits_of(m):
@@ -274,11 +321,11 @@ def worker(name: str, emit) -> None:
             record["stage"] = mode
             compiler.reset_stats()
             try:
-                result = _forward(make(), device_ids)
-                result.update(_compare(result.pop("logits"), reference))
-                result["status"] = "ran"
+                result = _measure(make, device_ids, reference, experts)
             except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
                 result = {"status": "error", "error": _first_line(exc)}
+                if mode == "compiled" and _SPLIT in result["error"]:
+                    result = _split_run(make, device_ids, reference, experts, result["error"])
             if mode == "compiled":
                 result["eager_nodes"] = sum(len(g.eager) for g in compiler.graphs())
                 result["graphs"] = len(compiler.graphs())
@@ -315,6 +362,13 @@ def format_table(rows: list[dict]) -> str:
         errs = "/".join(f"{p['rel_err']:.1e}" for p in (e, c) if "rel_err" in p)
         ratio = f"{e['host_s'] / row['cpu_s']:.1f}x" if "host_s" in e and row.get("cpu_s") else ""
         notes = [p.get("error", "") for p in (e, c)] + [row.get("error", "")]
+        if c.get("status") == "split":
+            notes.insert(0, f"compiled with {c.get('eager_nodes', 0)} eager nodes")
+        notes += [
+            f"{mode}: {p['tokens_within']:.0%} of tokens within {TOLERANCE:g} (routing)"
+            for mode, p in (("eager", e), ("compiled", c))
+            if p.get("tokens_within", 1.0) < 1.0
+        ]
         table.append(
             (
                 row.get("model", row.get("model_type", "")),
@@ -342,5 +396,5 @@ def summary_line(rows: list[dict]) -> str:
     return (
         f"{len(rows)} real-size models ({LAYERS} layers, 1 x {TOKENS} tokens, strict mode): "
         f"{ran['eager']} run eagerly, {ran['compiled']} compiled, {match} with logits within "
-        f"{TOLERANCE:g} of the CPU's both ways"
+        f"{TOLERANCE:g} of the CPU's both ways (a mixture of experts: {ROUTED_SHARE:.0%} of tokens)"
     )

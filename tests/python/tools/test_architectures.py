@@ -138,3 +138,20 @@ def test_real_size_table_and_an_unknown_model(real_rows):
     assert lines[0].split()[:3] == ["model", "params", "roofline"]
     assert [line.split()[0] for line in lines[1:]] == REAL + ["Tiny-0B"]
     assert real_size.summary_line(real_rows).startswith("3 real-size models")
+
+
+def test_a_mixture_of_experts_matches_when_most_tokens_do():
+    # One token routed to another expert on one side differs by far more than rounding:
+    # a routed model matches when ROUTED_SHARE of its tokens are within the tolerance.
+    import torch
+
+    reference = torch.randn(1, 20, 50, generator=torch.Generator().manual_seed(0))
+    logits = reference.clone()
+    logits[0, 7] += 0.5 * reference.abs().max()
+    dense = real_size._compare(logits, reference)
+    routed = real_size._compare(logits, reference, routed=True)
+    assert not dense["matches"] and routed["matches"]
+    assert dense["rel_err"] == routed["rel_err"] == pytest.approx(0.5, rel=1e-4)
+    assert routed["tokens_within"] == 0.95
+    logits[0, :3] += 0.5 * reference.abs().max()  # 4 of 20 tokens: below 90 %
+    assert not real_size._compare(logits, reference, routed=True)["matches"]
