@@ -10,9 +10,9 @@ Reports, each measured in one run (ratios, never absolute gates):
   compile each graph.
 
 - each kernel family at the shapes of a real model (Qwen3-0.6B, 128 tokens; an MLP over
-  4096 tokens), in the timing mode without the runtime's launch cost: simulated
-  microseconds against the roofline (FLOPs at TensorE's peak, the bytes each operand must
-  move at least once at the core's DMA rate);
+  4096 tokens; Qwen3-30B-A3B's routed experts and routing), in the timing mode without the
+  runtime's launch cost: simulated microseconds against the roofline (FLOPs at TensorE's
+  peak, the bytes each operand must move at least once at the core's DMA rate);
 - the whole Qwen3-0.6B-shaped model in timing-only mode: a forward of 128 tokens, eager
   and compiled, against its roofline, and an eager training step of 1024 tokens.
 
@@ -179,6 +179,16 @@ def _real_shapes() -> dict:
     q4k, kv4k = rand(1, 16, 4096, 128), rand(1, 8, 4096, 128)
     norm_w = rand(hidden)
     mm = 2.0  # bytes of a bf16 element
+    # Qwen3-30B-A3B's routed experts: 128 tokens to 8 of 128 experts (hidden 2048,
+    # intermediate 768), routed evenly: 8 token-expert pairs per expert.
+    experts, top_k, moe_hidden, moe_inter = 128, 8, 2048, 768
+    pairs = tokens * top_k
+    moe_x = rand(pairs, moe_hidden)
+    moe_w = rand(experts, 2 * moe_inter, moe_hidden)
+    moe_ends = torch.arange(1, experts + 1, dtype=torch.int32).mul(pairs // experts).to("neuron")
+    router = rand(tokens, experts, dtype=torch.float32).softmax(-1)
+    expert_ids = torch.randint(0, experts, (pairs,), generator=g).to("neuron")
+    moe_out = rand(tokens, top_k, moe_hidden)
 
     def linear(a, w):  # x @ w.t(): FLOPs, and x, w and the result moved once
         (m, k), n = a.shape, w.shape[0]
@@ -216,6 +226,23 @@ def _real_shapes() -> dict:
         ),
         "attention_causal_gqa_128": causal_attention(q, kv),
         "attention_causal_gqa_4096": causal_attention(q4k, kv4k),
+        # Every expert is hit, so every expert's weights are read once.
+        "moe_experts_gate_up_1024x2048x1536_128e": (
+            lambda: F.grouped_mm(moe_x, moe_w.transpose(-2, -1), offs=moe_ends),
+            2 * pairs * moe_hidden * 2 * moe_inter,
+            mm * (moe_w.numel() + pairs * (moe_hidden + 2 * moe_inter)),
+        ),
+        "moe_router_topk_128x128": (lambda: torch.topk(router, top_k), 0, 4.0 * tokens * experts),
+        "moe_sort_1024": (
+            lambda: torch.sort(expert_ids, stable=True),
+            0,
+            8.0 * 3 * pairs,
+        ),
+        "moe_topk_sum_128x8x2048": (
+            lambda: moe_out.sum(dim=1),
+            0,
+            mm * (pairs + tokens) * moe_hidden,
+        ),
     }
     rows = {}
     for name, (call, flops, nbytes) in cases.items():
@@ -271,7 +298,8 @@ benchmark,metric,value,margin
 _REAL_GATE_HEADER = """\
 # Expected simulated figures of `python -m neuronsim.tools.bench --gate real` on trn2.3xlarge:
 # each kernel family once at a real model's shapes (Qwen3-0.6B at 128 tokens, an MLP over
-# 4096), kernels launched and simulated microseconds without the runtime's launch cost.
+# 4096, Qwen3-30B-A3B's experts and routing), kernels launched and simulated microseconds
+# without the runtime's launch cost.
 # Checked by `python -m neuronsim.tools.bench --gate real --check
 # bench/expected_real_shapes.csv` (tests/python/tools/test_bench_gate.py); regenerate with
 # --update. Margins as in bench/expected_results.csv.

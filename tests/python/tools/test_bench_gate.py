@@ -49,8 +49,9 @@ def test_kernels_at_real_shapes_meet_their_expected_figures(tmp_path):
 
 def test_the_real_shape_matmuls_meet_their_roofline_targets():
     # Issue 28's targets, on the gated figures: a compute-bound matmul at >= 70 % of PE
-    # peak, the LM head (memory-bound) at >= 60 % of the DMA rate. The roofline is
-    # recomputed here from the shapes, so a change of the kernel that slows it fails.
+    # peak, the LM head and the routed experts (memory-bound) at >= 60 % of the DMA rate.
+    # The roofline is recomputed here from the shapes, so a change of the kernel that slows
+    # it fails.
     from neuronsim.tools.bench import DMA_BYTES_PER_S, PE_PEAK_FLOPS, _read_expected
 
     sim = {
@@ -62,6 +63,11 @@ def test_the_real_shape_matmuls_meet_their_roofline_targets():
     assert mlp_flops / PE_PEAK_FLOPS * 1e6 >= 0.7 * sim["mlp_up_4096x1024x3072"]
     head_bytes = 2 * (128 * 1024 + 151_936 * 1024 + 128 * 151_936)
     assert head_bytes / DMA_BYTES_PER_S * 1e6 >= 0.6 * sim["lm_head_128x1024x151936"]
+    # Qwen3-30B-A3B's routed experts (memory-bound: every expert's weights read once).
+    expert_bytes = 2 * (128 * 1536 * 2048 + 1024 * (2048 + 1536))
+    assert (
+        expert_bytes / DMA_BYTES_PER_S * 1e6 >= 0.6 * sim["moe_experts_gate_up_1024x2048x1536_128e"]
+    )
 
 
 def test_the_real_size_model_meets_its_expected_figures(tmp_path):
