@@ -78,10 +78,13 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   return self;
 }
 
-// dst <- src where at least one is a neuron tensor.
+// dst <- src where at least one is a neuron tensor. A lazy conjugate or negation of either
+// (the Conjugate and Negative keys fall through to here) is resolved by the host's copy.
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
   if (src.numel() == 0) return dst;
-  const bool both_neuron = src.device().is_privateuseone() && dst.device().is_privateuseone();
+  const bool lazy = src.is_conj() || dst.is_conj() || src.is_neg() || dst.is_neg();
+  const bool both_neuron =
+      !lazy && src.device().is_privateuseone() && dst.device().is_privateuseone();
   const bool same_layout = src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
                            src.strides() == dst.strides() && src.is_non_overlapping_and_dense();
   if (both_neuron && same_layout) {
@@ -92,7 +95,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
     return dst;
   }
   if (both_neuron && copy_on_device(src, dst)) return dst;
-  if (both_neuron) count_fallback("aten::copy_ (between devices, or of int64/float64)");
+  if (both_neuron || (lazy && src.device() == dst.device()))
+    count_fallback("aten::copy_ (between devices, of int64/float64, or conjugated)");
   if (src.device().is_privateuseone() && !dst.device().is_privateuseone() && values_unspecified())
     refuse_host_read(fmt::format("aten::copy_ of a neuron tensor to {}", dst.device().str()));
   // To or from the host, or a conversion: the host's copy on the same bytes.
@@ -146,6 +150,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_", set_empty);
+}
+
+// Copies see the conjugate and negative bits themselves: the math fallback would resolve
+// them with a clone, whose copy comes back here with the bits still set, without end.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace neuronsim::pytorch

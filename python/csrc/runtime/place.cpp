@@ -59,6 +59,10 @@ at::Tensor host_alias(const at::Tensor& tensor) {
       std::move(cpu), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
                                                      tensor.storage_offset());
+  // A lazy conjugate or negation (x.conj(), a complex tensor's views) stays one: the host's
+  // ops resolve it as they would on their own tensors.
+  alias._set_conj(tensor.is_conj());
+  alias._set_neg(tensor.is_neg());
   return alias;
 }
 

@@ -224,3 +224,27 @@ def test_embedding_index_out_of_range_is_an_error(bad, device_works):
         torch.nn.functional.embedding(torch.tensor([1, bad], device="neuron"), weight)
     assert "index" in str(err.value)
     device_works()
+
+
+# ---- lazy conjugates and negations ----------------------------------------------------
+
+
+def test_complex_results_and_lazy_conjugates_follow_the_cpu(device_works):
+    # fft.ifft of a real tensor conjugates lazily: its copy had recursed until the stack
+    # overflowed (a segfault). Conjugate and negative views keep their meaning on the host.
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(8, generator=g)
+    torch.testing.assert_close(torch.fft.ifft(x.to("neuron")).cpu(), torch.fft.ifft(x))
+    z = torch.randn(5, dtype=torch.complex64, generator=g)
+    d = z.to("neuron")
+    assert torch.equal(d.conj().cpu(), z.conj())
+    assert torch.equal(d.conj().clone().cpu(), z.conj())
+    assert torch.equal((d.conj() * 2).cpu(), z.conj() * 2)
+    assert torch.equal(
+        torch.view_as_real(d.conj().resolve_conj()).cpu(),
+        torch.view_as_real(z.conj().resolve_conj()),
+    )
+    host = torch.empty(5, dtype=torch.complex64)
+    host.copy_(d.conj())
+    assert torch.equal(host, z.conj())
+    assert torch.equal(torch.linalg.eigvals(torch.eye(3).to("neuron")).cpu(), torch.ones(3) + 0j)
