@@ -1,6 +1,7 @@
 #include "eager_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -139,6 +140,14 @@ void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa:
   in.ints[0] = offset;
   in.ints[1] = partition_step;
   kb.emit(std::move(in));
+}
+
+void emit_memset(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst, float value) {
+  if (!std::isnan(value)) return kb.memset(engine, dst, value);
+  // inf * 0 is NaN with the host's default sign (negative on x86); abs_max with 0 gives
+  // |NaN|, the positive NaN that float("nan") is, on every host.
+  kb.memset(engine, dst, std::numeric_limits<float>::infinity());
+  kb.tensor_scalar(engine, dst, dst, isa::AluOp::multiply, 0.0f, isa::AluOp::abs_max, 0.0f);
 }
 
 void emit_select(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst,

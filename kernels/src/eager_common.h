@@ -40,6 +40,9 @@ std::vector<View> partition_layout(std::vector<View> views, size_t key);
 void emit_iota(KernelBuilder& kb, const AccessPattern& dst, std::span<const isa::Dim> dims,
                int32_t offset, int32_t partition_step = 0);
 
+// dst = value on `engine`; NaN (which no immediate may be) as |+inf * 0|, positive.
+void emit_memset(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst, float value);
+
 // dst = predicate != 0 ? on_true : on_false, on `engine`.
 void emit_select(KernelBuilder& kb, isa::Engine engine, const AccessPattern& dst,
                  const AccessPattern& predicate, const AccessPattern& on_true,

@@ -28,6 +28,7 @@
 // last step stores when it can trigger DMA (ACT, POOL), else SP.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -75,6 +76,11 @@ Reg PointwiseExpr::alu(isa::AluOp op, Reg a, Reg b) {
   return push(std::move(s));
 }
 Reg PointwiseExpr::alu_imm(isa::AluOp op, Reg a, float imm, bool reverse) {
+  // An instruction's immediate is never NaN (docs/isa.md): a NaN operand is a constant.
+  if (std::isnan(imm)) {
+    const Reg c = constant(imm);
+    return reverse ? alu(op, c, a) : alu(op, a, c);
+  }
   Step s;
   s.op = Op::alu_imm;
   s.args = {a};
@@ -400,8 +406,8 @@ class PointwiseKernel {
     }
     for (size_t s = 0; s < expr_.steps().size(); ++s)
       if (sc_.constant[s] >= 0)
-        kb_.memset(Engine::DVE, constants_[static_cast<size_t>(sc_.constant[s])],
-                   expr_.steps()[s].imm);
+        emit_memset(kb_, Engine::DVE, constants_[static_cast<size_t>(sc_.constant[s])],
+                    expr_.steps()[s].imm);
     pipeline(
         static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
         [&](uint32_t i) { compute(i); });
@@ -712,7 +718,7 @@ void emit_tile_expression(KernelBuilder& kb, Engine engine, const PointwiseExpr&
     auto is_column = [&](size_t k) { return bool(column[static_cast<size_t>(st.args[k])]); };
     switch (st.op) {
       case Op::constant:
-        kb.memset(engine, value[s], st.imm);
+        emit_memset(kb, engine, value[s], st.imm);
         break;
       case Op::activation:
         kb.activation(value[s], arg(0), st.func, st.imm);

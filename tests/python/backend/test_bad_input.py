@@ -248,3 +248,26 @@ def test_complex_results_and_lazy_conjugates_follow_the_cpu(device_works):
     host.copy_(d.conj())
     assert torch.equal(host, z.conj())
     assert torch.equal(torch.linalg.eigvals(torch.eye(3).to("neuron")).cpu(), torch.ones(3) + 0j)
+
+
+# ---- special values ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), -0.0, 1e-40])
+def test_fills_and_immediates_take_every_float(value, device_works):
+    # No instruction takes a NaN immediate: a NaN fill is +inf * 0 on the device. -0.0 keeps
+    # its sign, a subnormal its value.
+    for dtype in (torch.float32, torch.bfloat16):
+        got = torch.full((3, 5), value, dtype=dtype, device="neuron").cpu()
+        want = torch.full((3, 5), value, dtype=dtype)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(got.signbit(), want.signbit())
+    y = torch.arange(6.0)
+    d = y.to("neuron")
+    for got, want in [
+        (d + value, y + value),
+        (torch.where(d > 2, d, value), torch.where(y > 2, y, value)),
+        (d.masked_fill(d < 3, value), y.masked_fill(y < 3, value)),
+        (d.clone().fill_(value), y.clone().fill_(value)),
+    ]:
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
