@@ -270,9 +270,9 @@ def current_stream(device: DeviceLike = None) -> torch.Stream:
 
 
 def default_stream(device: DeviceLike = None) -> torch.Stream:
-    return torch.Stream(
-        stream_id=0, device_index=_index(device), device_type=torch.device(_TYPE).type
-    )
+    """Stream 0 of the device (torch.Stream takes the device type as c10's integer)."""
+    device_type = int(torch._C._autograd.DeviceType.PrivateUse1.value)
+    return torch.Stream(stream_id=0, device_index=_index(device), device_type=device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:

@@ -434,6 +434,10 @@ def test_streams():
     assert torch.equal(y.cpu(), torch.full((2, 2), 2.0))
     with torch.neuron.stream(None):
         assert torch.neuron.current_stream() == default
+    assert torch.neuron.default_stream() == default
+    assert torch.neuron.default_stream(1).device == torch.device("neuron:1")
+    with torch.neuron.stream(s):
+        assert torch.neuron.default_stream() == default
 
 
 def test_stream_of_another_device():
