@@ -311,6 +311,13 @@ struct ProcessGroupNeuron::Impl {
   [[noreturn]] void refuse(const std::string& op, const std::string& why) const {
     C10_THROW_ERROR(ValueError, fmt::format("neuron: {}: {}", where(op), why));
   }
+  // The root of a rooted collective, refused (as Gloo does) when it is not a rank of the
+  // group: every rank checks it before it sends anything.
+  int root_of(const std::string& op, int64_t root) const {
+    if (root < 0 || root >= R())
+      refuse(op, fmt::format("invalid root rank {}: the group has ranks 0..{}", root, R() - 1));
+    return static_cast<int>(root);
+  }
 
   // The job token: the environment's, else one the group's first rank to ask draws and
   // shares through the store (which only the job's ranks reach).
@@ -640,7 +647,7 @@ WorkPtr ProcessGroupNeuron::broadcast(std::vector<at::Tensor>& tensors,
                                       const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(*impl_, "broadcast", tensors);
   cc::CollectiveSpec s = Impl::bytes_spec(cc::Op::broadcast, nbytes(t));
-  s.root = static_cast<int>(opts.rootRank);
+  s.root = impl_->root_of("broadcast", opts.rootRank);
   const bool root = s.root == impl_->me();
   impl_->write_result(t, impl_->run("broadcast", s, root ? bytes_of(t) : Bytes{}, {t}));
   return done(c10d::OpType::BROADCAST, tensors);
@@ -663,7 +670,7 @@ WorkPtr ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
   const at::Tensor& t = single(*impl_, "reduce", tensors);
   const c10d::ReduceOp& r = opts.reduceOp;
   impl_->check_reduction("reduce", t, r);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = impl_->root_of("reduce", opts.rootRank);
   const at::Tensor in = contribution(t, r);
   if (const auto dt = fabric_dtype(t.scalar_type())) {
     cc::CollectiveSpec s = Impl::spec_of(cc::Op::reduce, *dt, t.numel());
@@ -744,7 +751,7 @@ WorkPtr ProcessGroupNeuron::gather(std::vector<std::vector<at::Tensor>>& outputs
                                    const c10d::GatherOptions& opts) {
   const std::string op = "gather";
   const at::Tensor& in = single(*impl_, op, inputs);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = impl_->root_of(op, opts.rootRank);
   const bool at_root = root == impl_->me();
   if (at_root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != impl_->R()))
     impl_->refuse(op, fmt::format("the root needs one list of {} output tensors", impl_->R()));
@@ -763,7 +770,7 @@ WorkPtr ProcessGroupNeuron::scatter(std::vector<at::Tensor>& outputs,
                                     const c10d::ScatterOptions& opts) {
   const std::string op = "scatter";
   const at::Tensor& out = single(*impl_, op, outputs);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = impl_->root_of(op, opts.rootRank);
   const bool at_root = root == impl_->me();
   if (at_root && (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != impl_->R()))
     impl_->refuse(op, fmt::format("the root needs one list of {} input tensors", impl_->R()));

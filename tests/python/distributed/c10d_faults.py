@@ -31,6 +31,23 @@ try:
         time.sleep(3600)
     elif case == "disagrees" and me == 1:
         dist.broadcast(t, src=0)
+    elif case == "bad_root":  # no rank 2 in a group of 2: refused, and the group lives on
+        out = torch.zeros(8, device="neuron")
+        try:
+            dist.scatter(out, None, src=2)
+        except ValueError as e:
+            assert "invalid root rank 2" in str(e), str(e)
+        else:
+            raise AssertionError("scatter from rank 2 of 2 did not fail")
+        for rooted in (dist.broadcast, dist.reduce):
+            try:
+                rooted(t, 2)
+            except ValueError as e:
+                assert "invalid root rank 2" in str(e), str(e)
+            else:
+                raise AssertionError(f"{rooted.__name__} from rank 2 of 2 did not fail")
+        dist.all_reduce(t)
+        assert torch.equal(t.cpu(), torch.full((8,), 4.0)), t.cpu()
     else:
         dist.all_reduce(t)
     result = {"error": None}

@@ -141,6 +141,14 @@ def test_ranks_that_run_different_collectives_both_fail():
         assert_named_error(results[rank], 20, "broadcast", "all_reduce")
 
 
+def test_a_root_outside_the_group_is_refused_and_the_group_lives_on():
+    # scatter, broadcast and reduce from rank 2 of 2: a ValueError on every rank (as Gloo's
+    # "invalid root rank"), where scatter had written past its buffers; then an all_reduce.
+    results = run_fault("bad_root", 20)
+    for rank in (0, 1):
+        assert results[rank]["error"] is None, results[rank]
+
+
 def test_dtensor_tensor_parallel_and_fsdp2_match_one_process():
     """DTensor redistributions and ops, parallelize_module (with and without sequence
     parallelism), fully_shard, and both on a 2 × 2 mesh, against the CPU in one process."""
