@@ -334,13 +334,37 @@ bool unary_inplace(const char* op, const std::string& name, const at::Tensor& x,
   return run_pointwise(op, name, e, {x}, x);
 }
 
-#define NEURON_ACTIVATION(fn, OP, FUNC)                                                   \
-  at::Tensor fn(const at::Tensor& x) {                                                    \
-    if (at::Tensor out =                                                                  \
-            unary("aten::" #fn, #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); }); \
-        out.defined())                                                                    \
-      return out;                                                                         \
-    return Fallback<OP>::call(x);                                                         \
+// out <- expr(x) into a given out (an op's .out form), resized as torch resizes it.
+template <class F>
+bool unary_out(const char* op, const std::string& name, const at::Tensor& x, at::Tensor& out,
+               F make) {
+  if (!is_engine_float(x.scalar_type()) || !is_engine_float(out.scalar_type()) ||
+      !x.device().is_privateuseone() || out.device() != x.device())
+    return false;
+  at::native::resize_output(out, x.sizes());
+  Expr e;
+  make(e, e.load(0));
+  return run_pointwise(op, name, e, {x}, out);
+}
+
+// The functional, in-place (fn_) and .out forms of an activation.
+#define NEURON_ACTIVATION(fn, OP, FUNC)                                                           \
+  at::Tensor fn(const at::Tensor& x) {                                                            \
+    if (at::Tensor out =                                                                          \
+            unary("aten::" #fn, #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); });         \
+        out.defined())                                                                            \
+      return out;                                                                                 \
+    return Fallback<OP>::call(x);                                                                 \
+  }                                                                                               \
+  at::Tensor& fn##_inplace(at::Tensor& x) {                                                       \
+    if (unary_inplace("aten::" #fn "_", #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); })) \
+      return x;                                                                                   \
+    return Fallback<ATEN_OP(fn##_)>::call(x);                                                     \
+  }                                                                                               \
+  at::Tensor& fn##_out(const at::Tensor& x, at::Tensor& out) {                                    \
+    if (unary_out("aten::" #fn, #FUNC, x, out, [](Expr& e, Reg r) { e.activation(FUNC, r); }))    \
+      return out;                                                                                 \
+    return Fallback<ATEN_OP2(fn, out)>::call(x, out);                                             \
   }
 
 NEURON_ACTIVATION(exp, ATEN_OP(exp), ActFunc::exp)
@@ -372,6 +396,21 @@ NEURON_ACTIVATION(erf, ATEN_OP(erf), ActFunc::erf)
 NEURON_SIGNED(relu, ATEN_OP(relu), ActFunc::relu, IntUnary::relu)
 NEURON_SIGNED(neg, ATEN_OP(neg), ActFunc::negate, IntUnary::neg)
 NEURON_SIGNED(abs, ATEN_OP(abs), ActFunc::abs, IntUnary::abs)
+
+// In place: floats on ScalarE, integers on their limbs (an input may be its output).
+#define NEURON_SIGNED_INPLACE(fn, FUNC, INT)                                                      \
+  at::Tensor& fn##_inplace(at::Tensor& x) {                                                       \
+    if (is_limb_integer(x.scalar_type()) && x.device().is_privateuseone() &&                      \
+        integer_unary_into(INT, x, x))                                                            \
+      return x;                                                                                   \
+    if (unary_inplace("aten::" #fn "_", #FUNC, x, [](Expr& e, Reg r) { e.activation(FUNC, r); })) \
+      return x;                                                                                   \
+    return Fallback<ATEN_OP(fn##_)>::call(x);                                                     \
+  }
+
+NEURON_SIGNED_INPLACE(relu, ActFunc::relu, IntUnary::relu)
+NEURON_SIGNED_INPLACE(neg, ActFunc::negate, IntUnary::neg)
+NEURON_SIGNED_INPLACE(abs, ActFunc::abs, IntUnary::abs)
 
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const bool tanh = approximate == "tanh";
@@ -773,20 +812,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_and", logical_and);
   m.impl("logical_or", logical_or);
   m.impl("logical_xor", logical_xor);
-  m.impl("exp", exp);
-  m.impl("log", log);
-  m.impl("sqrt", sqrt);
-  m.impl("rsqrt", rsqrt);
-  m.impl("reciprocal", reciprocal);
-  m.impl("sigmoid", sigmoid);
-  m.impl("tanh", tanh);
+#define NEURON_REGISTER_ACTIVATION(fn) \
+  m.impl(#fn, fn);                     \
+  m.impl(#fn "_", fn##_inplace);       \
+  m.impl(#fn ".out", fn##_out);
+  NEURON_REGISTER_ACTIVATION(exp)
+  NEURON_REGISTER_ACTIVATION(log)
+  NEURON_REGISTER_ACTIVATION(sqrt)
+  NEURON_REGISTER_ACTIVATION(rsqrt)
+  NEURON_REGISTER_ACTIVATION(reciprocal)
+  NEURON_REGISTER_ACTIVATION(sigmoid)
+  NEURON_REGISTER_ACTIVATION(tanh)
+  NEURON_REGISTER_ACTIVATION(silu)
+  NEURON_REGISTER_ACTIVATION(sin)
+  NEURON_REGISTER_ACTIVATION(cos)
+  NEURON_REGISTER_ACTIVATION(erf)
+#undef NEURON_REGISTER_ACTIVATION
   m.impl("relu", relu);
-  m.impl("silu", silu);
-  m.impl("sin", sin);
-  m.impl("cos", cos);
-  m.impl("erf", erf);
   m.impl("neg", neg);
   m.impl("abs", abs);
+  m.impl("relu_", relu_inplace);
+  m.impl("neg_", neg_inplace);
+  m.impl("abs_", abs_inplace);
   m.impl("gelu", gelu);
   m.impl("pow.Tensor_Scalar", pow_scalar);
   m.impl("silu_backward", silu_backward);

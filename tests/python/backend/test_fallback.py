@@ -388,3 +388,29 @@ def test_random_values_look_random():
     u = torch.rand(20000, device="neuron").cpu()
     assert 0.0 <= u.min().item() and u.max().item() < 1.0
     assert abs(u.mean().item() - 0.5) < 0.02
+
+
+@pytest.mark.parametrize(
+    "fn", ["exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "sin", "cos", "erf"]
+)
+def test_activations_run_in_place_and_into_an_out_on_the_device(fn):
+    # x.sqrt_() and torch.sqrt(x, out=y) are their own aten ops: without them they fell back.
+    x = torch.rand(3, 5) + 0.5
+    with neuronsim.strict_mode():
+        d = x.to("neuron")
+        getattr(d, fn + "_")()
+        out = torch.empty(0, device="neuron")
+        getattr(torch, fn)(x.to("neuron"), out=out)
+    want = getattr(torch, fn)(x)
+    torch.testing.assert_close(d.cpu(), want)
+    torch.testing.assert_close(out.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_relu_neg_and_abs_in_place(dtype):
+    x = torch.tensor([[3, -1, 0, -7]], dtype=dtype)
+    with neuronsim.strict_mode():
+        for fn in ("relu_", "neg_", "abs_"):
+            d = x.to("neuron")
+            getattr(d, fn)()
+            assert torch.equal(d.cpu(), getattr(x.clone(), fn)()), fn
