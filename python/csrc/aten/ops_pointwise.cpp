@@ -703,6 +703,59 @@ at::Tensor& isposinf_out(const at::Tensor& x, at::Tensor& out) {
   return Fallback<ATEN_OP2(isposinf, out)>::call(x, out);
 }
 
+// ---- rounding, sign, threshold, logical not --------------------------------------------
+
+// floor(x) = x - (x mod 1), Python's mod (in [0, 1)); |x| >= 2^23 is whole already (and
+// keeps +-inf, which mod would make NaN).
+Reg floor_of(Expr& e, Reg x) {
+  const Reg whole = e.alu_imm(AluOp::is_ge, e.alu_imm(AluOp::abs_max, x, 0.0f), 8388608.0f);
+  return e.select(whole, x, e.alu(AluOp::subtract, x, e.alu_imm(AluOp::mod, x, 1.0f)));
+}
+// ceil(x) = x + (-x mod 1).
+Reg ceil_of(Expr& e, Reg x) {
+  const Reg whole = e.alu_imm(AluOp::is_ge, e.alu_imm(AluOp::abs_max, x, 0.0f), 8388608.0f);
+  const Reg up = e.alu_imm(AluOp::mod, e.alu_imm(AluOp::multiply, x, -1.0f), 1.0f);
+  return e.select(whole, x, e.alu(AluOp::add, x, up));
+}
+
+#define NEURON_ROUNDING(fn, BODY)                                                       \
+  at::Tensor& fn##_out(const at::Tensor& x, at::Tensor& out) {                          \
+    if (unary_out("aten::" #fn, #fn, x, out, [](Expr& e, Reg x) { BODY; })) return out; \
+    return Fallback<ATEN_OP2(fn, out)>::call(x, out);                                   \
+  }
+
+NEURON_ROUNDING(floor, floor_of(e, x))
+NEURON_ROUNDING(ceil, ceil_of(e, x))
+NEURON_ROUNDING(trunc, e.select(e.alu_imm(AluOp::is_ge, x, 0.0f), floor_of(e, x), ceil_of(e, x)))
+// sign: (x > 0) - (x < 0), which is 0 for NaN, as on the CPU.
+NEURON_ROUNDING(sign, e.alu(AluOp::subtract, e.alu_imm(AluOp::is_gt, x, 0.0f),
+                            e.alu_imm(AluOp::is_lt, x, 0.0f)))
+#undef NEURON_ROUNDING
+
+// threshold(x, t, v) = x <= t ? v : x (ReLU's form; NaN stays NaN).
+at::Tensor& threshold_out(const at::Tensor& x, const at::Scalar& threshold, const at::Scalar& value,
+                          at::Tensor& out) {
+  const auto t = static_cast<float>(threshold.toDouble());
+  const auto v = static_cast<float>(value.toDouble());
+  if (unary_out(
+          "aten::threshold", fmt::format("threshold {} {}", t, v), x, out,
+          [t, v](Expr& e, Reg r) { e.select(e.alu_imm(AluOp::is_le, r, t), e.constant(v), r); }))
+    return out;
+  return Fallback<ATEN_OP2(threshold, out)>::call(x, threshold, value, out);
+}
+
+// logical_not(x) = (x == 0), for any dtype FP32 tells zero from not (every engine dtype).
+at::Tensor& logical_not_out(const at::Tensor& x, at::Tensor& out) {
+  if (x.device().is_privateuseone() && out.device() == x.device() &&
+      engine_dtype(x.scalar_type()) && engine_dtype(out.scalar_type())) {
+    at::native::resize_output(out, x.sizes());
+    Expr e;
+    e.alu_imm(AluOp::is_equal, e.load(0), 0.0f);
+    if (run_pointwise("aten::logical_not", "== 0", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(logical_not, out)>::call(x, out);
+}
+
 // NaN is the one value not equal to itself.
 at::Tensor isnan(const at::Tensor& x) {
   if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
@@ -844,6 +897,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", where);
   m.impl("where.self_out", where_out);
   m.impl("isneginf.out", isneginf_out);
+  m.impl("floor.out", floor_out);
+  m.impl("ceil.out", ceil_out);
+  m.impl("trunc.out", trunc_out);
+  m.impl("sign.out", sign_out);
+  m.impl("threshold.out", threshold_out);
+  m.impl("logical_not.out", logical_not_out);
   m.impl("isposinf.out", isposinf_out);
   m.impl("isnan", isnan);
   m.impl("masked_fill_.Scalar", masked_fill_scalar);

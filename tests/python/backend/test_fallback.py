@@ -414,3 +414,21 @@ def test_relu_neg_and_abs_in_place(dtype):
             d = x.to("neuron")
             getattr(d, fn)()
             assert torch.equal(d.cpu(), getattr(x.clone(), fn)()), fn
+
+
+def test_rounding_sign_threshold_and_logical_not_on_the_device():
+    x = torch.tensor(
+        [-2.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.5, 2.0, 9e6 + 0.5, 3e38, float("inf"),
+         -float("inf"), float("nan")]
+    )  # fmt: skip
+    with neuronsim.strict_mode():
+        d = x.to("neuron")
+        for fn in ("floor", "ceil", "trunc", "sign"):
+            got = getattr(torch, fn)(d).cpu()
+            torch.testing.assert_close(got, getattr(torch, fn)(x), rtol=0, atol=0, equal_nan=True)
+        got = torch.nn.functional.threshold(d, 0.4, -7.0).cpu()
+        want = torch.nn.functional.threshold(x, 0.4, -7.0)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(torch.logical_not(d).cpu(), torch.logical_not(x))
+        b = x > 0
+        assert torch.equal(torch.logical_not(b.to("neuron")).cpu(), torch.logical_not(b))
