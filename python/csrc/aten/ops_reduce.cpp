@@ -5,7 +5,7 @@
 // int64 of argmax) are what the engines cannot compute: sums of integers run on the
 // CPU, counted; argmax indices are written as the low words of a zeroed int64 tensor.
 #include <algorithm>
-#include <map>
+#include <list>
 #include <mutex>
 #include <tuple>
 
@@ -38,23 +38,29 @@ std::vector<int64_t> reduce_dims(const at::Tensor& x, at::OptionalIntArrayRef di
 }
 
 // S [rows, rows * R] with S[i, j] = 1 where j / R == i (a block of R ones per row), in
-// `dtype` on the device, kept per (device, dtype, rows, R): out = S @ x sums each row's R
-// consecutive rows of x.
+// `dtype` on the device: out = S @ x sums each row's R consecutive rows of x. The last
+// kKept operands are kept (most recently used first), so a loop of sums over one length
+// builds its operand once and sums over ever new lengths (a growing sequence) hold little.
 at::Tensor segment_ones(const c10::Device& device, c10::ScalarType dtype, int64_t rows, int64_t R) {
+  constexpr size_t kKept = 16;
+  using Key = std::tuple<int, c10::ScalarType, int64_t, int64_t>;
   static std::mutex mu;
-  static auto* kept = new std::map<std::tuple<int, c10::ScalarType, int64_t, int64_t>,
-                                   at::Tensor>;  // never freed, as the device's memory
+  static auto* kept = new std::list<std::pair<Key, at::Tensor>>;  // never freed, as the device
+  const Key key{device.index(), dtype, rows, R};
   std::lock_guard<std::mutex> lock(mu);
-  at::Tensor& s = (*kept)[{device.index(), dtype, rows, R}];
-  if (!s.defined()) {
-    s = at::empty({rows, rows * R}, at::TensorOptions().dtype(dtype).device(device));
-    kernels::PointwiseExpr e;
-    const auto j = e.position({0, 1});
-    const auto first = e.alu(isa::AluOp::subtract, j, e.alu_imm(isa::AluOp::mod, j, R));
-    e.alu(isa::AluOp::is_equal, first, e.alu_imm(isa::AluOp::multiply, e.position({1, 0}), R));
-    if (!run_pointwise("aten::sum", fmt::format("segment ones R={}", R), e, {}, s))
-      s = at::Tensor();
-  }
+  for (auto it = kept->begin(); it != kept->end(); ++it)
+    if (it->first == key) {
+      kept->splice(kept->begin(), *kept, it);
+      return kept->front().second;
+    }
+  at::Tensor s = at::empty({rows, rows * R}, at::TensorOptions().dtype(dtype).device(device));
+  kernels::PointwiseExpr e;
+  const auto j = e.position({0, 1});
+  const auto first = e.alu(isa::AluOp::subtract, j, e.alu_imm(isa::AluOp::mod, j, R));
+  e.alu(isa::AluOp::is_equal, first, e.alu_imm(isa::AluOp::multiply, e.position({1, 0}), R));
+  if (!run_pointwise("aten::sum", fmt::format("segment ones R={}", R), e, {}, s)) return {};
+  kept->emplace_front(key, s);
+  if (kept->size() > kKept) kept->pop_back();
   return s;
 }
 
