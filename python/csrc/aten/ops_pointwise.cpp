@@ -61,6 +61,11 @@ bool computable(Kind kind, c10::ScalarType compute) {
 bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, const at::Tensor& b,
                  double alpha, const at::Tensor& out) {
   const c10::ScalarType compute = at::result_type(a, b);
+  // bool * bool and bool + bool are torch's logical and and or (masks multiplied).
+  if (compute == at::kBool && alpha == 1.0 && (alu == AluOp::multiply || alu == AluOp::add)) {
+    alu = alu == AluOp::multiply ? AluOp::logical_and : AluOp::logical_or;
+    kind = Kind::logical;
+  }
   // Integers, which FP32 ALUs would round and not wrap (nor wrap a Python number into
   // the type, as torch does for comparisons too): computed exactly on limbs.
   if (is_limb_integer(compute) && (kind != Kind::logical || !exact_in_fp32(compute)))

@@ -432,3 +432,13 @@ def test_rounding_sign_threshold_and_logical_not_on_the_device():
         assert torch.equal(torch.logical_not(d).cpu(), torch.logical_not(x))
         b = x > 0
         assert torch.equal(torch.logical_not(b.to("neuron")).cpu(), torch.logical_not(b))
+
+
+def test_boolean_masks_multiply_and_add_as_logical_and_and_or():
+    a = torch.tensor([True, False, True, False])
+    b = torch.tensor([True, True, False, False])
+    with neuronsim.strict_mode():
+        da, db = a.to("neuron"), b.to("neuron")
+        assert torch.equal((da * db).cpu(), a * b)
+        assert torch.equal((da + db).cpu(), a + b)
+        assert torch.equal((da * True).cpu(), a * True)
