@@ -389,6 +389,17 @@ void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src,
   emit(std::move(in));
 }
 
+void KernelBuilder::indirect_copy(const AccessPattern& dst, const AccessPattern& src,
+                                  const AccessPattern& index, Engine trigger, bool scatter) {
+  Instruction in =
+      make(Opcode::dma_copy, trigger, {{Role::dst, dst}, {Role::src, src}, {Role::index, index}});
+  if (scatter) in.flags = kScatter;
+  int& q = next_queue_[static_cast<size_t>(trigger)];
+  in.ints[0] = q;
+  q = (q + 1) % kQueuesPerEngine;
+  emit(std::move(in));
+}
+
 void KernelBuilder::matmul(const AccessPattern& dst, const AccessPattern& stationary,
                            const AccessPattern& moving, bool accumulate) {
   Instruction in = make(Opcode::matmul, Engine::PE,

@@ -302,6 +302,14 @@ void GraphProgram::gather(const Place& table, const Place& index, const Place& o
   });
 }
 
+void GraphProgram::grouped_matmul(const Place& a, const Place& b, const Place& offs,
+                                  const Place& out) {
+  const std::map<std::string, const Place*> places{
+      {"a", &a}, {"b", &b}, {"offs", &offs}, {"out", &out}};
+  const Declare bind = binder("grouped_matmul", places);
+  stage([&] { emit_grouped_matmul(kb_, bind, a.view, b.view, offs.view, out.view); });
+}
+
 isa::Program GraphProgram::finish() {
   require(stages_ > 0, "graph", "a graph program needs at least one stage");
   return kb_.finish();

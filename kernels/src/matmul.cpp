@@ -140,6 +140,18 @@ class MatmulKernel {
     allocate(kb_.target().sbuf_partition_bytes / 2);
   }
 
+  // A grouped product's blocks (MatmulBlocks): batch b is block b, one M tile of 128 rows.
+  MatmulKernel(KernelBuilder& kb, uint32_t K, uint32_t N, DType dtype, DType out_dtype,
+               const MatmulBlocks& blocks)
+      : kb_(kb), M_(kPartitions), K_(K), N_(N), dt_(dtype), out_dt_(out_dtype), blocks_(&blocks) {
+    shape_.batches = blocks.count;
+    shape_.b_of_rows = blocks.b_of_rows;
+    shape_.b_shared = false;
+    for (auto& t : b_index_) t = sbuf(kb_, kName, DType::int32, kPartitions, blocks.b_index_tiles);
+    reserved_ = kb_.sbuf_mark();  // the blocks' indices, which live through the product
+    allocate(0);
+  }
+
   void build() {
     // A resident B: one DMA per chunk on ACT's queues, or W's rows transposed a panel's
     // width at a time, their loads triggered by the idle POOL so that they run ahead of
@@ -227,7 +239,7 @@ class MatmulKernel {
   // blocks of the widest multiple of a panel that fits, so N (an LM head's vocabulary) has
   // no limit of its own.
   void allocate(uint64_t b_resident_budget) {
-    const uint64_t capacity = kb_.target().sbuf_partition_bytes;
+    const uint64_t capacity = kb_.target().sbuf_partition_bytes - reserved_;
     const auto fits = [&](uint32_t group, uint32_t block, uint32_t buffers, bool resident) {
       return a_bytes(group) + b_bytes(nt_cols_, resident) + out_bytes(block, buffers) <= capacity;
     };
@@ -318,11 +330,20 @@ class MatmulKernel {
   // Columns [0, cols) of every chunk of `dst` get B[k, n0 + c] of batch `batch`: row chunks
   // of B straight from HBM, or, when B is W^T, W's rows (contiguous) transposed on the PE.
   void fill_b(const BChunks& dst, uint32_t batch, uint32_t n0, uint32_t cols, Engine engine) {
+    const AccessPattern* index = blocks_ ? &block_b_index(batch) : nullptr;
     if (!shape_.b_of_rows) {
-      for (uint32_t kt = 0; kt < KT_; ++kt)
+      for (uint32_t kt = 0; kt < KT_; ++kt) {
+        const AccessPattern chunk =
+            isa::cols(isa::rows(dst.buf, 0, k_parts(kt)), kt * dst.stride + dst.first, cols);
+        if (index) {
+          kb_.indirect_copy(chunk, table_cols(blocks_->b, n0, cols),
+                            isa::cols(isa::rows(*index, 0, k_parts(kt)), kt, 1), engine);
+          continue;
+        }
         kb_.dma_copy(
             isa::cols(isa::rows(dst.buf, 0, k_parts(kt)), kt * dst.stride + dst.first, cols),
             b_.block(kName, batch, kt * kPartitions, k_parts(kt), n0, cols), engine);
+      }
       return;
     }
     const HbmMatrix w{b_.t, b_.col, b_.row, b_.batch};  // n on rows, k on columns
@@ -336,8 +357,12 @@ class MatmulKernel {
         const uint32_t np = tile_len(cols, kPartitions, q);
         pieces.push_back(
             isa::cols(isa::rows(staging_[staging_next_++ % staging_.size()], 0, np), 0, kw));
-        kb_.dma_copy(pieces.back(), w.block(kName, batch, n0 + q * kPartitions, np, k0, kw),
-                     engine);
+        if (index)
+          kb_.indirect_copy(pieces.back(), table_cols(blocks_->b, k0, kw),
+                            isa::cols(isa::rows(*index, 0, np), n0 / kPartitions + q, 1), engine);
+        else
+          kb_.dma_copy(pieces.back(), w.block(kName, batch, n0 + q * kPartitions, np, k0, kw),
+                       engine);
       }
       // Chunks of equal height share a PSUM bank, each [kp, cols]; one copy per bank.
       const uint32_t kt_end = ceil_div(k0 + kw, kPartitions);
@@ -377,6 +402,12 @@ class MatmulKernel {
   // on the PE, the next tile's rows loading while the PE transposes this one. The pipeline
   // emits this a step ahead, so the PE transposes the next step before this one's matmuls.
   void load_a(uint32_t i) {
+    if (blocks_) {  // the block's rows, gathered by their indices
+      kb_.indirect_copy(a_rows_[i % 2], table_cols(blocks_->a, 0, K_),
+                        isa::cols(blocks_->a_index, i, 1), Engine::SP);
+      transpose_a(i, 0);
+      return;
+    }
     const uint32_t tiles = tiles_in(i);
     for (uint32_t j = 0; j < tiles; ++j) {
       if (shape_.a_direct) {
@@ -409,6 +440,25 @@ class MatmulKernel {
                    Engine::SP);
   }
 
+  // Columns [c0, c0 + nc) of every row of a table (the source or destination of an
+  // indirect copy, whose index picks the rows).
+  static AccessPattern table_cols(AccessPattern table, uint32_t c0, uint32_t nc) {
+    table.offset += static_cast<uint64_t>(c0) * static_cast<uint64_t>(table.dims[0].stride) *
+                    isa::dtype_size(table.dtype);
+    table.dims[0].size = nc;
+    return table;
+  }
+
+  // B's row indices for block `batch`, made when its first panel is filled (batches come in
+  // order), in one of two buffers.
+  const AccessPattern& block_b_index(uint32_t batch) {
+    if (b_index_batch_ != static_cast<int64_t>(batch)) {
+      b_index_batch_ = batch;
+      blocks_->b_index(batch, b_index_[++b_index_next_ % 2]);
+    }
+    return b_index_[b_index_next_ % 2];
+  }
+
   // PSUM -> SBUF copies alternate between ScalarE and VectorE, the two engines
   // that read PSUM, so neither becomes the bottleneck behind TensorE.
   void evacuate(const AccessPattern& dst, const AccessPattern& src) {
@@ -427,8 +477,15 @@ class MatmulKernel {
       for (uint32_t c = 0; c < count; ++c)
         kb_.transpose(Engine::PE, isa::cols(bank, c * mp, mp),
                       isa::cols(a_rows, (kt0 + c) * kPartitions, kp));
-      evacuate(isa::cols(isa::rows(a_t, 0, kp), a_t_col(j, kt0, mp), count * mp),
-               isa::cols(bank, 0, count * mp));
+      const AccessPattern dst = isa::cols(isa::rows(a_t, 0, kp), a_t_col(j, kt0, mp), count * mp);
+      if (blocks_) {  // times the blocks' scale (0 when no group has rows)
+        const AccessPattern scale = isa::rows(blocks_->scale, 0, kp);
+        kb_.tensor_scalar(evac_next_++ % 2 ? Engine::DVE : Engine::ACT, dst,
+                          isa::cols(bank, 0, count * mp), isa::AluOp::multiply, 0.0f,
+                          isa::AluOp::bypass, 0.0f, &scale);
+      } else {
+        evacuate(dst, isa::cols(bank, 0, count * mp));
+      }
       kt0 += count;
     }
   }
@@ -462,8 +519,12 @@ class MatmulKernel {
           evacuate(isa::cols(outs[j], nt * nt_cols_ - first, n_cols(nt)), acc);
           if (nt + 1 < nt_end) continue;
           const AccessPattern result = has_epilogue_ ? apply_epilogue(i, outs[j]) : outs[j];
-          kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, first, cols), result,
-                       Engine::POOL);
+          if (blocks_)  // to the block's rows of out
+            kb_.indirect_copy(table_cols(blocks_->out, first, cols), result,
+                              isa::cols(blocks_->a_index, i, 1), Engine::POOL, /*scatter=*/true);
+          else
+            kb_.dma_copy(c_.block(kName, batch_of(i), mtiles_.first(m), mp, first, cols), result,
+                         Engine::POOL);
           if (norm_) apply_norm(i, result);
         }
       }
@@ -609,6 +670,11 @@ class MatmulKernel {
   std::vector<AccessPattern> epilogue_tiles_[2], temps_;
   AccessPattern stored_[2];
   bool b_resident_ = false;
+  const MatmulBlocks* blocks_ = nullptr;
+  AccessPattern b_index_[2];
+  int64_t b_index_batch_ = -1;
+  uint32_t b_index_next_ = 0;
+  uint64_t reserved_ = 0;  // SBUF bytes per partition taken before the kernel's own
   uint32_t staging_next_ = 0, evac_next_ = 0, trans_next_ = 0, acc_next_ = 0, out_next_ = 0;
 };
 
@@ -683,6 +749,17 @@ namespace detail {
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
                  const View& out, const MatmulEpilogue* epilogue) {
   MatmulKernel(kb, declare, a, b, out, check_views(a, b, out), epilogue).build();
+}
+
+}  // namespace detail
+
+namespace detail {
+
+void emit_block_matmul(KernelBuilder& kb, uint32_t K, uint32_t N, DType dtype, DType out_dtype,
+                       const MatmulBlocks& blocks, const std::function<void()>& preamble) {
+  MatmulKernel kernel(kb, K, N, dtype, out_dtype, blocks);
+  preamble();
+  kernel.build();
 }
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 // a graph program (graph.cpp) is many stages in one builder.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,28 @@ struct MatmulEpilogue {
 };
 void emit_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
                  const View& out, const MatmulEpilogue* epilogue = nullptr);
+// A product in blocks whose rows are found at run time (grouped_matmul.cpp): block b is
+// 128 rows of A named by a_index's column b, times the B of the block's group, whose rows
+// b_index names; the block's product rows go to the same rows of out (an indirect
+// scatter). The tables are whole operands, one row per partition-axis row: A [S, K] and
+// out [S, N] with unit column strides; B's table is W [G * N, K] when b_of_rows (B = W^T,
+// k contiguous), else B [G * K, N].
+struct MatmulBlocks {
+  AccessPattern a, b, out;
+  bool b_of_rows = false;
+  uint32_t count = 0;
+  AccessPattern a_index;  // int32 [128, count]
+  // Writes block `block`'s int32 [128, b_index_tiles] into dst: column t holds B's table
+  // rows t * 128 + p of the block's group (rows past the group's are not read).
+  std::function<void(uint32_t block, const AccessPattern& dst)> b_index;
+  uint32_t b_index_tiles = 0;
+  AccessPattern scale;  // fp32 [128, 1]: A's rows are multiplied by it (0: no group has rows)
+};
+// `preamble` emits what the blocks' indices need, once the product has its SBUF (taken
+// after the tiles the caller took before), so that a product short of SBUF throws having
+// emitted nothing.
+void emit_block_matmul(KernelBuilder& kb, uint32_t K, uint32_t N, DType dtype, DType out_dtype,
+                       const MatmulBlocks& blocks, const std::function<void()>& preamble);
 
 // The FP32 temporaries emit_tile_expression needs for `expr` (one per computed step);
 // throws std::invalid_argument for steps a tile expression has no instruction for.
@@ -71,6 +94,8 @@ struct RowEpilogue {
 void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const View& in,
                  int64_t dim, const View& out, const PointwiseExpr* prologue = nullptr,
                  const RowEpilogue* epilogue = nullptr);
+void emit_grouped_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
+                         const View& offs, const View& out);
 void emit_topk(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim, int64_t k,
                bool largest, const View& values, const View& indices);
 void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,

@@ -358,7 +358,9 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   // Bytes read and written: every destination element comes from one source element.
   const uint64_t elems = indirect && !scatter ? dst.total_elems() : src.total_elems();
   const uint64_t src_bytes = elems * isa::dtype_size(src.dtype);
-  const uint64_t dst_bytes = dst.total_elems() * isa::dtype_size(dst.dtype);
+  // A scatter writes one destination element per source element (the rows its index
+  // names), not the whole table its pattern spans.
+  const uint64_t dst_bytes = (scatter ? elems : dst.total_elems()) * isa::dtype_size(dst.dtype);
 
   // The side whose rows decide the split: the on-chip side (dst first), else
   // the HBM destination's rows (HBM->HBM, and indirect gathers into HBM).

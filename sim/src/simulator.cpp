@@ -283,12 +283,17 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
                               t.bytes, t.hbm_bytes, start - start_ps, end - start_ps,
                               t.descriptors});
   }
+  // Elements moved: an indirect copy's table side moves only the rows its index names,
+  // as many elements as the other side holds.
   const isa::AccessPattern* src = in.operand(isa::Role::src);
   const isa::AccessPattern* dst = in.operand(isa::Role::dst);
+  const bool indirect = in.operand(isa::Role::index) != nullptr;
+  const bool scatter = indirect && in.has_flag(isa::kScatter);
+  const uint64_t moved = scatter ? src->total_elems() : dst->total_elems();
   if (src->space == isa::MemSpace::HBM)
-    stats.hbm_read_bytes += src->total_elems() * isa::dtype_size(src->dtype);
+    stats.hbm_read_bytes += (indirect ? moved : src->total_elems()) * isa::dtype_size(src->dtype);
   if (dst->space == isa::MemSpace::HBM)
-    stats.hbm_write_bytes += dst->total_elems() * isa::dtype_size(dst->dtype);
+    stats.hbm_write_bytes += moved * isa::dtype_size(dst->dtype);
   // A queue completes in order.
   uint64_t& queue = queue_done[{static_cast<int>(engine), in.ints[0]}];
   done = std::max(done, queue);

@@ -325,6 +325,34 @@ TEST(GraphProgram, EachStageFindsTheSbufOfTheLastFreeAgain) {
   for (int64_t i = 0; i < n; i += 997) EXPECT_FLOAT_EQ(out["b"][i], as[i] + 11.0f);
 }
 
+TEST(GraphProgram, AGroupedProductReadsItsGroupEndsOnTheDevice) {
+  // Two groups' ends at elements 2..3 of an int32 input; the product then feeds a
+  // reduction stage, which waits for the scattered rows.
+  constexpr int64_t S = 20, K = 16, N = 8, G = 2;
+  GraphProgram g("trn2");
+  g.tensor("x", DType::fp32, S * K, TensorKind::input);
+  g.tensor("w", DType::fp32, G * K * N, TensorKind::input);
+  g.tensor("ends", DType::int32, 4, TensorKind::input);
+  g.tensor("y", DType::fp32, S * N, TensorKind::scratch);
+  g.tensor("sums", DType::fp32, S, TensorKind::output);
+  const Place y = at("y", 0, contiguous(DType::fp32, {S, N}));
+  g.grouped_matmul(at("x", 0, contiguous(DType::fp32, {S, K})),
+                   at("w", 0, contiguous(DType::fp32, {G, K, N})),
+                   at("ends", 2, contiguous(DType::int32, {G})), y);
+  g.reduce(ReduceOp::sum, y, 1, at("sums", 0, contiguous(DType::fp32, {S})));
+  const isa::Program program = g.finish();
+  const std::vector<float> xs = test::random_values(S * K, 3, -1.0f, 1.0f, DType::fp32);
+  const std::vector<float> ws = test::random_values(G * K * N, 4, -1.0f, 1.0f, DType::fp32);
+  auto out = test::run(program, {{"x", xs}, {"w", ws}, {"ends", {99, 99, 7, 18}}});
+  for (int64_t r = 0; r < S; ++r) {
+    const int64_t group = r < 7 ? 0 : r < 18 ? 1 : -1;  // rows 18, 19: past the last end
+    double sum = 0.0;
+    for (int64_t n = 0; group >= 0 && n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) sum += double{xs[r * K + k]} * ws[(group * K + k) * N + n];
+    EXPECT_NEAR(out["sums"][r], sum, 1e-3) << "row " << r;
+  }
+}
+
 TEST(GraphProgram, PlacesThatDoNotFitTheirTensorAreRefusedNamingTheOperand) {
   GraphProgram g("trn2");
   g.tensor("x", DType::fp32, 64, TensorKind::input);

@@ -787,6 +787,14 @@ TEST(CostDma, IndirectSplitsByDestinationRows) {
   pieces = 0;
   for (const DmaTransfer& t : plan_dma(scatter, gen("trn2"))) pieces += t.descriptors;
   EXPECT_EQ(pieces, 8u);
+  // ... and the bytes of the 8 rows it writes (2 x 256 FP32), not of the whole table.
+  uint64_t bytes = 0, hbm_bytes = 0;
+  for (const DmaTransfer& t : plan_dma(scatter, gen("trn2"))) {
+    bytes += t.bytes;
+    hbm_bytes += t.hbm_bytes;
+  }
+  EXPECT_EQ(bytes, 2u * 256u * 4u);
+  EXPECT_EQ(hbm_bytes, 2u * 256u * 4u);
   // Into 64 partitions: 8 engines.
   Instruction wide = dma(sbuf(DType::fp32, 64, 256), hbm(DType::fp32, 1024, 256));
   wide.operands.push_back({Role::index, sbuf(DType::int32, 64, 1)});

@@ -64,6 +64,10 @@ class KernelBuilder {
 
   // Shorthands for the common instructions.
   void dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger = Engine::SP);
+  // An indirect dma_copy: rows of src named by `index` (an on-chip int32 column) gathered
+  // into dst, or with `scatter` src's rows written to the rows of dst that `index` names.
+  void indirect_copy(const AccessPattern& dst, const AccessPattern& src, const AccessPattern& index,
+                     Engine trigger = Engine::SP, bool scatter = false);
   void matmul(const AccessPattern& dst, const AccessPattern& stationary,
               const AccessPattern& moving, bool accumulate = false);
   void transpose(Engine engine, const AccessPattern& dst, const AccessPattern& src);

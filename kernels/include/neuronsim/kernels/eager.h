@@ -201,6 +201,17 @@ isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const 
 // K is bound by A^T's rows in one SBUF partition (on trn2 about 27,000 for bf16).
 isa::Program matmul(std::string_view target, const View& a, const View& b, const View& out);
 
+// out[rows of group g] = a[those rows] @ b[g] (torch._grouped_mm of a 2-D a and a 3-D b):
+// a [S, K], b [G, K, N], offs int32 [G] the groups' cumulative row ends, out [S, N]; rows
+// past the last end are zero. The ends stay on the device: the program depends on the
+// shapes alone. Rows are cut into blocks of 128 rows of one group, whose rows, weights and
+// outputs move by indirect DMA (kernels/src/grouped_matmul.cpp). Tensors "a", "b", "offs",
+// "out"; a and out with contiguous rows; b's groups one after another at its row stride
+// (b contiguous, or the transpose of a contiguous [G, N, K], as a linear layer's experts
+// are held); at most 1,024 groups, and fewer than 2^24 rows of a and of b's groups.
+isa::Program grouped_matmul(std::string_view target, const View& a, const View& b, const View& offs,
+                            const View& out);
+
 // Scaled dot-product attention, flash-style: out = softmax(q k^T * scale + mask) v per
 // head, with the [Tq, Tk] scores never leaving the chip. q [B, Hq, Tq, D], k [B, Hkv, Tk,
 // D], v [B, Hkv, Tk, Dv] and out [B, Hq, Tq, Dv] (or all 3-D without B), one float dtype,

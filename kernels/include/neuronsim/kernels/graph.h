@@ -83,6 +83,10 @@ class GraphProgram {
   // low words of int64 indices). Table and out have their rows one after another.
   void gather(const Place& table, const Place& index, const Place& out);
 
+  // A grouped product (kernels::grouped_matmul): out's rows of group g = a's rows @ b[g],
+  // the groups' cumulative row ends read from `offs` (int32) on the device.
+  void grouped_matmul(const Place& a, const Place& b, const Place& offs, const Place& out);
+
   size_t stages() const { return stages_; }
   isa::Program finish();
 
