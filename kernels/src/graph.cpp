@@ -278,27 +278,51 @@ void GraphProgram::attention_backward(const std::map<std::string, Place>& places
 }
 
 void GraphProgram::gather(const Place& table, const Place& index, const Place& out) {
-  constexpr const char* kernel = "gather_rows";
-  const View& t = table.view;
+  indirect_rows("gather_rows", table, index, out, false);
+}
+
+void GraphProgram::topk(const Place& in, int64_t dim, int64_t k, bool largest, const Place& values,
+                        const Place& indices) {
+  const std::map<std::string, const Place*> places{
+      {"in", &in}, {"values", &values}, {"indices", &indices}};
+  const Declare bind = binder("topk", places);
+  stage([&] { emit_topk(kb_, bind, in.view, dim, k, largest, values.view, indices.view); });
+}
+
+void GraphProgram::cumsum(const Place& in, int64_t dim, const Place& out) {
+  const std::map<std::string, const Place*> places{{"in", &in}, {"out", &out}};
+  const Declare bind = binder("cumsum", places);
+  stage([&] { emit_cumsum(kb_, bind, in.view, dim, out.view); });
+}
+
+void GraphProgram::scatter(const Place& src, const Place& index, const Place& out) {
+  indirect_rows("scatter_rows", out, index, src, true);
+}
+
+void GraphProgram::indirect_rows(const char* kernel, const Place& table, const Place& index,
+                                 const Place& packed, bool scatter) {
+  const char* table_name = scatter ? "out" : "table";
+  const char* packed_name = scatter ? "src" : "out";
   const View& i = index.view;
   require(i.dtype == isa::DType::int32 && i.sizes.size() == 1 && i.strides[0] >= 1, kernel,
           "index is not a 1-dim int32 view");
-  require(t.dtype == out.view.dtype, kernel, "table and out differ in dtype");
+  require(table.view.dtype == packed.view.dtype, kernel,
+          fmt::format("{} and {} differ in dtype", table_name, packed_name));
   const int64_t count = i.sizes[0], stride = i.strides[0];
-  const isa::AccessPattern rows = row_major(kernel, "table", at(kernel, "table", table, false), t);
-  const isa::AccessPattern packed =
-      row_major(kernel, "out", at(kernel, "out", out, true), out.view);
-  require(packed.num_partitions == count && packed.partition_stride == rows.partition_stride,
-          kernel,
-          fmt::format("out has {} rows of {}, not {} of {}", packed.num_partitions,
-                      packed.partition_stride, count, rows.partition_stride));
+  const isa::AccessPattern rows =
+      row_major(kernel, table_name, at(kernel, table_name, table, scatter), table.view);
+  const isa::AccessPattern moved =
+      row_major(kernel, packed_name, at(kernel, packed_name, packed, !scatter), packed.view);
+  require(moved.num_partitions == count && moved.partition_stride == rows.partition_stride, kernel,
+          fmt::format("{} has {} rows of {}, not {} of {}", packed_name, moved.num_partitions,
+                      moved.partition_stride, count, rows.partition_stride));
   const Place words{index.tensor, index.offset, View{i.dtype, {(count - 1) * stride + 1}, {1}}};
   const std::map<std::string, const Place*> places{
-      {"table", &table}, {"index", &words}, {"out", &out}};
+      {table_name, &table}, {"index", &words}, {packed_name, &packed}};
   const Declare bind = binder(kernel, places);
   stage([&] {
-    emit_indirect_rows(kb_, bind, kernel, t.dtype, rows.num_partitions, rows.partition_stride,
-                       count, stride, false);
+    emit_indirect_rows(kb_, bind, kernel, table.view.dtype, rows.num_partitions,
+                       rows.partition_stride, count, stride, scatter);
   });
 }
 

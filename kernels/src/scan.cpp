@@ -24,7 +24,9 @@ constexpr uint32_t kMaxChunk = 4096;  // elements per partition of one chunk of 
 
 class ScanKernel {
  public:
-  ScanKernel(std::string_view target, const View& in, int64_t dim, const View& out) : kb_(target) {
+  ScanKernel(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim,
+             const View& out)
+      : kb_(kb) {
     check_view(kName, "in", in);
     check_view(kName, "out", out);
     check_no_self_overlap(kName, "out", out);
@@ -36,16 +38,15 @@ class ScanKernel {
             fmt::format("dim {} is out of range for a {}-D input", dim, rank));
     const auto d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
     layout(in, out, d);
-    in_ = declare_input(kb_, "in", in);
-    out_ = declare_output(kb_, "out", out);
+    in_ = declare(kb_, "in", in, false);
+    out_ = declare(kb_, "out", out, true);
     allocate();
   }
 
-  isa::Program build() {
+  void build() {
     pipeline(
         static_cast<uint32_t>(plan_.tiles.size()), nbuf_ - 1, [&](uint32_t i) { load(i); },
         [&](uint32_t i) { compute(i); });
-    return kb_.finish();
   }
 
  private:
@@ -106,7 +107,7 @@ class ScanKernel {
     kb_.dma_copy(hbm_tile(kName, out_, out_strides_, plan_, t), sums, Engine::SP);
   }
 
-  KernelBuilder kb_;
+  KernelBuilder& kb_;
   int64_t scanned_ = 1;
   std::vector<int64_t> sizes_, in_strides_, out_strides_;
   AccessPattern in_, out_;
@@ -117,8 +118,19 @@ class ScanKernel {
 
 }  // namespace
 
+namespace detail {
+
+void emit_cumsum(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim,
+                 const View& out) {
+  ScanKernel(kb, declare, in, dim, out).build();
+}
+
+}  // namespace detail
+
 isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const View& out) {
-  return ScanKernel(target, in, dim, out).build();
+  KernelBuilder kb(target);
+  detail::emit_cumsum(kb, declare_operand, in, dim, out);
+  return kb.finish();
 }
 
 }  // namespace neuronsim::kernels

@@ -96,6 +96,8 @@ void emit_reduce(KernelBuilder& kb, const Declare& declare, ReduceOp op, const V
                  const RowEpilogue* epilogue = nullptr);
 void emit_grouped_matmul(KernelBuilder& kb, const Declare& declare, const View& a, const View& b,
                          const View& offs, const View& out);
+void emit_cumsum(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim,
+                 const View& out);
 void emit_topk(KernelBuilder& kb, const Declare& declare, const View& in, int64_t dim, int64_t k,
                bool largest, const View& values, const View& indices);
 void emit_attention(KernelBuilder& kb, const Declare& declare, const AttentionOperands& ops,

@@ -26,7 +26,13 @@
 //               {"kind": "attention_backward", "q", "k", "v", "out", "dout", "lse", "dq",
 //                "dk", "dv": place, "mask": place (optional), "scale", "causal"},
 //               {"kind": "gather", "table", "index", "out": place} (index: int32, the
-//                low words of int64 indices at stride 2)]}
+//                low words of int64 indices at stride 2),
+//               {"kind": "scatter", "src", "index", "out": place} (out's rows named by
+//                index = src's rows; index as gather's),
+//               {"kind": "topk", "in": place, "dim", "k", "largest": bool, "values",
+//                "indices": place} (indices int32, as gather's index),
+//               {"kind": "cumsum", "in": place, "dim", "out": place},
+//               {"kind": "grouped_matmul", "a", "b", "offs", "out": place} (offs int32)]}
 //   place: {"tensor", "offset", "sizes", "strides"} (elements; the tensor's dtype)
 //   step:  {"op": "load", "input"} | {"op": "constant", "imm"} |
 //          {"op": "activation", "func", "args": [x], "imm": scale} |
@@ -218,6 +224,16 @@ isa::Program build_graph(const std::string& plan_text) {
       g.attention_backward(places, s.at("scale").get<float>(), s.at("causal").get<bool>());
     } else if (kind == "gather") {
       g.gather(reader.place(s.at("table")), reader.place(s.at("index")), reader.place(s.at("out")));
+    } else if (kind == "scatter") {
+      g.scatter(reader.place(s.at("src")), reader.place(s.at("index")), reader.place(s.at("out")));
+    } else if (kind == "topk") {
+      g.topk(reader.place(s.at("in")), s.at("dim"), s.at("k"), s.at("largest"),
+             reader.place(s.at("values")), reader.place(s.at("indices")));
+    } else if (kind == "cumsum") {
+      g.cumsum(reader.place(s.at("in")), s.at("dim"), reader.place(s.at("out")));
+    } else if (kind == "grouped_matmul") {
+      g.grouped_matmul(reader.place(s.at("a")), reader.place(s.at("b")), reader.place(s.at("offs")),
+                       reader.place(s.at("out")));
     } else {
       throw std::invalid_argument(fmt::format("plan: unknown stage '{}'", kind));
     }

@@ -29,6 +29,7 @@ from .. import strict
 from .constants import fold_constants
 from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
+from .indices import infer_bounds
 from .layouts import forget_layouts, keep_transposed_parameters
 from .ops import Unsupported
 from .schedule import cut
@@ -95,6 +96,7 @@ def compile_graph(
     eager: list[str] = []
     segments: list[CompiledSegment] = []
     constants = fold_constants(gm)
+    infer_bounds(gm)
     kept = keep_transposed_parameters(gm, parameters) if parameters else 0
     for step in cut(gm.graph, _refuse):
         if step.eager is not None:

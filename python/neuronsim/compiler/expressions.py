@@ -21,6 +21,8 @@ class Place:
     dtype: torch.dtype
 
     def json(self) -> dict:
+        if self.dtype == torch.int64:  # int64 values are held as int32 words: their low ones
+            return self.words().json()
         return {
             "tensor": self.tensor,
             "offset": self.offset,
@@ -28,12 +30,21 @@ class Place:
             "strides": list(self.strides),
         }
 
+    def words(self, high: bool = False) -> Place:
+        """An int64 place as the int32 words the program holds it in: the low words (the
+        value, for the small non-negative values the programs compute, indices.py), or the
+        high ones (zero for those)."""
+        assert self.dtype == torch.int64, self
+        strides = tuple(2 * s for s in self.strides)
+        return Place(self.tensor, 2 * self.offset + int(high), self.sizes, strides, torch.int32)
+
 
 @dataclasses.dataclass(frozen=True)
 class Lazy:
     """A pointwise value not stored yet: an expression tree whose leaves are Places.
     Trees are tuples: ("load", place), ("const", v), ("act", func, x, scale),
-    ("alu", op, a, b), ("alu_imm", op, a, imm, reverse), ("select", p, t, f)."""
+    ("alu", op, a, b), ("alu_imm", op, a, imm, reverse), ("select", p, t, f),
+    ("pos", [weights]) (an output position, PointwiseExpr::position)."""
 
     expr: tuple
     sizes: tuple
@@ -109,6 +120,8 @@ def emit_expression(
             }
         elif kind == "select":
             step = {"op": "select", "args": [visit(e[1]), visit(e[2]), visit(e[3])]}
+        elif kind == "pos":  # ("pos", [weight per output dim]): sum of index * weight
+            step = {"op": "position", "weights": list(e[1])}
         else:
             raise AssertionError(kind)
         steps.append(step)

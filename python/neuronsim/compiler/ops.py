@@ -8,6 +8,7 @@ import operator
 import torch
 import torch.fx
 
+from . import indices
 from .expressions import Place, is_dense, meta
 from .layouts import kept_transposed
 
@@ -159,7 +160,8 @@ def attention_backward_tile_bytes(d: int, dv: int, itemsize: int) -> int:
 
 
 # Ops with several results, each read through getitem.
-TUPLES = SPLITS | {aten.native_layer_norm.default, ATTENTION, ATTENTION_BACKWARD}
+TUPLES = SPLITS | {aten.native_layer_norm.default, ATTENTION, ATTENTION_BACKWARD, indices.TOPK}
+TUPLES |= indices.SORTS
 
 
 def is_split_item(node: torch.fx.Node) -> bool:
@@ -246,6 +248,14 @@ def check_lowerable(node: torch.fx.Node) -> None:
         if not backward_lowers(*(meta(args[n]) for n in BACKWARD_TENSORS), args):
             raise Unsupported("an attention backward the kernel does not cover")
         return
+    if t in indices.OPS or is_integer_cast(node):
+        try:
+            (indices.check_cast if t is aten._to_copy.default else indices.check)(node)
+        except indices.NotSmall as why:
+            raise Unsupported(str(why)) from None
+        return
+    if t in VIEWS and isinstance(meta(node), torch.Tensor) and indices.small(node):
+        return  # a view of small integers (indices.py)
     if t in SPLITS:
         parts = meta(node)
         if not all(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in parts):
@@ -309,6 +319,19 @@ def check_lowerable(node: torch.fx.Node) -> None:
         reduced_runs(node)  # raises for a dtype argument
     if t is aten.clamp.default and any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
         raise Unsupported("clamp with tensor bounds")
+
+
+def is_integer_cast(node: torch.fx.Node) -> bool:
+    """A copy of an integer tensor into another integer dtype (indices.py)."""
+    if node.target is not aten._to_copy.default:
+        return False
+    x, out = meta(node.args[0]), meta(node)
+    return (
+        isinstance(x, torch.Tensor)
+        and isinstance(out, torch.Tensor)
+        and x.dtype in indices.INTEGERS
+        and out.dtype in indices.INTEGERS
+    )
 
 
 def attention_args(node: torch.fx.Node) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from . import indices
 from .expressions import (
     Lazy,
     Place,
@@ -59,6 +60,7 @@ from .ops import (
     aten,
     attention_args,
     attention_backward_args,
+    is_integer_cast,
     is_item,
     is_pointwise,
     is_split_item,
@@ -95,8 +97,10 @@ class SegmentPlan:
     # -- tensors
 
     def _declare(self, kind: str, dtype: torch.dtype, elems: int) -> str:
-        # int32 only for the words of indices (index_words): no stage computes integers.
-        plan_dtype = "int32" if dtype == torch.int32 else ENGINE_DTYPES[dtype]
+        # Integers are indices (indices.py): int64 ones as twice as many int32 words.
+        plan_dtype = "int32" if dtype in (torch.int32, torch.int64) else ENGINE_DTYPES[dtype]
+        if dtype == torch.int64:
+            elems *= 2
         name = f"{kind[0]}{len(self.tensors)}"
         self.tensors.append({"name": name, "dtype": plan_dtype, "elems": elems, "kind": kind})
         return name
@@ -110,9 +114,12 @@ class SegmentPlan:
         return place
 
     def index_words(self, node: torch.fx.Node) -> Place:
-        """Contiguous int64 or int32 indices (a graph input: no stage computes integers) as
-        a flat int32 place; int64 ones at stride 2, their low words, bound as int32."""
+        """Contiguous int64 or int32 indices as a flat int32 place; int64 ones at stride 2,
+        their low words (bound as int32 when they are a graph input)."""
         v = meta(node)
+        if isinstance(self.env.get(node), Place):  # computed by the program (indices.py)
+            flat = reshaped(self.env[node], (v.numel(),))
+            return flat.words() if flat.dtype == torch.int64 else flat
         words = 2 if v.dtype == torch.int64 else 1
         name = self._declare("input", torch.int32, v.numel() * words)
         self.inputs.append((name, node))
@@ -457,6 +464,16 @@ class SegmentPlan:
         return {"tensors": self.tensors, "stages": self.stages}
 
 
+def widens(node: torch.fx.Node) -> bool:
+    """A copy of a 16-bit float value into float32."""
+    x, out = meta(node.args[0]), meta(node)
+    return (
+        isinstance(x, torch.Tensor)
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and out.dtype == torch.float32
+    )
+
+
 def binary(seg: SegmentPlan, op: str, a: Any, b: Any) -> tuple:
     if not isinstance(b, torch.fx.Node):
         return ("alu_imm", op, seg.term(a), float(b), False)
@@ -504,6 +521,13 @@ def pointwise_expr(seg: SegmentPlan, node: torch.fx.Node) -> tuple:
         return ("alu_imm", "pow", x, e, False)
     if t is aten.where.self:
         return ("select", seg.term(args[0]), seg.term(args[1]), seg.term(args[2]))
+    if t is aten._to_copy.default and widens(node) and isinstance(seg.value(args[0]), Lazy):
+        # The graph holds the value in its 16-bit dtype (a bf16 product, a residual sum):
+        # stored so, it is rounded where the graph rounds it, and what is computed from it
+        # sees the values the CPU sees. Kept in FP32 instead, a router's near ties broke
+        # otherwise than the CPU's (15 % of Qwen3-30B-A3B's tokens went to other experts).
+        # The store costs a round trip to HBM that a rounding on chip would save.
+        return ("load", seg.place(args[0]))
     if t in (aten.clone.default, aten._to_copy.default, aten.lift_fresh_copy.default):
         return seg.term(args[0])
     if t is aten.full_like.default:
@@ -574,6 +598,9 @@ def lower_node(seg: SegmentPlan, node: torch.fx.Node) -> None:
         return
     if t is ATTENTION_BACKWARD:
         lower_attention_backward(seg, node)
+        return
+    if t in indices.OPS or is_integer_cast(node):
+        indices.lower(seg, node)
         return
     if is_item(node):  # of a layer norm: a place, or an expression
         item = seg.env[node.args[0]][node.args[1]]

@@ -83,6 +83,15 @@ class GraphProgram {
   // low words of int64 indices). Table and out have their rows one after another.
   void gather(const Place& table, const Place& index, const Place& out);
 
+  // The k largest (or smallest) along `dim` and their positions (kernels::topk; indices an
+  // int32 view: the low words of int64 ones at stride 2).
+  void topk(const Place& in, int64_t dim, int64_t k, bool largest, const Place& values,
+            const Place& indices);
+  // Running sums along `dim` (kernels::cumsum).
+  void cumsum(const Place& in, int64_t dim, const Place& out);
+  // out's rows named by `index` = src's rows, in order (kernels::scatter_rows): out [rows,
+  // cols] and src [count, cols] with rows one after another; index as gather's.
+  void scatter(const Place& src, const Place& index, const Place& out);
   // A grouped product (kernels::grouped_matmul): out's rows of group g = a's rows @ b[g],
   // the groups' cumulative row ends read from `offs` (int32) on the device.
   void grouped_matmul(const Place& a, const Place& b, const Place& offs, const Place& out);
@@ -109,6 +118,9 @@ class GraphProgram {
   // big for SBUF), so that the caller emits the stages it fuses one by one.
   template <class Emit>
   bool fused(Emit&& emit);
+  // A gather (or, with `scatter`, a scatter) of rows between `table` and `packed` by index.
+  void indirect_rows(const char* kernel, const Place& table, const Place& index,
+                     const Place& packed, bool scatter);
   // A contiguous scratch tensor for a value an unfused stage passes to the next.
   Place temporary(isa::DType dtype, const std::vector<int64_t>& sizes);
 
