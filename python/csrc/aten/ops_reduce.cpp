@@ -5,6 +5,7 @@
 // int64 of argmax) are what the engines cannot compute: sums of integers run on the
 // CPU, counted; argmax indices are written as the low words of a zeroed int64 tensor.
 #include <algorithm>
+#include <cmath>
 #include <list>
 #include <mutex>
 #include <tuple>
@@ -246,6 +247,56 @@ at::Tensor variance(const char* op, const at::Tensor& x, at::OptionalIntArrayRef
   return out.view(without_dims(x, dims, keepdim));
 }
 
+// ||x||_ord over dims (torch.linalg.vector_norm, clip_grad_norm_'s per-gradient norms): the
+// elements' |x|^ord (x * x for 2, x != 0 for 0), their sum (max or min of |x| for +-inf) in
+// FP32, then the 1/ord power; undefined when not covered.
+at::Tensor vector_norm(const char* op, const at::Tensor& x, double ord, at::OptionalIntArrayRef dim,
+                       bool keepdim, c10::ScalarType dtype) {
+  if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || x.numel() == 0 ||
+      !is_engine_float(dtype) || std::isnan(ord))
+    return {};
+  const at::Tensor v = x.dim() == 0 ? x.view({1}) : x;
+  const std::vector<int64_t> dims = reduce_dims(v, dim);
+  const bool inf = std::isinf(ord);
+  kernels::PointwiseExpr pre;
+  const auto a = pre.activation(isa::ActFunc::abs, pre.load(0));
+  if (ord == 0.0)
+    pre.alu_imm(isa::AluOp::not_equal, pre.load(0), 0.0f);
+  else if (ord == 2.0)
+    pre.alu(isa::AluOp::multiply, a, a);
+  else if (ord != 1.0 && !inf)
+    pre.alu_imm(isa::AluOp::pow, a, static_cast<float>(ord));
+  const at::Tensor terms = at::empty(v.sizes(), v.options().dtype(at::kFloat));
+  if (!run_pointwise(op, fmt::format("|x|^{}", ord), pre, {v}, terms)) return {};
+  const ReduceOp kind = !inf ? ReduceOp::sum : ord > 0 ? ReduceOp::max : ReduceOp::min;
+  const at::Tensor total = reduce_keepdim(op, kind, terms, dims, at::kFloat);
+  if (!total.defined()) return {};
+  kernels::PointwiseExpr root;
+  if (ord == 2.0)
+    root.activation(isa::ActFunc::sqrt, root.load(0));
+  else if (ord == 0.0 || ord == 1.0 || inf)
+    root.load(0);
+  else
+    root.alu_imm(isa::AluOp::pow, root.load(0), static_cast<float>(1.0 / ord));
+  at::Tensor out = at::empty(total.sizes(), x.options().dtype(dtype));
+  if (!run_pointwise(op, fmt::format("root {}", ord), root, {total}, out)) return {};
+  return x.dim() == 0 ? out.view({}) : out.view(without_dims(v, dims, keepdim));
+}
+
+at::Tensor& linalg_vector_norm_out(const at::Tensor& x, const at::Scalar& ord,
+                                   at::OptionalIntArrayRef dim, bool keepdim,
+                                   std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const char* op = "aten::linalg_vector_norm";
+  if (at::Tensor r =
+          vector_norm(op, x, ord.toDouble(), dim, keepdim, dtype.value_or(x.scalar_type()));
+      r.defined() && out.device() == x.device() && out.scalar_type() == r.scalar_type()) {
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+  }
+  return Fallback<ATEN_OP2(linalg_vector_norm, out)>::call(x, ord, dim, keepdim, dtype, out);
+}
+
 at::Tensor var(const at::Tensor& x, at::OptionalIntArrayRef dim,
                const std::optional<at::Scalar>& correction, bool keepdim) {
   if (at::Tensor r = variance("aten::var", x, dim, correction, keepdim, false); r.defined())
@@ -449,6 +500,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min", min_all);
   m.impl("cumsum.out", cumsum_out);
   m.impl("var.correction", var);
+  m.impl("linalg_vector_norm.out", linalg_vector_norm_out);
   m.impl("std.correction", std_dev);
   m.impl("argmax", argmax);
   m.impl("argmin", argmin);

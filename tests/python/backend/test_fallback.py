@@ -442,3 +442,37 @@ def test_boolean_masks_multiply_and_add_as_logical_and_and_or():
         assert torch.equal((da * db).cpu(), a * b)
         assert torch.equal((da + db).cpu(), a + b)
         assert torch.equal((da * True).cpu(), a * True)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 3, 0.5, 0, float("inf"), float("-inf")])
+def test_vector_norms_and_gradient_clipping_run_on_the_device(ord):
+    # linalg.vector_norm over all dims, one dim and two, with keepdim, and in bf16; then
+    # clip_grad_norm_, whose per-gradient norms fell back at every training step.
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(6, 5, 40, generator=g)
+    x[0, 0, :7] = 0.0  # zeros, which ord=0 counts
+    cases = [
+        ((), {}),
+        ((), {"dim": -1}),
+        ((), {"dim": (0, 2), "keepdim": True}),
+    ]
+    with neuronsim.strict_mode():
+        for args, kwargs in cases:
+            got = torch.linalg.vector_norm(x.to("neuron"), ord, *args, **kwargs)
+            want = torch.linalg.vector_norm(x, ord, *args, **kwargs)
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        half = torch.linalg.vector_norm(x.bfloat16().to("neuron"), ord, dim=1)
+        want = torch.linalg.vector_norm(x.bfloat16().float(), ord, dim=1).bfloat16()
+        torch.testing.assert_close(half.cpu(), want, rtol=1.6e-2, atol=1e-2)
+    if ord != 2:
+        return
+    model = torch.nn.Linear(40, 8)
+    on_device = torch.nn.Linear(40, 8).to("neuron")
+    on_device.load_state_dict(model.state_dict())
+    for m, inputs in ((model, x.view(-1, 40)), (on_device, x.view(-1, 40).to("neuron"))):
+        m(inputs).square().sum().backward()
+    with neuronsim.strict_mode():
+        total = torch.nn.utils.clip_grad_norm_(on_device.parameters(), 1.0)
+    want = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.testing.assert_close(total.cpu(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(on_device.weight.grad.cpu(), model.weight.grad, rtol=1e-5, atol=1e-6)
