@@ -6,6 +6,7 @@
 // comparisons of types FP32 does not hold (int32, int64) go to the exact limb kernels
 // of ops_integer.cpp; integer multiplication and division run on the CPU, counted.
 #include <cmath>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
@@ -486,6 +487,34 @@ at::Tensor& clamp_max_out(const at::Tensor& x, const at::Scalar& hi, at::Tensor&
   return Fallback<ATEN_OP2(clamp_max, out)>::call(x, hi, out);
 }
 
+// log(sigmoid(x)) = -softplus(-x): DPO's and other preference losses' log-probabilities.
+// Softplus gives its argument back past 20, so large |x| stays exact; torch's CPU buffer
+// (used by its own backward) is returned empty, as CUDA's is.
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& x) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) && x.numel() > 0) {
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    Expr e;
+    e.alu_imm(AluOp::multiply, e.activation(ActFunc::softplus, e.load(0), -1.0f), -1.0f);
+    if (run_pointwise("aten::log_sigmoid_forward", "log_sigmoid", e, {x}, out))
+      return {out, at::empty({0}, x.options())};
+  }
+  return Fallback<ATEN_OP(log_sigmoid_forward)>::call(x);
+}
+
+// d/dx log(sigmoid(x)) = sigmoid(-x).
+at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& x,
+                                const at::Tensor& buffer) {
+  if (x.device().is_privateuseone() && grad.device() == x.device() &&
+      is_engine_float(x.scalar_type()) && grad.scalar_type() == x.scalar_type() &&
+      grad.sizes() == x.sizes() && x.numel() > 0) {
+    at::Tensor out = at::empty(x.sizes(), grad.options());
+    Expr e;
+    e.alu(AluOp::multiply, e.load(0), e.activation(ActFunc::sigmoid, e.load(1), -1.0f));
+    if (run_pointwise("aten::log_sigmoid_backward", "log_sigmoid'", e, {grad, x}, out)) return out;
+  }
+  return Fallback<ATEN_OP(log_sigmoid_backward)>::call(grad, x, buffer);
+}
+
 // log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule).
 at::Tensor& softplus_out(const at::Tensor& x, const at::Scalar& beta, const at::Scalar& threshold,
                          at::Tensor& out) {
@@ -928,6 +957,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_min.out", clamp_min_out);
   m.impl("clamp_max.out", clamp_max_out);
   m.impl("softplus.out", softplus_out);
+  m.impl("log_sigmoid_forward", log_sigmoid_forward);
+  m.impl("log_sigmoid_backward", log_sigmoid_backward);
   m.impl("zero_", zero);
 }
 

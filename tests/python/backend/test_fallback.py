@@ -476,3 +476,19 @@ def test_vector_norms_and_gradient_clipping_run_on_the_device(ord):
     want = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     torch.testing.assert_close(total.cpu(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(on_device.weight.grad.cpu(), model.weight.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_log_sigmoid_and_its_gradient_run_on_the_device(dtype):
+    # Preference losses (DPO's -logsigmoid of reward margins): large margins both ways
+    # included, where log(1 + exp(-x)) would round to nothing or overflow.
+    x = torch.tensor([-60.0, -25.0, -3.0, -0.5, 0.0, 0.5, 3.0, 25.0, 60.0], dtype=dtype)
+    want = torch.nn.functional.logsigmoid(x.float().requires_grad_())
+    want.sum().backward()
+    xs = x.to("neuron").detach().requires_grad_()
+    with neuronsim.strict_mode():
+        got = torch.nn.functional.logsigmoid(xs)
+        got.sum().backward()
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1.6e-2, "atol": 1e-2}
+    torch.testing.assert_close(got.detach().cpu().float(), want.detach(), **tol)
+    torch.testing.assert_close(xs.grad.cpu().float(), torch.sigmoid(-x.float()), **tol)
