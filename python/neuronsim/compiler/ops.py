@@ -24,7 +24,7 @@ ENGINE_DTYPES = {
 }
 
 
-FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+FLOATS = indices.FLOATS  # float32, bfloat16, float16
 
 
 class Unsupported(Exception):
@@ -141,7 +141,7 @@ SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
 
 
 EMBEDDING = aten.embedding.default
-INDEX_DTYPES = (torch.int64, torch.int32)
+INDEX_DTYPES = indices.INTEGERS
 
 ATTENTION = aten._scaled_dot_product_fused_attention_overrideable.default
 ATTENTION_BACKWARD = aten._scaled_dot_product_fused_attention_overrideable_backward.default
