@@ -105,3 +105,19 @@ def test_integers_whose_range_is_not_proven_stay_out_of_the_program():
     neuronsim.set_strict(True)
     with pytest.raises(Exception, match=r"the dividend is not proven in \[0, 2\^24\)"):
         torch.compile(halve, backend="neuron")(ids.to("neuron"))
+
+
+def test_a_bf16_product_widened_to_float32_is_rounded_where_the_graph_rounds_it():
+    # A router's logits: a bf16 product copied into float32 before its softmax. The
+    # compiled product is stored in bf16 first, as the graph holds it, so the float32 values
+    # are the bf16-rounded ones the eager ops give, not the FP32 accumulators.
+    def router(x, w):
+        return (x @ w).float().softmax(-1)
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(16, 64, generator=g).bfloat16().to("neuron")
+    w = torch.randn(64, 32, generator=g).bfloat16().to("neuron")
+    eager = router(x, w).cpu()
+    got = torch.compile(router, backend="neuron")(x, w).cpu()
+    assert compiler.graphs()[0].eager == []
+    torch.testing.assert_close(got, eager, rtol=1e-6, atol=1e-7)
