@@ -128,11 +128,13 @@ at::Tensor device_scalar(float v, const c10::Device& device) {
   return scalar;
 }
 
-at::Tensor random_seeds(const c10::Device& device, uint64_t numel) {
+at::Tensor random_seeds(const c10::Device& device, uint64_t numel,
+                        const std::optional<at::Generator>& generator) {
   constexpr int64_t kLanes = 128, kWords = kernels::PointwiseExpr::kSeedWords;
   at::Tensor seeds =
       at::empty({kLanes, kWords}, at::TensorOptions().dtype(at::kInt).device(device));
-  uint64_t stream = next_random_key(default_generator(device.index()), numel);
+  uint64_t stream = next_random_key(
+      generator && generator->defined() ? *generator : default_generator(device.index()), numel);
   auto* words = static_cast<uint32_t*>(seeds.data_ptr());  // device memory is host-mapped
   for (int64_t lane = 0; lane < kLanes; ++lane)
     for (int64_t engine = 0; engine < kWords / 6; ++engine) {
@@ -169,16 +171,18 @@ bool overlaps(const at::Tensor& in, const at::Tensor& out) {
 }
 
 bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
-                   const std::vector<at::Tensor>& inputs, const at::Tensor& out) {
+                   const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                   const std::optional<at::Generator>& generator) {
   for (const at::Tensor& in : inputs)
     if (overlaps(in, out)) return false;
-  return run_pointwise_outputs(op, name, expr, inputs, {out});
+  return run_pointwise_outputs(op, name, expr, inputs, {out}, generator);
 }
 
 bool run_pointwise_outputs(const char* op, const std::string& name,
                            const kernels::PointwiseExpr& expr,
                            const std::vector<at::Tensor>& inputs,
-                           const std::vector<at::Tensor>& outs) {
+                           const std::vector<at::Tensor>& outs,
+                           const std::optional<at::Generator>& generator) {
   for (const at::Tensor& out : outs)
     if (!out.device().is_privateuseone() || !engine_dtype(out.scalar_type())) return false;
   std::vector<at::Tensor> all = inputs;
@@ -202,7 +206,7 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
   for (size_t i = 0; i < expanded.size(); ++i)
     bound.emplace_back(fmt::format("in{}", i), expanded[i]);
   if (expr.draws_random())
-    bound.emplace_back("seeds", random_seeds(outs[0].device(), outs[0].numel()));
+    bound.emplace_back("seeds", random_seeds(outs[0].device(), outs[0].numel(), generator));
   const std::string chip = target();
   if (outs.size() == 1) {
     bound.emplace_back("out", outs[0]);

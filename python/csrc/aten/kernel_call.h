@@ -60,8 +60,10 @@ at::Tensor device_scalar(float v, const c10::Device& device);
 
 // The tensor "seeds" of a pointwise kernel that draws random() values (kernels/eager.h):
 // every lane's generator state, from the next key of the device's default generator for
-// `numel` values. Written by the host like device_scalar; a fresh block per call.
-at::Tensor random_seeds(const c10::Device& device, uint64_t numel);
+// `numel` values (or of `generator`, a neuron generator, when given). Written by the host
+// like device_scalar; a fresh block per call.
+at::Tensor random_seeds(const c10::Device& device, uint64_t numel,
+                        const std::optional<at::Generator>& generator = std::nullopt);
 
 // The target of the simulated chip ("trn2", ...).
 std::string target();
@@ -71,17 +73,19 @@ std::string target();
 // covered (a dtype without an engine type, a layout the kernel refuses, an input
 // overlapping out other than exactly).
 bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
-                   const std::vector<at::Tensor>& inputs, const at::Tensor& out);
+                   const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                   const std::optional<at::Generator>& generator = std::nullopt);
 
 // The same with one output per expr.outputs() (tensors "out0", ...), all of outs[0]'s
 // sizes, and no check that inputs and outputs are apart: the caller has checked that
 // each input is an output's tensor exactly or no alias of it (the limb views of one
 // tensor interleave without overlapping).
-// A kernel that draws random() values gets its seeds from random_seeds.
+// A kernel that draws random() values gets its seeds from random_seeds (of `generator`).
 bool run_pointwise_outputs(const char* op, const std::string& name,
                            const kernels::PointwiseExpr& expr,
                            const std::vector<at::Tensor>& inputs,
-                           const std::vector<at::Tensor>& outs);
+                           const std::vector<at::Tensor>& outs,
+                           const std::optional<at::Generator>& generator = std::nullopt);
 
 // `in` aliases out's bytes other than as the very same view (sizes, strides, start).
 bool overlaps(const at::Tensor& in, const at::Tensor& out);

@@ -397,6 +397,131 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
                                                                  padding_idx, scale_grad_by_freq);
 }
 
+// ---- flip, index_add, scatter_add: composed of the kernels above ------------------------
+
+// Raises torch's error when an index of `index` is outside [0, size): one read of the
+// device (min and max as FP32, which keeps every out-of-range value out of range).
+void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size) {
+  if (values_unspecified() || index.numel() == 0) return;
+  const at::Tensor as_float = index.to(at::kFloat);
+  const at::Tensor limits = at::stack({as_float.min(), as_float.max()}).cpu();
+  const auto* v = limits.data_ptr<float>();
+  if (v[0] < 0 || v[1] >= static_cast<float>(size)) bad_index(op, index, d, size, false);
+}
+
+bool small_index(const at::Tensor& self, const at::Tensor& index) {
+  return index.device() == self.device() && is_limb_integer(index.scalar_type()) &&
+         is_engine_float(self.scalar_type());
+}
+
+// self reversed along dims: per dim, that dim moved to the front, its rows gathered in
+// reverse order by indirect DMA (index_select), and moved back.
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  // 8-byte elements (int64 ids, positions) flip as pairs of int32 words.
+  if (self.device().is_privateuseone() && self.element_size() == 8 && self.dim() > 0 &&
+      !self.is_complex()) {
+    const at::Tensor words = self.contiguous().view(at::kInt).unflatten(-1, {self.size(-1), 2});
+    std::vector<int64_t> wrapped;
+    for (const int64_t dim : dims) wrapped.push_back(at::maybe_wrap_dim(dim, self.dim()));
+    return pytorch::flip(words, wrapped).flatten(-2).view(self.scalar_type());
+  }
+  if (self.device().is_privateuseone() && engine_dtype(self.scalar_type()) && self.dim() > 0) {
+    std::vector<bool> flipped(static_cast<size_t>(self.dim()), false);
+    for (const int64_t dim : dims) {
+      const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+      TORCH_CHECK(!flipped[static_cast<size_t>(d)],
+                  "dims has duplicates, original flip dims size=", dims.size(),
+                  ", but unique flip dims size=", flipped.size());
+      flipped[static_cast<size_t>(d)] = true;
+    }
+    at::Tensor x = self;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      const int64_t n = self.size(d);
+      if (!flipped[static_cast<size_t>(d)] || n <= 1) continue;
+      const at::Tensor reverse = at::arange(n - 1, -1, -1, self.options().dtype(at::kLong));
+      const at::Tensor rows = x.movedim(d, 0).contiguous();
+      x = pytorch::index_select(rows, 0, reverse).movedim(0, d);
+    }
+    return x.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : x.contiguous();
+  }
+  return Fallback<ATEN_OP(flip)>::call(self, dims);
+}
+
+// out = self + alpha * one_hot(index)^T @ source along dim, on TensorE as the embedding's
+// gradient: rows of source with equal indices are summed.
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
+  const char* op = "aten::index_add";
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  const int64_t rows = self.dim() > 0 ? self.size(d) : 1, count = index.numel();
+  if (small_index(self, index) && self.dim() > 0 && source.dim() == self.dim() &&
+      index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
+      source.device() == self.device() && source.size(d) == count &&
+      out.device() == self.device() && out.scalar_type() == self.scalar_type() &&
+      rows * count <= kMaxOneHot) {
+    TORCH_CHECK(!out.is_same(self) || !overlaps(source, self),
+                "index_add_(): source and self overlap");
+    check_in_range(op, index, d, rows);
+    at::native::resize_output(out, self.sizes());
+    if (!out.is_same(self)) out.copy_(self);
+    if (count == 0 || self.numel() == 0) return out;
+    const at::Tensor position =
+        at::arange(rows, self.options().dtype(at::kFloat)).reshape({rows, 1});
+    const at::Tensor hot =
+        position.eq(index.reshape({1, count}).to(at::kFloat)).to(self.scalar_type());
+    const at::Tensor moved = source.movedim(d, 0);
+    const at::Tensor sums = at::mm(hot, moved.reshape({count, -1}));
+    std::vector<int64_t> sizes = moved.sizes().vec();
+    sizes[0] = rows;
+    out.add_(sums.reshape(sizes).movedim(0, d), alpha);
+    return out;
+  }
+  if (rows * count > kMaxOneHot)
+    note_refusal(op, fmt::format("the one-hot matrix ({} x {}) exceeds {} elements", rows, count,
+                                 kMaxOneHot));
+  return Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
+}
+
+// out = self, then out[..., index[i], ...] += src[..., i, ...] along dim over index's
+// extent: per line along dim, a one-hot [size, m] of its indices times its values, summed
+// over m on the engines (FP32, rounded once).
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+  const char* op = "aten::scatter_add";
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  const int64_t size = self.dim() > 0 ? self.size(d) : 1;
+  if (small_index(self, index) && self.dim() > 0 && index.dim() == self.dim() &&
+      src.dim() == self.dim() && src.scalar_type() == self.scalar_type() &&
+      src.device() == self.device() && out.device() == self.device() &&
+      out.scalar_type() == self.scalar_type() && index.numel() * size <= kMaxOneHot) {
+    bool fits = true;
+    for (int64_t k = 0; k < self.dim(); ++k)
+      fits = fits && index.size(k) <= src.size(k) && (k == d || index.size(k) <= self.size(k));
+    if (fits) {
+      check_in_range(op, index, d, size);
+      at::native::resize_output(out, self.sizes());
+      if (!out.is_same(self)) out.copy_(self);
+      if (index.numel() == 0) return out;
+      at::Tensor region = out, values = src;
+      for (int64_t k = 0; k < self.dim(); ++k) {
+        values = values.narrow(k, 0, index.size(k));
+        if (k != d) region = region.narrow(k, 0, index.size(k));
+      }
+      const at::Tensor position =
+          at::arange(size, self.options().dtype(at::kFloat)).reshape({size, 1});
+      const at::Tensor lines = index.movedim(d, -1).to(at::kFloat).unsqueeze(-2);  // [.., 1, m]
+      const at::Tensor hot = position.eq(lines).to(at::kFloat);                    // [.., size, m]
+      const at::Tensor sums = (hot * values.movedim(d, -1).unsqueeze(-2)).sum(-1);
+      region.movedim(d, -1).add_(sums);
+      return out;
+    }
+  }
+  if (index.numel() * size > kMaxOneHot)
+    note_refusal(op, fmt::format("the one-hot tensor ({} indices x {}) exceeds {} elements",
+                                 index.numel(), size, kMaxOneHot));
+  return Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -407,6 +532,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
   m.impl("_index_put_impl_", index_put_impl);
+  m.impl("flip", flip);
+  m.impl("index_add.out", index_add_out);
+  m.impl("scatter_add.out", scatter_add_out);
 }
 
 }  // namespace neuronsim::pytorch

@@ -503,7 +503,8 @@ bool integer_sum_into(
     return false;
   int64_t count = 1;
   for (int64_t d : dims) count *= x.size(d);
-  if (count >= 65536) return false;  // 255 * count must stay exact in FP32
+  // Each byte plane's sum must stay exact in FP32: 255 * count, or count for a mask.
+  if (count >= (x.scalar_type() == at::kBool ? (int64_t{1} << 24) : int64_t{65536})) return false;
   const int64_t pieces = layout->limbs * layout->bits / 8;
   std::vector<int64_t> sizes{pieces};
   sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());

@@ -143,11 +143,53 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
       grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
 }
 
+// The mean squared error, as Trainer's regression heads and distillation losses call it:
+// (self - target)^2, reduced by the device's sum or mean.
+at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                         at::Tensor& out) {
+  if (self.device().is_privateuseone() && target.device() == self.device() &&
+      is_engine_float(at::result_type(self, target)) && out.device() == self.device()) {
+    const at::Tensor diff = self - target;
+    const at::Tensor squared = diff * diff;
+    at::Tensor loss = reduction == kMean  ? squared.mean()
+                      : reduction == kSum ? squared.sum()
+                                          : squared;
+    at::native::resize_output(out, loss.sizes());
+    out.copy_(loss);
+    return out;
+  }
+  return Fallback<ATEN_OP2(mse_loss, out)>::call(self, target, reduction, out);
+}
+
+at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                  const at::Tensor& target, int64_t reduction,
+                                  at::Tensor& grad_input) {
+  if (self.device().is_privateuseone() && target.device() == self.device() &&
+      grad_output.device() == self.device() && is_engine_float(self.scalar_type())) {
+    const double norm = reduction == kMean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+    const at::Tensor grad = (self - target) * grad_output * norm;
+    at::native::resize_output(grad_input, self.sizes());
+    grad_input.copy_(grad.expand(self.sizes()));
+    return grad_input;
+  }
+  return Fallback<ATEN_OP2(mse_loss_backward, grad_input)>::call(grad_output, self, target,
+                                                                 reduction, grad_input);
+}
+
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                             const at::Tensor& target, int64_t reduction) {
+  at::Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return mse_loss_backward_out(grad_output, self, target, reduction, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward.output", nll_loss_forward_out);
   m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
+  m.impl("mse_loss.out", mse_loss_out);
+  m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
+  m.impl("mse_loss_backward", mse_loss_backward);
 }
 
 }  // namespace neuronsim::pytorch

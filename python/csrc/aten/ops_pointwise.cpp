@@ -6,6 +6,7 @@
 // comparisons of types FP32 does not hold (int32, int64) go to the exact limb kernels
 // of ops_integer.cpp; integer multiplication and division run on the CPU, counted.
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -451,6 +452,93 @@ at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
     if (at::Tensor out = unary("aten::pow", fmt::format("pow {}", p), x, make); out.defined())
       return out;
   return Fallback<ATEN_OP2(pow, Tensor_Scalar)>::call(x, exponent);
+}
+
+// base ** exponent for float results on VectorE's pow (C's powf: a negative base to a
+// non-integer power is NaN, anything to the power 0 is 1), tensor or Python number on
+// either side (pow.Scalar: a number to a tensor's powers, as rotary embeddings' base **
+// (arange / dim)). Integer powers fall back.
+at::Tensor& pow_tensor_out(const at::Tensor& base, const at::Tensor& exponent, at::Tensor& out) {
+  const c10::ScalarType result = at::result_type(base, exponent);
+  if (is_engine_float(result) &&
+      prepare_out(out, at::infer_size(base.sizes(), exponent.sizes()), result) &&
+      binary_into("aten::pow", AluOp::pow, Kind::arithmetic, base, exponent, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(pow, Tensor_Tensor_out)>::call(base, exponent, out);
+}
+
+at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
+                                at::Tensor& out) {
+  const at::Tensor b = scalar_tensor(base);
+  const c10::ScalarType result = at::result_type(base, exponent);
+  if (is_engine_float(result) && prepare_out(out, exponent.sizes(), result) &&
+      binary_into("aten::pow", AluOp::pow, Kind::arithmetic, b, exponent, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(pow, Scalar_out)>::call(base, exponent, out);
+}
+
+// erfinv by Giles' single-precision approximation ("Approximating the erfinv function",
+// GPU Gems / arXiv:1005.0055): w = -log((1 - x)(1 + x)), then a degree-8 polynomial in
+// w - 2.5 (w < 5) or sqrt(w) - 3 (the tails), times x. |x| = 1 gives +-inf, |x| > 1 NaN.
+at::Tensor& erfinv_out(const at::Tensor& x, at::Tensor& out) {
+  static constexpr float kCentral[] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                                       -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                                       -0.00417768164f,  0.246640727f,    1.50140941f};
+  static constexpr float kTail[] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                                    -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                                    0.00943887047f,   1.00167406f,     2.83297682f};
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) &&
+      prepare_out(out, x.sizes(), x.scalar_type())) {
+    Expr e;
+    const Reg v = e.load(0);
+    const Reg one_minus_sq = e.alu(AluOp::multiply, e.alu_imm(AluOp::subtract, v, 1.0f, true),
+                                   e.alu_imm(AluOp::add, v, 1.0f));
+    const Reg w = e.alu_imm(AluOp::multiply, e.activation(ActFunc::log, one_minus_sq), -1.0f);
+    auto horner = [&](const float* c, Reg t) {
+      Reg p = e.constant(c[0]);
+      for (int i = 1; i < 9; ++i) p = e.alu_imm(AluOp::add, e.alu(AluOp::multiply, p, t), c[i]);
+      return p;
+    };
+    const Reg central = horner(kCentral, e.alu_imm(AluOp::subtract, w, 2.5f));
+    const Reg tail =
+        horner(kTail, e.alu_imm(AluOp::subtract, e.activation(ActFunc::sqrt, w), 3.0f));
+    const Reg p = e.select(e.alu_imm(AluOp::is_lt, w, 5.0f), central, tail);
+    const Reg r = e.alu(AluOp::multiply, p, v);
+    // At |x| = 1 the tail polynomial is inf * inf terms of either sign: the limit is x * inf.
+    const Reg edge = e.alu_imm(AluOp::is_equal, e.activation(ActFunc::abs, v), 1.0f);
+    e.select(edge, e.alu_imm(AluOp::multiply, v, std::numeric_limits<float>::infinity()), r);
+    if (run_pointwise("aten::erfinv", "erfinv giles", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(erfinv, out)>::call(x, out);
+}
+
+// torch.linspace into a float tensor: start + i * step in the first half and
+// end - (steps - 1 - i) * step in the second, as torch computes it (so both ends are exact).
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps,
+                         at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.device().is_privateuseone() && is_engine_float(out.scalar_type()) &&
+      steps < (int64_t{1} << 24) && !start.isComplex() && !end.isComplex()) {
+    if (out.numel() != steps) at::native::resize_output(out, {steps});
+    const double a = start.toDouble(), b = end.toDouble();
+    const double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
+    const at::Tensor target = out.is_contiguous() ? out : at::empty({steps}, out.options());
+    Expr e;
+    const Reg i = e.position({1});
+    const Reg low = e.alu_imm(AluOp::add, e.alu_imm(AluOp::multiply, i, static_cast<float>(step)),
+                              static_cast<float>(a));
+    const Reg from_end = e.alu_imm(AluOp::subtract, i, static_cast<float>(steps - 1), true);
+    const Reg high =
+        e.alu_imm(AluOp::subtract, e.alu_imm(AluOp::multiply, from_end, static_cast<float>(step)),
+                  static_cast<float>(b), true);
+    e.select(e.alu_imm(AluOp::is_lt, i, static_cast<float>(steps / 2)), low, high);
+    if (steps == 0 || run_pointwise("aten::linspace", fmt::format("linspace {} {} {}", a, b, steps),
+                                    e, {}, target)) {
+      if (!target.is_same(out)) out.copy_(target);
+      return out;
+    }
+  }
+  return Fallback<ATEN_OP2(linspace, out)>::call(start, end, steps, out);
 }
 
 // min(max(x, lo), hi) for a float x, the bounds read at run time (NaN stays NaN).
@@ -923,6 +1011,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("abs_", abs_inplace);
   m.impl("gelu", gelu);
   m.impl("pow.Tensor_Scalar", pow_scalar);
+  m.impl("pow.Tensor_Tensor_out", pow_tensor_out);
+  m.impl("pow.Scalar_out", pow_scalar_base_out);
+  m.impl("erfinv.out", erfinv_out);
+  m.impl("linspace.out", linspace_out);
   m.impl("silu_backward", silu_backward);
   m.impl("sigmoid_backward", sigmoid_backward);
   m.impl("tanh_backward", tanh_backward);

@@ -7,6 +7,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <fmt/format.h>
 #include <torch/library.h>
@@ -134,6 +135,24 @@ at::Tensor& set_empty(at::Tensor& self) {
   return at::native::set_(self, std::move(storage));
 }
 
+// The gradient of x.unfold(dim, size, step): each window position j adds its column of
+// the windows' gradient into the strided slice of x it came from, one add per position on
+// the device (windows overlap when step < size).
+at::Tensor unfold_backward(const at::Tensor& grad, c10::IntArrayRef input_sizes, int64_t dim,
+                           int64_t size, int64_t step) {
+  constexpr int64_t kMaxWindowAdds = 256;
+  if (grad.device().is_privateuseone() && engine_dtype(grad.scalar_type()) &&
+      !input_sizes.empty() && size <= kMaxWindowAdds) {
+    const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+    at::Tensor out = at::zeros(input_sizes, grad.options());
+    const int64_t windows = grad.size(d);
+    for (int64_t j = 0; j < size && windows > 0; ++j)
+      out.slice(d, j, j + step * (windows - 1) + 1, step).add_(grad.select(-1, j));
+    return out;
+  }
+  return Fallback<ATEN_OP(unfold_backward)>::call(grad, input_sizes, dim, size, step);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -141,6 +160,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
+  m.impl("unfold", at::native::unfold);  // a view: sizes and strides only
+  m.impl("unfold_backward", unfold_backward);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("resize_", resize_);
   m.impl("_copy_from", copy_from);

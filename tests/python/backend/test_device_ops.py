@@ -1,0 +1,118 @@
+"""Ops that real workloads call, on the device in strict mode against the CPU: pow with a
+tensor exponent or a number base (rotary embeddings' inverse frequencies), erfinv
+(trunc_normal_ initialisation), flip, index_add, scatter_add, mse_loss and unfold, with
+their gradients where training takes them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import neuronsim
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    with neuronsim.strict_mode():
+        yield
+
+
+def _same(fn, *cpu_args, atol=1e-5, rtol=1e-4):
+    expected = fn(*cpu_args)
+    got = fn(*(a.to("neuron") if isinstance(a, torch.Tensor) else a for a in cpu_args))
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), expected, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def test_pow_of_two_tensors_and_of_a_number_base():
+    base = torch.tensor([2.0, -2.0, -2.0, 0.0, 0.0, 3.0, float("nan"), 1.5])
+    exponent = torch.tensor([0.5, 3.0, 0.5, 0.0, -1.0, -2.0, 0.0, float("inf")])
+    _same(torch.pow, base, exponent)  # NaN for a negative base's fraction, 0 ** 0 = 1
+    _same(
+        lambda b, e: b.pow(e),
+        torch.rand(4, 6, dtype=torch.bfloat16) + 0.5,
+        torch.randn(6, dtype=torch.bfloat16),
+        atol=1e-2,
+        rtol=1e-2,
+    )
+    # Rotary embeddings: 1 / base ** (arange(0, dim, 2) / dim), from int64 positions.
+    _same(lambda ar: 1.0 / (500_000.0 ** (ar.float() / 128)), torch.arange(0, 128, 2))
+
+
+def test_erfinv_and_truncated_normal_initialisation():
+    x = torch.tensor([-1.0, -0.9999, -0.5, -0.0, 0.0, 1e-6, 0.7, 0.999, 1.0, 1.2, float("nan")])
+    _same(torch.erfinv, x, atol=1e-5, rtol=2e-5)
+    _same(torch.erfinv, torch.linspace(-0.999, 0.999, 2001), atol=1e-5, rtol=2e-5)
+    w = torch.empty(256, 256, device="neuron")
+    torch.nn.init.trunc_normal_(w, std=0.02, a=-0.04, b=0.04)
+    w = w.cpu()
+    assert w.abs().max().item() <= 0.04 and 0.015 < w.std().item() < 0.02
+
+
+def test_flip_along_any_dims():
+    x = torch.arange(2 * 3 * 5, dtype=torch.float32).reshape(2, 3, 5)
+    for dims in ([0], [1], [-1], [0, 2], [0, 1, 2]):
+        _same(lambda t, dims=dims: torch.flip(t, dims), x, atol=0, rtol=0)
+    _same(lambda t: torch.flip(t, [1]), torch.arange(12).reshape(3, 4), atol=0, rtol=0)
+    _same(lambda t: torch.flip(t.t(), [0]), x[0], atol=0, rtol=0)  # a transposed view
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_index_add_sums_repeated_indices(dtype):
+    index = torch.tensor([0, 2, 2, 4, 0])
+    source = torch.randn(5, 3, 2).to(dtype)
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+    _same(
+        lambda s, i, src: s.index_add(0, i, src, alpha=2),
+        torch.ones(6, 3, 2, dtype=dtype),
+        index,
+        source,
+        **tol,
+    )
+    _same(
+        lambda s, i, src: s.index_add(1, i, src.transpose(0, 1)),
+        torch.zeros(3, 6, 2, dtype=dtype),
+        index,
+        source,
+        **tol,
+    )
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        torch.zeros(3, 2, device="neuron").index_add_(
+            0, torch.tensor([0, 3], device="neuron"), torch.ones(2, 2, device="neuron")
+        )
+
+
+def test_scatter_add_along_each_dim():
+    src = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    index = torch.tensor([[0, 1, 2, 0], [2, 0, 0, 1], [1, 1, 1, 1]])
+    _same(lambda s, i, v: s.scatter_add(0, i, v), torch.zeros(3, 5), index, src)
+    _same(lambda s, i, v: s.scatter_add(1, i[:2, :3], v), torch.ones(2, 3), index, src)
+    # Counting tokens per expert, as a router's load-balancing statistics do.
+    ids = torch.randint(0, 8, (64,))
+    _same(lambda s, i, v: s.clone().scatter_add_(0, i, v), torch.zeros(8), ids, torch.ones(64))
+
+
+def test_mse_loss_and_its_gradient():
+    a, b = torch.randn(4, 7), torch.randn(4, 7)
+    for reduction in ("mean", "sum", "none"):
+        _same(lambda x, y, r=reduction: F.mse_loss(x, y, reduction=r), a, b)
+
+    def grad(x, y):
+        x = x.clone().requires_grad_()
+        F.mse_loss(x, y).backward()
+        return x.grad
+
+    _same(grad, a, b)
+
+
+def test_unfold_and_its_gradient():
+    x = torch.arange(20, dtype=torch.float32).reshape(2, 10)
+    _same(lambda t: t.unfold(1, 3, 2).contiguous(), x, atol=0, rtol=0)
+
+    def grad(t):
+        t = t.clone().requires_grad_()
+        (t.unfold(1, 4, 3) * torch.arange(4.0, device=t.device)).sum().backward()
+        return t.grad
+
+    _same(grad, x)
