@@ -290,6 +290,7 @@ class ReduceKernel {
                   const AccessPattern& best, const AccessPattern& index, float offset) {
     kb_.tensor_reduce(engine, best, x, alu_of(op_), 0x1);
     kb_.tensor_scalar(engine, cand, x, AluOp::is_equal, 0.0f, AluOp::bypass, 0.0f, &best);
+    match_nans(engine, cand, x);
     kb_.tensor_tensor(engine, cand, cand,
                       isa::cols(isa::rows(iota_, 0, x.num_partitions), 0, x.dims[0].size),
                       AluOp::multiply);
@@ -297,6 +298,14 @@ class ReduceKernel {
     first.dtype = DType::fp32;
     kb_.tensor_reduce(engine, first, cand, AluOp::min, 0x1);
     kb_.tensor_scalar(engine, index, first, AluOp::add, offset);
+  }
+
+  // eq |= isnan(x), so that a NaN, which max and min propagate (torch's argmax and argmin
+  // pick the first NaN), matches itself. x is dead after the match: it takes the NaN mask.
+  void match_nans(Engine engine, const AccessPattern& eq, const AccessPattern& x) {
+    if (!isa::is_float(x.dtype)) return;
+    kb_.tensor_tensor(engine, x, x, x, AluOp::not_equal);
+    kb_.tensor_tensor(engine, eq, eq, x, AluOp::max);
   }
 
   // The chunks' best values and first indices of a row into the row's first index of
@@ -308,6 +317,7 @@ class ReduceKernel {
     row_best.dtype = DType::fp32;
     kb_.tensor_reduce(engine, row_best, best, alu_of(op_), 0x1);
     kb_.tensor_scalar(engine, cand, best, AluOp::is_equal, 0.0f, AluOp::bypass, 0.0f, &row_best);
+    match_nans(engine, cand, best);
     kb_.tensor_scalar(engine, index, index, AluOp::subtract, static_cast<float>(reduced_));
     kb_.tensor_tensor(engine, cand, cand, index, AluOp::multiply);
     kb_.tensor_reduce(engine, row_best, cand, AluOp::min, 0x1);

@@ -418,6 +418,8 @@ bool small_index(const at::Tensor& self, const at::Tensor& index) {
 // reverse order by indirect DMA (index_select), and moved back.
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   // 8-byte elements (int64 ids, positions) flip as pairs of int32 words.
+  if (self.device().is_privateuseone() && self.numel() == 0)
+    return self.clone(at::MemoryFormat::Contiguous);
   if (self.device().is_privateuseone() && self.element_size() == 8 && self.dim() > 0 &&
       !self.is_complex()) {
     const at::Tensor words = self.contiguous().view(at::kInt).unflatten(-1, {self.size(-1), 2});

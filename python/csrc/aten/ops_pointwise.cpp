@@ -487,6 +487,10 @@ at::Tensor& erfinv_out(const at::Tensor& x, at::Tensor& out) {
   static constexpr float kTail[] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
                                     -0.00367342844f,  0.00573950773f,  -0.0076224613f,
                                     0.00943887047f,   1.00167406f,     2.83297682f};
+  // Integers and bools take the float result's dtype first, as torch promotes them.
+  if (x.device().is_privateuseone() && at::isIntegralType(x.scalar_type(), true) &&
+      is_engine_float(out.scalar_type()))
+    return erfinv_out(x.to(out.scalar_type()), out);
   if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) &&
       prepare_out(out, x.sizes(), x.scalar_type())) {
     Expr e;

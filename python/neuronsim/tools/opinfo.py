@@ -2,10 +2,12 @@
 
 Every op of ``torch.testing._internal.common_methods_invocations.op_db`` runs, for each
 dtype the device claims that the CPU supports for it, on its OpInfo samples on "neuron"
-and on the CPU, the way PyTorch's ``TestCommon.test_compare_cpu`` does, once with
-contiguous samples and once with the non-contiguous ones of ``test_noncontiguous_samples``
-(each tensor a strided view whose gaps hold NaN, True or 12). Samples are made on the CPU
-from a fixed seed, so a run is reproducible; only the forward results are compared.
+and on the CPU, the way PyTorch's ``TestCommon.test_compare_cpu`` does: samples made on
+"neuron" (from a fixed seed, so a run is reproducible) and copied to the CPU. Each entry
+runs once with contiguous samples and once with the non-contiguous ones of
+``test_noncontiguous_samples`` (each tensor a strided view whose gaps hold NaN, True or
+12, made so on both sides). Only the forward results are compared; fallbacks are
+counted while the op runs, not while its samples are made.
 
 An entry (op, dtype, layout) gets one status:
 
@@ -148,8 +150,8 @@ def _skip_reason(op, dtype, layout) -> str | None:
 
 
 def _summarise(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines()]
+    return "; ".join(line for line in lines if line)[:400]
 
 
 def _fallback_text(counts: dict[str, int]) -> str:
@@ -171,35 +173,38 @@ def run_entry(op, dtype_name: str, layout: str) -> Result:
         result.message = reason
         return result
 
-    def to_device(x):
-        return x.detach().to("neuron") if isinstance(x, torch.Tensor) else x
-
     def to_cpu(x):
         return tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, x)
 
     torch.manual_seed(0)
-    neuronsim.reset_fallback_counts()
     ran = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            samples = list(op.sample_inputs("cpu", dtype))
+        try:  # made on the device, as test_compare_cpu makes them
+            samples = list(op.sample_inputs("neuron", dtype))
         except Exception as exc:
-            result.message = f"no samples: {_summarise(exc)}"
+            result.status, result.message = "error", f"making samples: {_summarise(exc)}"
             return result
+        neuronsim.reset_fallback_counts()
         for i, sample in enumerate(samples):
+            where = f"sample {i} ({sample.summary()[:120]})"
             try:
-                expected = sample.output_process_fn_grad(
-                    op(sample.input, *sample.args, **sample.kwargs)
+                cpu_sample = sample.transform(to_cpu)
+                if layout == "noncontiguous":
+                    sample, cpu_sample = sample.noncontiguous(), cpu_sample.noncontiguous()
+            except Exception as exc:
+                result.status, result.message = "error", f"{where}: making it: {_summarise(exc)}"
+                break
+            try:
+                expected = cpu_sample.output_process_fn_grad(
+                    op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
                 )
             except Exception:
                 continue  # the CPU refuses this sample: not the device's concern
-            where = f"sample {i} ({sample.summary()[:120]})"
             try:
-                moved = sample.transform(to_device)
-                if layout == "noncontiguous":
-                    moved = moved.noncontiguous()
-                actual = sample.output_process_fn_grad(op(moved.input, *moved.args, **moved.kwargs))
+                actual = sample.output_process_fn_grad(
+                    op(sample.input, *sample.args, **sample.kwargs)
+                )
                 actual = to_cpu(actual)
             except Exception as exc:
                 result.status, result.message = "error", f"{where}: {_summarise(exc)}"

@@ -116,3 +116,25 @@ def test_unfold_and_its_gradient():
         return t.grad
 
     _same(grad, x)
+
+
+def test_argmax_and_argmin_pick_the_first_nan_as_torch_does():
+    nan = float("nan")
+    x = torch.tensor([[1.0, nan, 3.0, nan], [float("-inf")] * 4, [nan] * 4])
+    for fn in (
+        lambda t: t.argmax(1),
+        lambda t: t.argmin(1),
+        lambda t: t.argmax(),
+        lambda t: t.max(1).indices,
+        lambda t: t.min(0).indices,
+    ):
+        _same(fn, x, atol=0, rtol=0)
+    long_row = torch.randn(2, 20_000)  # several chunks: the chunks' best values hold the NaN
+    long_row[1, 12_345] = nan
+    _same(lambda t: t.argmax(1), long_row, atol=0, rtol=0)
+
+
+def test_flip_of_empty_and_int64_tensors():
+    _same(lambda t: torch.flip(t, [0, 2]), torch.zeros(5, 0, 3, dtype=torch.int64), atol=0, rtol=0)
+    _same(lambda t: torch.flip(t, [-1]), torch.arange(10).reshape(2, 5), atol=0, rtol=0)
+    _same(torch.erfinv, torch.tensor([0, 1, -1]), atol=0, rtol=0)  # integers promote to float
