@@ -79,6 +79,10 @@ def _register_distributed() -> None:
 
 _register_distributed()
 
+from . import _torch_hooks  # noqa: E402
+
+_torch_hooks.install()
+
 
 @contextlib.contextmanager
 def host_inspection():

@@ -160,6 +160,11 @@ std::pair<uint64_t, uint64_t> byte_span(const at::Tensor& t) {
 
 }  // namespace
 
+at::Tensor flat_dense(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return c.as_strided({c.numel()}, {1});
+}
+
 bool overlaps(const at::Tensor& in, const at::Tensor& out) {
   if (!in.is_alias_of(out) || in.numel() == 0 || out.numel() == 0) return false;
   if (in.data_ptr() == out.data_ptr() && in.sizes() == out.sizes() &&
@@ -293,7 +298,7 @@ bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Ten
 
 std::optional<at::Tensor> int64_low_words(const at::Tensor& int64) {
   if (!int64.is_contiguous()) return std::nullopt;
-  at::Tensor words = int64.reshape({-1}).view(at::kInt);
+  at::Tensor words = flat_dense(int64).view(at::kInt);
   if (words.numel() > 0) {
     const kernels::View all = view_of(words);
     const std::string chip = target();

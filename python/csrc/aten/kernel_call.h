@@ -87,6 +87,11 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
                            const std::vector<at::Tensor>& outs,
                            const std::optional<at::Generator>& generator = std::nullopt);
 
+// t's elements as a 1-D tensor of stride 1: a view when t is contiguous, else a copy. A
+// reinterpreting view (int64 as pairs of int32 words) needs it: reshape keeps a strided
+// 1-D index, or the stray stride of a size-1 dim, which such a view refuses.
+at::Tensor flat_dense(const at::Tensor& t);
+
 // `in` aliases out's bytes other than as the very same view (sizes, strides, start).
 bool overlaps(const at::Tensor& in, const at::Tensor& out);
 

@@ -73,12 +73,29 @@ bool row_gather_covers(const at::Tensor& self, const at::Tensor& index) {
          index.numel() > 0 && (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
 }
 
+// Rows of self over dim 0 by indirect DMA; another dim is moved to the front first (a
+// transposing copy), and 8-byte elements move as pairs of int32 words.
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  if (row_gather_covers(self, index) && at::maybe_wrap_dim(dim, self.dim()) == 0 &&
-      index.dim() <= 1 && index.is_contiguous()) {
-    const at::Tensor flat = index.reshape({-1});
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (self.dim() > 0 && index.dim() <= 1 && self.device().is_privateuseone() &&
+      self.element_size() == 8 && !self.is_complex() && self.numel() > 0) {
+    const at::Tensor rows = self.movedim(d, 0).contiguous();
+    const at::Tensor words = rows.reshape({rows.size(0), -1}).view(at::kInt);
+    at::Tensor picked = pytorch::index_select(words, 0, index);
+    std::vector<int64_t> sizes = rows.sizes().vec();
+    sizes[0] = index.numel();
+    return picked.view(self.scalar_type()).reshape(sizes).movedim(0, d).contiguous();
+  }
+  if (d != 0 && index.dim() <= 1 && row_gather_covers(self, index)) {
+    const at::Tensor picked = pytorch::index_select(self.movedim(d, 0).contiguous(), 0, index);
+    return picked.movedim(0, d).contiguous();
+  }
+  if (row_gather_covers(self.contiguous(), index) && d == 0 && index.dim() <= 1) {
+    const at::Tensor flat = flat_dense(index);
     if (flat.scalar_type() == at::kInt || high_words_zero(flat))
-      if (at::Tensor out = gather_rows("aten::index_select", self, flat); out.defined()) return out;
+      if (at::Tensor out = gather_rows("aten::index_select", self.contiguous(), flat);
+          out.defined())
+        return out;
   }
   return Fallback<ATEN_OP(index_select)>::call(self, dim, index);
 }
@@ -224,7 +241,7 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
     // is negative or past 2^31; else element by element below, which wraps negatives.
     if (d == 0 && row_gather_covers(self, index) && out.device() == self.device() &&
         out.scalar_type() == self.scalar_type()) {
-      const at::Tensor flat = index.reshape({-1}).contiguous();
+      const at::Tensor flat = flat_dense(index);
       if (flat.scalar_type() == at::kLong && self.size(0) < (int64_t{1} << 24) &&
           high_words_zero(flat) && rows_in_range(op, flat, self.size(0)))
         if (at::Tensor rows = gather_rows(op, self, flat); rows.defined()) {
@@ -291,10 +308,9 @@ at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Ten
 }
 
 // self[index] = values for one integer index over dim 0 (negative indices count from
-// the end): rows by indirect scatter DMA. Accumulation, masks and several indices fall
-// back.
-at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
-                           const at::Tensor& values, bool accumulate, bool unsafe) {
+// the end): rows by indirect scatter DMA. False when not covered.
+bool index_put_rows(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                    const at::Tensor& values, bool accumulate) {
   const char* op = "aten::index_put_";
   const std::optional<at::Tensor> first = indices.size() == 1 ? indices.get(0) : std::nullopt;
   if (!accumulate && first && first->defined() && first->device() == self.device() &&
@@ -309,7 +325,7 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
                   count = first->numel();
     std::vector<int64_t> sizes{count};
     sizes.insert(sizes.end(), self.sizes().begin() + 1, self.sizes().end());
-    const at::Tensor flat = first->reshape({-1});
+    const at::Tensor flat = flat_dense(*first);
     IntExpr x(*layout_of(flat.scalar_type()));
     const Limbs i = x.operand(flat);
     const Limb negative = x.compare(isa::AluOp::is_lt, i, x.constant(0));
@@ -337,10 +353,10 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
                           rows, cols, count),
               [&] { return kernels::scatter_rows(chip, dtype, rows, cols * words, count, 1); },
               {{"src", packed}, {"index", row}, {"out", table}}))
-        return self;
+        return true;
     }
   }
-  return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
+  return false;
 }
 
 constexpr int64_t kMaxOneHot = int64_t{1} << 24;
@@ -522,6 +538,81 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
     note_refusal(op, fmt::format("the one-hot tensor ({} indices x {}) exceeds {} elements",
                                  index.numel(), size, kMaxOneHot));
   return Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
+}
+
+// The one index into self's first k dims, flattened, of k integer indices (broadcast
+// together), each wrapped from the end and checked as torch checks it: FP32 on the device,
+// exact while those dims hold fewer than 2^24 rows. Undefined when not covered.
+at::Tensor linear_index(const char* op, const at::Tensor& self,
+                        const std::vector<at::Tensor>& index) {
+  int64_t rows = 1;
+  for (size_t d = 0; d < index.size(); ++d) rows *= self.size(static_cast<int64_t>(d));
+  if (rows >= (int64_t{1} << 24)) return {};
+  const std::vector<at::Tensor> spread = at::broadcast_tensors(index);
+  at::Tensor linear;
+  int64_t multiple = rows;
+  for (size_t d = 0; d < spread.size(); ++d) {
+    const int64_t size = self.size(static_cast<int64_t>(d));
+    multiple /= size;
+    at::Tensor i = spread[d].to(at::kFloat);
+    if (!values_unspecified() && i.numel() > 0) {
+      const at::Tensor limits = at::stack({i.min(), i.max()}).cpu();
+      const auto* v = limits.data_ptr<float>();
+      if (v[0] < static_cast<float>(-size) || v[1] >= static_cast<float>(size))
+        bad_index(op, spread[d], static_cast<int64_t>(d), size, true);
+    }
+    i = i + i.lt(0).to(at::kFloat) * static_cast<double>(size);
+    linear = linear.defined() ? linear + i * static_cast<double>(multiple)
+                              : i * static_cast<double>(multiple);
+  }
+  return linear.to(at::kInt);
+}
+
+// self[i0, ..., ik-1] = values (or += with accumulate) for k >= 1 leading integer
+// indices: one linear index into the leading dims, then the row scatter above, or for
+// accumulation the one-hot sum of index_add. False when not covered.
+bool index_put_leading(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                       const at::Tensor& values, bool accumulate) {
+  const char* op = "aten::index_put_";
+  std::vector<at::Tensor> index;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined()) return false;  // a slice before or between the indices
+    if (!is_limb_integer(t->scalar_type()) || t->scalar_type() == at::kBool ||
+        t->scalar_type() == at::kByte || t->device() != self.device())
+      return false;
+    index.push_back(*t);
+  }
+  const int64_t k = static_cast<int64_t>(index.size());
+  if (k == 0 || k > self.dim() || !self.device().is_privateuseone() || !self.is_contiguous() ||
+      values.scalar_type() != self.scalar_type() ||
+      (accumulate && !is_engine_float(self.scalar_type())))
+    return false;
+  const at::Tensor linear = linear_index(op, self, index);
+  if (!linear.defined()) return false;
+  std::vector<int64_t> rest(self.sizes().begin() + k, self.sizes().end());
+  std::vector<int64_t> view_sizes{-1}, value_sizes = linear.sizes().vec();
+  view_sizes.insert(view_sizes.end(), rest.begin(), rest.end());
+  value_sizes.insert(value_sizes.end(), rest.begin(), rest.end());
+  at::Tensor table = self.view(view_sizes);
+  std::vector<int64_t> packed_sizes{linear.numel()};
+  packed_sizes.insert(packed_sizes.end(), rest.begin(), rest.end());
+  const at::Tensor packed = values.to(self.device()).expand(value_sizes).reshape(packed_sizes);
+  const at::Tensor flat = linear.reshape({-1});
+  if (flat.numel() == 0) return true;
+  if (accumulate) {
+    table.index_add_(0, flat, packed);
+    return true;
+  }
+  return index_put_rows(table, c10::List<std::optional<at::Tensor>>({flat}), packed, false);
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+  const bool one_row_index = indices.size() == 1 && !accumulate;
+  if (one_row_index && index_put_rows(self, indices, values, accumulate)) return self;
+  if (index_put_leading(self, indices, values, accumulate)) return self;
+  return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
 }
 
 }  // namespace

@@ -200,6 +200,27 @@ at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
   return Fallback<ATEN_OP2(mean, dim)>::call(x, dim, keepdim, dtype);
 }
 
+// The out= forms: the result in out's dtype (unless dtype says otherwise), then copied.
+at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  if (out.device() != x.device() || !x.device().is_privateuseone())
+    return Fallback<ATEN_OP2(sum, IntList_out)>::call(x, dim, keepdim, dtype, out);
+  const at::Tensor r = pytorch::sum(x, dim, keepdim, dtype.value_or(out.scalar_type()));
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  if (out.device() != x.device() || !x.device().is_privateuseone())
+    return Fallback<ATEN_OP2(mean, out)>::call(x, dim, keepdim, dtype, out);
+  const at::Tensor r = pytorch::mean(x, dim, keepdim, dtype.value_or(out.scalar_type()));
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
 at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = sum_type(x, dtype);
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
@@ -492,6 +513,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("any.all_out", any_all_out);
   m.impl("sum.dim_IntList", sum);
   m.impl("mean.dim", mean);
+  m.impl("sum.IntList_out", sum_out);
+  m.impl("mean.out", mean_out);
   m.impl("sum", sum_all);
   m.impl("mean", mean_all);
   m.impl("amax", amax);

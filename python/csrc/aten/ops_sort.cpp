@@ -76,6 +76,14 @@ bool topk_into(const char* op, const at::Tensor& self, int64_t k, int64_t dim, b
   at::native::resize_output(values, sizes);
   at::native::resize_output(indices, sizes);
   if (values.numel() == 0) return true;
+  if (!values.is_contiguous() || !indices.is_contiguous()) {  // outputs laid out like a view
+    at::Tensor dense_values = at::empty(sizes, values.options());
+    at::Tensor dense_indices = at::empty(sizes, indices.options());
+    if (!topk_into(op, self, k, dim, largest, dense_values, dense_indices)) return false;
+    values.copy_(dense_values);
+    indices.copy_(dense_indices);
+    return true;
+  }
   if (exact_in_fp32(self.scalar_type()) && self.scalar_type() != at::kBool)
     return run_topk(op, self, k, dim, largest, values, indices);
   if (self.scalar_type() != at::kLong && self.scalar_type() != at::kInt) return false;

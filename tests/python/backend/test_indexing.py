@@ -82,15 +82,34 @@ def test_index_put_rows_with_negative_indices():
         d[torch.tensor([7]).to("neuron")] = 1.0
 
 
-def test_accumulating_index_put_falls_back_counted():
-    neuronsim.set_strict(False)
+def test_accumulating_index_put_sums_repeated_rows_on_the_device():
     y = torch.zeros(5, 3)
     d = y.to("neuron")
-    index = torch.tensor([1, 1, 4])
+    index = torch.tensor([1, 1, -1])
     y.index_put_((index,), torch.ones(3, 3), accumulate=True)
     d.index_put_((index.to("neuron"),), torch.ones(3, 3, device="neuron"), accumulate=True)
     assert torch.equal(d.cpu(), y)
-    assert "aten::_index_put_impl_" in neuronsim.fallback_counts()
+    # The gradient of x[index] is such a put: repeated rows add up.
+    w = torch.randn(6, 4, requires_grad=True)
+    w[torch.tensor([1, 1, 5])].sum().backward()
+    wd = w.detach().to("neuron").requires_grad_()
+    wd[torch.tensor([1, 1, 5]).to("neuron")].sum().backward()
+    assert torch.equal(wd.grad.cpu(), w.grad)
+
+
+def test_index_put_with_several_index_tensors():
+    y = torch.zeros(4, 5, 3)
+    rows, cols = torch.tensor([[0], [-1]]), torch.tensor([1, 4])  # broadcast to [2, 2]
+    values = torch.arange(12.0).reshape(2, 2, 3)
+    d = y.to("neuron")
+    d[rows.to("neuron"), cols.to("neuron")] = values.to("neuron")
+    y[rows, cols] = values
+    assert torch.equal(d.cpu(), y)
+    d.index_put_((rows.to("neuron"), cols.to("neuron")), values.to("neuron"), accumulate=True)
+    y.index_put_((rows, cols), values, accumulate=True)
+    assert torch.equal(d.cpu(), y)
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 1 with size 5"):
+        d[torch.tensor([0]).to("neuron"), torch.tensor([5]).to("neuron")] = 1.0
 
 
 def test_advanced_indexing_with_one_index_tensor():

@@ -107,9 +107,9 @@ def test_a_cpu_fallback_that_refuses_the_unspecified_values_names_the_op_and_the
     done = _run(
         """
         import torch, neuronsim
-        y = torch.zeros(5).to("neuron")
+        y = torch.zeros(5, dtype=torch.int64).to("neuron")  # integer sums: no kernel
         at = torch.tensor([7]).to("neuron")
-        y.index_put_((at,), torch.ones(1).to("neuron"), accumulate=True)
+        y.index_put_((at,), torch.ones(1, dtype=torch.int64).to("neuron"), accumulate=True)
         """,
         "timing-only",
     )
