@@ -7,6 +7,7 @@
 // storage; any other result is copied into a new neuron tensor.
 #include "aten/fallback.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -146,9 +147,13 @@ void write_back_resized(Conversion& c) {
                                                             alias.storage_offset());
       continue;
     }
-    original.resize_(alias.sizes());
-    if (original.strides() != alias.strides())
-      original.as_strided_(alias.sizes(), alias.strides(), original.storage_offset());
+    // The CPU may lay the result out with gaps (LAPACK's padded leading dimensions): the
+    // storage takes the extent of the layout, not just its element count.
+    int64_t extent = alias.numel() > 0 ? 1 : 0;
+    for (int64_t d = 0; d < alias.dim() && extent > 0; ++d)
+      extent += (alias.size(d) - 1) * alias.stride(d);
+    original.resize_({std::max<int64_t>(extent, alias.numel())});
+    original.as_strided_(alias.sizes(), alias.strides(), original.storage_offset());
     host_alias(original).copy_(alias);
   }
 }

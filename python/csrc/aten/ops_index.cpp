@@ -76,11 +76,15 @@ bool row_gather_covers(const at::Tensor& self, const at::Tensor& index) {
 // Rows of self over dim 0 by indirect DMA; another dim is moved to the front first (a
 // transposing copy), and 8-byte elements move as pairs of int32 words.
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  if (self.dim() == 0 && self.device().is_privateuseone() && index.numel() == 1) {  // a scalar
+    const at::Tensor picked = pytorch::index_select(self.reshape({1}), 0, index.reshape({1}));
+    return picked.reshape({});  // torch gives a scalar whatever the index's dims
+  }
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   if (self.dim() > 0 && index.dim() <= 1 && self.device().is_privateuseone() &&
       self.element_size() == 8 && !self.is_complex() && self.numel() > 0) {
     const at::Tensor rows = self.movedim(d, 0).contiguous();
-    const at::Tensor words = rows.reshape({rows.size(0), -1}).view(at::kInt);
+    const at::Tensor words = flat_dense(rows).view(at::kInt).view({rows.size(0), -1});
     at::Tensor picked = pytorch::index_select(words, 0, index);
     std::vector<int64_t> sizes = rows.sizes().vec();
     sizes[0] = index.numel();
@@ -341,7 +345,7 @@ bool index_put_rows(at::Tensor& self, const c10::List<std::optional<at::Tensor>>
                       x.imm(isa::AluOp::is_equal, in_range, 0)}) &&
         run_reduce(op, kernels::ReduceOp::max, bad, 0, any_bad)) {
       if (!values_unspecified() && any_bad.item<float>() > 0) bad_index(op, flat, 0, rows, true);
-      at::Tensor packed = values.to(self.device()).expand(sizes).contiguous();
+      at::Tensor packed = flat_dense(values.to(self.device()).expand(sizes));
       if (words == 2) packed = packed.view(at::kInt);
       packed = packed.view({count, cols * words});
       const at::Tensor table = words == 2 ? self.view(at::kInt) : self;

@@ -138,3 +138,10 @@ def test_flip_of_empty_and_int64_tensors():
     _same(lambda t: torch.flip(t, [0, 2]), torch.zeros(5, 0, 3, dtype=torch.int64), atol=0, rtol=0)
     _same(lambda t: torch.flip(t, [-1]), torch.arange(10).reshape(2, 5), atol=0, rtol=0)
     _same(torch.erfinv, torch.tensor([0, 1, -1]), atol=0, rtol=0)  # integers promote to float
+
+
+def test_index_select_of_a_scalar_and_with_strided_int64_indices():
+    _same(lambda t, i: t.index_select(0, i), torch.tensor(3.5), torch.tensor([0]), atol=0, rtol=0)
+    index = torch.tensor([2, 9, 0, 9, 1])[::2]  # a strided view
+    _same(lambda t, i: t.index_select(0, i), torch.arange(12).reshape(3, 4), index, atol=0, rtol=0)
+    _same(lambda t, i: t.index_select(1, i), torch.randn(2, 3), index, atol=0, rtol=0)
