@@ -225,6 +225,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   return Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
 }
 
+bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                   at::Tensor& out);
+
 // self[:, ..., index, ...]: advanced indexing with one integer index tensor of one dim
 // (the others full slices), e.g. input_ids[:, cache_position]: a gather with the index
 // broadcast along the other dims, negative indices counting from the end.
@@ -272,6 +275,7 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
       }
     }
   }
+  if (index_leading(self, indices, out)) return out;
   return Fallback<ATEN_OP2(index, Tensor_out)>::call(self, indices, out);
 }
 
@@ -544,6 +548,22 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
 }
 
+// The integer index tensors of self's first dims (no slice before or between them), or
+// empty when the indices are not that.
+std::vector<at::Tensor> leading_indices(const at::Tensor& self,
+                                        const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<at::Tensor> index;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined() || !is_limb_integer(t->scalar_type()) ||
+        t->scalar_type() == at::kBool || t->scalar_type() == at::kByte ||
+        t->device() != self.device())
+      return {};
+    index.push_back(*t);
+  }
+  return static_cast<int64_t>(index.size()) <= self.dim() ? index : std::vector<at::Tensor>{};
+}
+
 // The one index into self's first k dims, flattened, of k integer indices (broadcast
 // together), each wrapped from the end and checked as torch checks it: FP32 on the device,
 // exact while those dims hold fewer than 2^24 rows. Undefined when not covered.
@@ -578,17 +598,9 @@ at::Tensor linear_index(const char* op, const at::Tensor& self,
 bool index_put_leading(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
   const char* op = "aten::index_put_";
-  std::vector<at::Tensor> index;
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const std::optional<at::Tensor> t = indices.get(k);
-    if (!t || !t->defined()) return false;  // a slice before or between the indices
-    if (!is_limb_integer(t->scalar_type()) || t->scalar_type() == at::kBool ||
-        t->scalar_type() == at::kByte || t->device() != self.device())
-      return false;
-    index.push_back(*t);
-  }
+  const std::vector<at::Tensor> index = leading_indices(self, indices);
   const int64_t k = static_cast<int64_t>(index.size());
-  if (k == 0 || k > self.dim() || !self.device().is_privateuseone() || !self.is_contiguous() ||
+  if (k == 0 || !self.device().is_privateuseone() || !self.is_contiguous() ||
       values.scalar_type() != self.scalar_type() ||
       (accumulate && !is_engine_float(self.scalar_type())))
     return false;
@@ -609,6 +621,28 @@ bool index_put_leading(at::Tensor& self, const c10::List<std::optional<at::Tenso
     return true;
   }
   return index_put_rows(table, c10::List<std::optional<at::Tensor>>({flat}), packed, false);
+}
+
+// out = self[i0, ..., ik-1] for k >= 2 leading integer indices: rows of self's first k
+// dims flattened, gathered by one linear index.
+bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                   at::Tensor& out) {
+  const std::vector<at::Tensor> index = leading_indices(self, indices);
+  if (index.size() < 2 || !self.device().is_privateuseone() || out.device() != self.device() ||
+      out.scalar_type() != self.scalar_type())
+    return false;
+  const at::Tensor linear = linear_index("aten::index", self, index);
+  if (!linear.defined()) return false;
+  const int64_t k = static_cast<int64_t>(index.size());
+  std::vector<int64_t> rest(self.sizes().begin() + k, self.sizes().end());
+  std::vector<int64_t> table_sizes{-1}, sizes = linear.sizes().vec();
+  table_sizes.insert(table_sizes.end(), rest.begin(), rest.end());
+  sizes.insert(sizes.end(), rest.begin(), rest.end());
+  const at::Tensor rows =
+      pytorch::index_select(self.contiguous().view(table_sizes), 0, linear.reshape({-1}));
+  at::native::resize_output(out, sizes);
+  out.copy_(rows.view(sizes));
+  return true;
 }
 
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,

@@ -95,21 +95,35 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
     if (matmul_into("aten::addmm", a, b, product)) {
       const float fa = static_cast<float>(alpha.toDouble()),
                   fb = static_cast<float>(beta.toDouble());
+      if (fb == 0.0f && fa == 1.0f) return product;  // beta = 0 ignores the bias, NaN or not
       kernels::PointwiseExpr e;
-      kernels::PointwiseExpr::Reg p = e.load(0), c = e.load(1);
+      kernels::PointwiseExpr::Reg p = e.load(0);
       if (fa != 1.0f) p = e.alu_imm(isa::AluOp::multiply, p, fa);
-      if (fb != 1.0f) c = e.alu_imm(isa::AluOp::multiply, c, fb);
-      e.alu(isa::AluOp::add, p, c);
-      at::Tensor out = at::empty_like(product);
-      if (fb == 0.0f) {
-        if (fa == 1.0f) return product;
-      } else if (run_pointwise("aten::addmm", fmt::format("alpha={} beta={}", fa, fb), e,
-                               {product, bias}, out)) {
-        return out;
+      std::vector<at::Tensor> inputs{product};
+      if (fb != 0.0f) {
+        kernels::PointwiseExpr::Reg c = e.load(1);
+        if (fb != 1.0f) c = e.alu_imm(isa::AluOp::multiply, c, fb);
+        e.alu(isa::AluOp::add, p, c);
+        inputs.push_back(bias);
       }
+      at::Tensor out = at::empty_like(product);
+      if (run_pointwise("aten::addmm", fmt::format("alpha={} beta={}", fa, fb), e, inputs, out))
+        return out;
     }
   }
   return Fallback<ATEN_OP(addmm)>::call(bias, a, b, beta, alpha);
+}
+
+at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (out.device() == a.device() && out.scalar_type() == a.scalar_type() &&
+      a.device().is_privateuseone()) {
+    const at::Tensor result = pytorch::addmm(bias, a, b, beta, alpha);
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+    return out;
+  }
+  return Fallback<ATEN_OP2(addmm, out)>::call(bias, a, b, beta, alpha, out);
 }
 
 // Where each group of rows ends (offs, cumulative), read by the host: the one value a
@@ -190,6 +204,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm.out", mm_out);
   m.impl("bmm", bmm);
   m.impl("addmm", addmm);
+  m.impl("addmm.out", addmm_out);
 }
 
 }  // namespace neuronsim::pytorch

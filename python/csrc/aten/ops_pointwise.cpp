@@ -40,8 +40,12 @@ std::optional<Operand> operand(const at::Tensor& t) {
   return std::nullopt;
 }
 
+// A Python number as a 0-dim CPU tensor marked as a wrapped number, so that type
+// promotion treats it as torch treats a number: x0 (a 0-dim float32) != 0.0 stays float32.
 at::Tensor scalar_tensor(const at::Scalar& s) {
-  return at::scalar_to_tensor(s);
+  at::Tensor t = at::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
 }
 
 // Which results the engines compute exactly as torch does.
@@ -60,9 +64,18 @@ bool computable(Kind kind, c10::ScalarType compute) {
 }
 
 // out <- a <alu> (alpha * b). False when not covered.
-bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a, const at::Tensor& b,
-                 double alpha, const at::Tensor& out) {
-  const c10::ScalarType compute = at::result_type(a, b);
+bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a_in,
+                 const at::Tensor& b_in, double alpha, const at::Tensor& out) {
+  const c10::ScalarType compute = at::result_type(a_in, b_in);
+  // An int64 tensor against a float (positions * 0.5, a count / a float total): converted
+  // on the device to the float type first, as torch computes it.
+  auto widen = [&](const at::Tensor& t) {
+    return is_engine_float(compute) && t.device().is_privateuseone() &&
+                   at::isIntegralType(t.scalar_type(), true) && !engine_dtype(t.scalar_type())
+               ? t.to(compute)
+               : t;
+  };
+  const at::Tensor a = widen(a_in), b = widen(b_in);
   // bool * bool and bool + bool are torch's logical and and or (masks multiplied).
   if (compute == at::kBool && alpha == 1.0 && (alu == AluOp::multiply || alu == AluOp::add)) {
     alu = alu == AluOp::multiply ? AluOp::logical_and : AluOp::logical_or;
@@ -187,12 +200,20 @@ NEURON_BINARY(logical_and, ATEN_OP(logical_and), AluOp::logical_and, Kind::logic
 NEURON_BINARY(logical_or, ATEN_OP(logical_or), AluOp::logical_or, Kind::logical)
 NEURON_BINARY(logical_xor, ATEN_OP(logical_xor), AluOp::logical_xor, Kind::logical)
 
-// True division: integers divide as floats (torch's rule), so the result is float.
+// True division: integers divide as floats (torch's rule), so the result is float:
+// integer operands are converted on the device first, as torch converts them, then divided.
 at::Tensor div(const at::Tensor& a, const at::Tensor& b) {
   const c10::ScalarType result = at::result_type(a, b);
   if (is_engine_float(result)) {
     at::Tensor out = new_output(a, b, result);
     if (binary_into("aten::div", AluOp::divide, Kind::arithmetic, a, b, 1.0, out)) return out;
+  } else if (at::isIntegralType(result, /*includeBool=*/true)) {
+    const c10::ScalarType as = c10::typeMetaToScalarType(at::get_default_dtype());
+    auto to_float = [&](const at::Tensor& t) {
+      return t.device().is_privateuseone() ? t.to(as) : t;  // a CPU scalar stays a number
+    };
+    if (is_engine_float(as) && (a.device().is_privateuseone() || b.device().is_privateuseone()))
+      return pytorch::div(to_float(a), to_float(b));
   }
   return Fallback<ATEN_OP2(div, Tensor)>::call(a, b);
 }
@@ -563,19 +584,40 @@ bool clamp_into(const char* op, const at::Tensor& x, const std::optional<at::Sca
                        inputs, out);
 }
 
+// Integer bounds on an integer tensor: max then min on limbs, exact (labels.clamp(min=0)).
+bool integer_clamp_into(const char* op, const at::Tensor& x, const std::optional<at::Scalar>& lo,
+                        const std::optional<at::Scalar>& hi, at::Tensor& out) {
+  if (!x.device().is_privateuseone() || !is_limb_integer(x.scalar_type()) ||
+      out.scalar_type() != x.scalar_type() || (!lo && !hi) || (lo && !lo->isIntegral(false)) ||
+      (hi && !hi->isIntegral(false)) || !prepare_out(out, x.sizes(), x.scalar_type()))
+    return false;
+  at::Tensor from = x;
+  for (const auto& [bound, alu] : {std::pair{lo, AluOp::max}, std::pair{hi, AluOp::min}}) {
+    if (!bound) continue;
+    const at::Tensor target = from.is_same(out) || !overlaps(from, out) ? out : at::empty_like(out);
+    if (!integer_binary_into(op, alu, from, scalar_tensor(*bound), 1.0, target)) return false;
+    if (!target.is_same(out)) out.copy_(target);
+    from = out;
+  }
+  return true;
+}
+
 at::Tensor& clamp_out(const at::Tensor& x, const std::optional<at::Scalar>& lo,
                       const std::optional<at::Scalar>& hi, at::Tensor& out) {
   if (clamp_into("aten::clamp", x, lo, hi, out)) return out;
+  if (integer_clamp_into("aten::clamp", x, lo, hi, out)) return out;
   return Fallback<ATEN_OP2(clamp, out)>::call(x, lo, hi, out);
 }
 
 at::Tensor& clamp_min_out(const at::Tensor& x, const at::Scalar& lo, at::Tensor& out) {
   if (clamp_into("aten::clamp_min", x, lo, std::nullopt, out)) return out;
+  if (integer_clamp_into("aten::clamp_min", x, lo, std::nullopt, out)) return out;
   return Fallback<ATEN_OP2(clamp_min, out)>::call(x, lo, out);
 }
 
 at::Tensor& clamp_max_out(const at::Tensor& x, const at::Scalar& hi, at::Tensor& out) {
   if (clamp_into("aten::clamp_max", x, std::nullopt, hi, out)) return out;
+  if (integer_clamp_into("aten::clamp_max", x, std::nullopt, hi, out)) return out;
   return Fallback<ATEN_OP2(clamp_max, out)>::call(x, hi, out);
 }
 
@@ -900,6 +942,14 @@ at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const a
   if (mask.dim() <= self.dim() && at::infer_size(self.sizes(), mask.sizes()) == self.sizes() &&
       c10::canCast(at::result_type(self, v), self.scalar_type()) && where_into(mask, v, self, self))
     return self;
+  // A mask of a mask: self and not mask, or self or mask.
+  if (self.scalar_type() == at::kBool && mask.scalar_type() == at::kBool &&
+      self.device().is_privateuseone() && mask.device() == self.device() &&
+      at::infer_size(self.sizes(), mask.sizes()) == self.sizes()) {
+    self.copy_(value.toBool() ? at::logical_or(self, mask)
+                              : at::logical_and(self, at::logical_not(mask)));
+    return self;
+  }
   return Fallback<ATEN_OP2(masked_fill_, Scalar)>::call(self, mask, value);
 }
 

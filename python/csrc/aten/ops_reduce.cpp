@@ -184,6 +184,8 @@ c10::ScalarType sum_type(const at::Tensor& x, std::optional<c10::ScalarType> dty
 at::Tensor sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
                std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = sum_type(x, dtype);
+  if (x.dim() == 0 && x.device().is_privateuseone())
+    return x.to(out, /*non_blocking=*/false, /*copy=*/true);
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
     if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, dim, keepdim, out); r.defined())
       return r;
@@ -194,6 +196,8 @@ at::Tensor sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
 at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
                 std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (x.dim() == 0 && x.device().is_privateuseone() && is_engine_float(out))
+    return x.to(out, /*non_blocking=*/false, /*copy=*/true);
   if (is_engine_float(out) && is_engine_float(x.scalar_type()))
     if (at::Tensor r = reduce("aten::mean", ReduceOp::mean, x, dim, keepdim, out); r.defined())
       return r;
@@ -223,6 +227,8 @@ at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keep
 
 at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = sum_type(x, dtype);
+  if (x.dim() == 0 && x.device().is_privateuseone())  // the sum of one element is itself
+    return x.to(out, /*non_blocking=*/false, /*copy=*/true);
   if (is_engine_float(out) && exact_in_fp32(x.scalar_type()))
     if (at::Tensor r = reduce("aten::sum", ReduceOp::sum, x, std::nullopt, false, out); r.defined())
       return r;
@@ -232,6 +238,8 @@ at::Tensor sum_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
 
 at::Tensor mean_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType out = dtype.value_or(x.scalar_type());
+  if (x.dim() == 0 && x.device().is_privateuseone() && is_engine_float(out))
+    return x.to(out, /*non_blocking=*/false, /*copy=*/true);  // the mean of one element
   if (is_engine_float(out) && is_engine_float(x.scalar_type()))
     if (at::Tensor r = reduce("aten::mean", ReduceOp::mean, x, std::nullopt, false, out);
         r.defined())

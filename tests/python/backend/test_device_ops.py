@@ -145,3 +145,42 @@ def test_index_select_of_a_scalar_and_with_strided_int64_indices():
     index = torch.tensor([2, 9, 0, 9, 1])[::2]  # a strided view
     _same(lambda t, i: t.index_select(0, i), torch.arange(12).reshape(3, 4), index, atol=0, rtol=0)
     _same(lambda t, i: t.index_select(1, i), torch.randn(2, 3), index, atol=0, rtol=0)
+
+
+def test_integer_operands_of_float_results_and_scalars_of_scalars():
+    # True division of integers, int64 against a float, 0-dim tensors against numbers.
+    _same(lambda a, b: a / b, torch.tensor(7), torch.tensor(2))
+    _same(lambda a: a / 4, torch.arange(6))
+    _same(lambda a: a * 0.5 + 1, torch.arange(6))
+    _same(lambda a: (a != 0.0) & torch.isfinite(a), torch.tensor(1.5))
+    _same(lambda a: a.sum() + a.mean(), torch.tensor(2.5))
+    _same(lambda a: a.sum(), torch.tensor(3))
+
+
+def test_integer_clamp_and_masked_fill_of_a_mask():
+    x = torch.tensor([[-100, 5, 3_000_000_000, -7]])
+    _same(lambda t: t.clamp(min=0), x, atol=0, rtol=0)
+    _same(lambda t: t[:, 1:].clamp(-5, 10), x, atol=0, rtol=0)
+    a, m = torch.rand(4, 7) > 0.5, torch.rand(4, 7) > 0.5
+    for value in (False, True):
+        _same(lambda t, v=value: t.masked_fill(m.to(t.device), v), a, atol=0, rtol=0)
+
+
+def test_addmm_with_beta_zero_and_into_an_out():
+    bias, a, b = torch.full((3, 4), float("nan")), torch.randn(3, 5), torch.randn(5, 4)
+    _same(lambda c, x, y: torch.addmm(c, x, y, beta=0, alpha=2), bias, a, b)
+    _same(
+        lambda c, x, y: torch.addmm(c, x, y, out=torch.empty(3, 4, device=x.device)),
+        torch.randn(3, 4),
+        a,
+        b,
+    )
+
+
+def test_advanced_indexing_with_two_index_tensors():
+    m = torch.rand(4, 16) > 0.5
+    rows, cols = torch.arange(4).view(4, 1, 1), torch.arange(16).view(1, 1, 16)
+    _same(lambda t, i, j: t[i, j], m, rows, cols, atol=0, rtol=0)
+    _same(
+        lambda t, i, j: t[i, j], torch.randn(4, 16, 2), torch.tensor([0, -1]), torch.tensor([3, 15])
+    )
