@@ -87,6 +87,7 @@ RANDOM_OPS = {
     "nn.functional.fractional_max_pool3d",
     "svd_lowrank",  # a random projection
     "pca_lowrank",
+    "nn.functional.multi_head_attention_forward",  # its samples pass dropout_p=0.5 by position
 }
 ENTRY_TIMEOUT_S = 120
 
@@ -172,6 +173,10 @@ def _compare(actual, expected) -> None:
 
     got, got_spec = tree_flatten(actual)
     want, want_spec = tree_flatten(expected)
+    if not any(isinstance(e, torch.Tensor) for e in want):  # sizes, numbers: by value
+        if list(got) != list(want):
+            raise AssertionError(f"{actual!r} != {expected!r}")
+        return
     if got_spec != want_spec:
         raise AssertionError(f"the results differ in structure: {got_spec} vs {want_spec}")
     for a, e in zip(got, want):
