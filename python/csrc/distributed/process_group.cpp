@@ -595,6 +595,15 @@ ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
     : Backend(setup.rank, setup.size), impl_(std::make_unique<Impl>()) {
   impl_->setup = std::move(setup);
   impl_->home_core = Impl::current_core();
+  // Every rank of the job takes part in making a group (torch's new_group is collective), so
+  // its ranks connect now, while the store, which the job's first rank hosts, is surely there:
+  // a group of later ranks must not need the store after the first ranks have left.
+  try {
+    impl_->comm = impl_->connect("neuronsim/root", impl_->me(), impl_->R());
+  } catch (const cc::CommError& e) {
+    impl_->broken = e.what();
+    impl_->fail("new_group", e.what());
+  }
 }
 
 ProcessGroupNeuron::~ProcessGroupNeuron() {

@@ -1,4 +1,5 @@
-"""A rank of a "neuron" process group that dies, hangs or runs a different collective.
+"""A rank of a "neuron" process group that dies, hangs or runs a different collective; a
+subgroup whose ranks go on after the others (and the store they host) have left.
 Started as plain processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), not by torchrun,
 whose agent would stop the job at the first failure. Usage: c10d_faults.py CASE TIMEOUT_S.
 Every rank that gets an error prints one JSON line: the error's type and message and the
@@ -31,6 +32,13 @@ try:
         time.sleep(3600)
     elif case == "disagrees" and me == 1:
         dist.broadcast(t, src=0)
+    elif case == "late_subgroup":  # ranks 0-1 leave (with the store) once the group is made
+        sub = dist.new_group([2, 3])
+        dist.all_reduce(t)  # the job goes on together a while: every rank has made its groups
+        if me in (2, 3):
+            time.sleep(2)
+            dist.all_reduce(t, group=sub)
+            assert torch.equal(t.cpu(), torch.full((8,), 32.0)), t.cpu()
     elif case == "bad_root":  # no rank 2 in a group of 2: refused, and the group lives on
         out = torch.zeros(8, device="neuron")
         try:

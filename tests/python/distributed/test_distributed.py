@@ -141,6 +141,14 @@ def test_ranks_that_run_different_collectives_both_fail():
         assert_named_error(results[rank], 20, "broadcast", "all_reduce")
 
 
+def test_a_subgroup_works_after_the_ranks_outside_it_have_left():
+    # new_group([2, 3]) is called by every rank; its ranks connect then, so they need no store
+    # (hosted by rank 0) after ranks 0 and 1 have finished and exited.
+    results = run_fault("late_subgroup", 20, ranks=4)
+    for rank in range(4):
+        assert results[rank]["error"] is None, results[rank]
+
+
 def test_a_root_outside_the_group_is_refused_and_the_group_lives_on():
     # scatter, broadcast and reduce from rank 2 of 2: a ValueError on every rank (as Gloo's
     # "invalid root rank"), where scatter had written past its buffers; then an all_reduce.
