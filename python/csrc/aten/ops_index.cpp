@@ -645,12 +645,48 @@ bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Ten
   return true;
 }
 
+// self[mask] = value for a boolean mask of self's leading dims and one value (an
+// encoder-decoder's labels[labels == -100] = pad): a where on the device, no sync.
+bool index_put_mask(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                    const at::Tensor& values, bool accumulate) {
+  const std::optional<at::Tensor> mask = indices.size() == 1 ? indices.get(0) : std::nullopt;
+  if (accumulate || !mask || !mask->defined() || mask->scalar_type() != at::kBool ||
+      mask->device() != self.device() || !self.device().is_privateuseone() || values.numel() != 1 ||
+      mask->dim() > self.dim() || mask->sizes() != self.sizes().slice(0, mask->dim()))
+    return false;
+  std::vector<int64_t> sizes = mask->sizes().vec();
+  sizes.resize(static_cast<size_t>(self.dim()), 1);
+  const at::Tensor value = values.reshape({}).to(self.scalar_type());
+  self.copy_(at::where(mask->view(sizes), value, self));
+  return true;
+}
+
 at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                            const at::Tensor& values, bool accumulate, bool unsafe) {
+  if (index_put_mask(self, indices, values, accumulate)) return self;
   const bool one_row_index = indices.size() == 1 && !accumulate;
   if (one_row_index && index_put_rows(self, indices, values, accumulate)) return self;
   if (index_put_leading(self, indices, values, accumulate)) return self;
   return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
+}
+
+// Whether each element is among test_elements: every pair compared, any per element (up to
+// 2^24 pairs), as Whisper's generation asks which tokens are special.
+at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test_elements,
+                     bool assume_unique, bool invert, at::Tensor& out) {
+  if (elements.device().is_privateuseone() && test_elements.device() == elements.device() &&
+      out.device() == elements.device() && out.scalar_type() == at::kBool &&
+      elements.numel() * std::max<int64_t>(test_elements.numel(), 1) < (int64_t{1} << 24)) {
+    at::Tensor found = test_elements.numel() == 0
+                           ? at::zeros(elements.sizes(), out.options())
+                           : elements.unsqueeze(-1).eq(test_elements.reshape({-1})).any(-1);
+    if (invert) found = found.logical_not();
+    at::native::resize_output(out, elements.sizes());
+    out.copy_(found);
+    return out;
+  }
+  return Fallback<ATEN_OP2(isin, Tensor_Tensor_out)>::call(elements, test_elements, assume_unique,
+                                                           invert, out);
 }
 
 }  // namespace
@@ -666,6 +702,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", flip);
   m.impl("index_add.out", index_add_out);
   m.impl("scatter_add.out", scatter_add_out);
+  m.impl("isin.Tensor_Tensor_out", isin_out);
 }
 
 }  // namespace neuronsim::pytorch

@@ -126,6 +126,22 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Ten
   return Fallback<ATEN_OP2(addmm, out)>::call(bias, a, b, beta, alpha, out);
 }
 
+// beta * self + alpha * (batch1 @ batch2): the batched product on TensorE, then pointwise.
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (batch1.device().is_privateuseone() && batch2.device() == batch1.device() &&
+      self.device() == batch1.device() && out.device() == batch1.device() &&
+      batch1.scalar_type() == batch2.scalar_type() && batch1.dim() == 3 && batch2.dim() == 3) {
+    at::Tensor r = at::bmm(batch1, batch2);
+    if (alpha.toDouble() != 1.0) r = r * alpha;
+    if (beta.toDouble() != 0.0) r = beta.toDouble() == 1.0 ? r + self : r + self * beta;
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+  }
+  return Fallback<ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2, beta, alpha, out);
+}
+
 // Where each group of rows ends (offs, cumulative), read by the host: the one value a
 // grouped product needs before its program can be made. Timing-only mode has no values and
 // takes the rows as evenly spread over the groups (the routing a balanced router gives).
@@ -205,6 +221,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bmm", bmm);
   m.impl("addmm", addmm);
   m.impl("addmm.out", addmm_out);
+  m.impl("baddbmm.out", baddbmm_out);
 }
 
 }  // namespace neuronsim::pytorch

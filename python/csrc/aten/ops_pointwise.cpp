@@ -566,6 +566,76 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   return Fallback<ATEN_OP2(linspace, out)>::call(start, end, steps, out);
 }
 
+// log1p and expm1 without the cancellation of log(1 + x) and exp(x) - 1 near 0 (the
+// classic corrections: log(u) * x / (u - 1) with u = 1 + x, and (u - 1) * x / log(u) with
+// u = exp(x), exact where u rounds to 1); |x| >= 1/2 takes the plain forms.
+at::Tensor& log1p_out(const at::Tensor& x, at::Tensor& out) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) &&
+      prepare_out(out, x.sizes(), x.scalar_type())) {
+    Expr e;
+    const Reg v = e.load(0), u = e.alu_imm(AluOp::add, v, 1.0f),
+              log_u = e.activation(ActFunc::log, u);
+    const Reg corrected =
+        e.alu(AluOp::multiply, log_u, e.alu(AluOp::divide, v, e.alu_imm(AluOp::subtract, u, 1.0f)));
+    const Reg small = e.select(e.alu_imm(AluOp::is_equal, u, 1.0f), v, corrected);
+    e.select(e.alu_imm(AluOp::is_lt, e.activation(ActFunc::abs, v), 0.5f), small, log_u);
+    if (run_pointwise("aten::log1p", "log1p", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(log1p, out)>::call(x, out);
+}
+
+at::Tensor& expm1_out(const at::Tensor& x, at::Tensor& out) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) &&
+      prepare_out(out, x.sizes(), x.scalar_type())) {
+    Expr e;
+    const Reg v = e.load(0), u = e.activation(ActFunc::exp, v);
+    const Reg minus_one = e.alu_imm(AluOp::subtract, u, 1.0f);
+    const Reg corrected =
+        e.alu(AluOp::multiply, minus_one, e.alu(AluOp::divide, v, e.activation(ActFunc::log, u)));
+    const Reg small = e.select(e.alu_imm(AluOp::is_equal, u, 1.0f), v, corrected);
+    e.select(e.alu_imm(AluOp::is_lt, e.activation(ActFunc::abs, v), 0.5f), small, minus_one);
+    if (run_pointwise("aten::expm1", "expm1", e, {x}, out)) return out;
+  }
+  return Fallback<ATEN_OP2(expm1, out)>::call(x, out);
+}
+
+// clamp with tensor bounds: max with the lower, then min with the upper, broadcast.
+at::Tensor& clamp_tensor_out(const at::Tensor& x, const std::optional<at::Tensor>& lo,
+                             const std::optional<at::Tensor>& hi, at::Tensor& out) {
+  const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  if (x.device().is_privateuseone() && out.device() == x.device() && (has_lo || has_hi)) {
+    at::Tensor r = x;
+    if (has_lo) r = at::maximum(r, *lo);
+    if (has_hi) r = at::minimum(r, *hi);
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+  }
+  return Fallback<ATEN_OP2(clamp, Tensor_out)>::call(x, lo, hi, out);
+}
+
+// An identity matrix: 1 where the row equals the column.
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0 && m >= 0, "n and m must be greater or equal to 0, got ", n, " and ", m);
+  if (out.device().is_privateuseone() && n * m < (int64_t{1} << 24)) {
+    at::native::resize_output(out, {n, m});
+    const at::Tensor target = engine_dtype(out.scalar_type()) && out.is_contiguous()
+                                  ? out
+                                  : at::empty({n, m}, out.options().dtype(at::kFloat));
+    Expr e;
+    e.alu(AluOp::is_equal, e.position({1, 0}), e.position({0, 1}));
+    if (n * m == 0 || run_pointwise("aten::eye", "eye", e, {}, target)) {
+      if (!target.is_same(out)) out.copy_(target);
+      return out;
+    }
+  }
+  return Fallback<ATEN_OP2(eye, m_out)>::call(n, m, out);
+}
+
+at::Tensor& eye_out(int64_t n, at::Tensor& out) {
+  return eye_m_out(n, n, out);
+}
+
 // min(max(x, lo), hi) for a float x, the bounds read at run time (NaN stays NaN).
 bool clamp_into(const char* op, const at::Tensor& x, const std::optional<at::Scalar>& lo,
                 const std::optional<at::Scalar>& hi, at::Tensor& out) {
@@ -1069,6 +1139,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Scalar_out", pow_scalar_base_out);
   m.impl("erfinv.out", erfinv_out);
   m.impl("linspace.out", linspace_out);
+  m.impl("log1p.out", log1p_out);
+  m.impl("expm1.out", expm1_out);
+  m.impl("clamp.Tensor_out", clamp_tensor_out);
+  m.impl("eye.m_out", eye_m_out);
+  m.impl("eye.out", eye_out);
   m.impl("silu_backward", silu_backward);
   m.impl("sigmoid_backward", sigmoid_backward);
   m.impl("tanh_backward", tanh_backward);

@@ -184,3 +184,66 @@ def test_advanced_indexing_with_two_index_tensors():
     _same(
         lambda t, i, j: t[i, j], torch.randn(4, 16, 2), torch.tensor([0, -1]), torch.tensor([3, 15])
     )
+
+
+def test_log1p_and_expm1_keep_their_precision_near_zero():
+    x = torch.tensor([-0.9, -0.6, -0.3, -1e-3, -1e-8, 0.0, 1e-9, 1e-4, 0.2, 0.49, 0.7, 3.0, 20.0])
+    _same(torch.log1p, x, atol=0, rtol=2e-6)
+    _same(torch.expm1, x, atol=0, rtol=2e-6)
+    _same(torch.log1p, torch.tensor([-1.0, float("inf"), float("nan")]), atol=0, rtol=0)
+
+
+def test_baddbmm_clamp_with_tensor_bounds_eye_and_isin():
+    _same(
+        lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2),
+        torch.randn(2, 3, 4),
+        torch.randn(2, 3, 5),
+        torch.randn(2, 5, 4),
+    )
+    _same(
+        lambda t, lo, hi: t.clamp(lo, hi),
+        torch.randn(4, 5),
+        torch.full((5,), -0.5),
+        torch.tensor(0.5),
+    )
+    _same(lambda t: torch.eye(3, 5, device=t.device), torch.zeros(1), atol=0, rtol=0)
+    _same(
+        lambda t: torch.eye(4, dtype=torch.int64, device=t.device), torch.zeros(1), atol=0, rtol=0
+    )
+    ids = torch.tensor([[1, 5, 7], [2, 50_000, 9]])
+    _same(lambda a, b: torch.isin(a, b), ids, torch.tensor([7, 2, 50_000]), atol=0, rtol=0)
+    _same(lambda a, b: torch.isin(a, b, invert=True), ids, torch.tensor([7]), atol=0, rtol=0)
+
+
+def test_boolean_mask_put_of_one_value():
+    # An encoder-decoder's shift_tokens_right: labels[labels == -100] = pad_token_id.
+    labels = torch.tensor([[5, -100, 7], [-100, -100, 9]])
+    _same(
+        lambda t: t.masked_fill(t == -100, 0).clone().index_put_((t == -100,), torch.tensor(1)),
+        labels,
+        atol=0,
+        rtol=0,
+    )
+    _same(
+        lambda t, m: t.clone().index_put_((m,), torch.tensor(0.5)),
+        torch.randn(3, 4),
+        torch.tensor([True, False, True]),
+    )
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        lambda x, w, b: F.conv1d(x, w, None, padding=3, groups=8),  # Mamba's causal conv1d
+        lambda x, w, b: F.conv1d(x, w[:, :1].repeat(1, 2, 1), b, stride=2, dilation=2, groups=4),
+        lambda x, w, b: F.conv2d(
+            x.unflatten(-1, (2, 5)), w.unsqueeze(-1), b, padding=(1, 0), groups=8
+        ),
+        lambda x, w, b: F.conv2d(
+            x.unflatten(-1, (2, 5)), w.reshape(4, 8, 1, 1), None, stride=(1, 2)
+        ),
+    ],
+)
+def test_convolutions_run_on_the_device(conv):
+    x, w, b = torch.randn(2, 8, 10), torch.randn(8, 1, 4), torch.randn(8)
+    _same(conv, x, w, b, atol=1e-4, rtol=1e-4)
