@@ -90,7 +90,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     sizes[0] = index.numel();
     return picked.view(self.scalar_type()).reshape(sizes).movedim(0, d).contiguous();
   }
-  if (d != 0 && index.dim() <= 1 && row_gather_covers(self, index)) {
+  if (d != 0 && index.dim() <= 1 && self.numel() > 0 &&
+      row_gather_covers(self.contiguous(), index)) {
     const at::Tensor picked = pytorch::index_select(self.movedim(d, 0).contiguous(), 0, index);
     return picked.movedim(0, d).contiguous();
   }
@@ -212,6 +213,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        bool sparse_grad, at::Tensor& out) {
   const char* op = "aten::gather";
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (!self.is_contiguous() && self.device().is_privateuseone() &&
+      element_indexing(self.contiguous(), index, d))  // a strided table: its elements in order
+    return gather_out(self.contiguous(), dim, index, sparse_grad, out);
   if (element_indexing(self, index, d) && out.device() == self.device() &&
       out.scalar_type() == self.scalar_type()) {
     at::native::resize_output(out, index.sizes());
@@ -645,6 +649,44 @@ bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Ten
   return true;
 }
 
+// self[:, ..., index, ...] = value for one integer index tensor at dim d and one value
+// (a logits processor's scores[:, banned] = -inf): the positions along d that the index
+// names, as a mask, and a where; indices are checked and wrapped as torch does.
+bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                             const at::Tensor& values, bool accumulate) {
+  int64_t d = -1;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined()) continue;
+    if (d >= 0) return false;
+    d = static_cast<int64_t>(k);
+  }
+  if (d < 0 || accumulate || values.numel() != 1 || !self.device().is_privateuseone() ||
+      d >= self.dim())
+    return false;
+  const at::Tensor index = *indices.get(static_cast<size_t>(d));
+  if (!is_limb_integer(index.scalar_type()) || index.scalar_type() == at::kBool ||
+      index.device() != self.device() || self.size(d) >= (int64_t{1} << 24))
+    return false;
+  const int64_t size = self.size(d);
+  at::Tensor named = index.reshape({-1}).to(at::kFloat);
+  if (!values_unspecified() && named.numel() > 0) {
+    const at::Tensor limits = at::stack({named.min(), named.max()}).cpu();
+    const auto* v = limits.data_ptr<float>();
+    if (v[0] < static_cast<float>(-size) || v[1] >= static_cast<float>(size))
+      bad_index("aten::index_put_", index, d, size, true);
+  }
+  named = named + named.lt(0).to(at::kFloat) * static_cast<double>(size);
+  const at::Tensor position = at::arange(size, named.options()).reshape({size, 1});
+  std::vector<int64_t> sizes(static_cast<size_t>(self.dim()), 1);
+  sizes[static_cast<size_t>(d)] = size;
+  const at::Tensor mask = named.numel() == 0
+                              ? at::zeros(sizes, self.options().dtype(at::kBool))
+                              : position.eq(named.reshape({1, -1})).any(1).view(sizes);
+  self.copy_(at::where(mask, values.reshape({}).to(self.scalar_type()), self));
+  return true;
+}
+
 // self[mask] = value for a boolean mask of self's leading dims and one value (an
 // encoder-decoder's labels[labels == -100] = pad): a where on the device, no sync.
 bool index_put_mask(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
@@ -667,6 +709,7 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   const bool one_row_index = indices.size() == 1 && !accumulate;
   if (one_row_index && index_put_rows(self, indices, values, accumulate)) return self;
   if (index_put_leading(self, indices, values, accumulate)) return self;
+  if (index_put_one_dim_value(self, indices, values, accumulate)) return self;
   return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
 }
 

@@ -131,7 +131,8 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const 
                         const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   if (batch1.device().is_privateuseone() && batch2.device() == batch1.device() &&
       self.device() == batch1.device() && out.device() == batch1.device() &&
-      batch1.scalar_type() == batch2.scalar_type() && batch1.dim() == 3 && batch2.dim() == 3) {
+      batch1.scalar_type() == batch2.scalar_type() && batch1.dim() == 3 && batch2.dim() == 3 &&
+      is_engine_float(batch1.scalar_type())) {  // integers truncate alpha and beta: the CPU's
     at::Tensor r = at::bmm(batch1, batch2);
     if (alpha.toDouble() != 1.0) r = r * alpha;
     if (beta.toDouble() != 0.0) r = beta.toDouble() == 1.0 ? r + self : r + self * beta;

@@ -470,7 +470,8 @@ bool truth_reduce_into(const char* op, ReduceOp kind, const at::Tensor& x,
     e.alu_imm(isa::AluOp::not_equal, e.load(0), 0.0f);
     if (!run_pointwise(op, "!=0", e, {x}, truth)) return false;
   }
-  const at::Tensor r = reduce(op, kind, truth, dim, keepdim, at::kBool);
+  // A 0-dim tensor is its own truth (reduce takes tensors of at least one dim).
+  const at::Tensor r = x.dim() == 0 ? truth : reduce(op, kind, truth, dim, keepdim, at::kBool);
   if (!r.defined()) return false;
   if (out.sizes() != r.sizes()) at::native::resize_output(out, r.sizes());
   return copy_on_device(r, out);

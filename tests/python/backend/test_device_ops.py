@@ -247,3 +247,23 @@ def test_boolean_mask_put_of_one_value():
 def test_convolutions_run_on_the_device(conv):
     x, w, b = torch.randn(2, 8, 10), torch.randn(8, 1, 4), torch.randn(8)
     _same(conv, x, w, b, atol=1e-4, rtol=1e-4)
+
+
+def test_puts_and_gathers_that_generation_and_seq2seq_models_make():
+    # A logits processor's scores[:, banned] = -inf; an index along a middle dim.
+    def banned(s, i):
+        s = s.clone()
+        s[:, i] = float("-inf")
+        return s
+
+    def middle(s, i):
+        s = s.clone()
+        s[:, :, i] = 0.0
+        return s
+
+    _same(banned, torch.randn(2, 9), torch.tensor([3, -1, 3]))
+    _same(middle, torch.randn(2, 3, 5), torch.tensor([0, 4]))
+    x = torch.randn(1, 4, 9, 17)
+    _same(lambda t, i: t.transpose(1, 2).index_select(3, i), x, torch.arange(9))  # strided
+    _same(lambda t, i: t.t().gather(1, i), torch.randn(32, 16), torch.randint(0, 32, (16, 9)))
+    _same(lambda t: torch.all(t > 0), torch.tensor(1.5), atol=0, rtol=0)
