@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from transformers import TrainerCallback
 
 import neuronsim
 import neuronsim.distributed
@@ -20,7 +19,10 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 
 
-class StepMeasurements(TrainerCallback):
+class _StepMeasurements:
+    """The step timing of a TrainerCallback (made one in instrument_trainer: importing
+    Transformers' Trainer here could run in the middle of its own import)."""
+
     def __init__(self, folder: str):
         self.folder = Path(folder)
         self.steps: list[dict] = []
@@ -66,11 +68,14 @@ def gathered_state(model) -> dict[str, torch.Tensor]:
 
 
 def instrument_trainer(trainer_class, folder: str) -> None:
+    from transformers import TrainerCallback
+
+    step_measurements = type("StepMeasurements", (_StepMeasurements, TrainerCallback), {})
     init, save_model = trainer_class.__init__, trainer_class.save_model
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        self.add_callback(StepMeasurements(folder))
+        self.add_callback(step_measurements(folder))
 
     def save_model_gathering_first(self, output_dir=None, _internal_call=False):
         if not _internal_call:  # the script's own save (checkpoints are internal calls)

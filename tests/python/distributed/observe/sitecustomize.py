@@ -13,7 +13,6 @@ simulated seconds. Processes that import neither (torchrun's agent) are untouche
 from __future__ import annotations
 
 import importlib.abc
-import importlib.util
 import os
 import sys
 
@@ -30,7 +29,17 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         if fullname != self.name:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        # Asks the other finders for the very import under way (importlib.util.find_spec
+        # would start an import of its own, out of order: with peft installed, a circular
+        # import of transformers.trainer_utils).
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None:
+            return spec
         run = spec.loader.exec_module
 
         def exec_module(module):
