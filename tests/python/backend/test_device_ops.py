@@ -267,3 +267,21 @@ def test_puts_and_gathers_that_generation_and_seq2seq_models_make():
     _same(lambda t, i: t.transpose(1, 2).index_select(3, i), x, torch.arange(9))  # strided
     _same(lambda t, i: t.t().gather(1, i), torch.randn(32, 16), torch.randint(0, 32, (16, 9)))
     _same(lambda t: torch.all(t > 0), torch.tensor(1.5), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unitriangular", [False, True])
+def test_triangular_solves_as_gated_deltanet_makes_them(upper, left, unitriangular):
+    torch.manual_seed(0)
+    a = torch.randn(2, 3, 64, 64) * 0.1 + torch.eye(64) * 2
+    b = torch.randn(2, 3, 64, 8) if left else torch.randn(2, 3, 8, 64)
+    _same(
+        lambda x, y: torch.linalg.solve_triangular(
+            x, y, upper=upper, left=left, unitriangular=unitriangular
+        ),
+        a,
+        b,
+        atol=1e-5,
+        rtol=1e-4,
+    )
