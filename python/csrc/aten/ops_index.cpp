@@ -238,6 +238,26 @@ bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Ten
 at::Tensor& index_tensor_out(const at::Tensor& self,
                              const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   const char* op = "aten::index";
+  // A boolean mask stands for the positions of its true elements (nonzero: one read of
+  // the count by the host, as on CUDA), one index tensor per dim it covers.
+  bool masked = false;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    masked = masked || (t && t->defined() && t->device() == self.device() &&
+                        (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte));
+  }
+  if (masked && self.device().is_privateuseone() && !values_unspecified()) {
+    c10::List<std::optional<at::Tensor>> positions;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const std::optional<at::Tensor> t = indices.get(k);
+      if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        for (const at::Tensor& column : at::nonzero(*t).unbind(1)) positions.push_back(column);
+      } else {
+        positions.push_back(t);
+      }
+    }
+    return index_tensor_out(self, positions, out);
+  }
   int64_t d = -1;
   bool one = true;
   for (size_t k = 0; k < indices.size(); ++k) {
@@ -732,6 +752,60 @@ at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test_elements
                                                            invert, out);
 }
 
+// ---- nonzero and masked_scatter: a mask's ranks by a cumulative sum -------------------
+
+// The positions of the nonzero elements, [count, dims] int64 in row-major order. The count
+// is read by the host (the output's size depends on it, as CUDA's nonzero synchronises);
+// each element's rank among the nonzero ones (a cumulative sum, exact in FP32 below 2^24)
+// is the row its coordinates are scattered to, the others going to one spare row.
+at::Tensor nonzero(const at::Tensor& self) {
+  const int64_t n = self.numel();
+  if (self.device().is_privateuseone() &&
+      (engine_dtype(self.scalar_type()) || is_limb_integer(self.scalar_type())) && self.dim() > 0 &&
+      n > 0 && n < (int64_t{1} << 23) && !values_unspecified()) {
+    const at::Tensor hit = self.reshape({-1}).ne(0);
+    const at::Tensor rank = hit.to(at::kFloat).cumsum(0);
+    const auto count = static_cast<int64_t>(rank[n - 1].item<float>());
+    const at::Tensor slot = at::where(hit, rank - 1, static_cast<double>(count)).to(at::kInt);
+    const at::Tensor position = at::arange(n, self.options().dtype(at::kLong));
+    std::vector<at::Tensor> coordinates;
+    int64_t stride = n;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      stride /= self.size(d);
+      at::Tensor c = at::floor_divide(position, stride);
+      if (d > 0) c = c - at::floor_divide(c, self.size(d)) * self.size(d);
+      coordinates.push_back(c);
+    }
+    at::Tensor rows = at::empty({count + 1, self.dim()}, position.options());
+    rows.index_put_({slot}, at::stack(coordinates, 1));
+    return rows.narrow(0, 0, count).clone();
+  }
+  return Fallback<ATEN_OP(nonzero)>::call(self);
+}
+
+// self[mask] = the first elements of source, in order: each masked element's rank (a
+// cumulative sum) picks its source element, and a where keeps the others.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  const int64_t n = self.numel();
+  if (self.device().is_privateuseone() && mask.device() == self.device() &&
+      source.device() == self.device() && mask.scalar_type() == at::kBool &&
+      source.scalar_type() == self.scalar_type() && n > 0 && n < (int64_t{1} << 24) &&
+      source.numel() > 0 && at::is_expandable_to(mask.sizes(), self.sizes())) {
+    const at::Tensor hit = mask.expand(self.sizes()).reshape({-1});
+    const at::Tensor rank = hit.to(at::kFloat).cumsum(0) - 1;
+    if (!values_unspecified()) {
+      const auto needed = static_cast<int64_t>(rank[n - 1].item<float>()) + 1;
+      TORCH_CHECK(needed <= source.numel(), "masked_scatter: expected source to have at least ",
+                  needed, " elements (the number of ones in mask), but it has ", source.numel());
+    }
+    const at::Tensor pick = at::where(hit, rank, 0.0).to(at::kLong);
+    const at::Tensor picked = source.reshape({-1}).index_select(0, pick).view(self.sizes());
+    self.copy_(at::where(hit.view(self.sizes()), picked, self));
+    return self;
+  }
+  return Fallback<ATEN_OP(masked_scatter_)>::call(self, mask, source);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -746,6 +820,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_add.out", index_add_out);
   m.impl("scatter_add.out", scatter_add_out);
   m.impl("isin.Tensor_Tensor_out", isin_out);
+  m.impl("nonzero", nonzero);
+  m.impl("masked_scatter_", masked_scatter_);
 }
 
 }  // namespace neuronsim::pytorch

@@ -285,3 +285,22 @@ def test_triangular_solves_as_gated_deltanet_makes_them(upper, left, unitriangul
         atol=1e-5,
         rtol=1e-4,
     )
+
+
+def test_boolean_masks_select_and_scatter_on_the_device():
+    torch.manual_seed(0)
+    x, m = torch.randn(4, 6), torch.rand(4, 6) > 0.5
+    for t in (
+        torch.tensor([0.0, 1.0, 0.0, 2.0]),
+        m,
+        torch.zeros(2, 3),
+        torch.randint(-2, 3, (7, 9)),
+    ):
+        _same(torch.nonzero, t, atol=0, rtol=0)
+    _same(lambda t, k: t[k], x, m, atol=0, rtol=0)  # nonzero, then the positions
+    _same(lambda t, k: t[:, k], x, m[0], atol=0, rtol=0)
+    _same(lambda t, k: t.masked_scatter(k, torch.arange(30.0, device=t.device)), x, m)
+    with pytest.raises(RuntimeError, match="at least 24 elements"):
+        x.to("neuron").masked_scatter(
+            torch.ones(4, 6, dtype=torch.bool, device="neuron"), torch.ones(3, device="neuron")
+        )
