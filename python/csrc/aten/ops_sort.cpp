@@ -165,8 +165,8 @@ bool histc_into(const at::Tensor& self, int64_t bins, double lo, double hi, at::
   return true;
 }
 
-// What the device does not count (bounds taken from the data, min == max; more than 2^24
-// elements) runs on the CPU, counted. The CPU's histc takes floats only, and mixture-of-
+// What the device does not count (more than 2^24 elements, NaN bounds) runs on the CPU,
+// counted. The CPU's histc takes floats only, and mixture-of-
 // experts routing counts int32 expert ids with it on every device but the CPU: those are
 // counted on float32 copies (exact for small integers) and given back in the input's dtype.
 at::Tensor host_histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
@@ -180,7 +180,18 @@ at::Tensor host_histc(const at::Tensor& self, int64_t bins, const at::Scalar& mi
 
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min,
                       const at::Scalar& max, at::Tensor& out) {
-  if (histc_into(self, bins, min.toDouble(), max.toDouble(), out)) return out;
+  double lo = min.toDouble(), hi = max.toDouble();
+  // min == max: the bounds are the data's (one read by the host), widened by one each way
+  // when the data are all one value, as torch does.
+  if (lo == hi && self.numel() > 0 && self.device().is_privateuseone() && !values_unspecified()) {
+    const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+    const at::Tensor values = integral ? self.to(at::kFloat) : self;
+    const at::Tensor limits = at::stack({values.min(), values.max()}).to(at::kFloat).cpu();
+    lo = limits.data_ptr<float>()[0];
+    hi = limits.data_ptr<float>()[1];
+    if (lo == hi) lo -= 1, hi += 1;
+  }
+  if (histc_into(self, bins, lo, hi, out)) return out;
   const at::Tensor counts = host_histc(self, bins, min, max);
   out.resize_(counts.sizes());
   out.copy_(counts);

@@ -304,3 +304,14 @@ def test_boolean_masks_select_and_scatter_on_the_device():
         x.to("neuron").masked_scatter(
             torch.ones(4, 6, dtype=torch.bool, device="neuron"), torch.ones(3, device="neuron")
         )
+
+
+def test_histc_with_bounds_from_the_data():
+    _same(lambda t: torch.histc(t, bins=7), torch.randn(50), atol=0, rtol=0)
+    _same(lambda t: torch.histc(t.float(), bins=4), torch.tensor([3, 3, 3]), atol=0, rtol=0)
+    _same(
+        lambda t: torch.histc(t, bins=8, min=0, max=0),
+        torch.randint(0, 8, (40,)).float(),
+        atol=0,
+        rtol=0,
+    )
