@@ -266,6 +266,8 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
     one = one && d < 0;
     d = static_cast<int64_t>(k);
   }
+  if (one && d >= 0 && d < self.dim() && !self.is_contiguous() && self.device().is_privateuseone())
+    return index_tensor_out(self.contiguous(), indices, out);  // a strided table, in order
   if (one && d >= 0 && d < self.dim()) {
     const at::Tensor index = *indices.get(static_cast<size_t>(d));
     // Whole rows (x[perm], a mixture of experts' token order) by indirect DMA when no index

@@ -315,3 +315,7 @@ def test_histc_with_bounds_from_the_data():
         atol=0,
         rtol=0,
     )
+
+
+def test_rows_of_a_strided_table_by_an_index():
+    _same(lambda t, i: t.t()[i], torch.randn(64, 8), torch.tensor([3, 0, 7, 3]), atol=0, rtol=0)
