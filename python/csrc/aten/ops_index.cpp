@@ -451,12 +451,24 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 
 // Raises torch's error when an index of `index` is outside [0, size): one read of the
 // device (min and max as FP32, which keeps every out-of-range value out of range).
-void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size) {
+// `as_float` is the index as FP32; with `wraps`, [-size, size) is in range (negative
+// indices count from the end).
+void check_in_range(const char* op, const at::Tensor& index, const at::Tensor& as_float, int64_t d,
+                    int64_t size, bool wraps) {
   if (values_unspecified() || index.numel() == 0) return;
-  const at::Tensor as_float = index.to(at::kFloat);
   const at::Tensor limits = at::stack({as_float.min(), as_float.max()}).cpu();
   const auto* v = limits.data_ptr<float>();
-  if (v[0] < 0 || v[1] >= static_cast<float>(size)) bad_index(op, index, d, size, false);
+  if (v[0] < static_cast<float>(wraps ? -size : 0) || v[1] >= static_cast<float>(size))
+    bad_index(op, index, d, size, wraps);
+}
+
+void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size) {
+  check_in_range(op, index, index.to(at::kFloat), d, size, false);
+}
+
+// An FP32 index with its negative values counted from the end of a dim of `size`.
+at::Tensor wrapped(const at::Tensor& as_float, int64_t size) {
+  return as_float + as_float.lt(0).to(at::kFloat) * static_cast<double>(size);
 }
 
 bool small_index(const at::Tensor& self, const at::Tensor& index) {
@@ -605,13 +617,8 @@ at::Tensor linear_index(const char* op, const at::Tensor& self,
     const int64_t size = self.size(static_cast<int64_t>(d));
     multiple /= size;
     at::Tensor i = spread[d].to(at::kFloat);
-    if (!values_unspecified() && i.numel() > 0) {
-      const at::Tensor limits = at::stack({i.min(), i.max()}).cpu();
-      const auto* v = limits.data_ptr<float>();
-      if (v[0] < static_cast<float>(-size) || v[1] >= static_cast<float>(size))
-        bad_index(op, spread[d], static_cast<int64_t>(d), size, true);
-    }
-    i = i + i.lt(0).to(at::kFloat) * static_cast<double>(size);
+    check_in_range(op, spread[d], i, static_cast<int64_t>(d), size, true);
+    i = wrapped(i, size);
     linear = linear.defined() ? linear + i * static_cast<double>(multiple)
                               : i * static_cast<double>(multiple);
   }
@@ -692,13 +699,8 @@ bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at:
     return false;
   const int64_t size = self.size(d);
   at::Tensor named = index.reshape({-1}).to(at::kFloat);
-  if (!values_unspecified() && named.numel() > 0) {
-    const at::Tensor limits = at::stack({named.min(), named.max()}).cpu();
-    const auto* v = limits.data_ptr<float>();
-    if (v[0] < static_cast<float>(-size) || v[1] >= static_cast<float>(size))
-      bad_index("aten::index_put_", index, d, size, true);
-  }
-  named = named + named.lt(0).to(at::kFloat) * static_cast<double>(size);
+  check_in_range("aten::index_put_", index, named, d, size, true);
+  named = wrapped(named, size);
   const at::Tensor position = at::arange(size, named.options()).reshape({size, 1});
   std::vector<int64_t> sizes(static_cast<size_t>(self.dim()), 1);
   sizes[static_cast<size_t>(d)] = size;
