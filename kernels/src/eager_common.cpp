@@ -249,7 +249,7 @@ void plan_blocks(TilePlan& plan, uint32_t max_free) {
 }
 
 void check_dims_left(std::string_view kernel, const std::vector<int64_t>& sizes) {
-  require(sizes.size() <= 5, kernel,
+  require(sizes.size() <= kMaxWalkDims, kernel,
           fmt::format("the views keep {} dims after coalescing, [{}]; one DMA access pattern "
                       "walks rows and 4 free dims",
                       sizes.size(), fmt::join(sizes, ", ")));
@@ -327,4 +327,9 @@ AccessPattern hbm_tile(std::string_view kernel, const AccessPattern& tensor,
 }
 
 }  // namespace detail
+
+size_t walk_dims(std::vector<View> views) {
+  return coalesce(detail::order_dims(std::move(views), 0))[0].sizes.size();
+}
+
 }  // namespace neuronsim::kernels

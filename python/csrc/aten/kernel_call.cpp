@@ -183,6 +183,50 @@ bool run_pointwise(const char* op, const std::string& name, const kernels::Point
   return run_pointwise_outputs(op, name, expr, inputs, {out}, generator);
 }
 
+namespace {
+
+// Views that keep more dims than one DMA access pattern walks (a 3-D convolution's
+// windows, [B, C, O..., K...]) run in slices. Not for expressions of positions (each
+// slice would restart them) or of random draws (each slice would repeat them).
+bool walks_too_many_dims(const kernels::PointwiseExpr& expr,
+                         const std::vector<kernels::View>& inputs,
+                         const std::vector<kernels::View>& outs) {
+  for (const kernels::PointwiseExpr::Step& s : expr.steps())
+    if (s.op == kernels::PointwiseExpr::Op::position || s.op == kernels::PointwiseExpr::Op::random)
+      return false;
+  std::vector<kernels::View> all = outs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  for (const kernels::View& v : all)
+    if (v.sizes != all[0].sizes) return false;  // the kernel's own refusal
+  return kernels::walk_dims(std::move(all)) > kernels::kMaxWalkDims;
+}
+
+// The op once per index of the outputs' outermost dim (the largest stride of a dim longer
+// than 1), each slice coalescing to one dim fewer. The slices share one layout, so they
+// share one kernel: a refusal can only come at the first, before anything is written.
+bool run_pointwise_in_slices(const char* op, const std::string& name,
+                             const kernels::PointwiseExpr& expr,
+                             const std::vector<at::Tensor>& inputs,
+                             const std::vector<at::Tensor>& outs) {
+  int64_t dim = -1;
+  for (int64_t d = 0; d < outs[0].dim(); ++d)
+    if (outs[0].size(d) > 1 && (dim < 0 || outs[0].stride(d) > outs[0].stride(dim))) dim = d;
+  if (dim < 0) return false;
+  for (int64_t i = 0; i < outs[0].size(dim); ++i) {
+    std::vector<at::Tensor> in_slices, out_slices;
+    for (const at::Tensor& t : inputs) in_slices.push_back(t.select(dim, i));
+    for (const at::Tensor& t : outs) out_slices.push_back(t.select(dim, i));
+    if (!run_pointwise_outputs(op, name, expr, in_slices, out_slices)) {
+      TORCH_CHECK(i == 0, op, ": slice ", i, " of dim ", dim,
+                  " was refused after the first ran (an inconsistent layout)");
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool run_pointwise_outputs(const char* op, const std::string& name,
                            const kernels::PointwiseExpr& expr,
                            const std::vector<at::Tensor>& inputs,
@@ -207,6 +251,8 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
     views.push_back(view_of(expanded.back()));
     key += " " + layout_key(expanded.back());
   }
+  if (walks_too_many_dims(expr, views, out_views))
+    return run_pointwise_in_slices(op, name, expr, expanded, outs);
   std::vector<std::pair<std::string, at::Tensor>> bound;
   for (size_t i = 0; i < expanded.size(); ++i)
     bound.emplace_back(fmt::format("in{}", i), expanded[i]);

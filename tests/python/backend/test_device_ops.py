@@ -249,6 +249,61 @@ def test_convolutions_run_on_the_device(conv):
     _same(conv, x, w, b, atol=1e-4, rtol=1e-4)
 
 
+def _conv_and_grads(f, x, w, b, **kwargs):
+    x, w, b = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = f(x, w, b, **kwargs)
+    y.backward(torch.linspace(-1, 1, y.numel(), device=y.device).reshape(y.shape))
+    return y, x.grad, w.grad, b.grad
+
+
+@pytest.mark.parametrize(
+    "f, x, w, b, kwargs",
+    [
+        (
+            F.conv1d,
+            (2, 8, 10),
+            (4, 2, 3),
+            4,
+            {"stride": 2, "padding": 2, "dilation": 2, "groups": 4},
+        ),
+        (F.conv2d, (2, 3, 8, 7), (4, 3, 3, 3), 4, {"stride": 2, "padding": 1}),
+        # Three spatial dims: the windows keep 7 dims, more than one DMA walks (in slices).
+        (F.conv3d, (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), 3, {"padding": 1}),
+        (
+            F.conv_transpose1d,
+            (2, 4, 7),
+            (4, 3, 3),
+            3,
+            {"stride": 2, "padding": 1, "output_padding": 1},
+        ),
+        (
+            F.conv_transpose2d,
+            (2, 4, 5, 6),
+            (4, 2, 3, 3),
+            4,
+            {"stride": 2, "padding": 1, "groups": 2, "dilation": (1, 2)},
+        ),
+        (F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 3, 2, 2, 2), 3, {"stride": (2, 1, 2)}),
+    ],
+    ids=["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+)
+def test_convolution_gradients_and_transposed_convolutions_run_on_the_device(f, x, w, b, kwargs):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(x), torch.randn(w), torch.randn(b)
+    expected = _conv_and_grads(f, x, w, b, **kwargs)
+    got = _conv_and_grads(f, x.to("neuron"), w.to("neuron"), b.to("neuron"), **kwargs)
+    for name, g, e in zip(["output", "input grad", "weight grad", "bias grad"], got, expected):
+        assert g.device.type == "neuron", name
+        torch.testing.assert_close(g.cpu(), e, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_pointwise_ops_on_views_of_many_dims_run_in_slices():
+    x = torch.randn(2, 3, 5, 6, 4)
+    windows = lambda t: t.unfold(2, 2, 1).unfold(3, 3, 2).unfold(4, 2, 1)  # noqa: E731
+    _same(lambda t: windows(t) * 2.0, x, atol=0, rtol=0)
+    _same(lambda t: windows(t).contiguous(), x, atol=0, rtol=0)
+
+
 def test_puts_and_gathers_that_generation_and_seq2seq_models_make():
     # A logits processor's scores[:, banned] = -inf; an index along a middle dim.
     def banned(s, i):

@@ -44,6 +44,14 @@ struct View {
 // std::invalid_argument when the views differ in shape.
 std::vector<View> coalesce(std::span<const View> views);
 
+// One DMA access pattern walks a row dim and 4 free dims: the eager kernels refuse views
+// that keep more after ordering and coalescing, and a caller runs such an op in slices.
+inline constexpr size_t kMaxWalkDims = 5;
+
+// The dims the views (all of one shape) keep, ordered by the first one's strides and
+// coalesced, as the eager kernels walk them.
+size_t walk_dims(std::vector<View> views);
+
 // A small register program evaluated elementwise, per tile, in FP32 on chip: the
 // IR of the eager pointwise ops and of the fusions torch.compile will emit.
 // Each step computes one value, named by its Reg (the step's index) and readable
