@@ -102,6 +102,11 @@ std::string expr_key(const kernels::PointwiseExpr& expr);
 // when not covered (int64, float64, two devices).
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst);
 
+// out <- a / b rounded toward -inf (floor) or toward zero, of floats (a tensor and a
+// tensor or a Python number), as torch rounds them. False when not covered.
+bool float_divide_rounded_into(const at::Tensor& a, const at::Tensor& b, bool floor,
+                               const at::Tensor& out);
+
 // dst <- src (same sizes and dtype, broadcasting src) as DMA copies of the runs of
 // elements contiguous in both, on the destination's queue: exact for every dtype. False,
 // copying nothing, when that would take more than 64 copies.

@@ -622,62 +622,113 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
 }
 
-// An integer tensor // a Python integer d (torch.floor_divide: rounded toward -inf), through
-// FP32: q = floor(a / d), corrected by the remainder a - q * d, which is exact while |a|
-// and |d| stay below 2^23. The kernel also flags every |a| beyond that; the host reads the
-// flag (not in timing-only mode) and, if any is set, the op falls back. Tensor divisors,
-// and a zero one (the CPU's error), fall back too.
-at::Tensor integer_floor_divide(const char* op, const at::Tensor& self, const at::Tensor& other) {
+// Integer division rounded toward -inf (floor: torch.floor_divide, //) or toward zero
+// (trunc), of a tensor by a tensor or a Python integer, through FP32: q = floor(a / b),
+// corrected by the remainder r = a - q * b (which has b's sign and |r| < |b|), exact while
+// |a| and |b| stay below 2^23; toward zero, q + 1 where r != 0 and the signs differ. The
+// kernel also flags a divisor of zero and every |a| or |b| of 2^23 or more; the host reads
+// the flag (not in timing-only mode) and, if any is set, the op falls back (where the CPU
+// raises its ZeroDivisionError).
+at::Tensor integer_divide(const char* op, const at::Tensor& self, const at::Tensor& other,
+                          bool floor) {
   constexpr float kExact = 8388608.0f;  // 2^23
-  const std::optional<Layout> layout = layout_of(self.scalar_type());
-  const bool number = other.dim() == 0 && other.device().is_cpu() &&
-                      at::isIntegralType(other.scalar_type(), /*includeBool=*/false);
-  const int64_t d = number ? other.item<int64_t>() : 0;
-  if (self.device().is_privateuseone() && layout && self.scalar_type() != at::kBool && d != 0 &&
-      std::abs(d) < int64_t{1} << 23 && self.numel() > 0) {
-    const auto divisor = static_cast<float>(d);
-    at::Tensor out = at::empty(self.sizes(), self.options());
-    const at::Tensor big = at::empty(self.sizes(), self.options().dtype(at::kFloat));
-    IntExpr x(*layout);
-    const Limb a = x.to_float(x.operand(self));
-    const Limb ratio = x.imm(AluOp::divide, a, divisor);
-    Limb q = x.op(AluOp::subtract, ratio, x.imm(AluOp::mod, ratio, 1.0f));
-    const Limb r = x.op(AluOp::subtract, a, x.imm(AluOp::multiply, q, divisor));
-    // The remainder has d's sign and is smaller than |d|: one step back or forth otherwise.
-    const AluOp past = d > 0 ? AluOp::is_ge : AluOp::is_le,
-                wrong_side = d > 0 ? AluOp::is_lt : AluOp::is_gt;
-    q = x.op(AluOp::add, q, x.imm(past, r, divisor));
-    q = x.op(AluOp::subtract, q, x.imm(wrong_side, r, 0.0f));
-    Limbs values = x.from_integral(q);
-    values.push_back(x.imm(AluOp::is_ge, x.imm(AluOp::abs_max, a, 0.0f), kExact));
-    std::vector<at::Tensor> outs;
-    for (int k = 0; k < layout->limbs; ++k) outs.push_back(limb_view(out, k, false));
-    outs.push_back(big);
-    at::Tensor any_big = at::empty({1}, big.options());
-    if (x.run_values(op, outs, values) &&
-        run_reduce(op, kernels::ReduceOp::max, big.reshape({-1}), 0, any_big)) {
-      if (values_unspecified() || any_big.item<float>() == 0.0f) return out;
-      note_refusal(op, "a dividend is 2^23 or more in magnitude, beyond exact FP32 division");
-    }
+  const c10::ScalarType type = at::result_type(self, other);
+  const std::optional<Layout> layout = layout_of(type);
+  if (!layout || type == at::kBool || !self.device().is_privateuseone() ||
+      (!other.device().is_privateuseone() && !is_cpu_scalar(other)) ||
+      (other.device().is_privateuseone() && other.device() != self.device()) ||
+      !at::isIntegralType(other.scalar_type(), /*includeBool=*/false) || self.numel() == 0)
+    return {};
+  const std::vector<int64_t> sizes = at::infer_size(self.sizes(), other.sizes());
+  at::Tensor out = at::empty(sizes, self.options().dtype(type));
+  const at::Tensor beyond = at::empty(sizes, self.options().dtype(at::kFloat));
+  IntExpr x(*layout, self.device());
+  const Limb a = x.to_float(x.operand(self)), b = x.to_float(x.operand(other));
+  const Limb ratio = x.op(AluOp::divide, a, b);
+  Limb q = x.op(AluOp::subtract, ratio, x.imm(AluOp::mod, ratio, 1.0f));
+  const Limb r = x.op(AluOp::subtract, a, x.op(AluOp::multiply, q, b));
+  const Limb b_positive = x.imm(AluOp::is_gt, b, 0.0f);
+  // One step back or forth where FP32's rounding of a / b crossed a whole number.
+  q = x.op(AluOp::add, q, x.select(b_positive, x.op(AluOp::is_ge, r, b), x.op(AluOp::is_le, r, b)));
+  q = x.op(AluOp::subtract, q,
+           x.select(b_positive, x.imm(AluOp::is_lt, r, 0.0f), x.imm(AluOp::is_gt, r, 0.0f)));
+  if (!floor) {  // the floor's remainder, after the steps: nonzero where a / b is not whole
+    const Limb rest = x.op(AluOp::subtract, a, x.op(AluOp::multiply, q, b));
+    const Limb signs_differ =
+        x.op(AluOp::not_equal, x.imm(AluOp::is_lt, a, 0.0f), x.imm(AluOp::is_lt, b, 0.0f));
+    q = x.op(AluOp::add, q,
+             x.op(AluOp::logical_and, signs_differ, x.imm(AluOp::not_equal, rest, 0.0f)));
+  }
+  const Limb magnitude =
+      x.op(AluOp::max, x.imm(AluOp::abs_max, a, 0.0f), x.imm(AluOp::abs_max, b, 0.0f));
+  Limbs values = x.from_integral(q);
+  values.push_back(x.op(AluOp::logical_or, x.imm(AluOp::is_ge, magnitude, kExact),
+                        x.imm(AluOp::is_equal, b, 0.0f)));
+  std::vector<at::Tensor> outs;
+  for (int k = 0; k < layout->limbs; ++k) outs.push_back(limb_view(out, k, false));
+  outs.push_back(beyond);
+  at::Tensor any_beyond = at::empty({1}, beyond.options());
+  if (x.run_values(op, outs, values) &&
+      run_reduce(op, kernels::ReduceOp::max, beyond.reshape({-1}), 0, any_beyond)) {
+    if (values_unspecified() || any_beyond.item<float>() == 0.0f) return out;
+    note_refusal(op,
+                 "a divisor is zero, or an operand is 2^23 or more in magnitude, beyond "
+                 "exact FP32 division");
   }
   return {};
 }
 
+// self // other into out, on the device; false when not covered.
+bool floor_divide_into(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(self, other);
+  if (out.scalar_type() != type || out.device() != self.device()) return false;
+  if (!at::isIntegralType(type, /*includeBool=*/false))
+    return float_divide_rounded_into(self, other, /*floor=*/true, out);
+  const at::Tensor q = integer_divide("aten::floor_divide", self, other, true);
+  if (!q.defined()) return false;
+  at::native::resize_output(out, q.sizes());
+  out.copy_(q);
+  return true;
+}
+
 at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
-  if (at::Tensor q = integer_floor_divide("aten::floor_divide", self, other); q.defined()) return q;
+  const c10::ScalarType type = at::result_type(self, other);
+  if (!at::isIntegralType(type, /*includeBool=*/false)) {
+    at::Tensor out = at::empty({0}, self.options().dtype(type));
+    if (floor_divide_into(self, other, out)) return out;
+  } else if (at::Tensor q = integer_divide("aten::floor_divide", self, other, true); q.defined()) {
+    return q;
+  }
   return Fallback<ATEN_OP(floor_divide)>::call(self, other);
 }
 
-// div(a, b, rounding_mode="floor") of integers: what compiled graphs make of a // b.
+at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (floor_divide_into(self, other, out)) return out;
+  return Fallback<ATEN_OP2(floor_divide, out)>::call(self, other, out);
+}
+
+at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
+  // A copy of the quotient, not in place: an integer quotient is made apart first.
+  if (!overlaps(other, self) && floor_divide_into(self, other, self)) return self;
+  return Fallback<ATEN_OP2(floor_divide_, Tensor)>::call(self, other);
+}
+
+// div(a, b, rounding_mode="floor" or "trunc"): integers here (what compiled graphs make of
+// a // b), floats in ops_pointwise.cpp.
 at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
                          std::optional<c10::string_view> rounding_mode, at::Tensor& out) {
-  if (rounding_mode == "floor" && out.scalar_type() == self.scalar_type() &&
-      out.device() == self.device())
-    if (at::Tensor q = integer_floor_divide("aten::div", self, other); q.defined()) {
+  const bool rounded = rounding_mode == "floor" || rounding_mode == "trunc";
+  if (rounded && at::isIntegralType(at::result_type(self, other), /*includeBool=*/false) &&
+      out.scalar_type() == at::result_type(self, other) && out.device() == self.device()) {
+    if (at::Tensor q = integer_divide("aten::div", self, other, rounding_mode == "floor");
+        q.defined()) {
       at::native::resize_output(out, q.sizes());
       out.copy_(q);
       return out;
     }
+  } else if (rounded && float_divide_rounded_into(self, other, rounding_mode == "floor", out)) {
+    return out;
+  }
   return Fallback<ATEN_OP2(div, out_mode)>::call(self, other, rounding_mode, out);
 }
 
@@ -686,6 +737,8 @@ at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", arange_out);
   m.impl("floor_divide", floor_divide);
+  m.impl("floor_divide.out", floor_divide_out);
+  m.impl("floor_divide_.Tensor", floor_divide_);
   m.impl("div.out_mode", div_out_mode);
 }
 

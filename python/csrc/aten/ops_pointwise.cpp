@@ -1066,6 +1066,41 @@ at::Tensor& bitwise_xor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor
 }  // namespace
 
 // dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
+// floor: torch's floor division of floats. With m = a mod b (Python's, b's sign),
+// d = (a - m) / b is the quotient, whole up to rounding: floor(d), one up where d is past
+// its half; a zero keeps the sign of a / b; b = 0 gives a / b (+-inf or NaN).
+// trunc: a / b rounded toward zero.
+bool float_divide_rounded_into(const at::Tensor& a_in, const at::Tensor& b_in, bool floor,
+                               const at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(a_in, b_in);
+  if (!is_engine_float(type) || out.scalar_type() != type || !out.device().is_privateuseone() ||
+      !prepare_out(out, at::infer_size(a_in.sizes(), b_in.sizes()), type))
+    return false;
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor* t : {&a_in, &b_in}) {
+    const auto o = operand(*t);
+    if (!o) return false;
+    if (!o->tensor)
+      inputs.push_back(device_scalar(o->value, out.device()));
+    else  // an integer tensor against a float: converted first, as torch computes it
+      inputs.push_back(t->scalar_type() == type ? *o->tensor : o->tensor->to(type));
+  }
+  Expr e;
+  const Reg a = e.load(0), b = e.load(1), q = e.alu(AluOp::divide, a, b);
+  if (!floor) {
+    e.select(e.alu_imm(AluOp::is_ge, q, 0.0f), floor_of(e, q), ceil_of(e, q));
+    return run_pointwise("aten::div", "div trunc", e, inputs, out);
+  }
+  const Reg d = e.alu(AluOp::divide, e.alu(AluOp::subtract, a, e.alu(AluOp::mod, a, b)), b);
+  const Reg f = floor_of(e, d);
+  const Reg rounded =
+      e.alu(AluOp::add, f, e.alu_imm(AluOp::is_gt, e.alu(AluOp::subtract, d, f), 0.5f));
+  const Reg signed_zero = e.alu_imm(AluOp::multiply, q, 0.0f);
+  const Reg r = e.select(e.alu_imm(AluOp::is_equal, d, 0.0f), signed_zero, rounded);
+  e.select(e.alu_imm(AluOp::is_equal, b, 0.0f), q, r);
+  return run_pointwise("aten::div", "div floor", e, inputs, out);
+}
+
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (src.device() != dst.device()) return false;
   const c10::ScalarType from = src.scalar_type(), to = dst.scalar_type();

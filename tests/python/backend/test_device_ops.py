@@ -374,3 +374,40 @@ def test_histc_with_bounds_from_the_data():
 
 def test_rows_of_a_strided_table_by_an_index():
     _same(lambda t, i: t.t()[i], torch.randn(64, 8), torch.tensor([3, 0, 7, 3]), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_division_with_a_rounding_mode(mode):
+    torch.manual_seed(0)
+    a, b = torch.randint(-1000, 1000, (64,)), torch.randint(-30, 30, (64,))
+    b[b == 0] = 7
+    div = lambda u, v: torch.div(u, v, rounding_mode=mode)  # noqa: E731
+    _same(div, a, b, atol=0, rtol=0)  # a tensor divisor (JetMoE's routing)
+    _same(div, a.int(), b.int(), atol=0, rtol=0)
+    _same(lambda u: torch.div(u, -7, rounding_mode=mode), a, atol=0, rtol=0)
+    x, y = torch.randn(1000) * 10, torch.randn(1000)
+    y[:5] = torch.tensor([0.0, -0.0, 0.1, 1e-30, -3.0])
+    x[:8] = torch.tensor([1.0, -1.0, 1.0, 5.0, -0.0, float("inf"), float("nan"), -float("inf")])
+    _same(div, x, y, atol=0, rtol=0)  # torch's floor of floats: 1 // 0.1 is 9
+    _same(lambda u: torch.div(u, 0.3, rounding_mode=mode), x, atol=0, rtol=0)
+    _same(div, a, y[:64], atol=0, rtol=0)
+
+
+def test_floor_division_operators():
+    a, b = torch.randint(-1000, 1000, (64,)), torch.randint(1, 30, (64,))
+    _same(lambda u, v: u // v, a, b, atol=0, rtol=0)
+    _same(lambda u, v: u // v, torch.randn(100), torch.randn(100), atol=0, rtol=0)
+
+    def in_place(u, v):
+        u = u.clone()
+        u //= v
+        return u
+
+    _same(in_place, a, b, atol=0, rtol=0)
+    _same(in_place, torch.randn(100), torch.randn(100), atol=0, rtol=0)
+
+
+def test_integer_division_by_zero_raises_the_cpus_error():
+    a = torch.arange(4, device="neuron")
+    with pytest.raises(RuntimeError, match="a divisor is zero"):
+        torch.div(a, torch.zeros_like(a), rounding_mode="floor")
