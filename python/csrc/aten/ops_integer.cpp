@@ -678,6 +678,60 @@ at::Tensor integer_divide(const char* op, const at::Tensor& self, const at::Tens
   return {};
 }
 
+// a << s and a >> s (arithmetic for signed types) on limbs, s a tensor or a Python integer.
+// With s = q * bits + r (bits per limb), each limb times 2^r splits exactly into its low
+// part (mod 2^bits) and the carry into the next limb; limb k of the result is the split
+// limb k - q (k + q for >>). Counts below 0 or of the type's width or more give what the
+// CPU gives: 0 for <<, the sign's fill for >>.
+bool integer_shift_into(const char* op, bool left, const at::Tensor& a, const at::Tensor& s,
+                        const at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(a, s);
+  const auto layout = layout_of(type);
+  if (!layout || type == at::kBool || out.scalar_type() != type || !integer_operands({&a, &s}, out))
+    return false;
+  IntExpr x(*layout);  // a Python count folds into the kernel
+  const Limbs v = x.operand(a);
+  const Limb count = x.to_float(x.operand(s));
+  const int limbs = layout->limbs;
+  const float base = layout->base(), width = static_cast<float>(limbs * layout->bits);
+  const Limb valid =
+      x.op(AluOp::logical_and, x.imm(AluOp::is_ge, count, 0.0f), x.imm(AluOp::is_lt, count, width));
+  const Limb r = x.imm(AluOp::mod, count, static_cast<float>(layout->bits));
+  const Limb q =
+      x.imm(AluOp::divide, x.op(AluOp::subtract, count, r), static_cast<float>(layout->bits));
+  const Limb m = x.op(AluOp::pow, {-1, 2.0f}, r);  // 2^r, exact
+  const Limb fill = layout->is_signed
+                        ? x.imm(AluOp::multiply, x.imm(AluOp::is_ge, v.back(), base / 2), base - 1)
+                        : Limb{-1, 0};
+  const auto at = [&](int i) { return i < 0 ? Limb{-1, 0} : i >= limbs ? fill : v[i]; };
+  // The split limbs: t_k is limb k shifted by r within the type.
+  Limbs t;
+  for (int k = 0; k < limbs; ++k) {
+    if (left) {  // low part of a_k * m plus the carry of a_(k-1) * m
+      const Limb p = x.op(AluOp::multiply, at(k), m), below = x.op(AluOp::multiply, at(k - 1), m);
+      const Limb below_low = x.imm(AluOp::mod, below, base);
+      t.push_back(x.op(AluOp::add, x.imm(AluOp::mod, p, base),
+                       x.imm(AluOp::divide, x.op(AluOp::subtract, below, below_low), base)));
+    } else {  // a_k / m rounded down, plus the low r bits of a_(k+1) moved to the top
+      const Limb own =
+          x.op(AluOp::divide, x.op(AluOp::subtract, at(k), x.op(AluOp::mod, at(k), m)), m);
+      const Limb above =
+          x.op(AluOp::multiply, x.op(AluOp::mod, at(k + 1), m), x.op(AluOp::divide, {-1, base}, m));
+      t.push_back(x.op(AluOp::add, own, above));
+    }
+  }
+  const auto split = [&](int i) { return i < 0 ? Limb{-1, 0} : i >= limbs ? fill : t[i]; };
+  Limbs result;
+  for (int k = 0; k < limbs; ++k) {
+    Limb limb = left ? Limb{-1, 0} : fill;  // what a count past the width gives
+    for (int j = limbs - 1; j >= 0; --j)
+      limb = x.select(x.imm(AluOp::is_equal, q, static_cast<float>(j)), split(left ? k - j : k + j),
+                      limb);
+    result.push_back(x.select(valid, limb, left ? Limb{-1, 0} : fill));
+  }
+  return x.run(op, out, result);
+}
+
 // self // other into out, on the device; false when not covered.
 bool floor_divide_into(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   const c10::ScalarType type = at::result_type(self, other);
@@ -705,6 +759,76 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
 at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   if (floor_divide_into(self, other, out)) return out;
   return Fallback<ATEN_OP2(floor_divide, out)>::call(self, other, out);
+}
+
+// A Python number as torch promotes it: a 0-dim wrapped number.
+at::Tensor number_tensor(const at::Scalar& v) {
+  at::Tensor t = at::scalar_to_tensor(v);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+at::Tensor shift(const char* op, bool left, const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = at::empty(at::infer_size(self.sizes(), other.sizes()),
+                             self.options().dtype(at::result_type(self, other)));
+  if (integer_shift_into(op, left, self, other, out)) return out;
+  return {};
+}
+
+#define NEURON_SHIFT(name, left, aten_op)                                                        \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                    \
+    if (at::Tensor out = shift("aten::" #aten_op, left, self, other); out.defined()) return out; \
+    return Fallback<ATEN_OP2(aten_op, Tensor)>::call(self, other);                               \
+  }                                                                                              \
+  at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                    \
+    if (at::Tensor out = shift("aten::" #aten_op, left, self, number_tensor(other));             \
+        out.defined())                                                                           \
+      return out;                                                                                \
+    return Fallback<ATEN_OP2(aten_op, Scalar)>::call(self, other);                               \
+  }
+NEURON_SHIFT(lshift, true, __lshift__)
+NEURON_SHIFT(rshift, false, __rshift__)
+#undef NEURON_SHIFT
+
+at::Tensor& shift_out(bool left, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const char* op = left ? "aten::bitwise_left_shift" : "aten::bitwise_right_shift";
+  const auto sizes = at::infer_size(self.sizes(), other.sizes());
+  if (out.device() == self.device() && !overlaps(self, out) && !overlaps(other, out)) {
+    if (out.sizes() != c10::IntArrayRef(sizes)) at::native::resize_output(out, sizes);
+    if (integer_shift_into(op, left, self, other, out)) return out;
+  }
+  if (left) return Fallback<ATEN_OP2(bitwise_left_shift, Tensor_out)>::call(self, other, out);
+  return Fallback<ATEN_OP2(bitwise_right_shift, Tensor_out)>::call(self, other, out);
+}
+
+at::Tensor& left_shift_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return shift_out(true, self, other, out);
+}
+
+at::Tensor& right_shift_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return shift_out(false, self, other, out);
+}
+
+// In place: the result made apart, then copied (a shift reads limbs it would overwrite).
+at::Tensor& shift_in_place(bool left, at::Tensor& self, const at::Tensor& other) {
+  if (at::Tensor out = shift(left ? "aten::__ilshift__" : "aten::__irshift__", left, self, other);
+      out.defined() && out.sizes() == self.sizes() && out.scalar_type() == self.scalar_type())
+    return self.copy_(out);
+  if (left) return Fallback<ATEN_OP2(__ilshift__, Tensor)>::call(self, other);
+  return Fallback<ATEN_OP2(__irshift__, Tensor)>::call(self, other);
+}
+
+at::Tensor& ilshift_tensor(at::Tensor& self, const at::Tensor& other) {
+  return shift_in_place(true, self, other);
+}
+at::Tensor& irshift_tensor(at::Tensor& self, const at::Tensor& other) {
+  return shift_in_place(false, self, other);
+}
+at::Tensor& ilshift_scalar(at::Tensor& self, const at::Scalar& other) {
+  return shift_in_place(true, self, number_tensor(other));
+}
+at::Tensor& irshift_scalar(at::Tensor& self, const at::Scalar& other) {
+  return shift_in_place(false, self, number_tensor(other));
 }
 
 at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
@@ -739,6 +863,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("floor_divide", floor_divide);
   m.impl("floor_divide.out", floor_divide_out);
   m.impl("floor_divide_.Tensor", floor_divide_);
+  m.impl("__lshift__.Tensor", lshift_tensor);
+  m.impl("__lshift__.Scalar", lshift_scalar);
+  m.impl("__rshift__.Tensor", rshift_tensor);
+  m.impl("__rshift__.Scalar", rshift_scalar);
+  m.impl("__ilshift__.Tensor", ilshift_tensor);
+  m.impl("__ilshift__.Scalar", ilshift_scalar);
+  m.impl("__irshift__.Tensor", irshift_tensor);
+  m.impl("__irshift__.Scalar", irshift_scalar);
+  m.impl("bitwise_left_shift.Tensor_out", left_shift_out);
+  m.impl("bitwise_right_shift.Tensor_out", right_shift_out);
   m.impl("div.out_mode", div_out_mode);
 }
 

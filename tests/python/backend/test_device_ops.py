@@ -411,3 +411,26 @@ def test_integer_division_by_zero_raises_the_cpus_error():
     a = torch.arange(4, device="neuron")
     with pytest.raises(RuntimeError, match="a divisor is zero"):
         torch.div(a, torch.zeros_like(a), rounding_mode="floor")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_bitwise_shifts_by_tensors_and_numbers(dtype):
+    torch.manual_seed(0)
+    info = torch.iinfo(dtype)
+    a = torch.randint(info.min, info.max, (128,), dtype=dtype)
+    a[:4] = torch.tensor([0, 1, info.min, info.max], dtype=dtype)
+    # Counts past the width, and negative ones: 0 for <<, the sign's fill for >>.
+    s = torch.randint(-2 if info.min < 0 else 0, info.bits + 3, (128,), dtype=dtype)
+    for f in (torch.bitwise_left_shift, torch.bitwise_right_shift):
+        _same(f, a, s, atol=0, rtol=0)
+    for k in (-1, 0, 5, info.bits // 2 + 1, info.bits - 1, info.bits):
+        _same(lambda x, k=k: x << k, a, atol=0, rtol=0)
+        _same(lambda x, k=k: x >> k, a, atol=0, rtol=0)
+
+    def in_place(x):
+        x = x.clone()
+        x <<= 3
+        x >>= 2
+        return x
+
+    _same(in_place, a, atol=0, rtol=0)
