@@ -334,11 +334,30 @@ at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tenso
 
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                               const at::Scalar& value, at::Tensor& out) {
-  if (self.device().is_privateuseone() && engine_dtype(self.scalar_type()) &&
+  if (self.device().is_privateuseone() &&
+      (engine_dtype(self.scalar_type()) || layout_of(self.scalar_type())) &&
       scatter_into("aten::scatter", self, dim, index,
                    at::full(index.sizes(), value, self.options()), out))
     return out;
   return Fallback<ATEN_OP2(scatter, value_out)>::call(self, dim, index, value, out);
+}
+
+// index_copy(self, dim, index, source): out = self, then the slice index[i] of out along
+// dim = the slice i of source: a scatter with index broadcast across source's other dims.
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, at::Tensor& out) {
+  if (self.dim() > 0 && index.dim() <= 1 && source.dim() == self.dim() &&
+      source.scalar_type() == self.scalar_type() && source.device() == self.device() &&
+      (engine_dtype(self.scalar_type()) || layout_of(self.scalar_type()))) {
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    std::vector<int64_t> along(static_cast<size_t>(self.dim()), 1);
+    along[static_cast<size_t>(d)] = -1;
+    if (source.size(d) == index.numel() &&
+        scatter_into("aten::index_copy", self, d, index.reshape(along).expand(source.sizes()),
+                     source, out))
+      return out;
+  }
+  return Fallback<ATEN_OP2(index_copy, out)>::call(self, dim, index, source, out);
 }
 
 // self[index] = values for one integer index over dim 0 (negative indices count from
@@ -819,6 +838,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor_out", index_tensor_out);
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
+  m.impl("index_copy.out", index_copy_out);
   m.impl("_index_put_impl_", index_put_impl);
   m.impl("flip", flip);
   m.impl("index_add.out", index_add_out);

@@ -434,3 +434,19 @@ def test_bitwise_shifts_by_tensors_and_numbers(dtype):
         return x
 
     _same(in_place, a, atol=0, rtol=0)
+
+
+def test_index_copy_and_scatter_of_a_number_into_int64():
+    i = torch.tensor([0, 2, 5])
+    _same(lambda t, i, s: t.clone().index_copy_(0, i, s), torch.zeros(6, 8), i, torch.randn(3, 8))
+    _same(lambda t, i, s: t.index_copy(1, i, s), torch.zeros(4, 6), i, torch.randn(4, 3))
+    _same(lambda t, i, s: t.index_copy(0, i, s.t()), torch.zeros(6, 4), i, torch.randn(4, 3))
+    big = torch.randint(-(2**40), 2**40, (2, 4, 3))
+    _same(lambda t, i, s: t.index_copy(-1, i, s), torch.zeros(2, 4, 6, dtype=torch.int64), i, big)
+    # A one-hot made by scatter (LongCat-Flash's router).
+    rows = torch.tensor([[1], [2], [3], [0]])
+    _same(lambda t, i: t.scatter(1, i, 1), torch.zeros(4, 8, dtype=torch.int64), rows)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.zeros(6, 4, device="neuron").index_copy(
+            0, torch.tensor([9], device="neuron"), torch.ones(1, 4, device="neuron")
+        )
