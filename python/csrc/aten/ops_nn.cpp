@@ -24,13 +24,23 @@ using Reg = Expr::Reg;
 
 // ---- softmax --------------------------------------------------------------------
 
-// softmax or log_softmax over the last dim of a contiguous float tensor.
+// softmax or log_softmax of a float tensor on the row kernels: over the last dim of a
+// contiguous tensor; another dim, or another layout, is moved there first and back after;
+// a 16-bit input with half_to_float is widened first.
 at::Tensor row_softmax(const char* op, bool log, const at::Tensor& x, int64_t dim,
                        bool half_to_float) {
-  if (half_to_float || !is_engine_float(x.scalar_type()) || !x.device().is_privateuseone() ||
-      x.dim() == 0 || at::maybe_wrap_dim(dim, x.dim()) != x.dim() - 1 || !x.is_contiguous() ||
+  if (!is_engine_float(x.scalar_type()) || !x.device().is_privateuseone() || x.dim() == 0 ||
       x.numel() == 0)
     return {};
+  if (half_to_float) {
+    if (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16) return {};
+    return row_softmax(op, log, x.to(at::kFloat), dim, false);
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, x.dim());
+  if (d != x.dim() - 1 || !x.is_contiguous()) {
+    const at::Tensor out = row_softmax(op, log, x.movedim(d, -1).contiguous(), -1, false);
+    return out.defined() ? out.movedim(-1, d).contiguous() : out;
+  }
   const int64_t cols = x.size(-1), rows = x.numel() / cols;
   at::Tensor out = at::empty_like(x);
   const isa::DType dtype = *engine_dtype(x.scalar_type());

@@ -450,3 +450,12 @@ def test_index_copy_and_scatter_of_a_number_into_int64():
         torch.zeros(6, 4, device="neuron").index_copy(
             0, torch.tensor([9], device="neuron"), torch.ones(1, 4, device="neuron")
         )
+
+
+@pytest.mark.parametrize("f", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
+def test_softmax_over_any_dim_and_layout(f):
+    x = torch.randn(2, 3, 8, 5)
+    for dim in range(4):  # DeepSeek-V4's compressor gates over dim 2
+        _same(lambda t, dim=dim: f(t, dim), x, atol=1e-6, rtol=1e-5)
+    _same(lambda t: f(t.transpose(1, 3), -1), x, atol=1e-6, rtol=1e-5)
+    _same(lambda t: f(t, 2, dtype=torch.float32), x.bfloat16(), atol=1e-6, rtol=1e-5)
