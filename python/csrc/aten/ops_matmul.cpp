@@ -53,8 +53,14 @@ bool matmul_k_blocks(const char* op, const at::Tensor& a, const at::Tensor& b,
 
 bool matmul_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
   if (!is_engine_float(a.scalar_type()) || a.scalar_type() != b.scalar_type() ||
-      !is_engine_float(out.scalar_type()) || a.numel() == 0 || b.numel() == 0)
+      !is_engine_float(out.scalar_type()))
     return false;
+  if (a.numel() == 0 || b.numel() == 0) {  // no rows (an expert no token chose), or no terms
+    if (!a.device().is_privateuseone() || b.device() != a.device() || out.device() != a.device())
+      return false;
+    if (out.numel() > 0) out.zero_();
+    return true;
+  }
   if (matmul_kernel(op, a, b, out)) return true;
   if (a.size(-1) <= kKBlock || !matmul_k_blocks(op, a, b, out)) return false;
   take_refusal(op);  // the blocks ran on the device: the whole product's refusal is moot

@@ -459,3 +459,11 @@ def test_softmax_over_any_dim_and_layout(f):
         _same(lambda t, dim=dim: f(t, dim), x, atol=1e-6, rtol=1e-5)
     _same(lambda t: f(t.transpose(1, 3), -1), x, atol=1e-6, rtol=1e-5)
     _same(lambda t: f(t, 2, dtype=torch.float32), x.bfloat16(), atol=1e-6, rtol=1e-5)
+
+
+def test_products_with_no_rows_or_no_terms():
+    # JetMoE's experts take F.linear of the rows routed to them: none, for some.
+    _same(lambda a, w: F.linear(a, w), torch.randn(0, 64), torch.randn(32, 64))
+    _same(torch.mm, torch.randn(3, 0), torch.randn(0, 4), atol=0, rtol=0)  # zeros
+    _same(torch.bmm, torch.randn(2, 3, 0), torch.randn(2, 0, 4), atol=0, rtol=0)
+    _same(torch.addmm, torch.ones(3, 4), torch.randn(3, 0), torch.randn(0, 4), atol=0, rtol=0)
