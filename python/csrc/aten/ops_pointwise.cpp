@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "aten/complex.h"
 #include "aten/integers.h"
 #include "aten/kernel_call.h"
 
@@ -67,6 +68,7 @@ bool computable(Kind kind, c10::ScalarType compute) {
 bool binary_into(const char* op, AluOp alu, Kind kind, const at::Tensor& a_in,
                  const at::Tensor& b_in, double alpha, const at::Tensor& out) {
   const c10::ScalarType compute = at::result_type(a_in, b_in);
+  if (at::isComplexType(compute)) return complex_binary_into(op, alu, a_in, b_in, alpha, out);
   // An int64 tensor against a float (positions * 0.5, a count / a float total): converted
   // on the device to the float type first, as torch computes it.
   auto widen = [&](const at::Tensor& t) {
@@ -1108,6 +1110,7 @@ bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   // complex) move their bytes by DMA; integer casts, and floats cast to integers
   // (truncated), run on limbs; the rest is one pointwise copy.
   if (from == to && !exact_in_fp32(from) && copy_by_runs(src, dst)) return true;
+  if (at::isComplexType(to)) return complex_copy(src, dst);
   const bool wide = (is_limb_integer(from) && !exact_in_fp32(from)) ||
                     (is_limb_integer(to) && !exact_in_fp32(to));
   const bool to_integer = is_limb_integer(to) && to != at::kBool &&  // wraps or truncates

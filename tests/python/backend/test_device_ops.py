@@ -467,3 +467,28 @@ def test_products_with_no_rows_or_no_terms():
     _same(torch.mm, torch.randn(3, 0), torch.randn(0, 4), atol=0, rtol=0)  # zeros
     _same(torch.bmm, torch.randn(2, 3, 0), torch.randn(2, 0, 4), atol=0, rtol=0)
     _same(torch.addmm, torch.ones(3, 4), torch.randn(3, 0), torch.randn(0, 4), atol=0, rtol=0)
+
+
+def test_complex_rotary_embeddings_and_complex_arithmetic():
+    # Llama 4's and DeepSeek-V2's rotary embeddings: polar, then a complex product.
+    def rope(x, f):
+        fc = torch.polar(torch.ones_like(f), f) * 0.7
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * fc[:, :, None, :]).flatten(3)
+
+    _same(rope, torch.randn(1, 8, 2, 8), torch.randn(1, 8, 4) * 10)
+    c = torch.view_as_complex
+    a, b = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
+    _same(lambda u, v: c(u) + c(v), a, b)
+    _same(lambda u, v: torch.sub(c(u), c(v), alpha=2), a, b)
+    _same(lambda u, v: c(u) * v, a, torch.randn(3))  # a float tensor
+    _same(lambda u: c(u) * (1 + 2j), a)
+
+    def in_place(u, v):
+        u = c(u.clone())
+        u *= c(v)
+        return u
+
+    _same(in_place, a, b)
+    _same(lambda u: u.to(torch.complex64), torch.randn(5))
+    _same(lambda u: c(u).t().contiguous(), a)

@@ -129,27 +129,36 @@ def test_fallback_warns_once_per_op(x):
     assert all(issubclass(w.category, UserWarning) for w in caught)
 
 
-def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
+def test_views_of_more_dims_than_one_dma_walks_run_on_the_device_in_slices():
     # One DMA access pattern walks rows and 4 free dims: two 6-D operands whose layouts
-    # share no dims leave 6 after coalescing. The fallback names the limit, the op and its
-    # tensors, in strict mode and in the warning.
+    # share no dims leave 6 after coalescing, so the op runs once per outermost index.
     torch.manual_seed(0)
     a = torch.randn(2, 3, 4, 5, 6, 7).permute(5, 3, 1, 4, 2, 0)
     b = torch.randn(7, 5, 3, 6, 4, 2)
-    da, db = a.to("neuron"), b.to("neuron")
+    with neuronsim.strict_mode():
+        got = a.to("neuron") + b.to("neuron")
+    torch.testing.assert_close(got.cpu(), a + b)
+
+
+def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
+    # Integer floor division runs in FP32, exact below 2^23: a larger dividend falls back.
+    # The fallback names the limit, the op and its tensors, in strict mode and in the
+    # warning.
+    big = torch.tensor([2**40, 5])
+    dev = big.to("neuron")
     with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
-        da + db
+        torch.div(dev, 3, rounding_mode="floor")
     refused = str(err.value)
-    for part in ("aten::add", "float32[7, 5, 3, 6, 4, 2] (strided)", "keep 6 dims", "4 free dims"):
+    for part in ("aten::div.out_mode", "int64[2], int64[]", "2^23 or more"):
         assert part in refused, refused
     assert "strict mode" in refused and "has no neuron kernel" not in refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = da + db
-    said = _fallback_warnings(caught, "aten::add")
-    assert len(said) == 1 and "keep 6 dims" in said[0], said
-    assert neuronsim.fallback_counts() == {"aten::add.Tensor": 1}
-    torch.testing.assert_close(got.cpu(), a + b)
+        got = torch.div(dev, 3, rounding_mode="floor")
+    said = _fallback_warnings(caught, "aten::div")
+    assert len(said) == 1 and "2^23 or more" in said[0], said
+    assert neuronsim.fallback_counts() == {"aten::div.out_mode": 1}
+    assert torch.equal(got.cpu(), torch.div(big, 3, rounding_mode="floor"))
 
 
 def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):
