@@ -565,44 +565,112 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   return Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
 }
 
-// out = self, then out[..., index[i], ...] += src[..., i, ...] along dim over index's
-// extent: per line along dim, a one-hot [size, m] of its indices times its values, summed
-// over m on the engines (FP32, rounded once).
-at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                            const at::Tensor& src, at::Tensor& out) {
-  const char* op = "aten::scatter_add";
-  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+enum class LineReduce { sum, mean, amax, amin };
+
+std::optional<LineReduce> line_reduce(c10::string_view name) {
+  if (name == "sum") return LineReduce::sum;
+  if (name == "mean") return LineReduce::mean;
+  if (name == "amax") return LineReduce::amax;
+  if (name == "amin") return LineReduce::amin;
+  return std::nullopt;  // prod: no product reduction on the engines
+}
+
+// out = self, then out[..., index[i], ...] <reduce>= src[..., i, ...] along dim over
+// index's extent: per line along dim, a one-hot [size, m] of its indices, the values it
+// selects reduced over m on the engines (FP32, rounded once): summed (sum, mean) or their
+// extreme taken (amax, amin). Without include_self, a position that receives values takes
+// their reduction alone; one that receives none keeps self's. False when not covered.
+bool scatter_reduce_into(const char* op, const at::Tensor& self, int64_t d, const at::Tensor& index,
+                         const at::Tensor& src, LineReduce reduce, bool include_self,
+                         const at::Tensor& out) {
   const int64_t size = self.dim() > 0 ? self.size(d) : 1;
-  if (small_index(self, index) && self.dim() > 0 && index.dim() == self.dim() &&
-      src.dim() == self.dim() && src.scalar_type() == self.scalar_type() &&
-      src.device() == self.device() && out.device() == self.device() &&
-      out.scalar_type() == self.scalar_type() && index.numel() * size <= kMaxOneHot) {
-    bool fits = true;
-    for (int64_t k = 0; k < self.dim(); ++k)
-      fits = fits && index.size(k) <= src.size(k) && (k == d || index.size(k) <= self.size(k));
-    if (fits) {
-      check_in_range(op, index, d, size);
-      at::native::resize_output(out, self.sizes());
-      if (!out.is_same(self)) out.copy_(self);
-      if (index.numel() == 0) return out;
-      at::Tensor region = out, values = src;
-      for (int64_t k = 0; k < self.dim(); ++k) {
-        values = values.narrow(k, 0, index.size(k));
-        if (k != d) region = region.narrow(k, 0, index.size(k));
-      }
-      const at::Tensor position =
-          at::arange(size, self.options().dtype(at::kFloat)).reshape({size, 1});
-      const at::Tensor lines = index.movedim(d, -1).to(at::kFloat).unsqueeze(-2);  // [.., 1, m]
-      const at::Tensor hot = position.eq(lines).to(at::kFloat);                    // [.., size, m]
-      const at::Tensor sums = (hot * values.movedim(d, -1).unsqueeze(-2)).sum(-1);
-      region.movedim(d, -1).add_(sums);
-      return out;
-    }
+  if (!small_index(self, index) || self.dim() == 0 || index.dim() != self.dim() ||
+      src.dim() != self.dim() || src.scalar_type() != self.scalar_type() ||
+      src.device() != self.device() || out.device() != self.device() ||
+      out.scalar_type() != self.scalar_type()) {
+    return false;
   }
-  if (index.numel() * size > kMaxOneHot)
+  if (index.numel() * size > kMaxOneHot) {
     note_refusal(op, fmt::format("the one-hot tensor ({} indices x {}) exceeds {} elements",
                                  index.numel(), size, kMaxOneHot));
+    return false;
+  }
+  for (int64_t k = 0; k < self.dim(); ++k)
+    if (index.size(k) > src.size(k) || (k != d && index.size(k) > self.size(k))) return false;
+  check_in_range(op, index, d, size);
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() == 0) return true;
+  at::Tensor region = out, values = src;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    values = values.narrow(k, 0, index.size(k));
+    if (k != d) region = region.narrow(k, 0, index.size(k));
+  }
+  const at::Tensor position = at::arange(size, self.options().dtype(at::kFloat)).reshape({size, 1});
+  const at::Tensor lines = index.movedim(d, -1).to(at::kFloat).unsqueeze(-2);  // [.., 1, m]
+  const at::Tensor hot = position.eq(lines);                                   // [.., size, m]
+  const at::Tensor each = values.movedim(d, -1).unsqueeze(-2);
+  const at::Tensor line = region.movedim(d, -1);  // [.., size]
+  // Selected, not multiplied by the one-hot: a NaN value reaches its own position only.
+  const auto selected = [&](double none) {
+    return at::where(hot, each, at::scalar_tensor(none, each.options()));
+  };
+  if (reduce == LineReduce::sum && include_self) {  // scatter_add
+    line.add_(selected(0).sum(-1));
+    return true;
+  }
+  const at::Tensor count = hot.sum(-1, false, at::kFloat);
+  at::Tensor result;
+  if (reduce == LineReduce::sum || reduce == LineReduce::mean) {
+    at::Tensor sums = selected(0).sum(-1);
+    if (include_self) sums = sums + line;
+    result = reduce == LineReduce::sum ? sums : sums / (include_self ? count + 1 : count);
+  } else {
+    const bool is_max = reduce == LineReduce::amax;
+    result = is_max ? selected(-INFINITY).amax(-1) : selected(INFINITY).amin(-1);
+    if (include_self) result = is_max ? at::maximum(result, line) : at::minimum(result, line);
+  }
+  line.copy_(at::where(count > 0, result, line));
+  return true;
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (scatter_reduce_into("aten::scatter_add", self, d, index, src, LineReduce::sum, true, out))
+    return out;
   return Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
+}
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                               const at::Tensor& src, c10::string_view reduce, bool include_self,
+                               at::Tensor& out) {
+  const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (const auto r = line_reduce(reduce);
+      r && scatter_reduce_into("aten::scatter_reduce", self, d, index, src, *r, include_self, out))
+    return out;
+  return Fallback<ATEN_OP2(scatter_reduce, two_out)>::call(self, dim, index, src, reduce,
+                                                           include_self, out);
+}
+
+// index_reduce: scatter_reduce with the (1-D) index broadcast across source's other dims.
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                             const at::Tensor& source, c10::string_view reduce, bool include_self,
+                             at::Tensor& out) {
+  const auto r = line_reduce(reduce);
+  if (r && *r != LineReduce::sum && self.dim() > 0 && index.dim() <= 1 &&
+      source.dim() == self.dim()) {
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    std::vector<int64_t> along(static_cast<size_t>(self.dim()), 1);
+    along[static_cast<size_t>(d)] = -1;
+    if (source.size(d) == index.numel() &&
+        scatter_reduce_into("aten::index_reduce", self, d,
+                            index.reshape(along).expand(source.sizes()), source, *r, include_self,
+                            out))
+      return out;
+  }
+  return Fallback<ATEN_OP2(index_reduce, out)>::call(self, dim, index, source, reduce, include_self,
+                                                     out);
 }
 
 // The integer index tensors of self's first dims (no slice before or between them), or
@@ -843,6 +911,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", flip);
   m.impl("index_add.out", index_add_out);
   m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_reduce.two_out", scatter_reduce_out);
+  m.impl("index_reduce.out", index_reduce_out);
   m.impl("isin.Tensor_Tensor_out", isin_out);
   m.impl("nonzero", nonzero);
   m.impl("masked_scatter_", masked_scatter_);

@@ -492,3 +492,32 @@ def test_complex_rotary_embeddings_and_complex_arithmetic():
     _same(in_place, a, b)
     _same(lambda u: u.to(torch.complex64), torch.randn(5))
     _same(lambda u: c(u).t().contiguous(), a)
+
+
+@pytest.mark.filterwarnings(r"ignore:index_reduce\(\) is in beta")
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False], ids=["with_self", "without_self"])
+def test_scatter_reduce_and_index_reduce(reduce, include_self):
+    torch.manual_seed(0)
+    src = torch.randn(4, 6)
+    src[0, 0] = float("nan")  # reaches its own position only
+    _same(
+        lambda s, i, v: s.scatter_reduce(0, i, v, reduce, include_self=include_self),
+        torch.randn(5, 6),
+        torch.randint(0, 5, (4, 6)),
+        src,
+    )
+    if reduce != "sum":  # index_reduce takes prod, mean, amax and amin
+        _same(
+            lambda s, i, v: s.index_reduce(1, i, v, reduce, include_self=include_self),
+            torch.randn(5, 6),
+            torch.tensor([0, 2, 2, 5]),
+            torch.randn(5, 4),
+        )
+
+
+def test_scatter_add_of_a_nan_reaches_its_own_position_only():
+    src = torch.ones(2, 3)
+    src[0, 1] = float("nan")
+    index = torch.tensor([[0, 1, 2], [2, 1, 0]])
+    _same(lambda s, i, v: s.scatter_add(1, i, v), torch.zeros(2, 4), index, src)

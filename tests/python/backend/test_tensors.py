@@ -87,19 +87,26 @@ def test_float64_is_stored_and_its_ops_fall_back():
     assert sum(neuronsim.fallback_counts().values()) >= 1
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
-def test_complex_is_stored_and_its_ops_fall_back_counted(dtype):
-    # The engines have no complex type: complex tensors (some rotary embeddings use
-    # them) are stored, and every op on them runs on the CPU, counted.
-    c = torch.polar(torch.ones(4), torch.arange(4.0)).to(dtype)
+def test_complex_is_stored_complex64_products_run_on_the_device_and_the_rest_falls_back():
+    # The engines have no complex type: complex64 products and sums run on the real and
+    # imaginary parts (complex rotary embeddings); complex128, and other complex ops, run
+    # on the CPU, counted.
+    c = torch.polar(torch.ones(4), torch.arange(4.0))
     d = c.to("neuron")
-    assert d.dtype == dtype and d.device.type == "neuron"
+    assert d.dtype == torch.complex64 and d.device.type == "neuron"
     neuronsim.reset_fallback_counts()
-    torch.testing.assert_close((d * d).cpu(), c * c)
-    torch.testing.assert_close(torch.view_as_real(d).cpu(), torch.view_as_real(c))
+    with neuronsim.strict_mode():
+        torch.testing.assert_close((d * d).cpu(), c * c)
+        torch.testing.assert_close(torch.view_as_real(d).cpu(), torch.view_as_real(c))
+    torch.testing.assert_close((d / d).cpu(), c / c)
+    assert "aten::div.Tensor" in neuronsim.fallback_counts()
+    wide = c.to(torch.complex128)
+    w = wide.to("neuron")
+    assert w.dtype == torch.complex128
+    torch.testing.assert_close((w * w).cpu(), wide * wide)
     assert "aten::mul.Tensor" in neuronsim.fallback_counts()
     with neuronsim.strict_mode(), pytest.raises(RuntimeError, match="aten::mul"):
-        d * d
+        w * w
 
 
 # ---- views ------------------------------------------------------------------------
