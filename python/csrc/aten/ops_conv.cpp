@@ -41,8 +41,11 @@ int64_t product(at::IntArrayRef v) {
 }
 
 // The padded input's windows, [B, C, O..., K...]: dim i's output positions O_i, and the
-// kernel's taps K_i last (unfold appends them).
-at::Tensor windows(const at::Tensor& input, at::IntArrayRef kernel, const Conv& c) {
+// kernel's taps K_i last (unfold appends them). With `positions`, only the first of each
+// dim: a transposed convolution's output_padding can leave room for more windows than its
+// input has positions.
+at::Tensor windows(const at::Tensor& input, at::IntArrayRef kernel, const Conv& c,
+                   std::optional<at::IntArrayRef> positions = std::nullopt) {
   const auto spatial = static_cast<int64_t>(kernel.size());
   std::vector<int64_t> pads;  // constant_pad_nd takes the last dim's pair first
   for (int64_t i = spatial - 1; i >= 0; --i) pads.insert(pads.end(), {c.padding[i], c.padding[i]});
@@ -53,6 +56,7 @@ at::Tensor windows(const at::Tensor& input, at::IntArrayRef kernel, const Conv& 
     const int64_t span = c.span(i, kernel[i]);
     x = x.unfold(2 + i, span, c.stride[i]);
     if (c.dilation[i] > 1) x = x.slice(-1, 0, span, c.dilation[i]);
+    if (positions) x = x.narrow(2 + i, 0, (*positions)[i]);
   }
   return x;
 }
@@ -77,7 +81,7 @@ at::Tensor fold(at::Tensor grad, at::IntArrayRef input_sizes, at::IntArrayRef ke
   for (int64_t i = 0; i < spatial; ++i) sizes[2 + i] += 2 * c.padding[i];
   for (int64_t i = 0; i < spatial; ++i) {
     before.push_back(sizes);
-    sizes[2 + i] = (sizes[2 + i] - c.span(i, kernel[i])) / c.stride[i] + 1;
+    sizes[2 + i] = grad.size(2 + i);
     sizes.push_back(kernel[i]);
   }
   for (int64_t i = spatial - 1; i >= 0; --i) {
@@ -96,14 +100,22 @@ at::Tensor fold(at::Tensor grad, at::IntArrayRef input_sizes, at::IntArrayRef ke
   return grad.contiguous();
 }
 
+// A folded result sums overlapping windows after the product: in FP32 for 16-bit dtypes,
+// rounded once at the end as the CPU's convolutions round.
+at::Tensor wide(const at::Tensor& t) {
+  const bool narrow = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  return narrow ? t.to(at::kFloat) : t;
+}
+
 // The output's gradient [B, C_out, O...] as [B, groups, C_out / groups, O].
 at::Tensor grouped(const at::Tensor& grad_out, int64_t groups) {
   return grad_out.reshape({grad_out.size(0), groups, grad_out.size(1) / groups, -1});
 }
 
-at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const Conv& c) {
+at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const Conv& c,
+                   std::optional<at::IntArrayRef> positions = std::nullopt) {
   const int64_t spatial = input.dim() - 2, out_channels = weight.size(0);
-  const at::Tensor win = windows(input, weight.sizes().slice(2), c);
+  const at::Tensor win = windows(input, weight.sizes().slice(2), c, positions);
   const at::Tensor w = weight.reshape({c.groups, out_channels / c.groups, -1}).transpose(1, 2);
   std::vector<int64_t> out_sizes{input.size(0), out_channels};
   for (int64_t i = 0; i < spatial; ++i) out_sizes.push_back(win.size(2 + i));
@@ -131,7 +143,8 @@ at::Tensor input_grad(const at::Tensor& grad_out, const at::Tensor& weight,
 at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& input,
                        at::IntArrayRef weight_sizes, const Conv& c) {
   const int64_t spatial = input.dim() - 2;
-  const at::Tensor rows = rows_of(windows(input, weight_sizes.slice(2), c), spatial, c.groups);
+  const at::Tensor rows = rows_of(
+      windows(input, weight_sizes.slice(2), c, grad_out.sizes().slice(2)), spatial, c.groups);
   const at::Tensor g = grouped(grad_out, c.groups);  // [B, groups, C_out / groups, O]
   // Summed over the batch: [groups, C_out / groups, B * O] x [groups, B * O, C/groups * K].
   return at::matmul(g.permute({1, 2, 0, 3}).reshape({c.groups, g.size(2), -1}),
@@ -201,8 +214,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
       c && op) {
     if (!transposed) return with_bias(forward(input, weight, *c), bias);
     const std::vector<int64_t> sizes = transposed_sizes(input, weight, *op, *c);
+    const std::optional<at::Tensor> b =
+        bias && bias->defined() ? std::optional<at::Tensor>(wide(*bias)) : std::nullopt;
     if (std::all_of(sizes.begin() + 2, sizes.end(), [](int64_t s) { return s > 0; }))
-      return with_bias(input_grad(input, weight, sizes, *c), bias);
+      return with_bias(input_grad(wide(input), wide(weight), sizes, *c), b).to(input.scalar_type());
   }
   count_fallback("aten::convolution_overrideable");
   const auto host = [](const std::optional<at::Tensor>& t) -> std::optional<at::Tensor> {
@@ -226,7 +241,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       grad.numel() > 0) {
     at::Tensor gi, gw, gb;
     if (mask[0])
-      gi = transposed ? forward(grad, weight, *c) : input_grad(grad, weight, input.sizes(), *c);
+      gi = transposed
+               ? forward(grad, weight, *c, input.sizes().slice(2))
+               : input_grad(wide(grad), wide(weight), input.sizes(), *c).to(input.scalar_type());
     if (mask[1])
       gw = transposed ? weight_grad(input, grad, weight.sizes(), *c)
                       : weight_grad(grad, input, weight.sizes(), *c);

@@ -186,8 +186,12 @@ bool element_indexing(const at::Tensor& table, const at::Tensor& index, int64_t 
 bool move_elements(const char* op, bool scatter, const at::Tensor& table_in,
                    const at::Tensor& offsets, const at::Tensor& packed_in) {
   const bool words = !engine_dtype(table_in.scalar_type());
-  const at::Tensor table = words ? table_in.view(at::kInt) : table_in;
-  const at::Tensor packed = words ? packed_in.view(at::kInt) : packed_in;
+  // Both are dense in order; as 1-D, a size-1 dim's stray stride cannot refuse the view.
+  const auto as_words = [](const at::Tensor& t) {
+    return t.as_strided({t.numel()}, {1}).view(at::kInt);
+  };
+  const at::Tensor table = words ? as_words(table_in) : table_in;
+  const at::Tensor packed = words ? as_words(packed_in) : packed_in;
   const isa::DType dtype = *engine_dtype(table.scalar_type());
   const int64_t cols = words ? table_in.element_size() / 4 : 1;
   const std::string chip = target();

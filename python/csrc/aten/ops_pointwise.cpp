@@ -958,6 +958,10 @@ Reg ceil_of(Expr& e, Reg x) {
   return e.select(whole, x, e.alu(AluOp::add, x, up));
 }
 
+Reg trunc_of(Expr& e, Reg x) {
+  return e.select(e.alu_imm(AluOp::is_ge, x, 0.0f), floor_of(e, x), ceil_of(e, x));
+}
+
 #define NEURON_ROUNDING(fn, BODY)                                                       \
   at::Tensor& fn##_out(const at::Tensor& x, at::Tensor& out) {                          \
     if (unary_out("aten::" #fn, #fn, x, out, [](Expr& e, Reg x) { BODY; })) return out; \
@@ -966,7 +970,7 @@ Reg ceil_of(Expr& e, Reg x) {
 
 NEURON_ROUNDING(floor, floor_of(e, x))
 NEURON_ROUNDING(ceil, ceil_of(e, x))
-NEURON_ROUNDING(trunc, e.select(e.alu_imm(AluOp::is_ge, x, 0.0f), floor_of(e, x), ceil_of(e, x)))
+NEURON_ROUNDING(trunc, trunc_of(e, x))
 // sign: (x > 0) - (x < 0), which is 0 for NaN, as on the CPU.
 NEURON_ROUNDING(sign, e.alu(AluOp::subtract, e.alu_imm(AluOp::is_gt, x, 0.0f),
                             e.alu_imm(AluOp::is_lt, x, 0.0f)))
@@ -1087,10 +1091,17 @@ bool float_divide_rounded_into(const at::Tensor& a_in, const at::Tensor& b_in, b
     else  // an integer tensor against a float: converted first, as torch computes it
       inputs.push_back(t->scalar_type() == type ? *o->tensor : o->tensor->to(type));
   }
+  if (!floor && (type == at::kHalf || type == at::kBFloat16)) {
+    // torch rounds the quotient to the 16-bit type before truncating it.
+    const at::Tensor q = at::div(a_in, b_in);
+    Expr e;
+    trunc_of(e, e.load(0));
+    return q.scalar_type() == type && run_pointwise("aten::div", "trunc", e, {q}, out);
+  }
   Expr e;
   const Reg a = e.load(0), b = e.load(1), q = e.alu(AluOp::divide, a, b);
   if (!floor) {
-    e.select(e.alu_imm(AluOp::is_ge, q, 0.0f), floor_of(e, q), ceil_of(e, q));
+    trunc_of(e, q);
     return run_pointwise("aten::div", "div trunc", e, inputs, out);
   }
   const Reg d = e.alu(AluOp::divide, e.alu(AluOp::subtract, a, e.alu(AluOp::mod, a, b)), b);

@@ -284,8 +284,31 @@ def _conv_and_grads(f, x, w, b, **kwargs):
             {"stride": 2, "padding": 1, "groups": 2, "dilation": (1, 2)},
         ),
         (F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 3, 2, 2, 2), 3, {"stride": (2, 1, 2)}),
+        # output_padding past the stride (below the dilation): room for more windows
+        # than the input has positions.
+        (
+            F.conv_transpose2d,
+            (2, 2, 4, 4),
+            (2, 2, 4, 5),
+            4,
+            {
+                "stride": (3, 2),
+                "padding": (1, 2),
+                "output_padding": (2, 3),
+                "groups": 2,
+                "dilation": (4, 4),
+            },
+        ),
     ],
-    ids=["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+    ids=[
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "conv_transpose2d_output_padding",
+    ],
 )
 def test_convolution_gradients_and_transposed_convolutions_run_on_the_device(f, x, w, b, kwargs):
     torch.manual_seed(0)
@@ -443,6 +466,13 @@ def test_index_copy_and_scatter_of_a_number_into_int64():
     _same(lambda t, i, s: t.index_copy(0, i, s.t()), torch.zeros(6, 4), i, torch.randn(4, 3))
     big = torch.randint(-(2**40), 2**40, (2, 4, 3))
     _same(lambda t, i, s: t.index_copy(-1, i, s), torch.zeros(2, 4, 6, dtype=torch.int64), i, big)
+    # int64 moves as int32 word pairs, here of a size-1 view with a stray stride.
+    _same(
+        lambda t, i, s: t.index_copy(0, i, s[::2]),
+        torch.zeros(1, dtype=torch.int64),
+        torch.tensor([0]),
+        torch.tensor([7, 8]),
+    )
     # A one-hot made by scatter (LongCat-Flash's router).
     rows = torch.tensor([[1], [2], [3], [0]])
     _same(lambda t, i: t.scatter(1, i, 1), torch.zeros(4, 8, dtype=torch.int64), rows)
