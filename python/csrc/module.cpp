@@ -13,6 +13,7 @@
 #include "distributed/process_group.h"
 #include "neuronsim/sim/simulator.h"
 #include "neuronsim/traces/chrome_trace.h"
+#include "nki/kernel.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
@@ -81,4 +82,5 @@ PYBIND11_MODULE(_C, m) {
   });
   neuronsim::pytorch::register_graph_functions(m);
   neuronsim::pytorch::register_distributed(m);
+  neuronsim::nki::register_nki(m);
 }

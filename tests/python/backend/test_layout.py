@@ -23,7 +23,8 @@ MAY_INCLUDE = {
     "amp": {"runtime", "aten"},
     "distributed": {"runtime", "aten"},
     "compiler": {"runtime", "aten"},
-    ".": {"runtime", "aten", "amp", "distributed", "compiler"},
+    "nki": set(),  # NKI kernels on a device of their own: nothing of the PyTorch backend
+    ".": {"runtime", "aten", "amp", "distributed", "compiler", "nki"},
 }
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
 

@@ -1,0 +1,221 @@
+"""NKI kernels, unchanged, on the simulator: values, cycle-approximate latency, a trace.
+
+A kernel decorated with ``@nki.jit`` and called with NumPy arrays (or CPU torch tensors)
+runs its body as Python, records each ``nki.isa`` call as an instruction, and runs the
+program on a simulated NeuronCore of the target (``NEURON_PLATFORM_TARGET_OVERRIDE``:
+trn1, trn2 or trn3; trn2 by default). It returns the kernel's outputs as NumPy arrays;
+``kernel.last_run`` holds the latency, the engines' utilisation and the program.
+
+User code imports ``nki`` (``import nki.language as nl``): run it with
+``python -m neuronsim.nki script.py`` or call ``neuronsim.nki.install()`` first, which
+makes ``nki`` this package unless another ``nki`` is importable (AWS's own is never
+shadowed). docs/nki.md lists what is supported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import isa, language  # noqa: F401 (nki.isa, nki.language)
+from ._trace import NkiError, Trace, dtype_name, set_current
+
+__all__ = ["jit", "simulate", "KernelRun", "NkiError", "install", "isa", "language"]
+
+TARGETS = ("trn1", "trn2", "trn3")
+
+
+def _target(explicit: str | None) -> str:
+    target = explicit or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "trn2"
+    target = target.lower()
+    if target not in TARGETS:
+        raise NkiError(f"target {target!r} is not one of {', '.join(TARGETS)}")
+    return target
+
+
+@dataclasses.dataclass
+class KernelRun:
+    """What one simulated run of a kernel gave."""
+
+    target: str
+    instance: str
+    latency_us: float  # the kernel body, from its first instruction to its last
+    instructions: int
+    engines: dict[str, dict[str, float]]  # per engine: instructions, busy_ps, utilization
+    dma_bytes: int
+    summary: str  # the table `neuron-sim run` prints
+    program: Any  # the built program (.disassemble(), .write_neff(path))
+
+    def __str__(self) -> str:
+        return f"{self.latency_us:.3f} us on {self.target} ({self.instructions} instructions)"
+
+
+def _bits(array: np.ndarray, dtype: str) -> bytes:
+    """The little-endian bytes of the host values in the kernel tensor's dtype."""
+    if dtype == "bfloat16":  # FP32 rounded to nearest even, as the hardware converts
+        f = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
+        rounded = (f + 0x7FFF + ((f >> 16) & 1)) >> 16
+        return rounded.astype(np.uint16).tobytes()
+    from ._trace import _DTYPES
+
+    host = _DTYPES[dtype][2]
+    if host is None:
+        raise NkiError(f"inputs of dtype {dtype} are not supported yet")
+    return np.ascontiguousarray(array, dtype=host).tobytes()
+
+
+def _values(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype == "bfloat16":
+        bits = np.frombuffer(data, dtype=np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    from ._trace import _DTYPES
+
+    return np.frombuffer(data, dtype=_DTYPES[dtype][2]).reshape(shape).copy()
+
+
+def _as_array(value: Any) -> tuple[np.ndarray, str]:
+    """A host array and its NKI dtype from a NumPy array or a CPU torch tensor."""
+    if type(value).__module__.startswith("torch"):
+        name = dtype_name(value.dtype)
+        host = value.detach().to("cpu")
+        host = host.float() if name == "bfloat16" else host
+        return host.numpy(), name
+    array = np.asarray(value)
+    return array, dtype_name(array.dtype)
+
+
+class Kernel:
+    """A traced NKI kernel: call it with host arrays to run it on the simulator."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        target: str | None = None,
+        mode: str | None = None,
+        trace: str | None = None,
+    ):
+        self.fn = fn
+        self.target = target
+        self.mode = mode
+        self.trace_path = trace
+        self.last_run: KernelRun | None = None
+        functools.update_wrapper(self, fn)
+
+    def build(self, *args: Any, **kwargs: Any):
+        """Traces the body with these arguments; returns (trace, program)."""
+        from .. import _C
+
+        target = _target(self.target)
+        trace = Trace(_C.nki.target(target))
+        call_args = []
+        for i, arg in enumerate(args):
+            if isinstance(arg, (int, float, bool, str)) or arg is None:
+                call_args.append(arg)
+                continue
+            array, dtype = _as_array(arg)
+            name = _parameter_name(self.fn, i)
+            tensor = trace.declare_hbm(name, dtype, tuple(array.shape), "input")
+            trace.inputs[tensor.name] = _bits(array, dtype)
+            call_args.append(tensor)
+        set_current(trace)
+        try:
+            result = self.fn(*call_args, **kwargs)
+        finally:
+            set_current(None)
+        trace.result = result
+        try:
+            program = _C.nki.build(target, "\n".join(trace.declarations) + "\n", trace.lines)
+        except (ValueError, RuntimeError) as err:
+            raise NkiError(_locate(str(err), trace)) from None
+        return trace, program
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        from .. import _C
+
+        trace, program = self.build(*args, **kwargs)
+        mode = self.mode or os.environ.get("NEURONSIM_NKI_MODE", "functional-and-timing")
+        run = _C.nki.run(program, trace.inputs, mode, self.trace_path or "")
+        engines = run.get("engines", {})
+        self.last_run = KernelRun(
+            target=program.target,
+            instance=run["instance"],
+            latency_us=run["total_ps"] / 1e6,
+            instructions=program.instructions(),
+            engines=engines,
+            dma_bytes=run.get("dma_bytes", 0),
+            summary=run["summary"],
+            program=program,
+        )
+        outputs = {t.name: t for t in trace.outputs}
+        values = {
+            name: _values(data, outputs[name].dtype, outputs[name].shape)
+            for name, data in run["outputs"].items()
+        }
+        return _unpack(trace.result, values)
+
+
+def _unpack(result: Any, values: dict[str, np.ndarray]):
+    from ._trace import Tensor
+
+    if isinstance(result, Tensor):
+        return values.get(result.name)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_unpack(r, values) for r in result)
+    return result
+
+
+def _parameter_name(fn: Callable, i: int) -> str:
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    return names[i] if i < len(names) else f"arg{i}"
+
+
+def _locate(message: str, trace: Trace) -> str:
+    """An assembler error's line number as the kernel's source line."""
+    import re
+
+    m = re.match(r"<kernel>:(\d+): (.*)", message, re.S)
+    if not m:
+        return message
+    line = int(m.group(1)) - 2 - len(trace.declarations)  # .target, declarations, 1-based
+    where = trace.sources[line] if 0 <= line < len(trace.sources) else "?"
+    return f"{where}: {m.group(2)}"
+
+
+def jit(
+    fn: Callable | None = None,
+    *,
+    target: str | None = None,
+    mode: str | None = None,
+    trace: str | None = None,
+    **_options: Any,
+):
+    """Makes `fn` an NKI kernel that runs on the simulator when called."""
+    if fn is None:
+        return lambda f: Kernel(f, target, mode, trace)
+    return Kernel(fn, target, mode, trace)
+
+
+def simulate(kernel: Callable) -> Callable:
+    """Runs `kernel` (an @nki.jit kernel or a plain body) on the simulator."""
+    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+
+
+def install() -> bool:
+    """Makes ``import nki`` (and ``nki.language``, ``nki.isa``) this package, unless another
+    ``nki`` is importable. Returns whether it did."""
+    if "nki" in sys.modules:
+        return sys.modules["nki"] is sys.modules[__name__]
+    if importlib.util.find_spec("nki") is not None:
+        return False
+    this = sys.modules[__name__]
+    sys.modules["nki"] = this
+    sys.modules["nki.language"] = language
+    sys.modules["nki.isa"] = isa
+    return True

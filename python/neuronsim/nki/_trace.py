@@ -1,0 +1,306 @@
+"""The tracing half of neuronsim.nki.
+
+A kernel body runs as plain Python: loops unroll, helper functions inline. Each
+instruction it calls appends one line of neuronsim's assembly (docs/isa.md) to the
+trace, in program order and without semaphores; the C++ half (``_C.nki.build``) adds
+the semaphores the order needs (isa::KernelBuilder) and runs the program on a
+simulated NeuronCore.
+
+A tensor is a view: a storage (an HBM tensor, or an SBUF/PSUM allocation) and an
+access pattern over it, (stride, size) per dim. On chip, dim 0 is the partition dim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+
+class NkiError(ValueError):
+    """A kernel that cannot run as written: what is wrong, and where."""
+
+
+# name -> (assembly name, bytes, numpy dtype of the host values; None: carried as bits)
+_DTYPES = {
+    "float32": ("float32", 4, np.float32),
+    "bfloat16": ("bfloat16", 2, None),
+    "float16": ("float16", 2, np.float16),
+    "tfloat32": ("tfloat32", 4, np.float32),
+    "float8_e4m3": ("float8_e4m3", 1, None),
+    "float8_e5m2": ("float8_e5m2", 1, None),
+    "int8": ("int8", 1, np.int8),
+    "uint8": ("uint8", 1, np.uint8),
+    "int16": ("int16", 2, np.int16),
+    "uint16": ("uint16", 2, np.uint16),
+    "int32": ("int32", 4, np.int32),
+    "uint32": ("uint32", 4, np.uint32),
+    "bool": ("bool", 1, np.bool_),
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """The NKI name of a dtype given as a name, a numpy dtype or a torch dtype."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    name = name.replace("torch.", "")
+    name = {"float": "float32", "half": "float16", "bool_": "bool", "int": "int32"}.get(name, name)
+    if name not in _DTYPES:
+        raise NkiError(f"dtype {dtype!r} is not an NKI dtype (one of {', '.join(_DTYPES)})")
+    return name
+
+
+def itemsize(dtype: str) -> int:
+    return _DTYPES[dtype][1]
+
+
+SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+
+
+@dataclasses.dataclass
+class Storage:
+    buffer: str  # sbuf, psum or hbm
+    name: str
+    dtype: str
+    partition: int = 0  # on chip: the first partition
+    offset: int = 0  # on chip: the byte offset in each partition
+
+
+@dataclasses.dataclass(frozen=True)
+class ds:  # noqa: N801 (NKI's name)
+    """A dynamic slice: `size` elements from `start`."""
+
+    start: int
+    size: int
+
+
+class Tensor:
+    """An NKI tensor: a view of a storage by an access pattern."""
+
+    def __init__(
+        self, storage: Storage, dims: list[tuple[int, int]], start: int = 0, partition: int = 0
+    ):
+        self._storage = storage
+        self._dims = [(int(s), int(n)) for s, n in dims]  # (stride, size) per dim, in elements
+        self._start = int(start)  # elements from the storage's start (on chip: in dims 1..)
+        self._partition = int(partition)  # on chip: partitions from the storage's first
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n for _, n in self._dims)
+
+    @property
+    def dtype(self) -> str:
+        return self._storage.dtype
+
+    @property
+    def buffer(self) -> str:
+        return self._storage.buffer
+
+    @property
+    def name(self) -> str:
+        return self._storage.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self._dims)
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self.name}, shape={self.shape}, dtype={self.dtype}, {self.buffer})"
+
+    def __getitem__(self, index) -> Tensor:
+        index = index if isinstance(index, tuple) else (index,)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            fill = (slice(None),) * (self.ndim - len(index) + 1)
+            index = index[:at] + fill + index[at + 1 :]
+        if len(index) > self.ndim:
+            raise NkiError(f"{self.name}: {len(index)} indices for a tensor of {self.ndim} dims")
+        index = index + (slice(None),) * (self.ndim - len(index))
+        dims, start, partition = [], self._start, self._partition
+        on_chip = self.buffer != HBM
+        for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
+            if isinstance(item, ds):
+                item = slice(item.start, item.start + item.size)
+            if isinstance(item, slice):
+                first, stop, step = item.indices(size)
+                count = len(range(first, stop, step))
+                if count <= 0:
+                    raise NkiError(f"{self.name}: index {item} of dim {d} (size {size}) is empty")
+                if on_chip and d == 0:
+                    if step != 1:
+                        raise NkiError(
+                            f"{self.name}: partitions are sliced with step 1, not {step}"
+                        )
+                    partition += first
+                    dims.append((1, count))
+                else:
+                    start += first * stride
+                    dims.append((stride * step, count))
+                continue
+            i = int(item)
+            if not -size <= i < size:
+                raise NkiError(f"{self.name}: index {i} is out of range for dim {d} (size {size})")
+            i %= size
+            if on_chip and d == 0:
+                raise NkiError(
+                    f"{self.name}: the partition dim is indexed with {i}; slice it ({i}:{i + 1})"
+                )
+            start += i * stride
+        return Tensor(self._storage, dims, start, partition)
+
+    # -- the assembly form --------------------------------------------------------------
+    def pattern(self) -> str:
+        """This view as an access pattern of neuronsim's assembly."""
+        st, dt = self._storage, _DTYPES[self.dtype][0]
+        size = itemsize(self.dtype)
+        if self.buffer == HBM:
+            rows = self._dims[0] if self._dims else (1, 1)
+            free = self._dims[1:] or [(1, 1)]
+            if len(free) > 4:
+                raise NkiError(
+                    f"{self.name}: a DMA walks rows and up to 4 free dims, not {len(free)}"
+                )
+            pairs = ",".join(f"[{s},{n}]" for s, n in [rows, *free])
+            return f"hbm.{dt}({st.name})+{self._start * size}[{pairs}]"
+        partitions = self._dims[0][1] if self._dims else 1
+        free = self._dims[1:] or [(1, 1)]
+        if len(free) > 4:
+            raise NkiError(f"{self.name}: an instruction walks up to 4 free dims, not {len(free)}")
+        first = st.partition + self._partition
+        pairs = ",".join(f"[{s},{n}]" for s, n in free)
+        return f"{self.buffer}.{dt}[{first}:{partitions}]+{st.offset + self._start * size}[{pairs}]"
+
+    def identity(self) -> tuple:
+        """This view of this allocation: a buffer allocated again is another allocation."""
+        return (id(self._storage), self.pattern())
+
+    def free_elems(self) -> int:
+        return math.prod(n for _, n in self._dims[1:]) if self.buffer != HBM else 0
+
+
+class Trace:
+    """One kernel being traced: its tensors, allocations and instruction lines."""
+
+    def __init__(self, target: dict[str, Any]):
+        self.target = target
+        self.declarations: list[str] = []
+        self.lines: list[str] = []
+        self.sources: list[str] = []  # the kernel's source line of each instruction
+        self.inputs: dict[str, np.ndarray] = {}
+        self.outputs: list[Tensor] = []
+        self.used = {SBUF: 0, PSUM: 0}
+        self.slots: dict[tuple, Storage] = {}
+        self.loops: list[list] = []  # [site, iteration, serial] of each open loop
+        self.iterations = 0  # serial numbers of loop iterations, kernel-wide
+        self.occurrences: dict[tuple, int] = {}
+        self.last_writer: dict[tuple, str] = {}
+        self.allocations: list[Storage] = []
+        self.names: dict[str, int] = {}
+
+    # -- names and declarations -------------------------------------------------------
+    def unique(self, name: str) -> str:
+        n = self.names.get(name, 0)
+        self.names[name] = n + 1
+        return name if n == 0 else f"{name}_{n}"
+
+    def declare_hbm(self, name: str, dtype: str, shape: tuple[int, ...], kind: str) -> Tensor:
+        name = self.unique(name)
+        dims, stride = [], 1
+        for n in reversed(shape):
+            dims.insert(0, (stride, n))
+            stride *= n
+        dims_text = ",".join(str(n) for n in shape) or "1"
+        self.declarations.append(f".tensor {name} {_DTYPES[dtype][0]} [{dims_text}] {kind}")
+        return Tensor(Storage(HBM, name, dtype), dims)
+
+    # -- on-chip allocation -----------------------------------------------------------
+    def allocate(self, buffer: str, shape: tuple[int, ...], dtype: str, name: str) -> Tensor:
+        """An SBUF or PSUM tensor; in a loop, the same site rotates between two buffers
+        (double buffering), as NKI's compiler allocates loop-local tensors."""
+        if not shape:
+            raise NkiError(f"{name}: an on-chip tensor needs a partition dim")
+        partitions = shape[0]
+        limit = self.target["partitions"]
+        if not 0 < partitions <= limit:
+            raise NkiError(f"{name}: partition dim {partitions} is outside 1..{limit}")
+        per_partition = math.prod(shape[1:]) * itemsize(dtype)
+        site = _caller_site()
+        loops = tuple(loop[0] for loop in self.loops)
+        iteration, serial = (self.loops[-1][1], self.loops[-1][2]) if self.loops else (0, 0)
+        base = (site, loops)
+        # The n-th allocation from this site in this iteration of the innermost loop.
+        occurrence = self.occurrences.get((base, serial), 0)
+        self.occurrences[(base, serial)] = occurrence + 1
+        key = (base, occurrence, iteration % 2)
+        storage = self.slots.get(key)
+        if storage is None:
+            storage = self._place(buffer, per_partition, dtype, name)
+            self.slots[key] = storage
+        dims, stride = [(1, partitions)], 1
+        for n in reversed(shape[1:]):
+            dims.insert(1, (stride, n))
+            stride *= n
+        allocation = Storage(buffer, storage.name, dtype, 0, storage.offset)
+        self.allocations.append(allocation)  # alive while traced: identities stay unique
+        return Tensor(allocation, dims)
+
+    def _place(self, buffer: str, size: int, dtype: str, name: str) -> Storage:
+        capacity = self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
+        # PSUM tiles start on a bank (matmuls accumulate within one); SBUF ones on 64 bytes.
+        align = self.target["psum_bank_bytes"] if buffer == PSUM else 64
+        offset = -(-self.used[buffer] // align) * align
+        if offset + size > capacity:
+            raise NkiError(
+                f"{name}: {size} bytes per partition in {buffer.upper()} do not fit: "
+                f"{self.used[buffer]} of {capacity} bytes per partition are allocated"
+            )
+        self.used[buffer] = offset + size
+        return Storage(buffer, name, dtype, 0, offset)
+
+    # -- instructions -----------------------------------------------------------------
+    def emit(self, engine: str, opcode: str, **fields: Any) -> None:
+        parts = [engine, opcode]
+        dst = fields.get("dst")
+        if isinstance(dst, Tensor):  # what wrote this view last (matmuls accumulate on matmuls)
+            self.last_writer[dst.identity()] = opcode
+        for key, value in fields.items():
+            if value is None:
+                continue
+            if isinstance(value, Tensor):
+                value = value.pattern()
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            parts.append(f"{key}={value}")
+        self.lines.append(" ".join(parts))
+        self.sources.append(_caller_site(text=True))
+
+
+_current = threading.local()
+
+
+def current() -> Trace:
+    trace = getattr(_current, "trace", None)
+    if trace is None:
+        raise NkiError("NKI calls run inside a kernel: decorate it with @nki.jit and call it")
+    return trace
+
+
+def set_current(trace: Trace | None) -> None:
+    _current.trace = trace
+
+
+def _caller_site(text: bool = False):
+    """Where the kernel called in from: the first frame outside this package."""
+    frame = sys._getframe(1)
+    package = __name__.rsplit(".", 1)[0]
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(package):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>" if text else ("<unknown>", 0)
+    if text:
+        return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return (frame.f_code.co_filename, frame.f_lineno)

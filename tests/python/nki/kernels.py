@@ -1,0 +1,85 @@
+"""NKI kernels of our own, written after the public tutorials' algorithms, in the current
+API (nki.isa instructions with their destination first)."""
+
+from __future__ import annotations
+
+import neuronsim.nki as nki
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+
+
+@nki.jit
+def tensor_add(a_input, b_input):
+    """Tiles of 128 rows: two loads, one VectorE add, one store each."""
+    out = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
+    rows, cols = a_input.shape
+    for p in nl.affine_range(rows // nl.tile_size.pmax):
+        part = slice(p * 128, (p + 1) * 128)
+        a = nl.ndarray((128, cols), dtype=a_input.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, cols), dtype=a_input.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=a_input[part, :])
+        nisa.dma_copy(dst=b, src=b_input[part, :])
+        c = nl.ndarray((128, cols), dtype=a_input.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+        nisa.dma_copy(dst=out[part, :], src=c)
+    return out
+
+
+@nki.jit
+def scaled_exp(x_input):
+    """exp(2x) on ScalarE, then x 0.5 + 1 on VectorE."""
+    out = nl.ndarray(x_input.shape, dtype=x_input.dtype, buffer=nl.shared_hbm)
+    x = nl.load(x_input)
+    e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=e, op=nl.exp, data=x, scale=2.0)
+    y = nl.ndarray(x.shape, dtype=x_input.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=1.0)
+    nl.store(out, y)
+    return out
+
+
+def _matmul_naive(lhs_t, rhs):
+    """out = lhs_t.T @ rhs: per [128, 512] output tile, every K tile of both operands
+    loaded again, the products accumulated in one PSUM bank."""
+    k_size, m_size = lhs_t.shape
+    n_size = rhs.shape[1]
+    out = nl.ndarray((m_size, n_size), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_size // 128):
+        for n in nl.affine_range(n_size // 512):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(k_size // 128):
+                lt = nl.load(lhs_t[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+                rt = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
+                nisa.nc_matmul(acc, lt, rt)
+            res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(res, acc)
+            nl.store(out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], res)
+    return out
+
+
+def _matmul_hoisted(lhs_t, rhs):
+    """The same product with each row block of lhs_t loaded once for all of its output
+    tiles: fewer DMA bytes for the same instructions on TensorE."""
+    k_size, m_size = lhs_t.shape
+    n_size = rhs.shape[1]
+    tiles_k = k_size // 128
+    out = nl.ndarray((m_size, n_size), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_size // 128):
+        lt = nl.ndarray((128, tiles_k, 128), dtype=lhs_t.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(tiles_k):
+            nisa.dma_copy(
+                dst=lt[:, k, :], src=lhs_t[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128]
+            )
+        for n in nl.affine_range(n_size // 512):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(tiles_k):
+                rt = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
+                nisa.nc_matmul(acc, lt[:, k, :], rt)
+            res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(res, acc)
+            nl.store(out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], res)
+    return out
+
+
+matmul_naive = nki.jit(_matmul_naive)
+matmul_hoisted = nki.jit(_matmul_hoisted)

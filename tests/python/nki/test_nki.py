@@ -1,0 +1,150 @@
+"""NKI kernels run unchanged on the simulator: values against NumPy, a deterministic
+simulated latency, the mechanism that makes a blocked matmul faster, and errors that name
+the tensor and the limit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import neuronsim.nki as nki
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from kernels import matmul_hoisted, matmul_naive, scaled_exp, tensor_add
+
+
+@pytest.fixture(autouse=True)
+def timed(monkeypatch):
+    monkeypatch.setenv("NEURONSIM_NKI_MODE", "functional-and-timing")
+
+
+def test_tiled_add_is_exact_and_its_latency_repeats():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((256, 512), np.float32), rng.random((256, 512), np.float32)
+    assert np.array_equal(tensor_add(a, b), a + b)
+    first = tensor_add.last_run
+    assert first.latency_us > 0 and first.instructions == 8
+    assert first.engines["dve"]["instructions"] == 2
+    assert first.dma_bytes == 3 * a.nbytes
+    tensor_add(a, b)
+    assert tensor_add.last_run.latency_us == first.latency_us  # deterministic
+
+
+def test_activation_and_two_operator_tensor_scalar():
+    x = np.linspace(-2, 2, 128 * 64, dtype=np.float32).reshape(128, 64)
+    np.testing.assert_allclose(scaled_exp(x), np.exp(2 * x) * 0.5 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_matmuls_accumulate_over_k_tiles_in_psum(dtype):
+    torch.manual_seed(0)
+    lhs_t, rhs = torch.rand(256, 256, dtype=dtype), torch.rand(256, 1024, dtype=dtype)
+    expected = (lhs_t.float().T @ rhs.float()).numpy()
+    for kernel in (matmul_naive, matmul_hoisted):
+        np.testing.assert_allclose(kernel(lhs_t, rhs), expected, rtol=1e-5, atol=1e-3)
+
+
+def test_loading_each_lhs_block_once_moves_fewer_bytes_and_runs_faster():
+    torch.manual_seed(0)
+    lhs_t, rhs = (
+        torch.rand(512, 256, dtype=torch.bfloat16),
+        torch.rand(512, 2048, dtype=torch.bfloat16),
+    )
+    matmul_naive(lhs_t, rhs)
+    matmul_hoisted(lhs_t, rhs)
+    naive, hoisted = matmul_naive.last_run, matmul_hoisted.last_run
+    assert naive.engines["pe"]["instructions"] == hoisted.engines["pe"]["instructions"]
+    assert hoisted.dma_bytes < naive.dma_bytes
+    assert hoisted.latency_us < naive.latency_us
+
+
+def test_targets_and_the_program_written_as_a_neff(tmp_path):
+    a = np.ones((128, 64), np.float32)
+    latencies = {}
+    for target in ("trn1", "trn2", "trn3"):
+        kernel = nki.jit(tensor_add.fn, target=target)
+        assert np.array_equal(kernel(a, a), a + a)
+        assert kernel.last_run.target == target
+        latencies[target] = kernel.last_run.latency_us
+    assert len(set(latencies.values())) > 1  # each generation's own figures
+    path = tmp_path / "add.neff"
+    tensor_add(a, a)
+    tensor_add.last_run.program.write_neff(str(path))
+    assert path.stat().st_size > 0
+    assert "tensor_tensor" in tensor_add.last_run.program.disassemble()
+
+
+def test_a_kernel_that_does_not_fit_sbuf_names_the_tensor_and_the_sizes():
+    @nki.jit
+    def too_big(x):
+        nl.ndarray((128, 200_000), dtype=nl.float32, buffer=nl.sbuf, name="huge")
+        return x
+
+    with pytest.raises(nki.NkiError, match=r"huge: 800000 bytes per partition in SBUF"):
+        too_big(np.zeros((1, 1), np.float32))
+
+
+def test_bad_arguments_are_refused_with_the_instruction_and_tensor():
+    @nki.jit
+    def matmul_from_hbm(x):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, x, x)
+        return x
+
+    with pytest.raises(nki.NkiError, match=r"nc_matmul stationary: x is in hbm, not in sbuf"):
+        matmul_from_hbm(np.zeros((128, 128), np.float32))
+
+    @nki.jit
+    def too_many_partitions(x):
+        nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf, name="tall")
+        return x
+
+    with pytest.raises(nki.NkiError, match=r"tall: partition dim 256 is outside 1..128"):
+        too_many_partitions(np.zeros((1, 1), np.float32))
+
+
+def test_calls_outside_a_kernel_say_so():
+    with pytest.raises(nki.NkiError, match="inside a kernel"):
+        nl.ndarray((128, 4), dtype=nl.float32)
+
+
+def test_scripts_that_import_nki_run_through_the_launcher(tmp_path):
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import nki
+            import nki.isa as nisa
+            import nki.language as nl
+
+            @nki.jit
+            def double(x_input):
+                out = nl.ndarray(x_input.shape, dtype=x_input.dtype, buffer=nl.shared_hbm)
+                x = nl.load(x_input)
+                y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+                nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=2.0)
+                nl.store(out, y)
+                return out
+
+            x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+            assert np.array_equal(double(x), 2 * x)
+            print("latency", double.last_run.latency_us > 0)
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "neuronsim.nki", str(script)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "latency True" in done.stdout
