@@ -53,6 +53,12 @@ class KernelRun:
     summary: str  # the table `neuron-sim run` prints
     program: Any  # the built program (.disassemble(), .write_neff(path))
 
+    def count(self, opcode: str) -> int:
+        """How many instructions of `opcode` (matmul, dma_copy, ...) the program has."""
+        return sum(
+            1 for line in self.program.disassemble().splitlines() if line.split()[1:2] == [opcode]
+        )
+
     def __str__(self) -> str:
         return f"{self.latency_us:.3f} us on {self.target} ({self.instructions} instructions)"
 

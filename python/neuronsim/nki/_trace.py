@@ -262,6 +262,10 @@ class Trace:
         return Storage(buffer, name, dtype, 0, offset)
 
     # -- instructions -----------------------------------------------------------------
+    def next_queue(self) -> int:
+        self.dmas = getattr(self, "dmas", -1) + 1
+        return self.dmas % 16
+
     def emit(self, engine: str, opcode: str, **fields: Any) -> None:
         parts = [engine, opcode]
         dst = fields.get("dst")

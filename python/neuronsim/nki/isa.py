@@ -48,7 +48,10 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, name: str = "") -> N
         raise NkiError(
             f"dma_copy: {dst.name} {dst.shape} and {src.name} {src.shape} differ in size"
         )
-    _trace.current().emit("sp", "dma_copy", dst=dst, src=src)
+    trace = _trace.current()
+    # Spread over the Sync engine's 16 queues, round robin, as a compiler spreads DMAs:
+    # transfers on one queue complete in order.
+    trace.emit("sp", "dma_copy", dst=dst, src=src, queue=trace.next_queue())
 
 
 def math_elems(t: NkiTensor) -> int:

@@ -1,5 +1,6 @@
 """NKI kernels of our own, written after the public tutorials' algorithms, in the current
-API (nki.isa instructions with their destination first)."""
+API (nki.isa instructions with their destination first): what the NKI tests run and what
+``python -m neuronsim.tools.nki_bench`` times."""
 
 from __future__ import annotations
 
