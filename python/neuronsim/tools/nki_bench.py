@@ -2,9 +2,10 @@
 
 Runs the tutorial-style kernels of ``neuronsim.tools.nki_kernels`` on trn1 and trn2 in
 timing-only mode and reports, per kernel and shape, the simulated latency (µs), TensorE's
-utilisation, its matmuls, the DMA bytes and the host seconds the simulation took. The simulated figures
-are the same on every machine, so they are gated: ``--check bench/expected_nki.csv`` fails
-when one leaves its margin (both ways), ``--update`` rewrites the file. ``--shapes full``
+utilisation, its matmuls, the DMA bytes and the host seconds the simulation took. The
+simulated figures are the same on every machine, so they are gated: ``--check
+bench/expected_nki.csv`` fails when one leaves its margin (both ways), ``--update``
+rewrites the file. ``--shapes full``
 adds the matmul of [4096, 8192] x [8192, 8192] in bf16 (not gated: about 10 s per kernel).
 """
 
