@@ -9,6 +9,8 @@
 #include <torch/extension.h>
 
 #include "aten/fallback.h"
+#include "aten/kernel_call.h"
+#include "aten/refusal.h"
 #include "compiler/graph.h"
 #include "distributed/process_group.h"
 #include "neuronsim/sim/simulator.h"
@@ -38,6 +40,31 @@ py::dict device_properties(int index) {
   d["physical_cores_per_device"] = env.lnc;
   d["total_memory"] = b.device().memory(b.chip_of(index)).capacity;
   return d;
+}
+
+// An NKI kernel (neuronsim.nki) on tensors of device "neuron": its program, built for this
+// device's generation, runs as one kernel on the device's core, its HBM tensors bound to the
+// tensors by name. Cached by `key` (the kernel and its arguments' layouts).
+void run_nki(int index, const std::string& name, const std::string& key,
+             const std::shared_ptr<neuronsim::isa::Program>& program,
+             const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  const std::string op = "nki::" + name;
+  std::vector<at::Tensor> all;
+  for (const auto& [tensor_name, t] : tensors) {
+    if (!t.device().is_privateuseone() || !t.is_contiguous())
+      throw std::invalid_argument(
+          fmt::format("{}: tensor {} must be a contiguous neuron tensor", op, tensor_name));
+    all.push_back(t);
+  }
+  const int device = neuronsim::pytorch::op_device(op.c_str(), all);
+  if (device != index)
+    throw std::invalid_argument(
+        fmt::format("{}: tensors on neuron:{}, kernel for neuron:{}", op, device, index));
+  if (!neuronsim::pytorch::run_kernel(
+          op.c_str(), device, key, [&] { return *program; }, tensors))
+    throw std::runtime_error(
+        fmt::format("{}: the device refused the kernel: {}", op,
+                    neuronsim::pytorch::take_refusal(op).value_or("no reason given")));
 }
 
 }  // namespace
@@ -83,4 +110,5 @@ PYBIND11_MODULE(_C, m) {
   neuronsim::pytorch::register_graph_functions(m);
   neuronsim::pytorch::register_distributed(m);
   neuronsim::nki::register_nki(m);
+  m.def("run_nki", &run_nki);
 }

@@ -114,21 +114,25 @@ class Kernel:
         self.last_run: KernelRun | None = None
         functools.update_wrapper(self, fn)
 
-    def build(self, *args: Any, **kwargs: Any):
+    def build(self, *args: Any, target: str | None = None, **kwargs: Any):
         """Traces the body with these arguments; returns (trace, program)."""
         from .. import _C
 
-        target = _target(self.target)
+        target = target or _target(self.target)
         trace = Trace(_C.nki.target(target))
         call_args = []
         for i, arg in enumerate(args):
             if isinstance(arg, (int, float, bool, str)) or arg is None:
                 call_args.append(arg)
                 continue
-            array, dtype = _as_array(arg)
             name = _parameter_name(self.fn, i)
-            tensor = trace.declare_hbm(name, dtype, tuple(array.shape), "input")
-            trace.inputs[tensor.name] = _bits(array, dtype)
+            if _is_neuron_tensor(arg):  # bound on the device, no host values
+                tensor = trace.declare_hbm(name, dtype_name(arg.dtype), tuple(arg.shape), "input")
+                trace.bound[tensor.name] = arg.contiguous()
+            else:
+                array, dtype = _as_array(arg)
+                tensor = trace.declare_hbm(name, dtype, tuple(array.shape), "input")
+                trace.inputs[tensor.name] = _bits(array, dtype)
             call_args.append(tensor)
         set_current(trace)
         try:
@@ -143,6 +147,9 @@ class Kernel:
         return trace, program
 
     def __call__(self, *args: Any, **kwargs: Any):
+        devices = {a.device for a in args if _is_neuron_tensor(a)}
+        if devices:
+            return self._call_on_device(devices, *args, **kwargs)
         from .. import _C
 
         trace, program = self.build(*args, **kwargs)
@@ -165,6 +172,60 @@ class Kernel:
             for name, data in run["outputs"].items()
         }
         return _unpack(trace.result, values)
+
+    def _call_on_device(self, devices: set, *args: Any, **kwargs: Any):
+        """The kernel on tensors of device "neuron": one kernel on that device's core, its
+        outputs new neuron tensors (what torch_neuronx's NKI entry points give)."""
+        import hashlib
+
+        import torch
+
+        from .. import _C
+
+        if len(devices) > 1 or any(
+            type(a).__module__.startswith("torch") and not _is_neuron_tensor(a) for a in args
+        ):
+            raise NkiError(f"{self.fn.__name__}: tensors on more than one device: {devices}")
+        device = devices.pop()
+        index = device.index if device.index is not None else torch.neuron.current_device()
+        generation = _C.device_properties(index)["generation"]
+        trace, program = self.build(*args, target=generation, **kwargs)
+        bound = dict(trace.bound)
+        for t in trace.outputs:
+            bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
+        text = "\n".join(trace.declarations + trace.lines).encode()
+        key = f"nki {self.fn.__module__}.{self.fn.__qualname__} {hashlib.sha1(text).hexdigest()}"
+        _C.run_nki(index, self.fn.__name__, key, program, list(bound.items()))
+        self.last_run = None  # it ran on the device's queue, among the model's kernels
+        return _unpack(trace.result, bound)
+
+
+_TORCH_DTYPES = {}
+
+
+def _torch_dtype_table() -> None:
+    import torch
+
+    _TORCH_DTYPES.update(
+        {
+            "float32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
+            "int8": torch.int8,
+            "uint8": torch.uint8,
+            "int16": torch.int16,
+            "int32": torch.int32,
+            "bool": torch.bool,
+        }
+    )
+
+
+def _is_neuron_tensor(value: Any) -> bool:
+    device = getattr(value, "device", None)
+    is_neuron = getattr(device, "type", None) == "neuron"
+    if is_neuron and not _TORCH_DTYPES:
+        _torch_dtype_table()
+    return is_neuron
 
 
 def _unpack(result: Any, values: dict[str, np.ndarray]):

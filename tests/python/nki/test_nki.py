@@ -148,3 +148,32 @@ def test_scripts_that_import_nki_run_through_the_launcher(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "latency True" in done.stdout
+
+
+def test_a_kernel_on_neuron_tensors_runs_as_one_kernel_in_strict_mode():
+    import neuronsim
+
+    torch.manual_seed(0)
+    a, b = torch.rand(256, 512), torch.rand(256, 512)
+
+    class Model(torch.nn.Module):  # an NKI kernel between eager ops of a model
+        def forward(self, x, y):
+            return tensor_add(x * 2, y).relu()
+
+    before = neuronsim.kernels_run()
+    with neuronsim.strict_mode():
+        out = Model()(a.to("neuron"), b.to("neuron"))
+        lhs_t = torch.rand(256, 128, dtype=torch.bfloat16)
+        rhs = torch.rand(256, 512, dtype=torch.bfloat16)
+        product = matmul_naive(lhs_t.to("neuron"), rhs.to("neuron"))
+    assert out.device.type == "neuron" and product.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), (a * 2 + b).relu())
+    torch.testing.assert_close(product.cpu(), lhs_t.float().T @ rhs.float())
+    assert neuronsim.kernels_run() - before == 4  # mul, the NKI kernel, relu; the matmul
+    assert neuronsim.fallback_counts() == {}
+
+
+def test_a_kernel_refuses_tensors_on_two_devices():
+    a = torch.rand(128, 8)
+    with pytest.raises(nki.NkiError, match="more than one device"):
+        tensor_add(a.to("neuron"), a)
