@@ -275,14 +275,32 @@ def simulate(kernel: Callable) -> Callable:
 
 
 def install() -> bool:
-    """Makes ``import nki`` (and ``nki.language``, ``nki.isa``) this package, unless another
-    ``nki`` is importable. Returns whether it did."""
-    if "nki" in sys.modules:
-        return sys.modules["nki"] is sys.modules[__name__]
-    if importlib.util.find_spec("nki") is not None:
-        return False
+    """Makes ``import nki`` (``nki.language``, ``nki.isa``) this package and ``from neuronxcc
+    import nki`` (the legacy surface) neuronsim.nki.legacy, each unless another package of
+    that name is importable. Returns whether ``nki`` is this package."""
+    import types
+
+    from . import legacy
+
+    def alias(name: str, modules: dict[str, Any]) -> bool:
+        if name in sys.modules:
+            return sys.modules[name] is modules[name]
+        if importlib.util.find_spec(name) is not None:
+            return False
+        sys.modules.update(modules)
+        return True
+
     this = sys.modules[__name__]
-    sys.modules["nki"] = this
-    sys.modules["nki.language"] = language
-    sys.modules["nki.isa"] = isa
-    return True
+    ours = alias("nki", {"nki": this, "nki.language": language, "nki.isa": isa})
+    neuronxcc = types.ModuleType("neuronxcc", "neuronsim's stand-in: only neuronxcc.nki")
+    neuronxcc.nki = legacy
+    alias(
+        "neuronxcc",
+        {
+            "neuronxcc": neuronxcc,
+            "neuronxcc.nki": legacy,
+            "neuronxcc.nki.language": language,
+            "neuronxcc.nki.isa": legacy.isa,
+        },
+    )
+    return ours

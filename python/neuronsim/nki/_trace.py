@@ -77,6 +77,40 @@ class ds:  # noqa: N801 (NKI's name)
     size: int
 
 
+class Index:
+    """An affine index of one axis, start + step * i for i in range(size): what nl.arange
+    and nl.mgrid give, with + and * by integers (the legacy API's index expressions)."""
+
+    def __init__(self, start: int, step: int, size: int):
+        self.start, self.step, self.size = int(start), int(step), int(size)
+
+    def as_slice(self) -> slice:
+        if self.step <= 0:
+            raise NkiError(f"index {self}: steps are positive")
+        return slice(self.start, self.start + self.step * (self.size - 1) + 1, self.step)
+
+    def __getitem__(self, _axes) -> Index:  # arange(n)[:, None]: the axis is the position
+        return self
+
+    def __add__(self, v: int) -> Index:
+        if isinstance(v, Index):
+            raise NkiError("indices of two axes add only as a broadcast, which is not supported")
+        return Index(self.start + int(v), self.step, self.size)
+
+    __radd__ = __add__
+
+    def __sub__(self, v: int) -> Index:
+        return Index(self.start - int(v), self.step, self.size)
+
+    def __mul__(self, v: int) -> Index:
+        return Index(self.start * int(v), self.step * int(v), self.size)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"Index({self.start} + {self.step} * i, i < {self.size})"
+
+
 class Tensor:
     """An NKI tensor: a view of a storage by an access pattern."""
 
@@ -125,6 +159,8 @@ class Tensor:
         for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
             if isinstance(item, ds):
                 item = slice(item.start, item.start + item.size)
+            elif isinstance(item, Index):  # nl.arange/mgrid: start + step * i
+                item = item.as_slice()
             if isinstance(item, slice):
                 first, stop, step = item.indices(size)
                 count = len(range(first, stop, step))
@@ -173,6 +209,40 @@ class Tensor:
         first = st.partition + self._partition
         pairs = ",".join(f"[{s},{n}]" for s, n in free)
         return f"{self.buffer}.{dt}[{first}:{partitions}]+{st.offset + self._start * size}[{pairs}]"
+
+    # -- tile arithmetic (each a new tile, as nl.add etc.) -------------------------------
+    def _binary(self, other, op: str, reverse: bool = False):
+        from . import language
+
+        return language._elementwise(op, self, other, reverse=reverse)
+
+    def __add__(self, other):
+        return self._binary(other, "add")
+
+    def __radd__(self, other):
+        return self._binary(other, "add", reverse=True)
+
+    def __sub__(self, other):
+        return self._binary(other, "subtract")
+
+    def __rsub__(self, other):
+        return self._binary(other, "subtract", reverse=True)
+
+    def __mul__(self, other):
+        return self._binary(other, "multiply")
+
+    def __rmul__(self, other):
+        return self._binary(other, "multiply", reverse=True)
+
+    def __truediv__(self, other):
+        return self._binary(other, "divide")
+
+    def __iadd__(self, other):
+        """dst += value: a pending matmul accumulates into this PSUM tile (the legacy
+        `res_psum += nisa.nc_matmul(a, b)`); anything else is added in place."""
+        from . import language
+
+        return language._accumulate(self, other)
 
     def identity(self) -> tuple:
         """This view of this allocation: a buffer allocated again is another allocation."""

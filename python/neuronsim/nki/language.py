@@ -46,7 +46,9 @@ class tile_size:  # noqa: N801 (NKI's name)
 
 # -- operators: the names nki.isa instructions take ---------------------------------------
 class _Op(str):
-    """An operator: an ALU op (add, maximum, ...) or an activation function (exp, ...)."""
+    """An operator: an ALU op (add, maximum, ...) or an activation function (exp, ...). As
+    an argument of an nki.isa instruction it names the operation; called, it computes a new
+    tile (nl.add(a, b), nl.exp(x)) with one instruction."""
 
     kind: str
 
@@ -54,6 +56,12 @@ class _Op(str):
         op = super().__new__(cls, name)
         op.kind = kind
         return op
+
+    def __call__(self, x, y=None, dtype=None, mask=None, **_kwargs):
+        _no_mask(mask, self)
+        if self.kind == "act":
+            return _activation(self, x, dtype)
+        return _elementwise(self, x, y, dtype=dtype)
 
 
 def _alu(name: str) -> _Op:
@@ -75,7 +83,7 @@ bitwise_and, bitwise_or, bitwise_xor = _alu("bitwise_and"), _alu("bitwise_or"), 
 left_shift, right_shift = _alu("left_shift"), _alu("arith_shift_right")
 logical_right_shift = _alu("logical_shift_right")
 
-copy = _act("identity")
+copy = _act("identity")  # as an operator; called, it is _copy below
 exp, log, tanh, sigmoid, relu = (
     _act("exp"),
     _act("log"),
@@ -190,3 +198,162 @@ def num_programs(axis: int = 0) -> int:
 
 def _describe(value: Any) -> str:
     return repr(value)
+
+
+# -- tiles computed by one instruction (nl.add(a, b), a * 2, nl.exp(x), ...) -----------------
+def _no_mask(mask, what) -> None:
+    if mask is not None:
+        raise NkiError(f"{what}: mask= is not supported yet")
+
+
+def _new_tile(like: NkiTensor, dtype=None, buffer: str = SBUF) -> NkiTensor:
+    return ndarray(like.shape, dtype or like.dtype, buffer, name="tile")
+
+
+def _elementwise(op, x, y, dtype=None, reverse: bool = False) -> NkiTensor:
+    """x <op> y of a tile and a tile or a number, into a new SBUF tile."""
+    from . import isa
+
+    if not isinstance(x, NkiTensor):
+        x, y, reverse = y, x, not reverse
+    out = _new_tile(x, dtype)
+    if isinstance(y, NkiTensor):
+        a, b = (y, x) if reverse else (x, y)
+        isa.tensor_tensor(dst=out, data1=a, data2=b, op=_Op(str(op), "alu"))
+    else:
+        isa.tensor_scalar(dst=out, data=x, op0=_Op(str(op), "alu"), operand0=y, reverse0=reverse)
+    return out
+
+
+def _activation(op, x, dtype=None) -> NkiTensor:
+    from . import isa
+
+    out = _new_tile(x, dtype)
+    isa.activation(dst=out, op=op, data=x)
+    return out
+
+
+class _PendingMatmul:
+    """stationary.T @ moving not yet written: `psum += it` accumulates it there; used as a
+    value, it is written to a new PSUM tile."""
+
+    def __init__(self, stationary: NkiTensor, moving: NkiTensor):
+        self.stationary, self.moving = stationary, moving
+
+    def materialize(self) -> NkiTensor:
+        from . import isa
+
+        rows = self.stationary.shape[1] if self.stationary.ndim > 1 else 1
+        out = ndarray((rows, *self.moving.shape[1:]), float32, PSUM, name="matmul")
+        isa.nc_matmul(out, self.stationary, self.moving, accumulate=False)
+        return out
+
+
+def _accumulate(dst: NkiTensor, value) -> NkiTensor:
+    from . import isa
+
+    if isinstance(value, _PendingMatmul):
+        isa.nc_matmul(dst, value.stationary, value.moving, accumulate=True)
+        return dst
+    if isinstance(value, NkiTensor):
+        isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=add)
+    else:
+        isa.tensor_scalar(dst=dst, data=dst, op0=add, operand0=value)
+    return dst
+
+
+# -- the legacy API's indices and tile operations -------------------------------------------
+def arange(*args: int) -> _trace.Index:
+    """An index along one axis (`nl.arange(128)[:, None]`)."""
+    r = range(*(int(a) for a in args))
+    return _trace.Index(r.start, r.step, len(r))
+
+
+class _MGrid:
+    def __getitem__(self, slices) -> tuple:
+        slices = slices if isinstance(slices, tuple) else (slices,)
+        return _Grid(arange(s.start or 0, s.stop, s.step or 1) for s in slices)
+
+
+class _Grid(tuple):
+    @property
+    def p(self) -> _trace.Index:
+        return self[0]
+
+    @property
+    def x(self) -> _trace.Index:
+        return self[1]
+
+
+mgrid = _MGrid()
+
+
+def par_dim(n: int) -> int:
+    """Marks the partition dim of a shape; the first dim is always the partition dim here."""
+    return int(n)
+
+
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask=None) -> NkiTensor:
+    """x @ y (x.T @ y with transpose_x) into a new PSUM tile."""
+    _no_mask(mask, "matmul")
+    if not transpose_x:
+        x = copy(transpose(x), dtype=x.dtype)
+    return _PendingMatmul(x, y).materialize()
+
+
+def transpose(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
+    """x with its partition and free dims swapped, into a new PSUM tile (TensorE)."""
+    from . import isa
+
+    _no_mask(mask, "transpose")
+    out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, PSUM, name="transpose")
+    isa.nc_transpose(out, x)
+    return out
+
+
+def _copy(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
+    """x into a new SBUF tile, converted to dtype."""
+    from . import isa
+
+    _no_mask(mask, "copy")
+    value = x.materialize() if isinstance(x, _PendingMatmul) else x
+    out = _new_tile(value, dtype)
+    isa.tensor_copy(out, value)
+    return out
+
+
+def _reduced(op, x: NkiTensor, axis, dtype=None, keepdims=False, negate=False) -> NkiTensor:
+    """op over the free axes `axis` of x into a new SBUF tile (one VectorE reduction)."""
+    from . import isa
+
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if keepdims:
+        shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
+    else:
+        shape = [n for d, n in enumerate(x.shape) if d not in axes]
+    out = ndarray(
+        tuple(shape) if len(shape) > 1 else (shape[0], 1), dtype or x.dtype, SBUF, name=str(op)
+    )
+    isa.tensor_reduce(out, _Op(str(op), "alu"), x, axis=axes, negate=negate, keepdims=keepdims)
+    return out
+
+
+def _reduce(op: str):
+    def reduce(x: NkiTensor, axis, dtype=None, keepdims: bool = False, mask=None) -> NkiTensor:
+        _no_mask(mask, op)
+        return _reduced(op, x, axis, dtype, keepdims)
+
+    return reduce
+
+
+sum = _reduce("add")  # noqa: A001 (NKI's name)
+max = _reduce("max")  # noqa: A001 (NKI's name)
+min = _reduce("min")  # noqa: A001 (NKI's name)
+
+
+class _CopyOp(_Op):
+    def __call__(self, x, dtype=None, mask=None, **_kwargs):
+        return _copy(x, dtype, mask)
+
+
+copy = _CopyOp("identity", "act")  # noqa: F811 (the operator, callable as nl.copy(x))
