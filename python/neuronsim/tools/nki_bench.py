@@ -46,7 +46,7 @@ def _cases(full: bool) -> list[tuple[str, object, tuple]]:
     shapes = [(1024, 2048, 2048)] + ([(4096, 8192, 8192)] if full else [])
     for m, k, n in shapes:
         operands = (_bf16((k, m), 0), _bf16((k, n), 1))
-        for name in ("matmul_naive", "matmul_hoisted"):
+        for name in ("matmul_naive", "matmul_hoisted", "matmul_blocked"):
             fn = getattr(nki_kernels, name).fn
             cases.append((f"{name}_{m}x{k}x{n}_bf16", fn, operands))
     return cases

@@ -82,5 +82,37 @@ def _matmul_hoisted(lhs_t, rhs):
     return out
 
 
+def _matmul_blocked(lhs_t, rhs, tiles_m: int = 4):
+    """The same product blocked over M: a block of `tiles_m` column tiles of lhs_t stays in
+    SBUF for the whole K extent, and each rhs tile, loaded once per block, feeds `tiles_m`
+    matmuls into as many PSUM accumulators. rhs is read M / (128 * tiles_m) times instead
+    of M / 128, lhs_t once: TensorE, not the DMAs, sets the pace."""
+    k_size, m_size = lhs_t.shape
+    n_size = rhs.shape[1]
+    tiles_k, block = k_size // 128, 128 * tiles_m
+    out = nl.ndarray((m_size, n_size), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mb in nl.affine_range(m_size // block):
+        lt = nl.ndarray((128, tiles_k, block), dtype=lhs_t.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(tiles_k):
+            nisa.dma_copy(
+                dst=lt[:, k, :], src=lhs_t[k * 128 : (k + 1) * 128, mb * block : (mb + 1) * block]
+            )
+        for n in nl.affine_range(n_size // 512):
+            accs = [
+                nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(tiles_m)
+            ]
+            for k in nl.affine_range(tiles_k):
+                rt = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
+                for i in range(tiles_m):
+                    nisa.nc_matmul(accs[i], lt[:, k, i * 128 : (i + 1) * 128], rt)
+            for i in range(tiles_m):
+                res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(res, accs[i])
+                rows = slice(mb * block + i * 128, mb * block + (i + 1) * 128)
+                nl.store(out[rows, n * 512 : (n + 1) * 512], res)
+    return out
+
+
 matmul_naive = nki.jit(_matmul_naive)
 matmul_hoisted = nki.jit(_matmul_hoisted)
+matmul_blocked = nki.jit(_matmul_blocked)

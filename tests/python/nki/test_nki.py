@@ -16,7 +16,13 @@ import torch
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.tools.nki_kernels import matmul_hoisted, matmul_naive, scaled_exp, tensor_add
+from neuronsim.tools.nki_kernels import (
+    matmul_blocked,
+    matmul_hoisted,
+    matmul_naive,
+    scaled_exp,
+    tensor_add,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +54,10 @@ def test_matmuls_accumulate_over_k_tiles_in_psum(dtype):
     expected = (lhs_t.float().T @ rhs.float()).numpy()
     for kernel in (matmul_naive, matmul_hoisted):
         np.testing.assert_allclose(kernel(lhs_t, rhs), expected, rtol=1e-5, atol=1e-3)
+    wide = torch.rand(256, 512, dtype=dtype)  # blocked over M: four 128-column tiles
+    np.testing.assert_allclose(
+        matmul_blocked(wide, rhs), (wide.float().T @ rhs.float()).numpy(), rtol=1e-5, atol=1e-3
+    )
 
 
 def test_loading_each_lhs_block_once_moves_fewer_bytes_and_runs_faster():
