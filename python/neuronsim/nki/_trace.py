@@ -188,6 +188,19 @@ class Tensor:
             start += i * stride
         return Tensor(self._storage, dims, start, partition)
 
+    def broadcast_to(self, shape) -> Tensor:
+        """This view repeated along its size-1 dims (stride 0): one DMA puts a row of HBM on
+        every partition."""
+        shape = tuple(int(n) for n in shape)
+        if len(shape) != self.ndim:
+            raise NkiError(f"{self.name}: broadcast_to {shape} from {self.shape}")
+        dims = []
+        for (stride, size), n in zip(self._dims, shape):
+            if size != n and size != 1:
+                raise NkiError(f"{self.name}: dim of size {size} does not broadcast to {n}")
+            dims.append((stride if size == n else 0, n))
+        return Tensor(self._storage, dims, self._start, self._partition)
+
     # -- the assembly form --------------------------------------------------------------
     def pattern(self) -> str:
         """This view as an access pattern of neuronsim's assembly."""

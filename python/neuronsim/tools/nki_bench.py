@@ -42,7 +42,13 @@ def _bf16(shape: tuple[int, ...], seed: int):
 
 def _cases(full: bool) -> list[tuple[str, object, tuple]]:
     add = np.ones((1024, 2048), np.float32)
-    cases = [("tensor_add_1024x2048_fp32", nki_kernels.tensor_add.fn, (add, add))]
+    weight = np.ones((1, 2048), np.float32)
+    cases = [
+        ("tensor_add_1024x2048_fp32", nki_kernels.tensor_add.fn, (add, add)),
+        ("rms_norm_1024x2048_fp32", nki_kernels.rms_norm.fn, (add, weight)),
+        ("softmax_1024x2048_fp32", nki_kernels.softmax.fn, (add,)),
+        ("transpose_1024x1024_fp32", nki_kernels.transpose.fn, (add[:, :1024],)),
+    ]
     shapes = [(1024, 2048, 2048)] + ([(4096, 8192, 8192)] if full else [])
     for m, k, n in shapes:
         operands = (_bf16((k, m), 0), _bf16((k, n), 1))

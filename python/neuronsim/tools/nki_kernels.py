@@ -116,3 +116,66 @@ def _matmul_blocked(lhs_t, rhs, tiles_m: int = 4):
 matmul_naive = nki.jit(_matmul_naive)
 matmul_hoisted = nki.jit(_matmul_hoisted)
 matmul_blocked = nki.jit(_matmul_blocked)
+
+
+@nki.jit
+def rms_norm(x_input, weight, eps: float = 1e-6):
+    """x / sqrt(mean(x^2) + eps) * weight over rows of 128: squares and their sum on
+    ScalarE (activation with a reduction), rsqrt, then a per-row scale and the weight on
+    VectorE."""
+    out = nl.ndarray(x_input.shape, dtype=x_input.dtype, buffer=nl.shared_hbm)
+    rows, cols = x_input.shape
+    w = nl.ndarray((128, cols), dtype=weight.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=weight.broadcast_to((128, cols)))  # on every partition
+    for r in nl.affine_range(rows // 128):
+        part = slice(r * 128, (r + 1) * 128)
+        x = nl.load(x_input[part, :])
+        squares = nl.ndarray((128, cols), dtype=nl.float32, buffer=nl.sbuf)
+        total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=squares, op=nl.square, data=x, reduce_op=nl.add, reduce_res=total)
+        inv = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(
+            dst=inv, data=total, op0=nl.multiply, operand0=1.0 / cols, op1=nl.add, operand1=eps
+        )
+        nisa.activation(dst=inv, op=nl.rsqrt, data=inv)
+        y = nl.ndarray((128, cols), dtype=x_input.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=inv)
+        nisa.tensor_tensor(dst=y, data1=y, data2=w, op=nl.multiply)
+        nl.store(out[part, :], y)
+    return out
+
+
+@nki.jit
+def softmax(x_input):
+    """exp(x - max) / sum over rows: the max on VectorE, exp with the negated max as a
+    per-row bias and the sum as its reduction on ScalarE, then one divide."""
+    out = nl.ndarray(x_input.shape, dtype=x_input.dtype, buffer=nl.shared_hbm)
+    rows, cols = x_input.shape
+    for r in nl.affine_range(rows // 128):
+        part = slice(r * 128, (r + 1) * 128)
+        x = nl.load(x_input[part, :])
+        neg_max = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=x, axis=1, negate=True, keepdims=True)
+        e = nl.ndarray((128, cols), dtype=nl.float32, buffer=nl.sbuf)
+        total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=e, op=nl.exp, data=x, bias=neg_max, reduce_op=nl.add, reduce_res=total)
+        y = nl.ndarray((128, cols), dtype=x_input.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=e, op0=nl.divide, operand0=total)
+        nl.store(out[part, :], y)
+    return out
+
+
+@nki.jit
+def transpose(x_input):
+    """x.T of a [128 * a, 128 * b] matrix, one 128 x 128 block at a time on TensorE."""
+    rows, cols = x_input.shape
+    out = nl.ndarray((cols, rows), dtype=x_input.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(rows // 128):
+        for j in nl.affine_range(cols // 128):
+            block = nl.load(x_input[i * 128 : (i + 1) * 128, j * 128 : (j + 1) * 128])
+            flipped = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_transpose(dst=flipped, data=block)
+            y = nl.ndarray((128, 128), dtype=x_input.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=y, src=flipped)
+            nl.store(out[j * 128 : (j + 1) * 128, i * 128 : (i + 1) * 128], y)
+    return out

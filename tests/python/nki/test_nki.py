@@ -20,8 +20,11 @@ from neuronsim.tools.nki_kernels import (
     matmul_blocked,
     matmul_hoisted,
     matmul_naive,
+    rms_norm,
     scaled_exp,
+    softmax,
     tensor_add,
+    transpose,
 )
 
 
@@ -45,6 +48,18 @@ def test_tiled_add_is_exact_and_its_latency_repeats():
 def test_activation_and_two_operator_tensor_scalar():
     x = np.linspace(-2, 2, 128 * 64, dtype=np.float32).reshape(128, 64)
     np.testing.assert_allclose(scaled_exp(x), np.exp(2 * x) * 0.5 + 1, rtol=1e-6)
+
+
+def test_rms_norm_softmax_and_transpose():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((256, 384)).astype(np.float32)
+    w = rng.standard_normal((1, 384)).astype(np.float32)
+    expected = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(rms_norm(x, w), expected, rtol=1e-5, atol=1e-5)
+    assert rms_norm.last_run.count("dma_copy") == 1 + 2 * 2  # the weight once, broadcast
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(softmax(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert np.array_equal(transpose(x[:, :256]), x[:, :256].T)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
