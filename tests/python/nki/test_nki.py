@@ -202,3 +202,16 @@ def test_a_kernel_refuses_tensors_on_two_devices():
     a = torch.rand(128, 8)
     with pytest.raises(nki.NkiError, match="more than one device"):
         tensor_add(a.to("neuron"), a)
+
+
+def test_an_instruction_the_hardware_refuses_is_reported_at_its_source_line():
+    @nki.jit
+    def too_wide(a_in, b_in):
+        a, b = nl.load(a_in), nl.load(b_in)
+        acc = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, a, b)  # the moving free size is at most 512
+        return a_in
+
+    line = too_wide.fn.__code__.co_firstlineno + 4
+    with pytest.raises(nki.NkiError, match=rf"test_nki.py:{line}: matmul: .*exceeds 512"):
+        too_wide(np.zeros((128, 128), np.float32), np.zeros((128, 1024), np.float32))
