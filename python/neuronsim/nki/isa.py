@@ -220,3 +220,81 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name: str =
         negate=bool(negate) or None,
         keepdims=bool(keepdims) or None,
     )
+
+
+def bn_stats(dst, data, name: str = "") -> None:
+    """Per partition, the count, mean and variance terms of `data` (VectorE): 6 values
+    for bn_aggr to combine."""
+    _on_chip(data, "bn_stats data", SBUF, PSUM)
+    _trace.current().emit("dve", "bn_stats", dst=dst, src=data)
+
+
+def bn_aggr(dst, data, name: str = "") -> None:
+    """Per partition, the mean and variance from bn_stats' groups of 6 (VectorE)."""
+    _on_chip(data, "bn_aggr data", SBUF, PSUM)
+    _trace.current().emit("dve", "bn_aggr", dst=dst, src=data)
+
+
+def tensor_tensor_scan(
+    dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name: str = ""
+) -> None:
+    """Per partition along the free dim: r[i] = (data0[i] <op0> r[i-1]) <op1> data1[i],
+    r[-1] = initial (a number or a [P, 1] tile): a linear recurrence (VectorE)."""
+    if reverse0 or reverse1:
+        raise NkiError("tensor_tensor_scan: reverse0/reverse1 are not supported yet")
+    _same_shape("tensor_tensor_scan", data0, data1)
+    start = initial if isinstance(initial, NkiTensor) else repr(float(initial))
+    _trace.current().emit(
+        "dve",
+        "tensor_tensor_scan",
+        dst=dst,
+        in0=data0,
+        in1=data1,
+        op0=_alu(op0, "tensor_tensor_scan"),
+        op1=_alu(op1, "tensor_tensor_scan"),
+        initial=start,
+    )
+
+
+def tensor_partition_reduce(dst, op, data, name: str = "") -> None:
+    """op across the partitions of data, into one partition (GpSimd)."""
+    _trace.current().emit(
+        "pool", "partition_reduce", dst=dst, src=data, op=_alu(op, "tensor_partition_reduce")
+    )
+
+
+def max8(dst, src, name: str = "") -> None:
+    """The 8 largest values of each partition, largest first (VectorE)."""
+    _trace.current().emit("dve", "max8", dst=dst, src=src)
+
+
+def nc_find_index8(dst, data, vals, name: str = "") -> None:
+    """The position of the first occurrence of each of the 8 `vals` in each partition."""
+    _trace.current().emit("dve", "find_index8", dst=dst, src=data, vals=vals)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name: str = "") -> None:
+    """data with the first occurrence of each of the 8 `vals` replaced by `imm` (their
+    positions into dst_idx): the next round of a top-k."""
+    _trace.current().emit(
+        "dve",
+        "match_replace8",
+        dst=dst,
+        src=data,
+        vals=vals,
+        dst_index=dst_idx,
+        imm=repr(float(imm)),
+    )
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name: str = "") -> None:
+    """dst = src where predicate is nonzero (zero, with reverse_pred); elsewhere dst keeps
+    its values (VectorE)."""
+    _trace.current().emit(
+        "dve",
+        "copy_predicated",
+        dst=dst,
+        src=src,
+        predicate=predicate,
+        reverse=bool(reverse_pred) or None,
+    )

@@ -48,6 +48,12 @@ def _cases(full: bool) -> list[tuple[str, object, tuple]]:
         ("rms_norm_1024x2048_fp32", nki_kernels.rms_norm.fn, (add, weight)),
         ("softmax_1024x2048_fp32", nki_kernels.softmax.fn, (add,)),
         ("transpose_1024x1024_fp32", nki_kernels.transpose.fn, (add[:, :1024],)),
+        (
+            "layer_norm_1024x512_fp32",
+            nki_kernels.layer_norm.fn,
+            (add[:, :512], weight[:, :512], weight[:, :512]),
+        ),
+        ("selective_scan_1024x2048_fp32", nki_kernels.selective_scan.fn, (add, add)),
     ]
     shapes = [(1024, 2048, 2048)] + ([(4096, 8192, 8192)] if full else [])
     for m, k, n in shapes:

@@ -179,3 +179,64 @@ def transpose(x_input):
             nisa.tensor_copy(dst=y, src=flipped)
             nl.store(out[j * 128 : (j + 1) * 128, i * 128 : (i + 1) * 128], y)
     return out
+
+
+@nki.jit
+def layer_norm(x_input, weight, bias, eps: float = 1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over rows of at most 512: mean and
+    variance from bn_stats and bn_aggr (VectorE), the normalisation as one tensor_scalar
+    with two per-row operands."""
+    out = nl.ndarray(x_input.shape, dtype=x_input.dtype, buffer=nl.shared_hbm)
+    rows, cols = x_input.shape
+    w = nl.ndarray((128, cols), dtype=weight.dtype, buffer=nl.sbuf)
+    b = nl.ndarray((128, cols), dtype=bias.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=weight.broadcast_to((128, cols)))
+    nisa.dma_copy(dst=b, src=bias.broadcast_to((128, cols)))
+    for r in nl.affine_range(rows // 128):
+        part = slice(r * 128, (r + 1) * 128)
+        x = nl.load(x_input[part, :])
+        stats = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=stats, data=x)
+        moments = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.sbuf)  # mean, variance
+        nisa.bn_aggr(dst=moments, data=stats)
+        rstd = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=rstd, data=moments[:, 1:2], op0=nl.add, operand0=eps)
+        nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd)
+        y = nl.ndarray((128, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(
+            dst=y, data=x, op0=nl.subtract, operand0=moments[:, 0:1], op1=nl.multiply, operand1=rstd
+        )
+        nisa.tensor_tensor(dst=y, data1=y, data2=w, op=nl.multiply)
+        z = nl.ndarray((128, cols), dtype=x_input.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=z, data1=y, data2=b, op=nl.add)
+        nl.store(out[part, :], z)
+    return out
+
+
+@nki.jit
+def selective_scan(decay, inputs):
+    """h[t] = decay[t] * h[t-1] + inputs[t] along each row (h[-1] = 0): a state-space
+    model's recurrence as one VectorE scan per 128 channels."""
+    out = nl.ndarray(inputs.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    for r in nl.affine_range(inputs.shape[0] // 128):
+        part = slice(r * 128, (r + 1) * 128)
+        a, x = nl.load(decay[part, :]), nl.load(inputs[part, :])
+        h = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor_scan(dst=h, data0=a, data1=x, initial=0.0, op0=nl.multiply, op1=nl.add)
+        nl.store(out[part, :], h)
+    return out
+
+
+@nki.jit
+def top8(x_input):
+    """The 8 largest values of each row and their positions (max8, nc_find_index8)."""
+    values = nl.ndarray((x_input.shape[0], 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    positions = nl.ndarray((x_input.shape[0], 8), dtype=nl.uint32, buffer=nl.shared_hbm)
+    x = nl.load(x_input)
+    best = nl.ndarray((x_input.shape[0], 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(dst=best, src=x)
+    where = nl.ndarray((x_input.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_find_index8(dst=where, data=x, vals=best)
+    nl.store(values, best)
+    nl.store(positions, where)
+    return values, positions

@@ -17,13 +17,16 @@ import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.tools.nki_kernels import (
+    layer_norm,
     matmul_blocked,
     matmul_hoisted,
     matmul_naive,
     rms_norm,
     scaled_exp,
+    selective_scan,
     softmax,
     tensor_add,
+    top8,
     transpose,
 )
 
@@ -60,6 +63,27 @@ def test_rms_norm_softmax_and_transpose():
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(softmax(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
     assert np.array_equal(transpose(x[:, :256]), x[:, :256].T)
+
+
+def test_layer_norm_selective_scan_and_top8():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((256, 384)).astype(np.float32)
+    w, b = rng.standard_normal((2, 1, 384)).astype(np.float32)
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        layer_norm(x, w, b), (x - mean) / np.sqrt(var + 1e-5) * w + b, rtol=1e-5, atol=1e-5
+    )
+    decay = rng.random((128, 64)).astype(np.float32)
+    inputs = rng.standard_normal((128, 64)).astype(np.float32)
+    h, state = np.zeros_like(inputs), np.zeros(128, np.float32)
+    for t in range(64):  # the recurrence, step by step, in FP32 as the engine computes it
+        state = decay[:, t] * state + inputs[:, t]
+        h[:, t] = state
+    np.testing.assert_allclose(selective_scan(decay, inputs), h, rtol=1e-6, atol=1e-6)
+    values, positions = top8(x[:128])
+    order = np.argsort(-x[:128], axis=1)[:, :8]
+    assert np.array_equal(positions.astype(np.int64), order)
+    assert np.array_equal(values, np.take_along_axis(x[:128], order, axis=1))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
