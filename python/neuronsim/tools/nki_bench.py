@@ -54,6 +54,11 @@ def _cases(full: bool) -> list[tuple[str, object, tuple]]:
             (add[:, :512], weight[:, :512], weight[:, :512]),
         ),
         ("selective_scan_1024x2048_fp32", nki_kernels.selective_scan.fn, (add, add)),
+        (
+            "fused_attention_512x128_bf16",
+            nki_kernels.fused_attention.fn,
+            (_bf16((128, 512), 2), _bf16((128, 512), 3), _bf16((512, 128), 4)),
+        ),
     ]
     shapes = [(1024, 2048, 2048)] + ([(4096, 8192, 8192)] if full else [])
     for m, k, n in shapes:

@@ -240,3 +240,48 @@ def top8(x_input):
     nl.store(values, best)
     nl.store(positions, where)
     return values, positions
+
+
+@nki.jit
+def fused_attention(q_t, k_t, v):
+    """softmax(q @ k.T / sqrt(d)) @ v for one head, q and k given transposed ([d, S], d at
+    most 128, S a multiple of 128 up to 512): per 128 queries, the scores in one PSUM bank,
+    the row max and the exp (with its sum) on the engines, the probabilities transposed on
+    TensorE block by block and multiplied by v, accumulated over the keys, then divided by
+    the sum. Nothing but q, k, v and the output crosses HBM."""
+    d, seq = q_t.shape
+    scale = 1.0 / float(d) ** 0.5
+    out = nl.ndarray((seq, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    keys = nl.load(k_t)
+    values = nl.ndarray((128, seq // 128, d), dtype=v.dtype, buffer=nl.sbuf)
+    for j in nl.affine_range(seq // 128):
+        nisa.dma_copy(dst=values[:, j, :], src=v[j * 128 : (j + 1) * 128, :])
+    for i in nl.affine_range(seq // 128):
+        queries = nl.load(q_t[:, i * 128 : (i + 1) * 128])
+        scores = nl.ndarray((128, seq), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(scores, queries, keys)
+        bias = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)  # -max * scale
+        nisa.tensor_reduce(dst=bias, op=nl.maximum, data=scores, axis=1, negate=True, keepdims=True)
+        nisa.tensor_scalar(dst=bias, data=bias, op0=nl.multiply, operand0=scale)
+        probs = nl.ndarray((128, seq), dtype=nl.float32, buffer=nl.sbuf)
+        total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(
+            dst=probs,
+            op=nl.exp,
+            data=scores,
+            bias=bias,
+            scale=scale,
+            reduce_op=nl.add,
+            reduce_res=total,
+        )
+        acc = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.psum)
+        for j in nl.affine_range(seq // 128):
+            flipped = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_transpose(dst=flipped, data=probs[:, j * 128 : (j + 1) * 128])
+            probs_t = nl.ndarray((128, 128), dtype=v.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=probs_t, src=flipped)
+            nisa.nc_matmul(acc, probs_t, values[:, j, :])
+        res = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=res, data=acc, op0=nl.divide, operand0=total)
+        nl.store(out[i * 128 : (i + 1) * 128, :], res)
+    return out
