@@ -298,3 +298,21 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name: str = 
         predicate=predicate,
         reverse=bool(reverse_pred) or None,
     )
+
+
+def activation_reduce(
+    dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name: str = ""
+) -> None:
+    """activation, and its results reduced along the free dim into reduce_res ([P, 1]), in
+    the same ScalarE instruction."""
+    activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res)
+
+
+def reciprocal(dst, data, name: str = "") -> None:
+    """dst = 1 / data on VectorE: one tensor_scalar (1 divided by each element), whose cost
+    the cost model gives."""
+    _on_chip(dst, "reciprocal dst", SBUF, PSUM)
+    _on_chip(data, "reciprocal data", SBUF, PSUM)
+    _trace.current().emit(
+        "dve", "tensor_scalar", dst=dst, src=data, op0="divide", imm0="1.0", reverse0=True
+    )

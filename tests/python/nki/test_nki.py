@@ -252,3 +252,24 @@ def test_an_instruction_the_hardware_refuses_is_reported_at_its_source_line():
     line = too_wide.fn.__code__.co_firstlineno + 4
     with pytest.raises(nki.NkiError, match=rf"test_nki.py:{line}: matmul: .*exceeds 512"):
         too_wide(np.zeros((128, 128), np.float32), np.zeros((128, 1024), np.float32))
+
+
+def test_activation_reduce_and_reciprocal():
+    @nki.jit
+    def exp_sum_and_inverse(x_in):
+        sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        inverse = nl.ndarray(x_in.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(x_in)
+        e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(e, nl.exp, x, reduce_op=nl.add, reduce_res=total)
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(r, x)
+        nl.store(sums, total)
+        nl.store(inverse, r)
+        return sums, inverse
+
+    x = np.random.default_rng(6).random((128, 32), np.float32) + 0.5
+    sums, inverse = exp_sum_and_inverse(x)
+    np.testing.assert_allclose(sums[:, 0], np.exp(x).sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(inverse, 1 / x, rtol=1e-6)
