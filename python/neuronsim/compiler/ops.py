@@ -36,6 +36,11 @@ class NoWork(Unsupported):
     do not hold, an item of a tuple): it runs eagerly, but nothing is split out."""
 
 
+class OwnKernel(NoWork):
+    """A node that is a device kernel of its own (an NKI kernel, neuronsim.nki): it runs
+    between the programs, on the device, and is no fallback."""
+
+
 class Empty(NoWork):
     """A node whose result has no elements (a pass-through slice of a partial rotary
     embedding): made from its meta alone, so it waits for none of its inputs."""
@@ -221,6 +226,8 @@ def check_lowerable(node: torch.fx.Node) -> None:
         raise Unsupported(f"{node.op} node")
     if t is kept_transposed:
         raise NoWork("a parameter kept transposed between calls")
+    if getattr(t, "namespace", None) == "neuronsim_nki":
+        raise OwnKernel("an NKI kernel, a device kernel of its own")
     if t is operator.getitem:
         if not is_item(node):
             raise NoWork("an item of a tuple")

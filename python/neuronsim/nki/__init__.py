@@ -113,6 +113,9 @@ class Kernel:
         self.trace_path = trace
         self.last_run: KernelRun | None = None
         functools.update_wrapper(self, fn)
+        # How torch.compile's graphs name this kernel (the op neuronsim_nki::call's key).
+        self.op_key = f"{fn.__module__}.{fn.__qualname__}@{id(self):x}"
+        _KERNELS[self.op_key] = self
 
     def build(self, *args: Any, target: str | None = None, **kwargs: Any):
         """Traces the body with these arguments; returns (trace, program)."""
@@ -147,6 +150,15 @@ class Kernel:
         return trace, program
 
     def __call__(self, *args: Any, **kwargs: Any):
+        import torch
+
+        if torch.compiler.is_compiling():  # one node of the graph: the op neuronsim_nki::call
+            if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
+                raise NkiError(
+                    f"{self.fn.__name__}: inside torch.compile a kernel takes tensors only"
+                )
+            outs = torch.ops.neuronsim_nki.call(self.op_key, list(args))
+            return outs[0] if len(outs) == 1 else tuple(outs)
         devices = {a.device for a in args if _is_neuron_tensor(a)}
         if devices:
             return self._call_on_device(devices, *args, **kwargs)
@@ -201,6 +213,47 @@ class Kernel:
 
 
 _TORCH_DTYPES = {}
+_KERNELS: dict[str, Kernel] = {}  # by op_key, for the op neuronsim_nki::call
+
+
+def _flat(result: Any) -> list:
+    if isinstance(result, (tuple, list)):
+        return [t for r in result for t in _flat(r)]
+    return [result]
+
+
+def _register_torch_op():
+    """neuronsim_nki::call(kernel, inputs): a kernel as one node of a torch.compile graph.
+    On the device it runs as _call_on_device does; its fake form traces the kernel for the
+    shapes of its outputs."""
+    import torch
+
+    library = torch.library.Library("neuronsim_nki", "DEF")
+    library.define("call(str kernel, Tensor[] inputs) -> Tensor[]")
+
+    def on_device(kernel: str, inputs: list):
+        k = _KERNELS[kernel]
+        return _flat(k(*inputs))
+
+    def fake(kernel: str, inputs: list):
+        k = _KERNELS[kernel]
+        _is_neuron_tensor(inputs[0])  # the dtype table
+        generation = _C_module().device_properties(inputs[0].device.index or 0)["generation"]
+        trace, _ = k.build(*inputs, target=generation)
+        return [
+            torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=inputs[0].device)
+            for t in _flat(trace.result)
+        ]
+
+    library.impl("call", on_device, "PrivateUse1")
+    torch.library.register_fake("neuronsim_nki::call", fake, lib=library)
+    return library
+
+
+def _C_module():  # noqa: N802 (the extension's name)
+    from .. import _C
+
+    return _C
 
 
 def _torch_dtype_table() -> None:
@@ -215,6 +268,8 @@ def _torch_dtype_table() -> None:
             "uint8": torch.uint8,
             "int16": torch.int16,
             "int32": torch.int32,
+            "uint16": torch.uint16,
+            "uint32": torch.uint32,
             "bool": torch.bool,
         }
     )
@@ -304,3 +359,6 @@ def install() -> bool:
         },
     )
     return ours
+
+
+_LIBRARY = _register_torch_op()  # kept: the op lives as long as its library

@@ -273,3 +273,25 @@ def test_activation_reduce_and_reciprocal():
     sums, inverse = exp_sum_and_inverse(x)
     np.testing.assert_allclose(sums[:, 0], np.exp(x).sum(axis=1), rtol=1e-5)
     np.testing.assert_allclose(inverse, 1 / x, rtol=1e-6)
+
+
+def test_a_kernel_inside_torch_compile_is_one_node_of_one_graph_in_strict_mode():
+    import neuronsim
+    import neuronsim.compiler
+
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            values, positions = top8(tensor_add(x * 2, y)[:128])
+            return values.relu() + 1, positions
+
+    torch._dynamo.reset()
+    neuronsim.compiler.reset_stats()
+    a, b = torch.rand(256, 512), torch.rand(256, 512)
+    with neuronsim.strict_mode():
+        values, positions = torch.compile(Model(), backend="neuron")(a.to("neuron"), b.to("neuron"))
+    expected = torch.topk((a * 2 + b)[:128], 8)
+    torch.testing.assert_close(values.cpu(), expected.values.relu() + 1)
+    assert torch.equal(positions.cpu().to(torch.int64), expected.indices)
+    stats = neuronsim.compiler.stats()
+    assert stats.graphs == 1 and not stats.eager_nodes  # no graph break, no fallback
+    assert neuronsim.fallback_counts() == {}
