@@ -8,3 +8,4 @@ This is not AWS's torch-neuronx, and must never be installed beside it.
 
 from neuronsim import *  # noqa: F403 (the compatibility name re-exports the API)
 from neuronsim import __version__, _autoload  # noqa: F401
+from neuronsim.nki import nki_op  # noqa: E402, F401 (an NKI kernel as a PyTorch custom op)

@@ -219,6 +219,12 @@ def reads_lazy(node: torch.fx.Node) -> bool:
     return (is_pointwise(node) and t is not aten.addmm.default) or t in CONCAT or t in SCATTERS
 
 
+def _is_nki_kernel(target) -> bool:
+    from ..nki import is_kernel_op
+
+    return is_kernel_op(target)
+
+
 def check_lowerable(node: torch.fx.Node) -> None:
     """Raises Unsupported, saying why, unless this module lowers the node."""
     t = node.target
@@ -226,7 +232,7 @@ def check_lowerable(node: torch.fx.Node) -> None:
         raise Unsupported(f"{node.op} node")
     if t is kept_transposed:
         raise NoWork("a parameter kept transposed between calls")
-    if getattr(t, "namespace", None) == "neuronsim_nki":
+    if _is_nki_kernel(t):
         raise OwnKernel("an NKI kernel, a device kernel of its own")
     if t is operator.getitem:
         if not is_item(node):

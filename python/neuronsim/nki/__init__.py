@@ -27,7 +27,7 @@ import numpy as np
 from . import isa, language  # noqa: F401 (nki.isa, nki.language)
 from ._trace import NkiError, Trace, dtype_name, set_current
 
-__all__ = ["jit", "simulate", "KernelRun", "NkiError", "install", "isa", "language"]
+__all__ = ["jit", "simulate", "nki_op", "KernelRun", "NkiError", "install", "isa", "language"]
 
 TARGETS = ("trn1", "trn2", "trn3")
 
@@ -205,6 +205,8 @@ class Kernel:
         bound = dict(trace.bound)
         for t in trace.outputs:
             bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
+        if any(_is_fake(t) for t in bound.values()):  # shapes only (a fake kernel, tracing)
+            return _unpack(trace.result, bound)
         text = "\n".join(trace.declarations + trace.lines).encode()
         key = f"nki {self.fn.__module__}.{self.fn.__qualname__} {hashlib.sha1(text).hexdigest()}"
         _C.run_nki(index, self.fn.__name__, key, program, list(bound.items()))
@@ -273,6 +275,40 @@ def _torch_dtype_table() -> None:
             "bool": torch.bool,
         }
     )
+
+
+# The custom ops whose bodies are NKI kernels: device kernels of their own, never fallbacks.
+_KERNEL_OPS = {"neuronsim_nki::call"}
+
+
+def is_kernel_op(target: Any) -> bool:
+    """Whether an FX node's target is an NKI kernel's op (what torch.compile runs as a
+    device kernel of its own between its programs)."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and schema.name in _KERNEL_OPS
+
+
+def _is_fake(value: Any) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(value)
+
+
+def nki_op(name: str, fn: Callable | None = None, mutates_args=()):
+    """A PyTorch custom op (``"namespace::name"``) whose body calls NKI kernels: ``fn`` takes
+    and returns tensors, with type annotations (its schema), and calls ``@nki.jit`` kernels
+    on them. The op runs ``fn`` on the device; its fake form runs ``fn`` on fake tensors,
+    where each kernel is traced for its outputs' shapes and not run. So the op works
+    eagerly and as one node of a torch.compile graph (torch_neuronx.nki_op)."""
+    import torch
+
+    def register(body: Callable):
+        op = torch.library.custom_op(name, mutates_args=mutates_args)(body)
+        op.register_fake(body)
+        _KERNEL_OPS.add(name)
+        return op
+
+    return register if fn is None else register(fn)
 
 
 def _is_neuron_tensor(value: Any) -> bool:

@@ -295,3 +295,28 @@ def test_a_kernel_inside_torch_compile_is_one_node_of_one_graph_in_strict_mode()
     stats = neuronsim.compiler.stats()
     assert stats.graphs == 1 and not stats.eager_nodes  # no graph break, no fallback
     assert neuronsim.fallback_counts() == {}
+
+
+def test_torch_neuronx_nki_op_registers_a_custom_op_for_eager_and_compiled_use():
+    import neuronsim
+    import neuronsim.compiler
+    import torch_neuronx
+
+    @torch_neuronx.nki_op("neuronsim_tests::scaled_add", mutates_args=())
+    def scaled_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return tensor_add(x, y) * 0.5
+
+    a, b = torch.rand(256, 512), torch.rand(256, 512)
+    with neuronsim.strict_mode():
+        eager = scaled_add(a.to("neuron"), b.to("neuron"))
+    torch.testing.assert_close(eager.cpu(), (a + b) * 0.5)
+    assert torch.ops.neuronsim_tests.scaled_add.default is not None
+
+    torch._dynamo.reset()
+    neuronsim.compiler.reset_stats()
+    with neuronsim.strict_mode():
+        compiled = torch.compile(lambda x, y: scaled_add(x * 2, y).relu(), backend="neuron")(
+            a.to("neuron"), b.to("neuron")
+        )
+    torch.testing.assert_close(compiled.cpu(), ((a * 2 + b) * 0.5).relu())
+    assert neuronsim.compiler.stats().graphs == 1 and not neuronsim.compiler.stats().eager_nodes
