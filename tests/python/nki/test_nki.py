@@ -4,7 +4,9 @@ the tensor and the limit."""
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -320,3 +322,35 @@ def test_torch_neuronx_nki_op_registers_a_custom_op_for_eager_and_compiled_use()
         )
     torch.testing.assert_close(compiled.cpu(), ((a * 2 + b) * 0.5).relu())
     assert neuronsim.compiler.stats().graphs == 1 and not neuronsim.compiler.stats().eager_nodes
+
+
+NEURON_SIM = pathlib.Path(__file__).resolve().parents[3] / "build" / "bin" / "neuron-sim"
+
+
+def test_a_run_writes_its_perfetto_trace(tmp_path):
+    path = tmp_path / "add.json"
+    kernel = nki.jit(tensor_add.fn, trace=str(path))
+    a = np.ones((256, 512), np.float32)
+    kernel(a, a)
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {e.get("name", "") for e in events}
+    assert {"DMA transfers", "SBUF occupancy"} <= names, sorted(names)[:20]
+
+
+@pytest.mark.skipif(not NEURON_SIM.exists(), reason="the CLI is built by the C++ build")
+def test_the_neff_a_kernel_writes_runs_in_neuron_sim(tmp_path):
+    a = np.ones((256, 512), np.float32)
+    tensor_add(a, a)
+    body_us = tensor_add.last_run.latency_us
+    neff = tmp_path / "add.neff"
+    tensor_add.last_run.program.write_neff(str(neff))
+    info = subprocess.run([NEURON_SIM, "info", neff], capture_output=True, text=True)
+    assert info.returncode == 0 and "a_input" in info.stdout, info.stderr
+    run = subprocess.run(
+        [NEURON_SIM, "run", neff, "--random-inputs", "--no-launch"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"total simulated time {body_us:.3f}" in run.stdout, run.stdout
