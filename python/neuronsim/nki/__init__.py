@@ -34,7 +34,7 @@ TARGETS = ("trn1", "trn2", "trn3")
 
 def _target(explicit: str | None) -> str:
     target = explicit or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "trn2"
-    target = target.lower()
+    target = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}.get(target.lower(), target.lower())
     if target not in TARGETS:
         raise NkiError(f"target {target!r} is not one of {', '.join(TARGETS)}")
     return target
@@ -346,18 +346,30 @@ def _locate(message: str, trace: Trace) -> str:
     return f"{where}: {m.group(2)}"
 
 
+# NKI's own jit modes: the framework to compile for, which the arguments say here.
+JIT_MODES = ("auto", "baremetal", "benchmark", "simulation", "torchxla", "jax")
+
+
 def jit(
     fn: Callable | None = None,
+    mode: str = "auto",
     *,
     target: str | None = None,
-    mode: str | None = None,
+    sim_mode: str | None = None,
     trace: str | None = None,
     **_options: Any,
 ):
-    """Makes `fn` an NKI kernel that runs on the simulator when called."""
+    """Makes `fn` an NKI kernel that runs on the simulator when called: on host arrays, or
+    on tensors of device "neuron". `mode` is NKI's (any of JIT_MODES: the arguments decide
+    here); `sim_mode` is the simulator's (functional-and-timing, functional-only,
+    timing-only; default NEURONSIM_NKI_MODE, else functional-and-timing)."""
+    if isinstance(fn, str):  # @nki.jit("auto")
+        fn, mode = None, fn
+    if mode not in JIT_MODES:
+        raise NkiError(f"nki.jit: mode {mode!r} is not one of {', '.join(JIT_MODES)}")
     if fn is None:
-        return lambda f: Kernel(f, target, mode, trace)
-    return Kernel(fn, target, mode, trace)
+        return lambda f: Kernel(f, target, sim_mode, trace)
+    return Kernel(fn, target, sim_mode, trace)
 
 
 def simulate(kernel: Callable) -> Callable:

@@ -73,7 +73,7 @@ def measure(full: bool = False) -> list[dict]:
     rows = []
     for target in TARGETS:
         for name, fn, args in _cases(full):
-            kernel = nki.jit(fn, target=target, mode="timing-only")
+            kernel = nki.jit(fn, target=target, sim_mode="timing-only")
             start = time.perf_counter()
             kernel(*args)
             seconds = time.perf_counter() - start

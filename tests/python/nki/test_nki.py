@@ -354,3 +354,18 @@ def test_the_neff_a_kernel_writes_runs_in_neuron_sim(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert f"total simulated time {body_us:.3f}" in run.stdout, run.stdout
+
+
+def test_nki_jit_modes_and_target_aliases(monkeypatch):
+    a = np.ones((128, 64), np.float32)
+    for mode in ("auto", "baremetal", "simulation", "torchxla"):
+        assert np.array_equal(nki.jit(tensor_add.fn, mode=mode)(a, a), 2 * a)
+    assert np.array_equal(nki.jit("auto")(tensor_add.fn)(a, a), 2 * a)
+    with pytest.raises(nki.NkiError, match="mode 'fast' is not one of"):
+        nki.jit(tensor_add.fn, mode="fast")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen2")
+    kernel = nki.jit(tensor_add.fn)
+    kernel(a, a)
+    assert kernel.last_run.target == "trn1"
+    only_values = nki.jit(tensor_add.fn, sim_mode="functional-only")
+    assert np.array_equal(only_values(a, a), 2 * a) and only_values.last_run.latency_us == 0

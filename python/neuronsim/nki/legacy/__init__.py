@@ -49,7 +49,7 @@ class _BenchmarkResult:
 
 class _Benchmarked(Kernel):
     def __init__(self, fn, warmup: int, iters: int, **options: Any):
-        super().__init__(fn, options.get("target"), options.get("mode"), options.get("trace"))
+        super().__init__(fn, options.get("target"), options.get("sim_mode"), options.get("trace"))
         self.warmup, self.iters = warmup, iters
         self.benchmark_result: _BenchmarkResult | None = None
 
