@@ -261,9 +261,6 @@ class Tensor:
         """This view of this allocation: a buffer allocated again is another allocation."""
         return (id(self._storage), self.pattern())
 
-    def free_elems(self) -> int:
-        return math.prod(n for _, n in self._dims[1:]) if self.buffer != HBM else 0
-
 
 class Trace:
     """One kernel being traced: its tensors, allocations and instruction lines."""
@@ -284,6 +281,7 @@ class Trace:
         self.last_writer: dict[tuple, str] = {}
         self.allocations: list[Storage] = []
         self.names: dict[str, int] = {}
+        self.dmas = 0  # DMAs issued: their queues go round robin
 
     # -- names and declarations -------------------------------------------------------
     def unique(self, name: str) -> str:
@@ -347,8 +345,8 @@ class Trace:
 
     # -- instructions -----------------------------------------------------------------
     def next_queue(self) -> int:
-        self.dmas = getattr(self, "dmas", -1) + 1
-        return self.dmas % 16
+        self.dmas += 1
+        return (self.dmas - 1) % 16
 
     def emit(self, engine: str, opcode: str, **fields: Any) -> None:
         parts = [engine, opcode]

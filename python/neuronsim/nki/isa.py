@@ -4,6 +4,8 @@ destination first, with NKI's argument names. Written from NKI's public API refe
 
 from __future__ import annotations
 
+import math
+
 from . import _trace
 from ._trace import HBM, PSUM, SBUF, NkiError
 from ._trace import Tensor as NkiTensor
@@ -44,7 +46,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, name: str = "") -> N
     """dst <- src by DMA: HBM to SBUF, SBUF to HBM, or between on-chip buffers."""
     if dst.buffer == HBM and src.buffer == HBM:
         raise NkiError(f"dma_copy: {dst.name} and {src.name} are both in HBM")
-    if math_elems(dst) != math_elems(src):
+    if _elems(dst) != _elems(src):
         raise NkiError(
             f"dma_copy: {dst.name} {dst.shape} and {src.name} {src.shape} differ in size"
         )
@@ -54,11 +56,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, name: str = "") -> N
     trace.emit("sp", "dma_copy", dst=dst, src=src, queue=trace.next_queue())
 
 
-def math_elems(t: NkiTensor) -> int:
-    n = 1
-    for d in t.shape:
-        n *= d
-    return n
+def _elems(t: NkiTensor) -> int:
+    return math.prod(t.shape)
 
 
 def tensor_tensor(dst, data1, data2, op, engine=None, name: str = "") -> None:
@@ -152,7 +151,7 @@ def nc_matmul(
     _on_chip(dst, "nc_matmul dst", PSUM)
     _on_chip(stationary, "nc_matmul stationary", SBUF)
     _on_chip(moving, "nc_matmul moving", SBUF)
-    k, m = stationary.shape[0], math_elems(stationary) // stationary.shape[0]
+    k, m = stationary.shape[0], _elems(stationary) // stationary.shape[0]
     if moving.shape[0] != k:
         raise NkiError(
             f"nc_matmul: stationary {stationary.shape} and moving {moving.shape} "

@@ -6,8 +6,6 @@ Written from NKI's public API reference; see docs/nki.md for what is supported.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import _trace
 from ._trace import HBM, PSUM, SBUF, NkiError, ds  # noqa: F401 (public names)
 from ._trace import Tensor as NkiTensor
@@ -194,10 +192,6 @@ def program_id(axis: int = 0) -> int:
 
 def num_programs(axis: int = 0) -> int:
     return 1
-
-
-def _describe(value: Any) -> str:
-    return repr(value)
 
 
 # -- tiles computed by one instruction (nl.add(a, b), a * 2, nl.exp(x), ...) -----------------
