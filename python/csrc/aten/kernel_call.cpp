@@ -108,6 +108,12 @@ bool run_kernel_once(const char* op, int device, const std::function<isa::Progra
   return true;
 }
 
+at::Tensor wrapped_number(const at::Scalar& v) {
+  at::Tensor t = at::scalar_to_tensor(v);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
 at::Tensor device_scalar(float v, const c10::Device& device) {
   constexpr int64_t kSlots = 4096;
   struct Ring {

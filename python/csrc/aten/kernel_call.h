@@ -58,6 +58,10 @@ bool run_kernel_once(const char* op, int device, const std::function<isa::Progra
 // 4096 more scalars, long after the synchronous kernel that read it has run.
 at::Tensor device_scalar(float v, const c10::Device& device);
 
+// A Python number as a 0-dim CPU tensor marked as a wrapped number, so that type
+// promotion treats it as torch treats a number: x0 (a 0-dim float32) != 0.0 stays float32.
+at::Tensor wrapped_number(const at::Scalar& v);
+
 // The tensor "seeds" of a pointwise kernel that draws random() values (kernels/eager.h):
 // every lane's generator state, from the next key of the device's default generator for
 // `numel` values (or of `generator`, a neuron generator, when given). Written by the host

@@ -732,17 +732,23 @@ bool integer_shift_into(const char* op, bool left, const at::Tensor& a, const at
   return x.run(op, out, result);
 }
 
-// self // other into out, on the device; false when not covered.
-bool floor_divide_into(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+// self / other rounded toward -inf (floor) or zero into out, on the device: integers here,
+// floats in ops_pointwise.cpp. False when not covered.
+bool divide_rounded_into(const char* op, const at::Tensor& self, const at::Tensor& other,
+                         bool floor, const at::Tensor& out) {
   const c10::ScalarType type = at::result_type(self, other);
   if (out.scalar_type() != type || out.device() != self.device()) return false;
   if (!at::isIntegralType(type, /*includeBool=*/false))
-    return float_divide_rounded_into(self, other, /*floor=*/true, out);
-  const at::Tensor q = integer_divide("aten::floor_divide", self, other, true);
+    return float_divide_rounded_into(self, other, floor, out);
+  const at::Tensor q = integer_divide(op, self, other, floor);
   if (!q.defined()) return false;
   at::native::resize_output(out, q.sizes());
   out.copy_(q);
   return true;
+}
+
+bool floor_divide_into(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
+  return divide_rounded_into("aten::floor_divide", self, other, /*floor=*/true, out);
 }
 
 at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
@@ -761,13 +767,6 @@ at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at
   return Fallback<ATEN_OP2(floor_divide, out)>::call(self, other, out);
 }
 
-// A Python number as torch promotes it: a 0-dim wrapped number.
-at::Tensor number_tensor(const at::Scalar& v) {
-  at::Tensor t = at::scalar_to_tensor(v);
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
-
 at::Tensor shift(const char* op, bool left, const at::Tensor& self, const at::Tensor& other) {
   at::Tensor out = at::empty(at::infer_size(self.sizes(), other.sizes()),
                              self.options().dtype(at::result_type(self, other)));
@@ -781,7 +780,7 @@ at::Tensor shift(const char* op, bool left, const at::Tensor& self, const at::Te
     return Fallback<ATEN_OP2(aten_op, Tensor)>::call(self, other);                               \
   }                                                                                              \
   at::Tensor name##_scalar(const at::Tensor& self, const at::Scalar& other) {                    \
-    if (at::Tensor out = shift("aten::" #aten_op, left, self, number_tensor(other));             \
+    if (at::Tensor out = shift("aten::" #aten_op, left, self, wrapped_number(other));            \
         out.defined())                                                                           \
       return out;                                                                                \
     return Fallback<ATEN_OP2(aten_op, Scalar)>::call(self, other);                               \
@@ -825,10 +824,10 @@ at::Tensor& irshift_tensor(at::Tensor& self, const at::Tensor& other) {
   return shift_in_place(false, self, other);
 }
 at::Tensor& ilshift_scalar(at::Tensor& self, const at::Scalar& other) {
-  return shift_in_place(true, self, number_tensor(other));
+  return shift_in_place(true, self, wrapped_number(other));
 }
 at::Tensor& irshift_scalar(at::Tensor& self, const at::Scalar& other) {
-  return shift_in_place(false, self, number_tensor(other));
+  return shift_in_place(false, self, wrapped_number(other));
 }
 
 at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
@@ -837,22 +836,12 @@ at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
   return Fallback<ATEN_OP2(floor_divide_, Tensor)>::call(self, other);
 }
 
-// div(a, b, rounding_mode="floor" or "trunc"): integers here (what compiled graphs make of
-// a // b), floats in ops_pointwise.cpp.
+// div(a, b, rounding_mode="floor" or "trunc"); integer a // b in compiled graphs is this.
 at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
                          std::optional<c10::string_view> rounding_mode, at::Tensor& out) {
-  const bool rounded = rounding_mode == "floor" || rounding_mode == "trunc";
-  if (rounded && at::isIntegralType(at::result_type(self, other), /*includeBool=*/false) &&
-      out.scalar_type() == at::result_type(self, other) && out.device() == self.device()) {
-    if (at::Tensor q = integer_divide("aten::div", self, other, rounding_mode == "floor");
-        q.defined()) {
-      at::native::resize_output(out, q.sizes());
-      out.copy_(q);
-      return out;
-    }
-  } else if (rounded && float_divide_rounded_into(self, other, rounding_mode == "floor", out)) {
+  if ((rounding_mode == "floor" || rounding_mode == "trunc") &&
+      divide_rounded_into("aten::div", self, other, rounding_mode == "floor", out))
     return out;
-  }
   return Fallback<ATEN_OP2(div, out_mode)>::call(self, other, rounding_mode, out);
 }
 

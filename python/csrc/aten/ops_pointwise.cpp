@@ -41,14 +41,6 @@ std::optional<Operand> operand(const at::Tensor& t) {
   return std::nullopt;
 }
 
-// A Python number as a 0-dim CPU tensor marked as a wrapped number, so that type
-// promotion treats it as torch treats a number: x0 (a 0-dim float32) != 0.0 stays float32.
-at::Tensor scalar_tensor(const at::Scalar& s) {
-  at::Tensor t = at::scalar_to_tensor(s);
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
-
 // Which results the engines compute exactly as torch does.
 enum class Kind { arithmetic, comparison, logical };
 
@@ -220,12 +212,12 @@ at::Tensor div(const at::Tensor& a, const at::Tensor& b) {
   return Fallback<ATEN_OP2(div, Tensor)>::call(a, b);
 }
 
-#define NEURON_COMPARE_SCALAR(fn, OP, ALU)                                                      \
-  at::Tensor fn(const at::Tensor& a, const at::Scalar& b) {                                     \
-    if (at::Tensor out = binary("aten::" #fn, ALU, a, scalar_tensor(b), 1.0, Kind::comparison); \
-        out.defined())                                                                          \
-      return out;                                                                               \
-    return Fallback<OP>::call(a, b);                                                            \
+#define NEURON_COMPARE_SCALAR(fn, OP, ALU)                                                       \
+  at::Tensor fn(const at::Tensor& a, const at::Scalar& b) {                                      \
+    if (at::Tensor out = binary("aten::" #fn, ALU, a, wrapped_number(b), 1.0, Kind::comparison); \
+        out.defined())                                                                           \
+      return out;                                                                                \
+    return Fallback<OP>::call(a, b);                                                             \
   }
 
 NEURON_COMPARE_SCALAR(eq_scalar, ATEN_OP2(eq, Scalar), AluOp::is_equal)
@@ -245,7 +237,7 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
 
 at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at::Scalar& alpha) {
   if (at::Tensor out =
-          binary("aten::rsub", AluOp::subtract, scalar_tensor(other), self, alpha.toDouble());
+          binary("aten::rsub", AluOp::subtract, wrapped_number(other), self, alpha.toDouble());
       out.defined())
     return out;
   return Fallback<ATEN_OP2(rsub, Scalar)>::call(self, other, alpha);
@@ -492,7 +484,7 @@ at::Tensor& pow_tensor_out(const at::Tensor& base, const at::Tensor& exponent, a
 
 at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
                                 at::Tensor& out) {
-  const at::Tensor b = scalar_tensor(base);
+  const at::Tensor b = wrapped_number(base);
   const c10::ScalarType result = at::result_type(base, exponent);
   if (is_engine_float(result) && prepare_out(out, exponent.sizes(), result) &&
       binary_into("aten::pow", AluOp::pow, Kind::arithmetic, b, exponent, 1.0, out))
@@ -667,7 +659,7 @@ bool integer_clamp_into(const char* op, const at::Tensor& x, const std::optional
   for (const auto& [bound, alu] : {std::pair{lo, AluOp::max}, std::pair{hi, AluOp::min}}) {
     if (!bound) continue;
     const at::Tensor target = from.is_same(out) || !overlaps(from, out) ? out : at::empty_like(out);
-    if (!integer_binary_into(op, alu, from, scalar_tensor(*bound), 1.0, target)) return false;
+    if (!integer_binary_into(op, alu, from, wrapped_number(*bound), 1.0, target)) return false;
     if (!target.is_same(out)) out.copy_(target);
     from = out;
   }
@@ -1014,7 +1006,7 @@ at::Tensor isnan(const at::Tensor& x) {
 
 // self <- mask ? value : self
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
-  const at::Tensor v = scalar_tensor(value);
+  const at::Tensor v = wrapped_number(value);
   if (mask.dim() <= self.dim() && at::infer_size(self.sizes(), mask.sizes()) == self.sizes() &&
       c10::canCast(at::result_type(self, v), self.scalar_type()) && where_into(mask, v, self, self))
     return self;
@@ -1071,7 +1063,6 @@ at::Tensor& bitwise_xor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor
 
 }  // namespace
 
-// dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
 // floor: torch's floor division of floats. With m = a mod b (Python's, b's sign),
 // d = (a - m) / b is the quotient, whole up to rounding: floor(d), one up where d is past
 // its half; a zero keeps the sign of a / b; b = 0 gives a / b (+-inf or NaN).
@@ -1082,6 +1073,13 @@ bool float_divide_rounded_into(const at::Tensor& a_in, const at::Tensor& b_in, b
   if (!is_engine_float(type) || out.scalar_type() != type || !out.device().is_privateuseone() ||
       !prepare_out(out, at::infer_size(a_in.sizes(), b_in.sizes()), type))
     return false;
+  if (!floor && (type == at::kHalf || type == at::kBFloat16)) {
+    // torch rounds the quotient to the 16-bit type before truncating it.
+    const at::Tensor q = at::div(a_in, b_in);
+    Expr e;
+    trunc_of(e, e.load(0));
+    return q.scalar_type() == type && run_pointwise("aten::div", "trunc", e, {q}, out);
+  }
   std::vector<at::Tensor> inputs;
   for (const at::Tensor* t : {&a_in, &b_in}) {
     const auto o = operand(*t);
@@ -1090,13 +1088,6 @@ bool float_divide_rounded_into(const at::Tensor& a_in, const at::Tensor& b_in, b
       inputs.push_back(device_scalar(o->value, out.device()));
     else  // an integer tensor against a float: converted first, as torch computes it
       inputs.push_back(t->scalar_type() == type ? *o->tensor : o->tensor->to(type));
-  }
-  if (!floor && (type == at::kHalf || type == at::kBFloat16)) {
-    // torch rounds the quotient to the 16-bit type before truncating it.
-    const at::Tensor q = at::div(a_in, b_in);
-    Expr e;
-    trunc_of(e, e.load(0));
-    return q.scalar_type() == type && run_pointwise("aten::div", "trunc", e, {q}, out);
   }
   Expr e;
   const Reg a = e.load(0), b = e.load(1), q = e.alu(AluOp::divide, a, b);
@@ -1114,6 +1105,7 @@ bool float_divide_rounded_into(const at::Tensor& a_in, const at::Tensor& b_in, b
   return run_pointwise("aten::div", "div floor", e, inputs, out);
 }
 
+// dst <- src on the device (a cast, or a copy between layouts): one pointwise copy.
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   if (src.device() != dst.device()) return false;
   const c10::ScalarType from = src.scalar_type(), to = dst.scalar_type();

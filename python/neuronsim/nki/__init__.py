@@ -65,10 +65,11 @@ class KernelRun:
 
 def _bits(array: np.ndarray, dtype: str) -> bytes:
     """The little-endian bytes of the host values in the kernel tensor's dtype."""
-    if dtype == "bfloat16":  # FP32 rounded to nearest even, as the hardware converts
-        f = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-        rounded = (f + 0x7FFF + ((f >> 16) & 1)) >> 16
-        return rounded.astype(np.uint16).tobytes()
+    if dtype == "bfloat16":  # torch's conversion: to nearest even, NaN kept a NaN
+        import torch
+
+        values = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+        return values.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
     from ._trace import _DTYPES
 
     host = _DTYPES[dtype][2]
@@ -112,30 +113,37 @@ class Kernel:
         self.mode = mode
         self.trace_path = trace
         self.last_run: KernelRun | None = None
+        self._built: dict[tuple, tuple] = {}  # by target and the arguments' layouts
         functools.update_wrapper(self, fn)
         # How torch.compile's graphs name this kernel (the op neuronsim_nki::call's key).
         self.op_key = f"{fn.__module__}.{fn.__qualname__}@{id(self):x}"
         _KERNELS[self.op_key] = self
 
     def build(self, *args: Any, target: str | None = None, **kwargs: Any):
-        """Traces the body with these arguments; returns (trace, program)."""
+        """The body traced for these arguments: (trace, program), made once per target,
+        tensor shapes and dtypes, and non-tensor values, as NKI compiles a kernel."""
+        target = target or _target(self.target)
+        signature = (target, tuple(_layout(a) for a in args), tuple(sorted(kwargs.items())))
+        try:
+            built = self._built.get(signature)
+        except TypeError:  # an argument that cannot be a key: traced every call
+            return self._trace(args, kwargs, target)
+        if built is None:
+            built = self._built[signature] = self._trace(args, kwargs, target)
+        return built
+
+    def _trace(self, args: tuple, kwargs: dict, target: str):
         from .. import _C
 
-        target = target or _target(self.target)
         trace = Trace(_C.nki.target(target))
         call_args = []
         for i, arg in enumerate(args):
             if isinstance(arg, (int, float, bool, str)) or arg is None:
                 call_args.append(arg)
                 continue
-            name = _parameter_name(self.fn, i)
-            if _is_neuron_tensor(arg):  # bound on the device, no host values
-                tensor = trace.declare_hbm(name, dtype_name(arg.dtype), tuple(arg.shape), "input")
-                trace.bound[tensor.name] = arg.contiguous()
-            else:
-                array, dtype = _as_array(arg)
-                tensor = trace.declare_hbm(name, dtype, tuple(array.shape), "input")
-                trace.inputs[tensor.name] = _bits(array, dtype)
+            dtype, shape = _layout(arg)[1:]
+            tensor = trace.declare_hbm(_parameter_name(self.fn, i), dtype, shape, "input")
+            trace.params.append((i, tensor.name))
             call_args.append(tensor)
         set_current(trace)
         try:
@@ -165,8 +173,9 @@ class Kernel:
         from .. import _C
 
         trace, program = self.build(*args, **kwargs)
+        inputs = {name: _bits(*_as_array(args[i])) for i, name in trace.params}
         mode = self.mode or os.environ.get("NEURONSIM_NKI_MODE", "functional-and-timing")
-        run = _C.nki.run(program, trace.inputs, mode, self.trace_path or "")
+        run = _C.nki.run(program, inputs, mode, self.trace_path or "")
         engines = run.get("engines", {})
         self.last_run = KernelRun(
             target=program.target,
@@ -188,8 +197,6 @@ class Kernel:
     def _call_on_device(self, devices: set, *args: Any, **kwargs: Any):
         """The kernel on tensors of device "neuron": one kernel on that device's core, its
         outputs new neuron tensors (what torch_neuronx's NKI entry points give)."""
-        import hashlib
-
         import torch
 
         from .. import _C
@@ -202,19 +209,18 @@ class Kernel:
         index = device.index if device.index is not None else torch.neuron.current_device()
         generation = _C.device_properties(index)["generation"]
         trace, program = self.build(*args, target=generation, **kwargs)
-        bound = dict(trace.bound)
+        bound = {name: args[i].contiguous() for i, name in trace.params}
         for t in trace.outputs:
             bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
         if any(_is_fake(t) for t in bound.values()):  # shapes only (a fake kernel, tracing)
             return _unpack(trace.result, bound)
-        text = "\n".join(trace.declarations + trace.lines).encode()
-        key = f"nki {self.fn.__module__}.{self.fn.__qualname__} {hashlib.sha1(text).hexdigest()}"
+        # The device's program cache: one entry per build of this kernel.
+        key = f"nki {self.op_key} {id(program):x}"
         _C.run_nki(index, self.fn.__name__, key, program, list(bound.items()))
         self.last_run = None  # it ran on the device's queue, among the model's kernels
         return _unpack(trace.result, bound)
 
 
-_TORCH_DTYPES = {}
 _KERNELS: dict[str, Kernel] = {}  # by op_key, for the op neuronsim_nki::call
 
 
@@ -233,48 +239,29 @@ def _register_torch_op():
     library = torch.library.Library("neuronsim_nki", "DEF")
     library.define("call(str kernel, Tensor[] inputs) -> Tensor[]")
 
-    def on_device(kernel: str, inputs: list):
-        k = _KERNELS[kernel]
-        return _flat(k(*inputs))
+    def call(kernel: str, inputs: list):  # on fake tensors, the kernel is traced, not run
+        return _flat(_KERNELS[kernel]._call_on_device({inputs[0].device}, *inputs))
 
-    def fake(kernel: str, inputs: list):
-        k = _KERNELS[kernel]
-        _is_neuron_tensor(inputs[0])  # the dtype table
-        generation = _C_module().device_properties(inputs[0].device.index or 0)["generation"]
-        trace, _ = k.build(*inputs, target=generation)
-        return [
-            torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=inputs[0].device)
-            for t in _flat(trace.result)
-        ]
-
-    library.impl("call", on_device, "PrivateUse1")
-    torch.library.register_fake("neuronsim_nki::call", fake, lib=library)
+    library.impl("call", call, "PrivateUse1")
+    torch.library.register_fake("neuronsim_nki::call", call, lib=library)
     return library
 
 
-def _C_module():  # noqa: N802 (the extension's name)
-    from .. import _C
-
-    return _C
-
-
-def _torch_dtype_table() -> None:
+def _torch_dtypes() -> dict:
     import torch
 
-    _TORCH_DTYPES.update(
-        {
-            "float32": torch.float32,
-            "bfloat16": torch.bfloat16,
-            "float16": torch.float16,
-            "int8": torch.int8,
-            "uint8": torch.uint8,
-            "int16": torch.int16,
-            "int32": torch.int32,
-            "uint16": torch.uint16,
-            "uint32": torch.uint32,
-            "bool": torch.bool,
-        }
-    )
+    return {
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+        "int8": torch.int8,
+        "uint8": torch.uint8,
+        "int16": torch.int16,
+        "int32": torch.int32,
+        "uint16": torch.uint16,
+        "uint32": torch.uint32,
+        "bool": torch.bool,
+    }
 
 
 # The custom ops whose bodies are NKI kernels: device kernels of their own, never fallbacks.
@@ -312,11 +299,17 @@ def nki_op(name: str, fn: Callable | None = None, mutates_args=()):
 
 
 def _is_neuron_tensor(value: Any) -> bool:
-    device = getattr(value, "device", None)
-    is_neuron = getattr(device, "type", None) == "neuron"
-    if is_neuron and not _TORCH_DTYPES:
-        _torch_dtype_table()
-    return is_neuron
+    return getattr(getattr(value, "device", None), "type", None) == "neuron"
+
+
+def _layout(value: Any) -> Any:
+    """An argument as the kernel is built for it: a tensor or array by ("tensor", dtype,
+    shape), anything else by its value."""
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return value
+    if not hasattr(value, "dtype"):  # a list of numbers
+        value = np.asarray(value)
+    return ("tensor", dtype_name(value.dtype), tuple(value.shape))
 
 
 def _unpack(result: Any, values: dict[str, np.ndarray]):
@@ -409,4 +402,5 @@ def install() -> bool:
     return ours
 
 
+_TORCH_DTYPES = _torch_dtypes()
 _LIBRARY = _register_torch_op()  # kept: the op lives as long as its library

@@ -270,8 +270,7 @@ class Trace:
         self.declarations: list[str] = []
         self.lines: list[str] = []
         self.sources: list[str] = []  # the kernel's source line of each instruction
-        self.inputs: dict[str, bytes] = {}  # host inputs: their bytes
-        self.bound: dict[str, Any] = {}  # inputs on device "neuron": the tensors
+        self.params: list[tuple[int, str]] = []  # (argument position, HBM tensor) per input
         self.outputs: list[Tensor] = []
         self.used = {SBUF: 0, PSUM: 0}
         self.slots: dict[tuple, Storage] = {}

@@ -369,3 +369,28 @@ def test_nki_jit_modes_and_target_aliases(monkeypatch):
     assert kernel.last_run.target == "trn1"
     only_values = nki.jit(tensor_add.fn, sim_mode="functional-only")
     assert np.array_equal(only_values(a, a), 2 * a) and only_values.last_run.latency_us == 0
+
+
+def test_a_kernel_is_built_once_per_layout_and_bf16_inputs_keep_their_nans():
+    kernel = nki.jit(tensor_add.fn)
+    a = np.ones((128, 64), np.float32)
+    kernel(a, a)
+    first = kernel.last_run.program
+    kernel(2 * a, a)  # new values, the same layout: the same program
+    assert kernel.last_run.program is first
+    kernel(np.ones((256, 64), np.float32), np.ones((256, 64), np.float32))
+    assert kernel.last_run.program is not first
+    x = torch.tensor([[float("nan"), float("inf"), -1.5, 3.0e38]] * 128, dtype=torch.float32)
+    out = kernel(x.numpy().astype(np.float32), np.zeros((128, 4), np.float32))
+    assert np.isnan(out[:, 0]).all() and np.isinf(out[:, 1]).all()
+    bf16 = kernel(x.to(torch.bfloat16), torch.zeros(128, 4, dtype=torch.bfloat16))
+    assert np.isnan(bf16[:, 0]).all() and np.array_equal(bf16[:, 2], np.full(128, -1.5))
+    # A NaN whose payload is in the low mantissa bits only stays a NaN, not an infinity.
+    low_payload = np.full((128, 4), 0x7F800001, np.uint32).view(np.float32)
+    assert np.isnan(_bits_roundtrip(low_payload)).all()
+
+
+def _bits_roundtrip(values: np.ndarray) -> np.ndarray:
+    from neuronsim.nki import _bits, _values
+
+    return _values(_bits(values, "bfloat16"), "bfloat16", values.shape)
