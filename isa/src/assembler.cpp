@@ -51,6 +51,8 @@ std::string format_param(const Instruction& in, const ParamInfo& p) {
       return std::string(alu_op_name(in.alu0));
     case ParamField::alu1:
       return std::string(alu_op_name(in.alu1));
+    case ParamField::alu2:
+      return std::string(alu_op_name(in.alu2));
     case ParamField::axes:
       return fmt::format("{:#x}", in.axes);
     case ParamField::imm0:
@@ -80,6 +82,8 @@ bool param_is_default(const Instruction& in, const ParamInfo& p) {
       return in.alu0 == d.alu0;
     case ParamField::alu1:
       return in.alu1 == d.alu1;
+    case ParamField::alu2:
+      return in.alu2 == d.alu2;
     case ParamField::axes:
       return in.axes == 0;
     case ParamField::imm0:
@@ -436,8 +440,11 @@ class Parser {
         break;
       case ParamField::alu0:
       case ParamField::alu1:
+      case ParamField::alu2:
         if (auto op = parse_alu_op(v))
-          (p.field == ParamField::alu0 ? in.alu0 : in.alu1) = *op;
+          (p.field == ParamField::alu0   ? in.alu0
+           : p.field == ParamField::alu1 ? in.alu1
+                                         : in.alu2) = *op;
         else
           bad("unknown ALU operation");
         break;

@@ -55,6 +55,7 @@ Slot header_slot(const Instruction& in, size_t extra_slots) {
   put<float>(s, 24, in.imm0);
   put<float>(s, 28, in.imm1);
   for (size_t i = 0; i < in.ints.size(); ++i) put<int32_t>(s, 32 + 4 * i, in.ints[i]);
+  s[48] = static_cast<uint8_t>(in.alu2);
   return s;
 }
 
@@ -137,7 +138,8 @@ class Decoder {
     in.imm0 = get<float>(s, 24);
     in.imm1 = get<float>(s, 28);
     for (size_t i = 0; i < in.ints.size(); ++i) in.ints[i] = get<int32_t>(s, 32 + 4 * i);
-    if (!all_zero(s, 48, kSlotBytes)) fail(at, "reserved header bytes 48-63 are not zero");
+    in.alu2 = enum_field<AluOp>(at, s[48], kNumAluOps, "ALU operation (reduce)");
+    if (!all_zero(s, 49, kSlotBytes)) fail(at, "reserved header bytes 49-63 are not zero");
     at += kSlotBytes;
     for (size_t i = 0; i < extra; ++i, at += kSlotBytes) {
       if (seen_mask_) fail(at, "the mask slot must be the last slot of its instruction");
@@ -203,7 +205,7 @@ class Decoder {
   void check_unused_params(size_t at, const Instruction& in) const {
     const Instruction defaults;
     uint16_t allowed_flags = 0;
-    std::array<bool, 12> used{};
+    std::array<bool, 13> used{};
     for (const ParamInfo& p : opcode_info(in.opcode).params) {
       used[static_cast<size_t>(p.field)] = true;
       allowed_flags = static_cast<uint16_t>(allowed_flags | p.flag);
@@ -216,6 +218,7 @@ class Decoder {
     check(ParamField::func, in.func == defaults.func, "an activation function");
     check(ParamField::alu0, in.alu0 == defaults.alu0, "op0");
     check(ParamField::alu1, in.alu1 == defaults.alu1, "op1");
+    check(ParamField::alu2, in.alu2 == defaults.alu2, "a reduction");
     check(ParamField::axes, in.axes == 0, "axes");
     check(ParamField::imm0, std::bit_cast<uint32_t>(in.imm0) == 0, "imm0");
     check(ParamField::imm1, std::bit_cast<uint32_t>(in.imm1) == 0, "imm1");

@@ -186,6 +186,15 @@ std::vector<OpcodeInfo> make_opcode_table() {
   const RoleInfo src{R::src, true, "source"};
   const ParamInfo group{"group", P::int0, 0, "rank group id (declared by the runtime)"};
   const ParamInfo reduce_op{"op", P::alu0, 0, "reduction: add, multiply, max, min"};
+  // VectorE's accumulator, shared by the instructions that also reduce their results.
+  const RoleInfo reduce_dst{R::reduce_dst, false, "[P, 1]: the accumulator after this instruction"};
+  const RoleInfo reduce_init{R::initial, false,
+                             "[P, 1]: loaded into the accumulator (load_reduce)"};
+  const ParamInfo reduce{"reduce", P::alu2, 0,
+                         "the accumulator's reduction: add, multiply, max, min"};
+  const ParamInfo reduce_cmd{
+      "reduce_cmd", P::int3, 0,
+      "accumulator: 0 idle, 1 reset, 2 reduce, 3 reset_reduce, 4 load_reduce"};
   return {
       {Opcode::matmul,
        "matmul",
@@ -229,14 +238,19 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {dst,
         src,
         {R::operand0, false, "per-partition [P, 1] scalar for op0 (else imm0)"},
-        {R::operand1, false, "per-partition [P, 1] scalar for op1 (else imm1)"}},
+        {R::operand1, false, "per-partition [P, 1] scalar for op1 (else imm1)"},
+        reduce_dst,
+        reduce_init},
        {{"op0", P::alu0, 0, "first operation"},
         {"imm0", P::imm0, 0, "immediate for op0"},
         {"reverse0", P::flag, kReverse0, "compute operand0 <op0> src"},
         {"op1", P::alu1, 0, "second operation (bypass: none)"},
         {"imm1", P::imm1, 0, "immediate for op1"},
-        {"reverse1", P::flag, kReverse1, "compute operand1 <op1> x"}},
-       "dst = (src <op0> operand0) <op1> operand1"},
+        {"reverse1", P::flag, kReverse1, "compute operand1 <op1> x"},
+        reduce,
+        reduce_cmd},
+       "dst = (src <op0> operand0) <op1> operand1; VectorE may also reduce dst into its "
+       "accumulator"},
       {Opcode::tensor_reduce,
        "tensor_reduce",
        {DVE, POOL},
@@ -264,9 +278,15 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {dst,
         {R::predicate, true, "non-zero selects on_true"},
         {R::on_true, true, "values where true"},
-        {R::on_false, true, "values where false"}},
-       {},
-       "dst = predicate != 0 ? on_true : on_false"},
+        {R::on_false, false, "values where false: dst's shape, or [P, 1] (else on_false=imm)"},
+        reduce_dst,
+        reduce_init},
+       {{"on_false", P::imm0, 0, "value where false when there is no on_false operand"},
+        {"reverse", P::flag, kReversePred, "select on_true where the predicate is zero"},
+        reduce,
+        reduce_cmd},
+       "dst = predicate != 0 ? on_true : on_false; VectorE may also reduce dst into its "
+       "accumulator"},
       {Opcode::copy_predicated,
        "copy_predicated",
        {DVE, POOL},
@@ -338,9 +358,12 @@ std::vector<OpcodeInfo> make_opcode_table() {
        dma_triggers,
        {dst, src, {R::index, false, "row indices into src (indirect gather), or dst (scatter)"}},
        {{"queue", P::int0, 0, "DMA queue of the triggering engine (0-15)"},
-        {"scatter", P::flag, kScatter, "index names rows of dst, not of src"}},
+        {"scatter", P::flag, kScatter, "index names rows of dst, not of src"},
+        {"transpose", P::flag, kDmaTranspose,
+         "src's rows are walked innermost: dst [F, R] = src [R, F] transposed"}},
        "dst = src (cast between dtypes via FP32); with index, src row r = index[r] "
-       "(scatter: dst row index[r] = src's r-th row)"},
+       "(scatter: dst row index[r] = src's r-th row); with transpose, src is read column by "
+       "column"},
       {Opcode::sem_wait, "sem_wait", any, {}, {}, "waits on its semaphore condition"},
       {Opcode::sem_signal, "sem_signal", any, {}, {}, "adds to a semaphore"},
       {Opcode::sem_set, "sem_set", any, {}, {}, "sets a semaphore"},
@@ -416,6 +439,40 @@ std::vector<OpcodeInfo> make_opcode_table() {
         {R::dst_index, false, "[P, 8] uint16 or uint32: the positions of the matches"}},
        {{"imm", P::imm0, 0, "value written over each match"}},
        "for j in 0..7: the first element of src[p, :] still equal to vals[p, j] becomes imm"},
+      {Opcode::scalar_tensor_tensor,
+       "scalar_tensor_tensor",
+       {DVE},
+       {dst,
+        {R::in0, true, "data"},
+        {R::operand0, false, "per-partition [P, 1] scalar for op0 (else imm0)"},
+        {R::in1, true, "second tensor, dst's shape"},
+        reduce_dst,
+        reduce_init},
+       {{"op0", P::alu0, 0, "operation with the scalar"},
+        {"imm0", P::imm0, 0, "immediate for op0"},
+        {"reverse0", P::flag, kReverse0, "compute operand0 <op0> in0"},
+        {"op1", P::alu1, 0, "operation with in1"},
+        {"reverse1", P::flag, kReverse1, "compute in1 <op1> x"},
+        reduce,
+        reduce_cmd},
+       "dst = (in0 <op0> operand0) <op1> in1; may also reduce dst into the accumulator"},
+      {Opcode::range_select,
+       "range_select",
+       {DVE},
+       {dst,
+        {R::on_true, true, "values kept where the free index is in range"},
+        {R::operand0, true, "[P, 1] fp32 bound compared by cmp0"},
+        {R::operand1, true, "[P, 1] fp32 bound compared by cmp1"},
+        reduce_dst,
+        reduce_init},
+       {{"cmp0", P::alu0, 0, "comparison of the index with operand0"},
+        {"cmp1", P::alu1, 0, "comparison of the index with operand1"},
+        {"range_start", P::int0, 0, "index of the first free element"},
+        {"on_false", P::imm0, 0, "value where the index is out of range"},
+        reduce,
+        reduce_cmd},
+       "i = range_start + j; dst[p, j] = (i <cmp0> operand0[p]) and (i <cmp1> operand1[p]) ? "
+       "on_true[p, j] : on_false; may also reduce dst into the accumulator"},
   };
 }
 

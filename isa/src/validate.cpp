@@ -108,9 +108,11 @@ class Checker {
       fail("scale is given as an operand and as an immediate");
     if (in_.opcode == Opcode::tensor_tensor_scan && opt(Role::initial) && in_.imm0 != 0.0f)
       fail("initial is given as an operand and as an immediate");
-    if (in_.opcode == Opcode::tensor_scalar &&
+    if ((in_.opcode == Opcode::tensor_scalar || in_.opcode == Opcode::scalar_tensor_tensor) &&
         ((opt(Role::operand0) && in_.imm0 != 0.0f) || (opt(Role::operand1) && in_.imm1 != 0.0f)))
       fail("a scalar is given as an operand and as an immediate");
+    if (in_.opcode == Opcode::select && opt(Role::on_false) && in_.imm0 != 0.0f)
+      fail("on_false is given as an operand and as an immediate");
   }
 
   // Fields a memory space does not use must hold their defaults, so that every
@@ -210,6 +212,26 @@ class Checker {
            fmt::format("must be in {}, not {}", mem_space_name(s), mem_space_name(get(r).space)));
   }
 
+  bool reduces() const { return in_.ints[3] != static_cast<int32_t>(ReduceCmd::idle); }
+
+  // The accumulator's rules for an instruction that may reduce: VectorE's, a known command,
+  // a reduction when it folds anything in, and the operands its command reads or writes.
+  void accumulator(Role data) const {
+    const int32_t cmd = in_.ints[3];
+    if (cmd < 0 || cmd >= kNumReduceCmds) fail(fmt::format("reduce_cmd={} (0 to 4)", cmd));
+    per_partition_scalar(Role::reduce_dst, data);
+    per_partition_scalar(Role::initial, data);
+    if (!reduces()) {
+      if (in_.alu2 != AluOp::bypass || opt(Role::reduce_dst) || opt(Role::initial))
+        fail("reduce, reduce_dst and initial need a reduce_cmd");
+      return;
+    }
+    if (in_.engine != Engine::DVE) fail("only VectorE has the accumulator that reduce_cmd uses");
+    reduce_op(in_.alu2, "reduce");
+    if ((cmd == static_cast<int32_t>(ReduceCmd::load_reduce)) != (opt(Role::initial) != nullptr))
+      fail("load_reduce, and only load_reduce, reads an initial operand");
+  }
+
   void reduce_op(AluOp op, const char* param) const {
     if (!is_reduce_op(op))
       fail(fmt::format("{}={} is not a reduction (add, multiply, max, min)", param,
@@ -243,6 +265,29 @@ class Checker {
         same_shape(Role::dst, Role::src);
         per_partition_scalar(Role::operand0, Role::src);
         per_partition_scalar(Role::operand1, Role::src);
+        accumulator(Role::src);
+        if (reduces() && in_.alu1 != AluOp::bypass)
+          fail("a tensor_scalar that reduces has one operation (op1 must be bypass)");
+        break;
+      case Opcode::scalar_tensor_tensor:
+        same_shape(Role::dst, Role::in0);
+        same_shape(Role::dst, Role::in1);
+        per_partition_scalar(Role::operand0, Role::in0);
+        if (get(Role::in0).space == MemSpace::PSUM && get(Role::in1).space == MemSpace::PSUM)
+          fail(Role::in1, "in0 and in1 cannot both be in PSUM");
+        accumulator(Role::in0);
+        break;
+      case Opcode::range_select:
+        same_shape(Role::dst, Role::on_true);
+        per_partition_scalar(Role::operand0, Role::on_true);
+        per_partition_scalar(Role::operand1, Role::on_true);
+        for (Role r : {Role::operand0, Role::operand1})
+          if (get(r).dtype != DType::fp32) fail(r, "a bound is fp32");
+        for (AluOp op : {in_.alu0, in_.alu1})
+          if (!is_compare_op(op) || op == AluOp::not_equal)
+            fail(fmt::format("{} is not one of is_equal, is_lt, is_le, is_gt, is_ge",
+                             alu_op_name(op)));
+        accumulator(Role::on_true);
         break;
       case Opcode::tensor_reduce:
         tensor_reduce();
@@ -253,7 +298,14 @@ class Checker {
       case Opcode::select:
         same_shape(Role::dst, Role::predicate);
         same_shape(Role::dst, Role::on_true);
-        same_shape(Role::dst, Role::on_false);
+        // on_false is dst's shape, or one value per partition.
+        if (const AccessPattern* f = opt(Role::on_false)) {
+          if (f->free_elems() == get(Role::dst).free_elems())
+            same_shape(Role::dst, Role::on_false);
+          else
+            per_partition_scalar(Role::on_false, Role::on_true);
+        }
+        accumulator(Role::on_true);
         break;
       case Opcode::copy_predicated:
         same_shape(Role::dst, Role::src);
@@ -523,6 +575,8 @@ class Checker {
     const AccessPattern& src = get(Role::src);
     const AccessPattern& dst = get(Role::dst);
     if (in_.has_flag(kScatter) && !opt(Role::index)) fail("scatter needs an index operand");
+    if (in_.has_flag(kDmaTranspose) && opt(Role::index))
+      fail("a DMA transpose takes no index (gather-transposes are not supported)");
     if (const AccessPattern* idx = opt(Role::index)) {
       if (!is_int(idx->dtype)) fail(Role::index, "must be an integer dtype");
       if (in_.has_flag(kScatter)) {
@@ -541,6 +595,15 @@ class Checker {
     if (dst.total_elems() != src.total_elems())
       fail(Role::dst,
            fmt::format("holds {} elements, src {}", dst.total_elems(), src.total_elems()));
+    if (in_.has_flag(kDmaTranspose)) {
+      if (dst.space != MemSpace::SBUF) fail(Role::dst, "a DMA transpose writes SBUF");
+      if (src.space == MemSpace::PSUM) fail(Role::src, "a DMA transpose reads HBM or SBUF");
+      if (dtype_size(src.dtype) != 2 || src.dtype != dst.dtype)
+        fail(Role::src, "a DMA transpose moves 2-byte elements of one dtype");
+      if (src.free_elems() > t_.num_partitions)
+        fail(Role::src, fmt::format("{} elements per row become {} partitions (at most {})",
+                                    src.free_elems(), src.free_elems(), t_.num_partitions));
+    }
   }
 
   const Instruction& in_;

@@ -131,6 +131,12 @@ uint64_t dve_copy_mode(const Instruction& inst, const AccessPattern& src, const 
   return 1;
 }
 
+// True when the instruction folds its results into VectorE's accumulator.
+bool reduces(const Instruction& inst) {
+  return inst.ints[3] != static_cast<int32_t>(isa::ReduceCmd::idle) &&
+         inst.ints[3] != static_cast<int32_t>(isa::ReduceCmd::reset);
+}
+
 // Cycles of an ACT/DVE/POOL instruction before the fixed overheads.
 uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   const uint64_t min_ii = g.min_interval;
@@ -165,8 +171,24 @@ uint64_t vector_cycles(const Instruction& inst, const spec::GenerationConfig& g)
     case Opcode::tensor_copy: {
       const AccessPattern& s = need(inst, Role::src);
       const AccessPattern& d = need(inst, Role::dst);
+      // tensor_scalar_reduce: max(MIN_II, N) + MIN_II (§4.2 [N9]); the fast modes are only
+      // published for the plain instructions, so one that reduces runs at one per cycle.
+      if (reduces(inst)) return clamp(s.free_elems()) + min_ii;
       return clamp(ceil_div(s.free_elems(), dve_copy_mode(inst, s, d, g)));
     }
+    case Opcode::scalar_tensor_tensor: {
+      // N when in0 and in1 are BF16, op0 subtract, op1 multiply and N even, else 2N
+      // (§4.2 [N9]); the MIN_II clamp and the MIN_II of a reduction (as tensor_scalar_reduce's)
+      // are ours.
+      const AccessPattern& a = need(inst, Role::in0);
+      const AccessPattern& b = need(inst, Role::in1);
+      const uint64_t n = a.free_elems();
+      const bool fast = a.dtype == DType::bf16 && b.dtype == DType::bf16 &&
+                        inst.alu0 == AluOp::subtract && inst.alu1 == AluOp::multiply && n % 2 == 0;
+      return clamp(fast ? n : 2 * n) + (reduces(inst) ? min_ii : 0);
+    }
+    case Opcode::range_select:  // max(MIN_II, N), the reduction included (§4.2 [N9])
+      return clamp(need(inst, Role::on_true).free_elems());
     case Opcode::tensor_reduce: {
       const AccessPattern& s = need(inst, Role::src);
       const AccessPattern& d = need(inst, Role::dst);
@@ -391,7 +413,15 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
     const uint64_t rows = std::max<uint64_t>(1, inst.operand(Role::index)->total_elems());
     return rows * descriptors_of(row, std::max<uint64_t>(1, elems / rows), gen);
   };
-  const uint64_t descriptors = std::max(pieces(src, src_indexed), pieces(dst, dst_indexed));
+  // A DMA transpose: the DMA engines gather [rows, 16] blocks of the source and write whole
+  // partitions (neuron-hardware.md §3), so the destination's pieces decide, and the bytes
+  // stream at the transpose's fraction of a copy's bandwidth.
+  const bool transpose = inst.has_flag(isa::kDmaTranspose);
+  const uint64_t descriptors =
+      transpose ? pieces(dst, false) : std::max(pieces(src, src_indexed), pieces(dst, dst_indexed));
+  const double efficiency = !transpose                   ? 1.0
+                            : src.space == MemSpace::HBM ? gen.dma_transpose_hbm_efficiency
+                                                         : gen.dma_transpose_sbuf_efficiency;
 
   // Row r goes to engine (r / group) mod engines, group = partitions / engines (8).
   const uint64_t engines = std::max<uint32_t>(1, gen.dma_engines);
@@ -423,6 +453,7 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
     DmaTransfer t;
     t.dma_engine = static_cast<uint32_t>(e);
     t.bytes = std::max(s, d);
+    t.bandwidth_fraction = efficiency;
     t.descriptors = std::max<uint64_t>(1, k);
     t.hbm_bytes = (src.space == MemSpace::HBM ? s : 0) + (dst.space == MemSpace::HBM ? d : 0);
     if (t.bytes > 0) out.push_back(t);
@@ -430,9 +461,10 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   return out;
 }
 
-uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::GenerationConfig& gen) {
+uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::GenerationConfig& gen,
+                         double bandwidth_fraction) {
   const double ns = gen.dma_fixed_ns + static_cast<double>(descriptors) * gen.dma_descriptor_ns +
-                    static_cast<double>(bytes) / gen.dma_engine_bytes_per_ns;
+                    static_cast<double>(bytes) / (gen.dma_engine_bytes_per_ns * bandwidth_fraction);
   return static_cast<uint64_t>(std::llround(ns * 1000.0));
 }
 

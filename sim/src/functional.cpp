@@ -708,6 +708,30 @@ void scalar_op(const Ctx& c, AluOp op, bool reverse, float s, float* row, size_t
     alu_n(c, op, row, 1, &s, 0, row, n);
 }
 
+// VectorE's accumulator after an instruction whose FP32 results (before dst's rounding) are
+// y[P, F] on the partitions of `like`: reset, load and fold as its reduce_cmd says, then
+// write the accumulator to reduce_dst when there is one.
+void accumulate(const Ctx& c, const AccessPattern& like, const Floats& y) {
+  using isa::ReduceCmd;
+  const auto cmd = static_cast<ReduceCmd>(c.inst.ints[3]);
+  if (cmd == ReduceCmd::idle) return;
+  const size_t P = like.num_partitions, F = y.size() / std::max<size_t>(1, P);
+  const AluOp op = c.inst.alu2;
+  std::vector<float>& acc = c.st.accumulator;
+  if (like.start_partition + P > acc.size())
+    c.fail(Kind::out_of_bounds, "partitions beyond the accumulator's");
+  float* lane = acc.data() + like.start_partition;
+  if (cmd == ReduceCmd::reset || cmd == ReduceCmd::reset_reduce)
+    std::fill(lane, lane + P, reduce_identity(op));
+  if (cmd == ReduceCmd::load_reduce) {
+    const Floats init = read_floats(c, c.get(Role::initial));
+    std::copy(init.data(), init.data() + P, lane);
+  }
+  if (cmd != ReduceCmd::reset)
+    for (size_t p = 0; p < P; ++p) lane[p] = reduce_n(c, op, lane[p], y.data() + p * F, F);
+  if (const AccessPattern* rd = c.inst.operand(Role::reduce_dst)) write_floats(c, *rd, lane);
+}
+
 void tensor_scalar(const Ctx& c) {
   const AccessPattern& src = c.get(Role::src);
   const size_t P = src.num_partitions, F = free_size(src);
@@ -719,6 +743,57 @@ void tensor_scalar(const Ctx& c) {
     if (c.inst.alu1 != AluOp::bypass)
       scalar_op(c, c.inst.alu1, c.inst.has_flag(isa::kReverse1), s1[p], x.data() + p * F, F);
   }
+  accumulate(c, src, x);
+  write_floats(c, c.get(Role::dst), x.data());
+}
+
+void scalar_tensor_tensor(const Ctx& c) {
+  const AccessPattern& data = c.get(Role::in0);
+  const size_t P = data.num_partitions, F = free_size(data);
+  Floats x = read_floats(c, data);
+  const Floats other = read_floats(c, c.get(Role::in1));
+  const Floats s0 = read_scalars(c, Role::operand0, P, c.inst.imm0);
+  for (size_t p = 0; p < P; ++p)
+    scalar_op(c, c.inst.alu0, c.inst.has_flag(isa::kReverse0), s0[p], x.data() + p * F, F);
+  if (c.inst.has_flag(isa::kReverse1))
+    alu_n(c, c.inst.alu1, other.data(), 1, x.data(), 1, x.data(), x.size());
+  else
+    alu_n(c, c.inst.alu1, x.data(), 1, other.data(), 1, x.data(), x.size());
+  accumulate(c, data, x);
+  write_floats(c, c.get(Role::dst), x.data());
+}
+
+// `index <cmp> bound` in FP32, as the engine compares (range_select).
+bool compare(const Ctx& c, AluOp op, float index, float bound) {
+  switch (op) {
+    case AluOp::is_equal:
+      return index == bound;
+    case AluOp::is_gt:
+      return index > bound;
+    case AluOp::is_ge:
+      return index >= bound;
+    case AluOp::is_lt:
+      return index < bound;
+    case AluOp::is_le:
+      return index <= bound;
+    default:
+      c.fail(Kind::unsupported, fmt::format("{} is not a comparison", isa::alu_op_name(op)));
+  }
+}
+
+void range_select(const Ctx& c) {
+  const AccessPattern& on_true = c.get(Role::on_true);
+  const size_t P = on_true.num_partitions, F = free_size(on_true);
+  Floats x = read_floats(c, on_true);
+  const Floats lo = read_floats(c, c.get(Role::operand0));
+  const Floats hi = read_floats(c, c.get(Role::operand1));
+  for (size_t p = 0; p < P; ++p)
+    for (size_t j = 0; j < F; ++j) {
+      const float index = static_cast<float>(c.inst.ints[0] + static_cast<int64_t>(j));
+      if (!(compare(c, c.inst.alu0, index, lo[p]) && compare(c, c.inst.alu1, index, hi[p])))
+        x[p * F + j] = c.inst.imm0;
+    }
+  accumulate(c, on_true, x);
   write_floats(c, c.get(Role::dst), x.data());
 }
 
@@ -777,11 +852,19 @@ void memset_op(const Ctx& c) {
 }
 
 void select(const Ctx& c) {
+  const AccessPattern& on_true = c.get(Role::on_true);
+  const size_t P = on_true.num_partitions, F = free_size(on_true);
   const Floats pred = read_floats(c, c.get(Role::predicate));
-  Floats t = read_floats(c, c.get(Role::on_true));
-  const Floats f = read_floats(c, c.get(Role::on_false));
+  Floats t = read_floats(c, on_true);
+  // on_false: dst's shape, one value per partition, or the immediate.
+  const AccessPattern* fp = c.inst.operand(Role::on_false);
+  const bool per_partition = !fp || (fp->free_elems() == 1 && F != 1);
+  const Floats f =
+      per_partition ? read_scalars(c, Role::on_false, P, c.inst.imm0) : read_floats(c, *fp);
+  const bool on_zero = c.inst.has_flag(isa::kReversePred);
   for (size_t i = 0; i < t.size(); ++i)
-    if (pred[i] == 0.0f) t[i] = f[i];
+    if ((pred[i] == 0.0f) != on_zero) t[i] = per_partition ? f[i / std::max<size_t>(1, F)] : f[i];
+  accumulate(c, on_true, t);
   write_floats(c, c.get(Role::dst), t.data());
 }
 
@@ -1149,6 +1232,17 @@ void dma_copy(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   const AccessPattern& src = c.get(Role::src);
   const AccessPattern* index = c.inst.operand(Role::index);
+  if (!index && c.inst.has_flag(isa::kDmaTranspose)) {
+    // src [R rows, F] read row by row, then written to dst in its walk order column by column.
+    const Bytes b = read_as(c, src, dst.dtype);
+    const size_t R = src.num_partitions, F = free_size(src), es = esize(dst);
+    if (b.size() != total_size(dst) * es) c.fail(Kind::unsupported, "dst and src sizes differ");
+    Bytes t(b.size());
+    for (size_t r = 0; r < R; ++r)
+      for (size_t f = 0; f < F; ++f)
+        std::memcpy(t.data() + (f * R + r) * es, b.data() + (r * F + f) * es, es);
+    return write_bytes(c, dst, t.data());
+  }
   if (!index) {
     if (dma_direct(c, dst, src)) return;
     const Bytes b = read_as(c, src, dst.dtype);
@@ -1225,6 +1319,10 @@ void dispatch(const Ctx& c) {
       return find_vals(c, false);
     case Opcode::match_replace8:
       return find_vals(c, true);
+    case Opcode::scalar_tensor_tensor:
+      return scalar_tensor_tensor(c);
+    case Opcode::range_select:
+      return range_select(c);
     case Opcode::sem_wait:
     case Opcode::sem_signal:
     case Opcode::sem_set:
@@ -1375,7 +1473,8 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 CoreState::CoreState(const isa::Target& target, SparseMemory& hbm_memory)
     : sbuf(target.num_partitions, target.sbuf_partition_bytes),
       psum(target.num_partitions, target.psum_partition_bytes),
-      hbm(hbm_memory) {
+      hbm(hbm_memory),
+      accumulator(target.num_partitions, 0.0f) {
   for (size_t e = 0; e < rng.size(); ++e)
     for (uint64_t p = 0; p < target.num_partitions; ++p) {
       uint64_t stream = (uint64_t{e} << 32) | p;

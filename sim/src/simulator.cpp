@@ -264,7 +264,7 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
   for (const DmaTransfer& t : plan_dma(in, *gen)) {
     uint64_t& engine_free = dma_engine_free.at(t.dma_engine);
     const uint64_t start = std::max(issue, engine_free);
-    uint64_t end = start + dma_transfer_ps(t.bytes, t.descriptors, *gen);
+    uint64_t end = start + dma_transfer_ps(t.bytes, t.descriptors, *gen, t.bandwidth_fraction);
     if (t.hbm_bytes > 0) {
       // HBM serves the chip's transfers in issue order at its bandwidth.
       const uint64_t hbm_start = std::max(start, chip->free_ps);

@@ -377,6 +377,13 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.dma_issue_ns = r.non_negative("dma_issue_ns");
   g.dma_descriptor_ns = r.non_negative("dma_descriptor_ns");
   g.dma_descriptor_max_bytes = r.integer("dma_descriptor_max_bytes", 1, uint64_t{1} << 32);
+  for (auto [key, field] :
+       {std::pair{"dma_transpose_hbm_efficiency", &g.dma_transpose_hbm_efficiency},
+        std::pair{"dma_transpose_sbuf_efficiency", &g.dma_transpose_sbuf_efficiency}}) {
+    *field = r.positive(key);
+    if (*field > 1)
+      fail(file, key, fmt::format("{} is a fraction of a copy's bandwidth (at most 1)", *field));
+  }
   g.launch_fixed_ns = r.non_negative("launch_fixed_ns");
   g.launch_per_tensor_ns = r.non_negative("launch_per_tensor_ns");
 

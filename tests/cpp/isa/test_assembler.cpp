@@ -199,7 +199,43 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{"pool max8 dst=sbuf.fp32[0:1]+0[[1,8]] src=sbuf.fp32[0:1]+64[[1,9]]",
                   "cannot run on engine pool"},
         BadSource{"pool rand_set_state src=sbuf.u32[0:128]+0[[1,5]]",
-                  "holds 5 words per lane; a XORWOW state is 6"}));
+                  "holds 5 words per lane; a XORWOW state is 6"},
+        BadSource{"act tensor_scalar dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+0[[1,4]] "
+                  "op0=add reduce=add reduce_cmd=3",
+                  "only VectorE has the accumulator"},
+        BadSource{"dve tensor_scalar dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+0[[1,4]] "
+                  "op0=add reduce_dst=sbuf.fp32[0:1]+64[[1,1]]",
+                  "need a reduce_cmd"},
+        BadSource{"dve tensor_scalar dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+0[[1,4]] "
+                  "op0=add reduce=add reduce_cmd=7",
+                  "reduce_cmd=7 (0 to 4)"},
+        BadSource{"dve tensor_scalar dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+0[[1,4]] "
+                  "op0=add reduce=add reduce_cmd=4",
+                  "load_reduce, and only load_reduce, reads an initial operand"},
+        BadSource{"dve tensor_scalar dst=sbuf.fp32[0:1]+0[[1,4]] src=sbuf.fp32[0:1]+0[[1,4]] "
+                  "op0=add op1=add reduce=add reduce_cmd=3",
+                  "has one operation"},
+        BadSource{"dve scalar_tensor_tensor dst=sbuf.fp32[0:1]+0[[1,4]] "
+                  "in0=psum.fp32[0:1]+0[[1,4]] in1=psum.fp32[0:1]+64[[1,4]] op0=add op1=add",
+                  "cannot both be in PSUM"},
+        BadSource{"dve range_select dst=sbuf.fp32[0:1]+0[[1,4]] on_true=sbuf.fp32[0:1]+0[[1,4]] "
+                  "operand0=sbuf.fp32[0:1]+64[[1,1]] operand1=sbuf.fp32[0:1]+68[[1,1]] "
+                  "cmp0=add cmp1=is_lt",
+                  "add is not one of is_equal"},
+        BadSource{"dve range_select dst=sbuf.fp32[0:1]+0[[1,4]] on_true=sbuf.fp32[0:1]+0[[1,4]] "
+                  "operand0=sbuf.bf16[0:1]+64[[1,1]] operand1=sbuf.fp32[0:1]+68[[1,1]] "
+                  "cmp0=is_ge cmp1=is_lt",
+                  "a bound is fp32"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] "
+                  "src=hbm.fp32(x)+0[[512,128],[1,512]] transpose=true",
+                  "2-byte elements"},
+        BadSource{"sp dma_copy dst=sbuf.bf16[0:128]+0[[1,8]] src=sbuf.bf16[0:4]+0[[1,256]] "
+                  "transpose=true",
+                  "become 256 partitions (at most 128)"},
+        BadSource{
+            "sp dma_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] "
+            "transpose=true",
+            "a DMA transpose writes SBUF"}));
 
 TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
   EXPECT_THAT(assemble_error(".target trn1\npool rng dst=sbuf.u16[0:128]+0[[1,8]]\n"),

@@ -29,7 +29,9 @@ TEST(OpcodeTable, IsIndexedByOpcodeAndNamesAreUnique) {
     std::set<std::string_view> keys;
     for (const RoleInfo& r : info.roles) EXPECT_TRUE(keys.insert(role_name(r.role)).second);
     for (const ParamInfo& p : info.params)
-      EXPECT_TRUE(keys.insert(p.name).second || p.name == "scale" || p.name == "initial") << p.name;
+      EXPECT_TRUE(keys.insert(p.name).second || p.name == "scale" || p.name == "initial" ||
+                  p.name == "on_false")
+          << p.name;
   }
 }
 

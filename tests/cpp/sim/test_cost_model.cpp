@@ -249,6 +249,46 @@ TEST_F(CostVector, Activation) {
   EXPECT_EQ(cycles(one, "trn1"), cycles(act(1024, false), "trn1"));
 }
 
+TEST_F(CostVector, AccumulatingInstructions) {
+  const uint32_t n = 512;
+  // tensor_scalar_reduce: max(MIN_II, N) + MIN_II, without the 16-bit fast modes.
+  Instruction ts =
+      make(Opcode::tensor_scalar, Engine::DVE,
+           {{Role::dst, sbuf(DType::bf16, 128, n)}, {Role::src, sbuf(DType::bf16, 128, n)}});
+  ts.alu0 = isa::AluOp::multiply;
+  const uint64_t plain = cycles(ts, "trn2");
+  EXPECT_EQ(plain, n / 4 + ovh("trn2"));  // the 4x mode of a plain tensor_scalar
+  ts.alu2 = isa::AluOp::add;
+  ts.ints[3] = static_cast<int32_t>(isa::ReduceCmd::reset_reduce);
+  EXPECT_EQ(cycles(ts, "trn2"), n + 64u + ovh("trn2"));
+  ts.ints[3] = static_cast<int32_t>(isa::ReduceCmd::reset);  // nothing folded: the plain cost
+  EXPECT_EQ(cycles(ts, "trn2"), plain);
+
+  // scalar_tensor_tensor: N for BF16 subtract-then-multiply of even N, else 2N.
+  Instruction stt = make(Opcode::scalar_tensor_tensor, Engine::DVE,
+                         {{Role::dst, sbuf(DType::bf16, 128, n)},
+                          {Role::in0, sbuf(DType::bf16, 128, n)},
+                          {Role::in1, sbuf(DType::bf16, 128, n)}});
+  stt.alu0 = isa::AluOp::subtract;
+  stt.alu1 = isa::AluOp::multiply;
+  EXPECT_EQ(cycles(stt, "trn1"), n + ovh("trn1"));
+  stt.alu1 = isa::AluOp::add;
+  EXPECT_EQ(cycles(stt, "trn1"), 2 * n + ovh("trn1"));
+  stt.alu2 = isa::AluOp::max;
+  stt.ints[3] = static_cast<int32_t>(isa::ReduceCmd::reduce);
+  EXPECT_EQ(cycles(stt, "trn1"), 2 * n + 64u + ovh("trn1"));
+
+  // range_select: max(MIN_II, N), the reduction included.
+  Instruction rs = make(Opcode::range_select, Engine::DVE,
+                        {{Role::dst, sbuf(DType::fp32, 128, n)},
+                         {Role::on_true, sbuf(DType::fp32, 128, n)},
+                         {Role::operand0, sbuf(DType::fp32, 128, 1)},
+                         {Role::operand1, sbuf(DType::fp32, 128, 1)}});
+  EXPECT_EQ(cycles(rs, "trn2"), n + ovh("trn2"));
+  rs.operand(Role::on_true)->dims[0].size = 8;
+  EXPECT_EQ(cycles(rs, "trn2"), 64u + ovh("trn2"));
+}
+
 TEST_F(CostVector, DependentOverhead) {
   const Instruction a = make(Opcode::activation, Engine::ACT,
                              {{Role::dst, sbuf(DType::fp32, 128, 1)},
@@ -669,6 +709,32 @@ TEST(CostDma, DescriptorsAreContiguousPieces) {
   EXPECT_EQ(rows[0].descriptors, 4u);
   EXPECT_GT(dma_transfer_ps(plan[0].bytes, plan[0].descriptors, g),
             dma_transfer_ps(rows[0].bytes, rows[0].descriptors, g));
+}
+
+TEST(CostDma, TransposeStreamsAtItsFractionOfACopyInTheDestinationsPieces) {
+  const spec::GenerationConfig& g = gen("trn2");
+  // [128, 128] BF16 from HBM, transposed: 128 destination pieces of 256 bytes, not one
+  // descriptor per element, at 90 % of a copy's bandwidth.
+  Instruction t = dma(sbuf(DType::bf16, 128, 128), hbm(DType::bf16, 128, 128));
+  const auto copy = plan_dma(t, g);
+  t.flags |= isa::kDmaTranspose;
+  const auto transposed = plan_dma(t, g);
+  ASSERT_EQ(transposed.size(), copy.size());
+  for (size_t i = 0; i < copy.size(); ++i) {
+    EXPECT_EQ(transposed[i].bytes, copy[i].bytes);
+    EXPECT_EQ(transposed[i].hbm_bytes, copy[i].hbm_bytes);
+    EXPECT_EQ(transposed[i].descriptors, copy[i].descriptors);
+    EXPECT_DOUBLE_EQ(transposed[i].bandwidth_fraction, 0.9);
+  }
+  const auto& c = copy[0];
+  const double bytes_ns = static_cast<double>(c.bytes) / g.dma_engine_bytes_per_ns;
+  EXPECT_NEAR(static_cast<double>(dma_transfer_ps(c.bytes, c.descriptors, g, 0.9)) -
+                  static_cast<double>(dma_transfer_ps(c.bytes, c.descriptors, g)),
+              (bytes_ns / 0.9 - bytes_ns) * 1000.0, 1.0);
+  // From SBUF: half a copy's bandwidth.
+  Instruction s = dma(sbuf(DType::bf16, 128, 64), sbuf(DType::bf16, 64, 128));
+  s.flags |= isa::kDmaTranspose;
+  for (const DmaTransfer& x : plan_dma(s, g)) EXPECT_DOUBLE_EQ(x.bandwidth_fraction, 0.5);
 }
 
 TEST(CostDma, FourRowsGoToOneEngine) {

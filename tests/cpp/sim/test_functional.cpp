@@ -134,6 +134,29 @@ TEST(DmaCopy, SameDtypeCopiesBytesExactlyIncludingNaNPayloads) {
   EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)), ElementsAreArray(bits));
 }
 
+TEST(DmaCopy, TransposeWalksTheSourceRowsInnermostBitExactly) {
+  Core core;
+  // h [4 rows, 4] read with its rows innermost: dst [4 partitions, 4] = h transposed.
+  auto [prog, in] = parse_with(
+      "sp dma_copy dst=sbuf.bf16[0:4]+64[[1,4]] src=hbm.bf16(h)+0[[4,4],[1,4]] transpose=true",
+      kDmaDecls);
+  bind_tensors(prog, core.st, 0);
+  std::vector<uint16_t> bits(16);
+  for (uint16_t i = 0; i < 16; ++i) bits[i] = static_cast<uint16_t>(0x7f81 + i);  // NaN payloads
+  put_bits(core.st, operand(in, Role::src), bits);
+  execute(in, core.st);
+  std::vector<uint16_t> want(16);
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t f = 0; f < 4; ++f) want[f * 4 + r] = bits[r * 4 + f];
+  EXPECT_THAT(get_bits<uint16_t>(core.st, operand(in, Role::dst)), ElementsAreArray(want));
+  // SBUF to SBUF: 2 partitions of 3 become 3 partitions of 2.
+  const auto on_chip = parse(
+      "sp dma_copy dst=sbuf.bf16[0:3]+256[[1,2]] src=sbuf.bf16[0:2]+128[[1,3]] transpose=true");
+  put(core.st, operand(on_chip, Role::src), {1, 2, 3, 4, 5, 6});
+  execute(on_chip, core.st);
+  EXPECT_THAT(get(core.st, operand(on_chip, Role::dst)), ElementsAre(1, 4, 2, 5, 3, 6));
+}
+
 TEST(DmaCopy, CastsToIntegersSaturateAndRoundToEvenAndToBool) {
   Core core;
   auto [prog, in] =

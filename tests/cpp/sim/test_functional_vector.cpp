@@ -462,6 +462,115 @@ TEST(Select, PicksByPredicateAcrossDtypes) {
   EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(-1, 2, 3, -4, -5, 6));
 }
 
+TEST(Select, ScalarOrPerPartitionOnFalseReversedPredicateAndMaxReduction) {
+  Core core;
+  const std::string io =
+      "dst=sbuf.fp32[0:2]+0[[1,3]] predicate=sbuf.u8[0:2]+64[[1,3]] "
+      "on_true=sbuf.fp32[0:2]+128[[1,3]]";
+  const auto first = parse("dve select " + io + " on_false=-7");
+  put_bits<uint8_t>(core.st, operand(first, Role::predicate), {0, 1, 2, 0, 0, 255});
+  put(core.st, operand(first, Role::on_true), {1, 2, 3, 4, 5, 6});
+  execute(first, core.st);
+  EXPECT_THAT(get(core.st, operand(first, Role::dst)), ElementsAre(-7, 2, 3, -7, -7, 6));
+  // reverse: on_true where the predicate is zero; on_false one value per partition.
+  const auto per_partition = parse("dve select " + io +
+                                   " on_false=sbuf.fp32[0:2]+256[[1,1]] reverse=true "
+                                   "reduce_dst=sbuf.fp32[0:2]+512[[1,1]] reduce=max reduce_cmd=3");
+  put(core.st, operand(per_partition, Role::on_false), {-1, -2});
+  execute(per_partition, core.st);
+  EXPECT_THAT(get(core.st, operand(per_partition, Role::dst)), ElementsAre(1, -1, -1, 4, 5, -2));
+  EXPECT_THAT(get(core.st, operand(per_partition, Role::reduce_dst)), ElementsAre(1, 5));
+}
+
+TEST(Accumulator, CommandsResetFoldLoadAndCarryAcrossInstructionsAndKinds) {
+  Core core;
+  const std::string io = "dst=sbuf.fp32[0:2]+0[[1,3]] src=sbuf.fp32[0:2]+64[[1,3]]";
+  const std::string rd = " reduce_dst=sbuf.fp32[0:2]+256[[1,1]]";
+  const auto copy = parse("dve tensor_copy " + io);
+  put(core.st, operand(copy, Role::src), {1, 2, 3, -1, -2, 0.5});
+  const auto run = [&](const std::string& params) {
+    const auto in = parse("dve tensor_scalar " + io + " op0=multiply imm0=2 " + params);
+    execute(in, core.st);
+    return in;
+  };
+  const auto reduce_of = [&](const std::string& params) {
+    return get(core.st, operand(run(params + rd), Role::reduce_dst));
+  };
+  // tensor_scalar_reduce: dst = 2x; sums 12 and -5.
+  EXPECT_THAT(reduce_of("reduce=add reduce_cmd=3"), ElementsAre(12, -5));
+  // reduce: folds into what the accumulator holds.
+  EXPECT_THAT(reduce_of("reduce=add reduce_cmd=2"), ElementsAre(24, -10));
+  // A chain without reduce_dst keeps its value in the accumulator for the next instruction.
+  run("reduce=add reduce_cmd=2");
+  EXPECT_THAT(reduce_of("reduce=add reduce_cmd=2"), ElementsAre(48, -20));
+  // load_reduce starts from the initial operand; max keeps the largest.
+  const auto load =
+      parse("dve tensor_scalar " + io + " op0=multiply imm0=2 reduce=max reduce_cmd=4" + rd +
+            " initial=sbuf.fp32[0:2]+260[[1,1]]");
+  put(core.st, operand(load, Role::initial), {100, -100});
+  execute(load, core.st);
+  EXPECT_THAT(get(core.st, operand(load, Role::reduce_dst)), ElementsAre(100, 1));
+  // reset: the identity, nothing folded; the max then continues in a select.
+  run("reduce=max reduce_cmd=1");
+  const auto sel = parse(
+      "dve select dst=sbuf.fp32[0:2]+0[[1,3]] predicate=sbuf.u8[0:2]+128[[1,3]] "
+      "on_true=sbuf.fp32[0:2]+64[[1,3]] on_false=-50 reduce=max reduce_cmd=2" +
+      rd);
+  put_bits<uint8_t>(core.st, operand(sel, Role::predicate), {0, 0, 0, 1, 0, 0});
+  execute(sel, core.st);
+  EXPECT_THAT(get(core.st, operand(sel, Role::reduce_dst)), ElementsAre(-50, -1));
+  // Partitions 32..33 have their own lanes: untouched by all of the above.
+  EXPECT_EQ(core.st.accumulator[32], 0.0f);
+}
+
+TEST(ScalarTensorTensor, ScalarThenTensorWithReverseFlagsAndReduction) {
+  Core core;
+  const std::string io =
+      "dst=sbuf.fp32[0:2]+0[[1,3]] in0=sbuf.fp32[0:2]+64[[1,3]] in1=sbuf.fp32[0:2]+128[[1,3]]";
+  const auto first = parse("dve scalar_tensor_tensor " + io + " op0=subtract imm0=1 op1=multiply");
+  put(core.st, operand(first, Role::in0), {1, 2, 3, 4, 5, 6});
+  put(core.st, operand(first, Role::in1), {2, 2, 2, -1, -1, -1});
+  execute(first, core.st);
+  EXPECT_THAT(get(core.st, operand(first, Role::dst)), ElementsAre(0, 2, 4, -3, -4, -5));
+  // (c0 - x) then in1 / t, c0 per partition = {10, 20}; row sums into reduce_dst.
+  const auto second = parse("dve scalar_tensor_tensor " + io +
+                            " operand0=sbuf.fp32[0:2]+256[[1,1]] op0=subtract reverse0=true "
+                            "op1=divide reverse1=true reduce_dst=sbuf.fp32[0:2]+260[[1,1]] "
+                            "reduce=add reduce_cmd=3");
+  put(core.st, operand(second, Role::operand0), {10, 20});
+  execute(second, core.st);
+  // t = {9, 8, 7, 16, 15, 14}; in1 / t.
+  const std::vector<float> want = {2.0f / 9,   2.0f / 8,   2.0f / 7,
+                                   -1.0f / 16, -1.0f / 15, -1.0f / 14};
+  EXPECT_THAT(get(core.st, operand(second, Role::dst)), ElementsAreArray(want));
+  const auto sums = get(core.st, operand(second, Role::reduce_dst));
+  EXPECT_FLOAT_EQ(sums[0], want[0] + want[1] + want[2]);
+  EXPECT_FLOAT_EQ(sums[1], want[3] + want[4] + want[5]);
+}
+
+TEST(RangeSelect, KeepsIndicesBetweenPerPartitionBoundsAndReducesTheMaximum) {
+  Core core;
+  // Causal rows: partition p keeps indices range_start + j <= p (bound1), >= 0 (bound0).
+  const auto in = parse(
+      "dve range_select dst=sbuf.bf16[0:3]+0[[1,4]] on_true=sbuf.fp32[0:3]+64[[1,4]] "
+      "operand0=sbuf.fp32[0:3]+128[[1,1]] operand1=sbuf.fp32[0:3]+132[[1,1]] cmp0=is_ge "
+      "cmp1=is_le range_start=2 on_false=-3.4028235e+38 reduce_dst=sbuf.fp32[0:3]+256[[1,1]] "
+      "reduce=max reduce_cmd=3");
+  put(core.st, operand(in, Role::on_true), {5, 6, 7, 8, 1, 2, 3, 4, -1, -2, -3, -4});
+  put(core.st, operand(in, Role::operand0), {0, 0, 3});
+  put(core.st, operand(in, Role::operand1), {2, 4, 5});
+  execute(in, core.st);
+  const float low = -std::numeric_limits<float>::infinity();  // FP32_MIN rounds to -inf in bf16
+  EXPECT_THAT(get(core.st, operand(in, Role::dst)),
+              ElementsAre(5, low, low, low, 1, 2, 3, low, low, -2, -3, -4));
+  // The reduction sees the FP32 values: an all-false row gives FP32_MIN, not -inf.
+  const auto acc = get(core.st, operand(in, Role::reduce_dst));
+  EXPECT_THAT(acc, ElementsAre(5, 3, -2));
+  put(core.st, operand(in, Role::operand0), {10, 10, 10});
+  execute(in, core.st);
+  EXPECT_EQ(get(core.st, operand(in, Role::reduce_dst))[0], -std::numeric_limits<float>::max());
+}
+
 TEST(CopyPredicated, CopiesSelectedElementsAndLeavesOthersBitExact) {
   Core core;
   const std::string ops =

@@ -210,8 +210,12 @@ enum class Opcode : uint8_t {
   max8,
   find_index8,
   match_replace8,
+  // VectorE: two ALU operations, the first with a per-partition scalar, the second with a tensor
+  scalar_tensor_tensor,
+  // VectorE: elements whose free index lies between two per-partition bounds, else a fill value
+  range_select,
 };
-inline constexpr int kNumOpcodes = 33;
+inline constexpr int kNumOpcodes = 35;
 // Data elements per partition that max8, find_index8 and match_replace8 take at most
 // (nki.isa.nc_find_index8's documented range is 8 to 16,384).
 inline constexpr uint32_t kTop8MaxElems = 16384;
@@ -251,7 +255,20 @@ enum Flag : uint16_t {
   kReverse1 = 1u << 5,       // tensor_scalar: same for op1
   kReversePred = 1u << 6,    // copy_predicated: copy where the predicate is zero
   kScatter = 1u << 7,        // dma_copy: `index` names rows of dst (scatter), not of src
+  kDmaTranspose = 1u << 8,   // dma_copy: src's rows are walked innermost (the DMA transpose)
 };
+
+// What an instruction does with VectorE's accumulator (one value per partition, kept from one
+// instruction to the next), in Instruction::ints[3] of the instructions that reduce
+// (tensor_scalar, scalar_tensor_tensor, select, range_select on VectorE).
+enum class ReduceCmd : int32_t {
+  idle = 0,          // the accumulator is not used
+  reset = 1,         // set to the reduction's identity; nothing is folded in
+  reduce = 2,        // fold this instruction's results into the accumulator
+  reset_reduce = 3,  // reset, then fold in
+  load_reduce = 4,   // load the `initial` operand, then fold in
+};
+inline constexpr int kNumReduceCmds = 5;
 
 // One instruction. Opcode-specific parameters live in the generic fields below;
 // OpcodeInfo names which ones an opcode uses and what they mean.
@@ -264,7 +281,8 @@ struct Instruction {
   ActFunc func = ActFunc::identity;
   AluOp alu0 = AluOp::bypass;
   AluOp alu1 = AluOp::bypass;
-  uint8_t axes = 0;  // tensor_reduce: bit i reduces free dim i
+  AluOp alu2 = AluOp::bypass;  // the reduction of an instruction that also reduces (reduce=)
+  uint8_t axes = 0;            // tensor_reduce: bit i reduces free dim i
   uint16_t flags = 0;
   float imm0 = 0.0f;
   float imm1 = 0.0f;
@@ -282,6 +300,7 @@ enum class ParamField : uint8_t {
   func,
   alu0,
   alu1,
+  alu2,
   axes,
   imm0,
   imm1,

@@ -29,10 +29,11 @@ uint64_t instruction_cycles(const isa::Instruction& inst, const spec::Generation
 
 // One piece of a dma_copy, carried by one DMA engine.
 struct DmaTransfer {
-  uint32_t dma_engine = 0;   // 0..dma_engines-1 of the core
-  uint64_t bytes = 0;        // bytes read (= bytes written)
-  uint64_t hbm_bytes = 0;    // of which to or from HBM (counts against HBM bandwidth)
-  uint64_t descriptors = 1;  // contiguous pieces of at most dma_descriptor_max_bytes
+  uint32_t dma_engine = 0;        // 0..dma_engines-1 of the core
+  uint64_t bytes = 0;             // bytes read (= bytes written)
+  uint64_t hbm_bytes = 0;         // of which to or from HBM (counts against HBM bandwidth)
+  uint64_t descriptors = 1;       // contiguous pieces of at most dma_descriptor_max_bytes
+  double bandwidth_fraction = 1;  // of a copy's bandwidth: below 1 for a DMA transpose
 };
 
 // Splits a dma_copy the way the hardware does: one engine per group of
@@ -41,7 +42,8 @@ std::vector<DmaTransfer> plan_dma(const isa::Instruction& inst, const spec::Gene
 
 // Time one DMA engine needs for a transfer of `bytes` in `descriptors` pieces, without
 // contention (ps): a fixed cost per descriptor, then the bytes at the sustained rate.
-uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::GenerationConfig& gen);
+uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::GenerationConfig& gen,
+                         double bandwidth_fraction = 1);
 
 // Floating-point operations an instruction performs (2 per MAC for matmul), for MFU.
 uint64_t instruction_flops(const isa::Instruction& inst);

@@ -51,6 +51,9 @@ struct CoreState {
   // their state from one execution to the next, as the engines do until a reset;
   // until rand_set_state, lane p of engine e starts from a fixed state of (e, p).
   std::array<std::vector<Xorwow>, 2> rng;
+  // VectorE's accumulator, one FP32 value per partition: the instructions with a reduce_cmd
+  // fold their results into it, and it keeps its value from one of them to the next.
+  std::vector<float> accumulator;
 };
 
 // Places the program's tensors in HBM from `base` upwards (aligned to 64 bytes),

@@ -62,6 +62,10 @@ struct GenerationConfig {
   // below the sustained rate.
   double dma_descriptor_ns = 0;
   uint64_t dma_descriptor_max_bytes = 65536;
+  // A DMA transpose (dma_copy transpose=true) streams at this fraction of a copy's bandwidth,
+  // from HBM and from SBUF.
+  double dma_transpose_hbm_efficiency = 1;
+  double dma_transpose_sbuf_efficiency = 1;
 
   // The runtime's cost of one execution on a core (nrt_execute) before its first instruction:
   // a fixed part and a part per input and output tensor (docs/cost-model.md §6).
