@@ -119,6 +119,11 @@ class Kernel:
         self.op_key = f"{fn.__module__}.{fn.__qualname__}@{id(self):x}"
         _KERNELS[self.op_key] = self
 
+    def with_schedule(self, *_edges: Any):
+        """NKI's explicit scheduling edges: not supported yet (here each engine runs its
+        instructions in program order, and no edges across engines are added)."""
+        raise NkiError(f"{self.fn.__name__}.with_schedule: scheduling edges are not supported yet")
+
     def build(self, *args: Any, target: str | None = None, **kwargs: Any):
         """The body traced for these arguments: (trace, program), made once per target,
         tensor shapes and dtypes, and non-tensor values, as NKI compiles a kernel."""

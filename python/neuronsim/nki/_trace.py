@@ -79,10 +79,13 @@ class ds:  # noqa: N801 (NKI's name)
 
 class Index:
     """An affine index of one axis, start + step * i for i in range(size): what nl.arange
-    and nl.mgrid give, with + and * by integers (the legacy API's index expressions)."""
+    and nl.mgrid give, with + and * by integers (the legacy API's index expressions).
+    Indices derived from one arange share its `axis`; comparing one with a number gives a
+    Mask of that axis."""
 
-    def __init__(self, start: int, step: int, size: int):
+    def __init__(self, start: int, step: int, size: int, axis: object = None):
         self.start, self.step, self.size = int(start), int(step), int(size)
+        self.axis = axis if axis is not None else object()
 
     def as_slice(self) -> slice:
         if self.step <= 0:
@@ -92,35 +95,101 @@ class Index:
     def __getitem__(self, _axes) -> Index:  # arange(n)[:, None]: the axis is the position
         return self
 
+    def _derived(self, start: int, step: int) -> Index:
+        return Index(start, step, self.size, self.axis)
+
     def __add__(self, v: int) -> Index:
         if isinstance(v, Index):
             raise NkiError("indices of two axes add only as a broadcast, which is not supported")
-        return Index(self.start + int(v), self.step, self.size)
+        return self._derived(self.start + int(v), self.step)
 
     __radd__ = __add__
 
     def __sub__(self, v: int) -> Index:
-        return Index(self.start - int(v), self.step, self.size)
+        return self._derived(self.start - int(v), self.step)
 
     def __mul__(self, v: int) -> Index:
-        return Index(self.start * int(v), self.step * int(v), self.size)
+        return self._derived(self.start * int(v), self.step * int(v))
 
     __rmul__ = __mul__
 
+    # -- masks: the positions i whose value compares true, as a range [lo, hi) ----------
+    def _first_at_least(self, bound: int) -> int:
+        """The first i with start + step * i >= bound (step > 0), within 0..size."""
+        if self.step <= 0:
+            raise NkiError(f"mask on {self}: steps are positive")
+        return min(self.size, max(0, -(-(bound - self.start) // self.step)))
+
+    def _mask(self, lo: int, hi: int) -> Mask:
+        return Mask({self.axis: (lo, hi)})
+
+    def __lt__(self, bound) -> Mask:
+        return self._mask(0, self._first_at_least(_mask_bound(bound)))
+
+    def __le__(self, bound) -> Mask:
+        return self._mask(0, self._first_at_least(_mask_bound(bound) + 1))
+
+    def __ge__(self, bound) -> Mask:
+        return self._mask(self._first_at_least(_mask_bound(bound)), self.size)
+
+    def __gt__(self, bound) -> Mask:
+        return self._mask(self._first_at_least(_mask_bound(bound) + 1), self.size)
+
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"Index({self.start} + {self.step} * i, i < {self.size})"
+
+
+def _mask_bound(bound) -> int:
+    if isinstance(bound, Index):
+        raise NkiError("a mask that compares two indices (a triangle) is not supported yet")
+    return int(bound)
+
+
+class Mask:
+    """A legacy mask= of comparisons of indices with numbers, joined by &: for each axis, the
+    range of its positions that stay. An instruction under it covers only that rectangle."""
+
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
+
+    def __and__(self, other: Mask) -> Mask:
+        if not isinstance(other, Mask):
+            raise NkiError(f"a mask joins masks with &, not {other!r}")
+        ranges = dict(self.ranges)
+        for axis, (lo, hi) in other.ranges.items():
+            old_lo, old_hi = ranges.get(axis, (lo, hi))
+            ranges[axis] = (max(lo, old_lo), min(hi, old_hi))
+        return Mask(ranges)
+
+    def __or__(self, _other):
+        raise NkiError("masks joined by | are not rectangles; only & is supported")
+
+    def __invert__(self):
+        raise NkiError("a negated mask is not a rectangle; compare the other way instead")
+
+    def __bool__(self):
+        raise NkiError("a mask is not a Python bool: pass it as mask=")
 
 
 class Tensor:
     """An NKI tensor: a view of a storage by an access pattern."""
 
     def __init__(
-        self, storage: Storage, dims: list[tuple[int, int]], start: int = 0, partition: int = 0
+        self,
+        storage: Storage,
+        dims: list[tuple[int, int]],
+        start: int = 0,
+        partition: int = 0,
+        axes: list | None = None,
     ):
         self._storage = storage
         self._dims = [(int(s), int(n)) for s, n in dims]  # (stride, size) per dim, in elements
         self._start = int(start)  # elements from the storage's start (on chip: in dims 1..)
         self._partition = int(partition)  # on chip: partitions from the storage's first
+        # The legacy index axis (nl.arange) each dim was sliced by, for masks; None if none.
+        self._axes = list(axes) if axes is not None else [None] * len(self._dims)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -154,13 +223,27 @@ class Tensor:
         if len(index) > self.ndim:
             raise NkiError(f"{self.name}: {len(index)} indices for a tensor of {self.ndim} dims")
         index = index + (slice(None),) * (self.ndim - len(index))
-        dims, start, partition = [], self._start, self._partition
+        dims, start, partition, axes = [], self._start, self._partition, []
         on_chip = self.buffer != HBM
         for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
+            axis = self._axes[d]
             if isinstance(item, ds):
                 item = slice(item.start, item.start + item.size)
             elif isinstance(item, Index):  # nl.arange/mgrid: start + step * i
-                item = item.as_slice()
+                # Not clipped to the dim, as a slice would be: a mask= cuts what lies outside.
+                if item.start < 0 or item.step <= 0:
+                    raise NkiError(f"{self.name}: index {item} of dim {d} (size {size}) is invalid")
+                first, step, count = item.start, item.step, item.size
+                if on_chip and d == 0:
+                    if step != 1:
+                        raise NkiError(f"{self.name}: partitions are indexed with step 1")
+                    partition += first
+                    dims.append((1, count))
+                else:
+                    start += first * stride
+                    dims.append((stride * step, count))
+                axes.append(item.axis)
+                continue
             if isinstance(item, slice):
                 first, stop, step = item.indices(size)
                 count = len(range(first, stop, step))
@@ -176,6 +259,7 @@ class Tensor:
                 else:
                     start += first * stride
                     dims.append((stride * step, count))
+                axes.append(axis)
                 continue
             i = int(item)
             if not -size <= i < size:
@@ -186,7 +270,7 @@ class Tensor:
                     f"{self.name}: the partition dim is indexed with {i}; slice it ({i}:{i + 1})"
                 )
             start += i * stride
-        return Tensor(self._storage, dims, start, partition)
+        return Tensor(self._storage, dims, start, partition, axes)
 
     def broadcast_to(self, shape) -> Tensor:
         """This view repeated along its size-1 dims (stride 0): one DMA puts a row of HBM on
@@ -199,7 +283,38 @@ class Tensor:
             if size != n and size != 1:
                 raise NkiError(f"{self.name}: dim of size {size} does not broadcast to {n}")
             dims.append((stride if size == n else 0, n))
-        return Tensor(self._storage, dims, self._start, self._partition)
+        return Tensor(self._storage, dims, self._start, self._partition, self._axes)
+
+    def permute_free(self, order) -> Tensor:
+        """This view with its free dims (1..) walked in `order` (indices among them)."""
+        dims = [self._dims[0], *(self._dims[1 + i] for i in order)]
+        axes = [self._axes[0], *(self._axes[1 + i] for i in order)]
+        return Tensor(self._storage, dims, self._start, self._partition, axes)
+
+    def masked(self, limits: list) -> Tensor | None:
+        """This view cut to positions [lo, hi) per dim (None: whole); None if empty."""
+        dims, start, partition = [], self._start, self._partition
+        for d, ((stride, size), limit) in enumerate(zip(self._dims, limits)):
+            lo, hi = limit if limit is not None else (0, size)
+            hi = min(hi, size)
+            if hi <= lo:
+                return None
+            if d == 0 and self.buffer != HBM:
+                partition += lo
+            else:
+                start += lo * stride
+            dims.append((stride, hi - lo))
+        return Tensor(self._storage, dims, start, partition, self._axes)
+
+    def with_axes_of(self, other: Tensor) -> Tensor:
+        """This tensor, indexed by the same legacy axes as `other` (a tile made from it)."""
+        if other.ndim == self.ndim:
+            self._axes = list(other._axes)
+        return self
+
+    def mask_limits(self, mask: Mask) -> list:
+        """Per dim, the positions `mask` keeps along the axis that dim was sliced by."""
+        return [mask.ranges.get(axis) if axis is not None else None for axis in self._axes]
 
     # -- the assembly form --------------------------------------------------------------
     def pattern(self) -> str:
@@ -272,7 +387,8 @@ class Trace:
         self.sources: list[str] = []  # the kernel's source line of each instruction
         self.params: list[tuple[int, str]] = []  # (argument position, HBM tensor) per input
         self.outputs: list[Tensor] = []
-        self.used = {SBUF: 0, PSUM: 0}
+        self.used = {SBUF: 0, PSUM: 0}  # automatic allocations: bytes per partition
+        self.pinned = {SBUF: 0, PSUM: 0}  # the end of the tensors at explicit addresses
         self.slots: dict[tuple, Storage] = {}
         self.loops: list[list] = []  # [site, iteration, serial] of each open loop
         self.iterations = 0  # serial numbers of loop iterations, kernel-wide
@@ -281,6 +397,7 @@ class Trace:
         self.allocations: list[Storage] = []
         self.names: dict[str, int] = {}
         self.dmas = 0  # DMAs issued: their queues go round robin
+        self.mask: Mask | None = None  # the legacy mask= of the call being traced
 
     # -- names and declarations -------------------------------------------------------
     def unique(self, name: str) -> str:
@@ -299,9 +416,12 @@ class Trace:
         return Tensor(Storage(HBM, name, dtype), dims)
 
     # -- on-chip allocation -----------------------------------------------------------
-    def allocate(self, buffer: str, shape: tuple[int, ...], dtype: str, name: str) -> Tensor:
+    def allocate(
+        self, buffer: str, shape: tuple[int, ...], dtype: str, name: str, address=None
+    ) -> Tensor:
         """An SBUF or PSUM tensor; in a loop, the same site rotates between two buffers
-        (double buffering), as NKI's compiler allocates loop-local tensors."""
+        (double buffering), as NKI's compiler allocates loop-local tensors. `address`
+        (partition, byte offset) places it there instead."""
         if not shape:
             raise NkiError(f"{name}: an on-chip tensor needs a partition dim")
         partitions = shape[0]
@@ -309,6 +429,9 @@ class Trace:
         if not 0 < partitions <= limit:
             raise NkiError(f"{name}: partition dim {partitions} is outside 1..{limit}")
         per_partition = math.prod(shape[1:]) * itemsize(dtype)
+        if address is not None:
+            storage = self._place_at(buffer, partitions, per_partition, dtype, name, address)
+            return self._view(storage, shape, dtype)
         site = _caller_site()
         loops = tuple(loop[0] for loop in self.loops)
         iteration, serial = (self.loops[-1][1], self.loops[-1][2]) if self.loops else (0, 0)
@@ -321,19 +444,56 @@ class Trace:
         if storage is None:
             storage = self._place(buffer, per_partition, dtype, name)
             self.slots[key] = storage
-        dims, stride = [(1, partitions)], 1
+        return self._view(storage, shape, dtype)
+
+    def _view(self, storage: Storage, shape: tuple[int, ...], dtype: str) -> Tensor:
+        """A new allocation of `storage`'s place, as a row-major tensor of `shape`."""
+        dims, stride = [(1, shape[0])], 1
         for n in reversed(shape[1:]):
             dims.insert(1, (stride, n))
             stride *= n
-        allocation = Storage(buffer, storage.name, dtype, 0, storage.offset)
+        allocation = Storage(storage.buffer, storage.name, dtype, storage.partition, storage.offset)
         self.allocations.append(allocation)  # alive while traced: identities stay unique
         return Tensor(allocation, dims)
+
+    def _place_at(self, buffer, partitions, size, dtype, name, address) -> Storage:
+        """A tensor at the explicit address (first partition, byte offset in each
+        partition). It must fit, start a PSUM bank, and stay clear of the tensors allocated
+        automatically so far; those allocated later are placed after it."""
+        try:
+            partition, offset = (int(a) for a in address)
+        except (TypeError, ValueError):
+            raise NkiError(f"{name}: address {address!r} is not (partition, byte offset)") from None
+        capacity = self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
+        if partition < 0 or partition + partitions > self.target["partitions"]:
+            raise NkiError(
+                f"{name}: partitions {partition}..{partition + partitions - 1} at address "
+                f"{address} exceed the {self.target['partitions']} partitions"
+            )
+        if offset < 0 or offset + size > capacity:
+            raise NkiError(
+                f"{name}: bytes {offset}..{offset + size} of each partition at address "
+                f"{address} are outside {buffer.upper()} ({capacity} bytes per partition)"
+            )
+        bank = self.target["psum_bank_bytes"]
+        if buffer == PSUM and offset % bank:
+            raise NkiError(f"{name}: PSUM address {offset} does not start a bank ({bank} bytes)")
+        if offset % itemsize(dtype):
+            raise NkiError(f"{name}: address {offset} is not a multiple of its {dtype} elements")
+        if offset < self.used[buffer]:
+            raise NkiError(
+                f"{name}: address {address} overlaps the tensors allocated automatically "
+                f"({self.used[buffer]} bytes per partition of {buffer.upper()}); give "
+                f"explicit addresses before the automatic allocations, or to all"
+            )
+        self.pinned[buffer] = max(self.pinned[buffer], offset + size)
+        return Storage(buffer, name, dtype, partition, offset)
 
     def _place(self, buffer: str, size: int, dtype: str, name: str) -> Storage:
         capacity = self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
         # PSUM tiles start on a bank (matmuls accumulate within one); SBUF ones on 64 bytes.
         align = self.target["psum_bank_bytes"] if buffer == PSUM else 64
-        offset = -(-self.used[buffer] // align) * align
+        offset = -(-max(self.used[buffer], self.pinned[buffer]) // align) * align
         if offset + size > capacity:
             raise NkiError(
                 f"{name}: {size} bytes per partition in {buffer.upper()} do not fit: "
@@ -348,6 +508,10 @@ class Trace:
         return (self.dmas - 1) % 16
 
     def emit(self, engine: str, opcode: str, **fields: Any) -> None:
+        if self.mask is not None:
+            fields = _masked_fields(fields, self.mask)
+            if fields is None:  # the mask keeps nothing: no instruction
+                return
         parts = [engine, opcode]
         dst = fields.get("dst")
         if isinstance(dst, Tensor):  # what wrote this view last (matmuls accumulate on matmuls)
@@ -362,6 +526,27 @@ class Trace:
             parts.append(f"{key}={value}")
         self.lines.append(" ".join(parts))
         self.sources.append(_caller_site(text=True))
+
+
+def _masked_fields(fields: dict, mask: Mask) -> dict | None:
+    """The instruction's tensors cut to the rectangle `mask` keeps. A dim sliced by one of
+    the mask's axes is cut by it; the dims of a tensor sliced by none (a whole tile) are cut
+    like the same dims of the instruction's first tensor that was."""
+    tensors = {k: v for k, v in fields.items() if isinstance(v, Tensor)}
+    limits = {k: t.mask_limits(mask) for k, t in tensors.items()}
+    reference = next((lim for lim in limits.values() if any(x is not None for x in lim)), None)
+    if reference is None:
+        raise NkiError("mask=: no operand of the instruction is indexed by the mask's indices")
+    out = dict(fields)
+    for key, tensor in tensors.items():
+        lim = limits[key]
+        if all(x is None for x in lim) and tensor.ndim == len(reference):
+            lim = reference
+        cut = tensor.masked(lim)
+        if cut is None:
+            return None
+        out[key] = cut
+    return out
 
 
 _current = threading.local()

@@ -315,3 +315,265 @@ def reciprocal(dst, data, name: str = "") -> None:
     _trace.current().emit(
         "dve", "tensor_scalar", dst=dst, src=data, op0="divide", imm0="1.0", reverse0=True
     )
+
+
+# -- VectorE's accumulator: the instructions that also reduce ---------------------------------
+class reduce_cmd:  # noqa: N801 (NKI's name)
+    """What an instruction does with VectorE's accumulator (one value per partition, kept
+    from one instruction to the next)."""
+
+    idle, reset, reduce, reset_reduce, load_reduce = 0, 1, 2, 3, 4
+
+
+_REDUCE_CMDS = {0, 1, 2, 3, 4}
+
+
+def _reduction(what: str, cmd, op, res, init=None, data=None) -> dict:
+    """The assembly fields of an instruction's use of the accumulator."""
+    cmd = int(cmd)
+    if cmd not in _REDUCE_CMDS:
+        raise NkiError(f"{what}: reduce_cmd {cmd} is not one of nki.isa.reduce_cmd's")
+    if cmd == reduce_cmd.idle:
+        if res is not None:
+            raise NkiError(f"{what}: reduce_res is given but reduce_cmd is idle")
+        return {}
+    if res is not None:
+        _on_chip(res, f"{what} reduce_res", SBUF, PSUM)
+        if data is not None and res.shape[0] != data.shape[0]:
+            raise NkiError(
+                f"{what}: reduce_res {res.shape} needs one value per partition of {data.shape}"
+            )
+    fields = {"reduce_dst": res, "reduce": _alu(op, what), "reduce_cmd": cmd}
+    if cmd == reduce_cmd.load_reduce:
+        if not isinstance(init, NkiTensor):
+            raise NkiError(f"{what}: load_reduce takes reduce_init as a [P, 1] tile")
+        fields["initial"] = init
+    elif init is not None:
+        raise NkiError(f"{what}: reduce_init is only read by reduce_cmd.load_reduce")
+    return fields
+
+
+def tensor_scalar_reduce(
+    dst,
+    data,
+    op0,
+    operand0,
+    reduce_op,
+    reduce_res=None,
+    reverse0=False,
+    reduce_cmd=reduce_cmd.reset_reduce,
+    reduce_init=None,
+    reduce_res_negate=False,
+    name: str = "",
+) -> None:
+    """dst = data <op0> operand0, and each partition's results reduced by reduce_op into
+    VectorE's accumulator (written to reduce_res when given)."""
+    if reduce_res_negate:
+        raise NkiError("tensor_scalar_reduce: reduce_res_negate is not supported yet")
+    _on_chip(dst, "tensor_scalar_reduce dst", SBUF, PSUM)
+    _on_chip(data, "tensor_scalar_reduce data", SBUF, PSUM)
+    fields = {"dst": dst, "src": data, "op0": _alu(op0, "tensor_scalar_reduce")}
+    fields.update(_scalar_operand(operand0, "0"))
+    fields["reverse0"] = bool(reverse0) or None
+    fields.update(
+        _reduction("tensor_scalar_reduce", reduce_cmd, reduce_op, reduce_res, reduce_init, data)
+    )
+    _trace.current().emit("dve", "tensor_scalar", **fields)
+
+
+def scalar_tensor_tensor(
+    dst,
+    data,
+    op0,
+    operand0,
+    op1,
+    operand1,
+    reverse0=False,
+    reverse1=False,
+    reduce_cmd=reduce_cmd.idle,
+    reduce_op=None,
+    reduce_res=None,
+    name: str = "",
+) -> None:
+    """dst = (data <op0> operand0) <op1> operand1: operand0 a number or a [P, 1] tile,
+    operand1 a tile of data's shape (VectorE)."""
+    for t, role in ((dst, "dst"), (data, "data"), (operand1, "operand1")):
+        _on_chip(t, f"scalar_tensor_tensor {role}", SBUF, PSUM)
+    _same_shape("scalar_tensor_tensor", data, operand1)
+    fields = {"dst": dst, "in0": data, "in1": operand1}
+    fields.update(_scalar_operand(operand0, "0"))
+    fields.update(
+        op0=_alu(op0, "scalar_tensor_tensor"),
+        op1=_alu(op1, "scalar_tensor_tensor"),
+        reverse0=bool(reverse0) or None,
+        reverse1=bool(reverse1) or None,
+    )
+    if reduce_cmd != 0 or reduce_res is not None:
+        fields.update(
+            _reduction(
+                "scalar_tensor_tensor", reduce_cmd, reduce_op or "add", reduce_res, None, data
+            )
+        )
+    _trace.current().emit("dve", "scalar_tensor_tensor", **fields)
+
+
+_FP32_MIN = -3.4028234663852886e38
+
+
+def range_select(
+    dst,
+    on_true_tile,
+    comp_op0,
+    comp_op1,
+    bound0,
+    bound1,
+    reduce_cmd=reduce_cmd.reset_reduce,
+    reduce_res=None,
+    reduce_op="max",
+    range_start=0,
+    on_false_value=_FP32_MIN,
+    name: str = "",
+) -> None:
+    """dst[p, j] = on_true_tile[p, j] where range_start + j compares with bound0[p] by
+    comp_op0 and with bound1[p] by comp_op1, else on_false_value; the row's maximum goes to
+    VectorE's accumulator (reduce_res when given)."""
+    _on_chip(dst, "range_select dst", SBUF, PSUM)
+    _on_chip(on_true_tile, "range_select on_true_tile", SBUF, PSUM)
+    for bound, role in ((bound0, "bound0"), (bound1, "bound1")):
+        if not isinstance(bound, NkiTensor):
+            raise NkiError(f"range_select: {role} is a [P, 1] float32 tile, not {bound!r}")
+    fields = {
+        "dst": dst,
+        "on_true": on_true_tile,
+        "operand0": bound0,
+        "operand1": bound1,
+        "cmp0": _alu(comp_op0, "range_select"),
+        "cmp1": _alu(comp_op1, "range_select"),
+        "range_start": int(range_start) or None,
+        "on_false": None if float(on_false_value) == 0.0 else repr(float(on_false_value)),
+    }
+    fields.update(_reduction("range_select", reduce_cmd, reduce_op, reduce_res, None, on_true_tile))
+    _trace.current().emit("dve", "range_select", **fields)
+
+
+def select_reduce(
+    dst,
+    predicate,
+    on_true,
+    on_false,
+    reduce_res=None,
+    reduce_cmd=reduce_cmd.idle,
+    reduce_op="max",
+    reverse_pred=False,
+    name: str = "",
+) -> None:
+    """dst = on_true where predicate is nonzero (zero, with reverse_pred), else on_false (a
+    number or a [P, 1] tile); the row's maximum may go to VectorE's accumulator."""
+    for t, role in ((dst, "dst"), (predicate, "predicate"), (on_true, "on_true")):
+        _on_chip(t, f"select_reduce {role}", SBUF, PSUM)
+    fields = {"dst": dst, "predicate": predicate, "on_true": on_true}
+    if isinstance(on_false, NkiTensor):
+        fields["on_false"] = on_false
+    elif float(on_false) != 0.0:
+        fields["on_false"] = repr(float(on_false))
+    fields["reverse"] = bool(reverse_pred) or None
+    fields.update(_reduction("select_reduce", reduce_cmd, reduce_op, reduce_res, None, on_true))
+    _trace.current().emit("dve", "select", **fields)
+
+
+# The permutations a DMA transpose supports, by rank: the last source dim becomes the
+# partitions (NKI's dma_transpose).
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+class dge_mode:  # noqa: N801 (NKI's name)
+    """How DMA descriptors are made; the simulator's DMA model does not depend on it."""
+
+    unknown, none, swdge, hwdge = 0, 1, 2, 3
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=""):
+    """dst = src with its dims permuted by the DMA engines (`axes`: (1, 0) in 2-D,
+    (2, 1, 0) in 3-D, (3, 1, 2, 0) in 4-D): src's last dim becomes dst's partitions."""
+    if src.ndim not in _DMA_TRANSPOSE_AXES:
+        raise NkiError(f"dma_transpose: {src.name} has {src.ndim} dims (2 to 4 are supported)")
+    expected = _DMA_TRANSPOSE_AXES[src.ndim]
+    if axes is not None and tuple(axes) != expected:
+        raise NkiError(f"dma_transpose: axes {tuple(axes)} (only {expected} for {src.ndim} dims)")
+    _on_chip(dst, "dma_transpose dst", SBUF)
+    if src.buffer == PSUM:
+        raise NkiError(f"dma_transpose: {src.name} is in PSUM (HBM or SBUF)")
+    want = tuple(src.shape[a] for a in expected)
+    if math.prod(dst.shape) != math.prod(want) or dst.shape[0] != want[0]:
+        raise NkiError(f"dma_transpose: dst {dst.shape} is not src {src.shape} permuted: {want}")
+    trace = _trace.current()
+    # The rows are walked innermost (the flag); the free dims in the order dst walks them.
+    reordered = src.permute_free([a - 1 for a in expected[:-1]])
+    trace.emit("sp", "dma_copy", dst=dst, src=reordered, queue=trace.next_queue(), transpose=True)
+
+
+# -- GpSimd's index patterns ------------------------------------------------------------------
+def _pattern(pattern, what: str) -> str:
+    pairs = [(int(step), int(num)) for step, num in pattern]
+    if not 1 <= len(pairs) <= 4:
+        raise NkiError(f"{what}: a pattern has 1 to 4 [step, num] pairs, not {len(pairs)}")
+    return "pattern[" + ",".join(f"[{s},{n}]" for s, n in pairs) + "]"
+
+
+def _pattern_size(pattern) -> int:
+    return math.prod(int(num) for _, num in pattern)
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name: str = "") -> None:
+    """dst[p, i...] = offset + channel_multiplier * p + sum(step_k * i_k) over the pattern's
+    [step, num] pairs (GpSimd)."""
+    _on_chip(dst, "iota dst", SBUF)
+    if _pattern_size(pattern) != _elems(dst) // dst.shape[0]:
+        raise NkiError(
+            f"iota: the pattern's {_pattern_size(pattern)} indices do not fill {dst.shape}"
+        )
+    _trace.current().emit(
+        "pool",
+        "iota",
+        dst=dst,
+        pattern=_pattern(pattern, "iota"),
+        offset=int(offset) or None,
+        channel_multiplier=int(channel_multiplier) or None,
+    )
+
+
+_CMP_WITH_ZERO = {"is_equal", "not_equal", "is_gt", "is_ge", "is_lt", "is_le"}
+
+
+def affine_select(
+    dst,
+    pattern,
+    channel_multiplier,
+    on_true_tile,
+    on_false_value,
+    cmp_op="is_equal",
+    offset=0,
+    name: str = "",
+) -> None:
+    """dst = on_true_tile where offset + channel_multiplier * p + sum(step_k * i_k) compares
+    with 0 by cmp_op, else on_false_value (GpSimd): causal and banded masks."""
+    _on_chip(dst, "affine_select dst", SBUF)
+    _on_chip(on_true_tile, "affine_select on_true_tile", SBUF)
+    _same_shape("affine_select", dst, on_true_tile)
+    if str(cmp_op) not in _CMP_WITH_ZERO:
+        raise NkiError(f"affine_select: cmp_op {cmp_op} is not a comparison")
+    if _pattern_size(pattern) != _elems(dst) // dst.shape[0]:
+        raise NkiError(
+            f"affine_select: the pattern's {_pattern_size(pattern)} indices do not fill {dst.shape}"
+        )
+    _trace.current().emit(
+        "pool",
+        "affine_select",
+        dst=dst,
+        on_true=on_true_tile,
+        pattern=_pattern(pattern, "affine_select"),
+        offset=int(offset) or None,
+        channel_multiplier=int(channel_multiplier) or None,
+        cmp=str(cmp_op),
+        on_false=None if float(on_false_value) == 0.0 else repr(float(on_false_value)),
+    )

@@ -6,6 +6,8 @@ Written from NKI's public API reference; see docs/nki.md for what is supported.
 
 from __future__ import annotations
 
+import contextlib
+
 from . import _trace
 from ._trace import HBM, PSUM, SBUF, NkiError, ds  # noqa: F401 (public names)
 from ._trace import Tensor as NkiTensor
@@ -56,10 +58,10 @@ class _Op(str):
         return op
 
     def __call__(self, x, y=None, dtype=None, mask=None, **_kwargs):
-        _no_mask(mask, self)
-        if self.kind == "act":
-            return _activation(self, x, dtype)
-        return _elementwise(self, x, y, dtype=dtype)
+        with _masked(mask):
+            if self.kind == "act":
+                return _activation(self, x, dtype)
+            return _elementwise(self, x, y, dtype=dtype)
 
 
 def _alu(name: str) -> _Op:
@@ -98,18 +100,21 @@ abs = _act("abs")  # noqa: A001 (NKI's name)
 
 
 # -- creation -----------------------------------------------------------------------------
-def ndarray(shape, dtype, buffer: str = SBUF, name: str = "") -> NkiTensor:
-    """A new tensor of `shape` in `buffer` (its first dim the partitions, on chip)."""
+def ndarray(shape, dtype, buffer: str = SBUF, name: str = "", address=None) -> NkiTensor:
+    """A new tensor of `shape` in `buffer` (its first dim the partitions, on chip), at
+    `address` = (first partition, byte offset in each partition) when given."""
     trace = _trace.current()
     dtype = _trace.dtype_name(dtype)
     shape = tuple(int(n) for n in shape)
     if buffer == HBM:
+        if address is not None:
+            raise NkiError(f"ndarray {name or ''}: HBM tensors take no address")
         tensor = trace.declare_hbm(name or "hbm", dtype, shape, "output")
         trace.outputs.append(tensor)
         return tensor
     if buffer not in (SBUF, PSUM):
         raise NkiError(f"ndarray {name or ''}: buffer {buffer!r} is not sbuf, psum or hbm")
-    return trace.allocate(buffer, shape, dtype, name or buffer)
+    return trace.allocate(buffer, shape, dtype, name or buffer, address)
 
 
 def zeros(shape, dtype, buffer: str = SBUF, name: str = "") -> NkiTensor:
@@ -137,20 +142,31 @@ def empty_like(t: NkiTensor, dtype=None, buffer: str | None = None, name: str = 
 
 
 # -- tensor operations --------------------------------------------------------------------
-def load(src: NkiTensor, dtype=None, name: str = "") -> NkiTensor:
+def load(src: NkiTensor, dtype=None, name: str = "", mask=None) -> NkiTensor:
     """An SBUF copy of an HBM view (one DMA)."""
     from . import isa
 
-    tile = ndarray(src.shape, dtype or src.dtype, SBUF, name or f"{src.name}_tile")
-    isa.dma_copy(tile, src)
+    tile = ndarray(src.shape, dtype or src.dtype, SBUF, name or f"{src.name}_tile").with_axes_of(
+        src
+    )
+    with _masked(mask):
+        isa.dma_copy(tile, src)
     return tile
 
 
-def store(dst: NkiTensor, value: NkiTensor) -> None:
+def store(dst: NkiTensor, value: NkiTensor, mask=None) -> None:
     """Writes an on-chip tile to an HBM view (one DMA)."""
     from . import isa
 
-    isa.dma_copy(dst, value)
+    with _masked(mask):
+        isa.dma_copy(dst, value)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keeps the instructions inside in program order. Here every engine runs its
+    instructions in program order anyway, so this holds by construction."""
+    yield
 
 
 # -- loops: run as Python, unrolled --------------------------------------------------------
@@ -195,13 +211,25 @@ def num_programs(axis: int = 0) -> int:
 
 
 # -- tiles computed by one instruction (nl.add(a, b), a * 2, nl.exp(x), ...) -----------------
-def _no_mask(mask, what) -> None:
-    if mask is not None:
-        raise NkiError(f"{what}: mask= is not supported yet")
+@contextlib.contextmanager
+def _masked(mask):
+    """The instructions traced inside cover only what `mask` (legacy mask=) keeps."""
+    if mask is None:
+        yield
+        return
+    if not isinstance(mask, _trace.Mask):
+        raise NkiError(f"mask= takes comparisons of nl.arange indices joined by &, not {mask!r}")
+    trace = _trace.current()
+    outer = trace.mask
+    trace.mask = mask if outer is None else outer & mask
+    try:
+        yield
+    finally:
+        trace.mask = outer
 
 
 def _new_tile(like: NkiTensor, dtype=None, buffer: str = SBUF) -> NkiTensor:
-    return ndarray(like.shape, dtype or like.dtype, buffer, name="tile")
+    return ndarray(like.shape, dtype or like.dtype, buffer, name="tile").with_axes_of(like)
 
 
 def _elementwise(op, x, y, dtype=None, reverse: bool = False) -> NkiTensor:
@@ -231,15 +259,16 @@ class _PendingMatmul:
     """stationary.T @ moving not yet written: `psum += it` accumulates it there; used as a
     value, it is written to a new PSUM tile."""
 
-    def __init__(self, stationary: NkiTensor, moving: NkiTensor):
-        self.stationary, self.moving = stationary, moving
+    def __init__(self, stationary: NkiTensor, moving: NkiTensor, mask=None):
+        self.stationary, self.moving, self.mask = stationary, moving, mask
 
     def materialize(self) -> NkiTensor:
         from . import isa
 
         rows = self.stationary.shape[1] if self.stationary.ndim > 1 else 1
         out = ndarray((rows, *self.moving.shape[1:]), float32, PSUM, name="matmul")
-        isa.nc_matmul(out, self.stationary, self.moving, accumulate=False)
+        with _masked(self.mask):
+            isa.nc_matmul(out, self.stationary, self.moving, accumulate=False)
         return out
 
 
@@ -247,7 +276,8 @@ def _accumulate(dst: NkiTensor, value) -> NkiTensor:
     from . import isa
 
     if isinstance(value, _PendingMatmul):
-        isa.nc_matmul(dst, value.stationary, value.moving, accumulate=True)
+        with _masked(value.mask):
+            isa.nc_matmul(dst, value.stationary, value.moving, accumulate=True)
         return dst
     if isinstance(value, NkiTensor):
         isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=add)
@@ -289,19 +319,19 @@ def par_dim(n: int) -> int:
 
 def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask=None) -> NkiTensor:
     """x @ y (x.T @ y with transpose_x) into a new PSUM tile."""
-    _no_mask(mask, "matmul")
-    if not transpose_x:
-        x = copy(transpose(x), dtype=x.dtype)
-    return _PendingMatmul(x, y).materialize()
+    with _masked(mask):
+        if not transpose_x:
+            x = copy(transpose(x), dtype=x.dtype)
+        return _PendingMatmul(x, y).materialize()
 
 
 def transpose(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     """x with its partition and free dims swapped, into a new PSUM tile (TensorE)."""
     from . import isa
 
-    _no_mask(mask, "transpose")
     out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, PSUM, name="transpose")
-    isa.nc_transpose(out, x)
+    with _masked(mask):
+        isa.nc_transpose(out, x)
     return out
 
 
@@ -309,10 +339,10 @@ def _copy(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     """x into a new SBUF tile, converted to dtype."""
     from . import isa
 
-    _no_mask(mask, "copy")
-    value = x.materialize() if isinstance(x, _PendingMatmul) else x
-    out = _new_tile(value, dtype)
-    isa.tensor_copy(out, value)
+    with _masked(mask):
+        value = x.materialize() if isinstance(x, _PendingMatmul) else x
+        out = _new_tile(value, dtype)
+        isa.tensor_copy(out, value)
     return out
 
 
@@ -334,8 +364,8 @@ def _reduced(op, x: NkiTensor, axis, dtype=None, keepdims=False, negate=False) -
 
 def _reduce(op: str):
     def reduce(x: NkiTensor, axis, dtype=None, keepdims: bool = False, mask=None) -> NkiTensor:
-        _no_mask(mask, op)
-        return _reduced(op, x, axis, dtype, keepdims)
+        with _masked(mask):
+            return _reduced(op, x, axis, dtype, keepdims)
 
     return reduce
 

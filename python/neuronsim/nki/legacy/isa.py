@@ -11,9 +11,7 @@ from .._trace import NkiError, Tensor
 engine = _isa.engine
 
 
-def _no_mask(mask, what: str) -> None:
-    if mask is not None:
-        raise NkiError(f"nki.isa.{what}: mask= is not supported yet")
+_masked = _nl._masked
 
 
 def nc_matmul(
@@ -25,24 +23,23 @@ def nc_matmul(
     mask=None,
     **unsupported,
 ):
-    _no_mask(mask, "nc_matmul")
     if is_transpose or unsupported:
         raise NkiError(
             f"nki.isa.nc_matmul: {', '.join(unsupported) or 'is_transpose'} not supported yet"
         )
-    return _nl._PendingMatmul(stationary, moving)
+    return _nl._PendingMatmul(stationary, moving, mask)
 
 
 def nc_transpose(data: Tensor, mask=None, dtype=None, engine=None):
-    _no_mask(mask, "nc_transpose")
-    return _nl.transpose(data, dtype=dtype)
+    with _masked(mask):
+        return _nl.transpose(data, dtype=dtype)
 
 
 def tensor_tensor(data1: Tensor, data2: Tensor, op, dtype=None, mask=None, engine=None):
-    _no_mask(mask, "tensor_tensor")
-    out = _nl._new_tile(data1, dtype)
-    _isa.tensor_tensor(dst=out, data1=data1, data2=data2, op=op, engine=engine)
-    return out
+    with _masked(mask):
+        out = _nl._new_tile(data1, dtype)
+        _isa.tensor_tensor(dst=out, data1=data1, data2=data2, op=op, engine=engine)
+        return out
 
 
 def tensor_scalar(
@@ -57,32 +54,32 @@ def tensor_scalar(
     mask=None,
     engine=None,
 ):
-    _no_mask(mask, "tensor_scalar")
-    out = _nl._new_tile(data, dtype)
-    _isa.tensor_scalar(out, data, op0, operand0, reverse0, op1, operand1, reverse1, engine)
-    return out
+    with _masked(mask):
+        out = _nl._new_tile(data, dtype)
+        _isa.tensor_scalar(out, data, op0, operand0, reverse0, op1, operand1, reverse1, engine)
+        return out
 
 
 def activation(op, data: Tensor, bias=None, scale=1.0, dtype=None, mask=None):
-    _no_mask(mask, "activation")
-    out = _nl._new_tile(data, dtype)
-    _isa.activation(dst=out, op=op, data=data, bias=bias, scale=scale)
-    return out
+    with _masked(mask):
+        out = _nl._new_tile(data, dtype)
+        _isa.activation(dst=out, op=op, data=data, bias=bias, scale=scale)
+        return out
 
 
 def tensor_copy(src: Tensor, dtype=None, mask=None, engine=None):
-    _no_mask(mask, "tensor_copy")
-    value = src.materialize() if isinstance(src, _nl._PendingMatmul) else src
-    out = _nl._new_tile(value, dtype)
-    _isa.tensor_copy(out, value, engine=engine)
-    return out
+    with _masked(mask):
+        value = src.materialize() if isinstance(src, _nl._PendingMatmul) else src
+        out = _nl._new_tile(value, dtype)
+        _isa.tensor_copy(out, value, engine=engine)
+        return out
 
 
 def tensor_reduce(op, data: Tensor, axis, dtype=None, negate=False, keepdims=False, mask=None):
-    _no_mask(mask, "tensor_reduce")
-    return _nl._reduced(op, data, axis, dtype, keepdims, negate)
+    with _masked(mask):
+        return _nl._reduced(op, data, axis, dtype, keepdims, negate)
 
 
 def memset(shape, value, dtype, mask=None, engine=None):
-    _no_mask(mask, "memset")
-    return _nl.full(shape, value, dtype)
+    with _masked(mask):
+        return _nl.full(shape, value, dtype)
