@@ -134,13 +134,16 @@ class Kernel:
         except TypeError:  # an argument that cannot be a key: traced every call
             return self._trace(args, kwargs, target)
         if built is None:
-            built = self._built[signature] = self._trace(args, kwargs, target)
+            built = self._trace(args, kwargs, target)
+            if not built[0].data_dependent:  # a register load's values shape the program
+                self._built[signature] = built
         return built
 
     def _trace(self, args: tuple, kwargs: dict, target: str):
         from .. import _C
 
         trace = Trace(_C.nki.target(target))
+        trace.input_values = _input_values(trace, args)
         call_args = []
         for i, arg in enumerate(args):
             if isinstance(arg, (int, float, bool, str)) or arg is None:
@@ -224,6 +227,14 @@ class Kernel:
         _C.run_nki(index, self.fn.__name__, key, program, list(bound.items()))
         self.last_run = None  # it ran on the device's queue, among the model's kernels
         return _unpack(trace.result, bound)
+
+
+def _input_values(trace: Trace, args: tuple):
+    """The inputs' bytes by tensor name, made when a register load first asks; None for
+    fake tensors, whose values do not exist."""
+    if any(_is_fake(a) for a in args if type(a).__module__.startswith("torch")):
+        return None
+    return lambda: {name: _bits(*_as_array(args[i])) for i, name in trace.params}
 
 
 _KERNELS: dict[str, Kernel] = {}  # by op_key, for the op neuronsim_nki::call

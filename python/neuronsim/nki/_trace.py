@@ -291,6 +291,12 @@ class Tensor:
         axes = [self._axes[0], *(self._axes[1 + i] for i in order)]
         return Tensor(self._storage, dims, self._start, self._partition, axes)
 
+    def transposed(self) -> Tensor:
+        """This 2-D HBM view with its dims swapped (a walk down its columns)."""
+        if self.buffer != HBM or self.ndim != 2:
+            raise NkiError(f"{self.name}: only a 2-D HBM view is transposed by its pattern")
+        return Tensor(self._storage, self._dims[::-1], self._start, 0, self._axes[::-1])
+
     def masked(self, limits: list) -> Tensor | None:
         """This view cut to positions [lo, hi) per dim (None: whole); None if empty."""
         dims, start, partition = [], self._start, self._partition
@@ -398,6 +404,10 @@ class Trace:
         self.names: dict[str, int] = {}
         self.dmas = 0  # DMAs issued: their queues go round robin
         self.mask: Mask | None = None  # the legacy mask= of the call being traced
+        # The kernel's input values (name -> bytes), for register loads; None: not known.
+        self.input_values: Any = None
+        self.data_dependent = False  # a register load read a value: the program depends on it
+        self.registers: Storage | None = None  # where register loads land, in SBUF
 
     # -- names and declarations -------------------------------------------------------
     def unique(self, name: str) -> str:
@@ -526,6 +536,77 @@ class Trace:
             parts.append(f"{key}={value}")
         self.lines.append(" ".join(parts))
         self.sources.append(_caller_site(text=True))
+
+
+class VirtualRegister:
+    """An engine register: a 32-bit integer known while the kernel is traced, because its
+    loads run the program up to them (the loops it bounds unroll at run time)."""
+
+    def __init__(self, value: int):
+        self.value = int(value)
+
+    def __index__(self) -> int:
+        return self.value
+
+    __int__ = __index__
+
+    def __add__(self, other) -> int:
+        return self.value + int(other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other) -> int:
+        return self.value - int(other)
+
+    def __rsub__(self, other) -> int:
+        return int(other) - self.value
+
+    def __mul__(self, other) -> int:
+        return self.value * int(other)
+
+    __rmul__ = __mul__
+
+    def __bool__(self) -> bool:
+        return self.value != 0
+
+    def __repr__(self) -> str:
+        return f"VirtualRegister({self.value})"
+
+
+def load_register_value(trace: Trace, view: Tensor) -> int:
+    """The value of the one element `view` holds at this point of the kernel: the program
+    traced so far runs on the kernel's inputs (values only), and one DMA reads the element.
+    Then the load itself goes into the program: a DMA of the element to the registers'
+    place in SBUF, after whatever wrote it."""
+    from .. import _C
+
+    if math.prod(view.shape) != 1:
+        raise NkiError(f"register_load: {view.name} {view.shape} is not one element")
+    if view.buffer == PSUM:
+        raise NkiError(f"register_load: {view.name} is in PSUM (SBUF or HBM)")
+    if trace.input_values is None:
+        raise NkiError(
+            "register_load: the kernel's input values are not known here (inside "
+            "torch.compile's tracing); a kernel with register loads runs eagerly"
+        )
+    name = trace.unique("register_value")
+    dt = _DTYPES[view.dtype][0]
+    decls = [*trace.declarations, f".tensor {name} {dt} [1] output"]
+    read = f"sp dma_copy dst=hbm.{dt}({name})+0[[1,1],[1,1]] src={view.pattern()}"
+    program = _C.nki.build(trace.target["name"], "\n".join(decls) + "\n", [*trace.lines, read])
+    run = _C.nki.run(program, trace.input_values(), "functional-only", "")
+    host = _DTYPES[view.dtype][2]
+    if host is None or np.dtype(host).kind not in "iub":
+        raise NkiError(f"register_load: {view.name} is {view.dtype}; registers hold integers")
+    value = int(np.frombuffer(run["outputs"][name], dtype=host)[0])
+    if trace.registers is None:
+        trace.registers = trace._place(SBUF, 64, "int32", "registers")
+    slot = Storage(SBUF, "registers", view.dtype, 0, trace.registers.offset)
+    trace.emit(
+        "sp", "dma_copy", dst=Tensor(slot, [(1, 1), (1, 1)]), src=view, queue=trace.next_queue()
+    )
+    trace.data_dependent = True
+    return value
 
 
 def _masked_fields(fields: dict, mask: Mask) -> dict | None:

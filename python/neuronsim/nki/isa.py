@@ -577,3 +577,40 @@ def affine_select(
         cmp=str(cmp_op),
         on_false=None if float(on_false_value) == 0.0 else repr(float(on_false_value)),
     )
+
+
+# -- registers: integers the loops with run-time bounds count with ----------------------------
+def register_alloc(x=None):
+    """A new register, holding x (0 when not given)."""
+    return _trace.VirtualRegister(0 if x is None else _register_value(x, "register_alloc"))
+
+
+def register_move(dst, src) -> None:
+    """dst = src (a register or an integer)."""
+    _register(dst, "register_move dst").value = _register_value(src, "register_move")
+
+
+def register_load(dst, src) -> None:
+    """dst = the one integer element of src (SBUF or HBM), as the program has it at this
+    point: the program runs up to here on the kernel's inputs to read it."""
+    _register(dst, "register_load dst").value = _trace.load_register_value(_trace.current(), src)
+
+
+def register_store(dst, src) -> None:
+    """The register's value written to the one element of dst (SBUF or PSUM): a memset."""
+    _on_chip(dst, "register_store dst", SBUF, PSUM)
+    if _elems(dst) != 1:
+        raise NkiError(f"register_store: {dst.name} {dst.shape} is not one element")
+    memset(dst, _register_value(src, "register_store"))
+
+
+def _register(value, what: str):
+    if not isinstance(value, _trace.VirtualRegister):
+        raise NkiError(f"{what}: expects a register (nki.isa.register_alloc), got {value!r}")
+    return value
+
+
+def _register_value(value, what: str) -> int:
+    if isinstance(value, (_trace.VirtualRegister, int)) and not isinstance(value, bool):
+        return int(value)
+    raise NkiError(f"{what}: expects a register or an integer, got {value!r}")

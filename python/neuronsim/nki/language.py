@@ -162,6 +162,22 @@ def store(dst: NkiTensor, value: NkiTensor, mask=None) -> None:
         isa.dma_copy(dst, value)
 
 
+def load_transpose2d(src: NkiTensor, dtype=None, mask=None) -> NkiTensor:
+    """An SBUF tile of the 2-D HBM view src transposed (the legacy API's): one DMA
+    transpose for 2-byte dtypes, else one DMA whose source walks src's columns."""
+    from . import isa
+
+    if src.ndim != 2 or src.buffer != HBM:
+        raise NkiError(f"load_transpose2d: {src.name} {src.shape} is not a 2-D HBM view")
+    tile = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, SBUF, f"{src.name}_t")
+    with _masked(mask):
+        if _trace.itemsize(src.dtype) == 2 and tile.dtype == src.dtype:
+            isa.dma_transpose(tile, src)
+        else:
+            isa.dma_copy(tile, src.transposed())
+    return tile
+
+
 @contextlib.contextmanager
 def no_reorder():
     """Keeps the instructions inside in program order. Here every engine runs its
@@ -188,6 +204,55 @@ class _Range:
 
     def __len__(self) -> int:
         return len(self._range)
+
+
+class _DynamicRange(_Range):
+    """A loop whose bounds may be registers: unrolled with their run-time values, each
+    index a register."""
+
+    def __iter__(self):
+        for i in super().__iter__():
+            yield _trace.VirtualRegister(i)
+
+
+def dynamic_range(*args) -> _DynamicRange:
+    return _DynamicRange(*args)
+
+
+def fori_loop(lower, upper, body_fun, step: int = 1) -> None:
+    """body_fun(i) for i from lower up to upper (integers or registers) by step: a loop
+    on the device, unrolled here with the bounds' run-time values."""
+    if int(step) <= 0:
+        raise NkiError(f"fori_loop: step {step} (positive steps only)")
+    for i in _DynamicRange(lower, upper, step):
+        body_fun(i)
+
+
+# A while_loop that has not ended after this many iterations is reported, not run forever.
+_WHILE_LIMIT = 1_000_000
+
+
+def while_loop(init, body_fun):
+    """Runs body_fun(cond) while the register cond is nonzero; body_fun returns the next
+    condition register. Unrolled here with the registers' run-time values."""
+    trace = _trace.current()
+    loop = [_trace._caller_site(), 0, 0]
+    trace.loops.append(loop)
+    cond = init
+    try:
+        while int(cond) != 0:
+            if loop[1] == _WHILE_LIMIT:
+                raise NkiError(f"while_loop: still running after {_WHILE_LIMIT} iterations")
+            trace.iterations += 1
+            loop[1], loop[2] = loop[1] + 1, trace.iterations
+            cond = body_fun(cond)
+            if not isinstance(cond, _trace.VirtualRegister):
+                raise NkiError(
+                    f"while_loop: the body returns the next condition register, not {cond!r}"
+                )
+    finally:
+        trace.loops.remove(loop)
+    return cond
 
 
 def affine_range(*args: int) -> _Range:

@@ -319,6 +319,23 @@ def test_legacy_masks_cut_the_tail_tile_of_every_instruction():
     assert len(cut) == 3 and all("[24,44]" in line for line in cut if "dma_copy" in line)
 
 
+@legacy.jit
+def legacy_transposed_load(x):
+    out = legacy.language.ndarray(
+        (x.shape[1], x.shape[0]), x.dtype, buffer=legacy.language.shared_hbm
+    )
+    legacy.language.store(out, value=legacy.language.load_transpose2d(x))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_load_transpose2d(dtype):
+    x = torch.randn(96, 64, dtype=dtype)
+    assert np.array_equal(legacy_transposed_load(x), x.float().T.numpy())
+    text = legacy_transposed_load.last_run.program.disassemble()
+    assert ("transpose=true" in text) == (dtype == torch.bfloat16)
+
+
 def test_masks_that_are_not_rectangles_are_refused():
     i_p = nl.arange(128)[:, None]
     i_f = nl.arange(64)[None, :]
@@ -326,3 +343,78 @@ def test_masks_that_are_not_rectangles_are_refused():
         _ = i_p < i_f
     with pytest.raises(nki.NkiError, match="only & is supported"):
         _ = (i_p < 3) | (i_f < 4)
+
+
+# -- registers and loops with run-time bounds ---------------------------------------------
+@nki.jit
+def doubled_tiles(x, count):
+    """Doubles the first `count` 128-row tiles of x (count: an int32 input read into a
+    register), leaving the rest of the output as it starts (zeros)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    tiles = nisa.register_alloc()
+    nisa.register_load(tiles, count)
+
+    def body(i):
+        rows = nl.ds(i * 128, 128)
+        t = nl.load(x[rows, :])
+        nl.store(out[rows, :], nl.multiply(t, 2.0))
+
+    nl.fori_loop(0, tiles, body)
+    return out
+
+
+def test_fori_loop_unrolls_with_the_value_a_register_load_reads():
+    x = np.random.default_rng(4).standard_normal((512, 32)).astype(np.float32)
+    for n in (1, 3):
+        got = doubled_tiles(x, np.array([[n]], np.int32))
+        assert np.array_equal(got[: 128 * n], 2 * x[: 128 * n])
+        assert not got[128 * n :].any()
+        # The load of the count, then a load and a store per tile.
+        assert doubled_tiles.last_run.count("dma_copy") == 1 + 2 * n
+
+
+@nki.jit
+def halvings(x, start):
+    """Halves x while a counter on the chip, counted down by VectorE, is nonzero."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    value = nl.load(x)
+    counter = nl.load(start)
+    cond = nisa.register_alloc()
+    nisa.register_load(cond, counter)
+
+    def body(_cond):
+        nisa.tensor_scalar(dst=value, data=value, op0=nl.multiply, operand0=0.5)
+        nisa.tensor_scalar(dst=counter, data=counter, op0=nl.subtract, operand0=1)
+        nxt = nisa.register_alloc()
+        nisa.register_load(nxt, counter)
+        return nxt
+
+    nl.while_loop(cond, body)
+    nl.store(out, value)
+    return out
+
+
+def test_while_loop_reads_each_condition_from_what_the_program_computed():
+    x = np.full((8, 8), 64.0, np.float32)
+    assert np.array_equal(halvings(x, np.array([[3]], np.int32)), x / 8)
+    assert halvings.last_run.count("tensor_scalar") == 6
+    assert np.array_equal(halvings(x, np.array([[0]], np.int32)), x)  # a new program
+
+
+def test_registers_hold_integers_and_are_refused_elsewhere():
+    @nki.jit
+    def from_floats(x):
+        r = nisa.register_alloc()
+        nisa.register_load(r, x[0:1, 0:1])
+        return x
+
+    with pytest.raises(nki.NkiError, match="registers hold integers"):
+        from_floats(np.ones((4, 4), np.float32))
+
+    @nki.jit
+    def two_elements(x):
+        nisa.register_load(nisa.register_alloc(), x[0:1, 0:2])
+        return x
+
+    with pytest.raises(nki.NkiError, match=r"is not one element"):
+        two_elements(np.ones((4, 4), np.int32))
