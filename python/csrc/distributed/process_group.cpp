@@ -26,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/place.h"
+#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 namespace {
@@ -398,6 +399,18 @@ struct ProcessGroupNeuron::Impl {
     if (index) {
       pytorch::Backend& b = pytorch::Backend::get();
       b.device().enqueue(b.core_of(*index), sim::Hold{finish, op});
+      if (pytorch::profiling::recording()) {  // its time on the fabric, as the core waits
+        pytorch::profiling::DeviceEvent e;
+        e.name = op;
+        e.kind = "collective";
+        e.device = *index;
+        e.core = b.core_of(*index);
+        e.start_ps = arrival;
+        e.end_ps = std::max(arrival, finish);
+        e.launched_ns = pytorch::profiling::host_now_ns();
+        e.dma_bytes = bytes_in;
+        pytorch::profiling::record(std::move(e));
+      }
     }
     std::lock_guard lock(stats_mu);
     ++stats.collectives;

@@ -1,6 +1,8 @@
 // The process's simulated instance and the one path by which kernels reach it.
 #include "runtime/backend.h"
 
+#include "runtime/profiler.h"
+
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -80,8 +82,10 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   sim::Execution execution{program, {}, op};
   for (const auto& [name, binding] : tensors)
     execution.tensors[program->tensor(name).var_id] = binding;
+  const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
   const sim::Completion done = device_->complete(std::move(execution));
   ++kernels_run_;
+  if (launched) profile(done, "kernel", launched);
   if (done.error) {
     try {
       std::rethrow_exception(done.error);
@@ -93,8 +97,37 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
 
 void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes) {
   sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_"};
+  const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
   const sim::Completion done = device_->wait(device_->enqueue(core_of(dst_index), std::move(c)));
   if (done.error) std::rethrow_exception(done.error);
+  if (launched) profile(done, "copy", launched);
+}
+
+int Backend::index_of_core(uint32_t core) const {
+  for (int i = 0; i < device_count(); ++i)
+    if (core_of(i) == core) return i;
+  return -1;
+}
+
+void Backend::profile(const sim::Completion& done, const char* kind, int64_t launched_ns) {
+  profiling::DeviceEvent e;
+  e.name = done.name;
+  e.kind = kind;
+  e.device = index_of_core(done.core);
+  e.core = done.core;
+  e.start_ps = done.start_ps;
+  e.end_ps = done.end_ps;
+  e.launched_ns = launched_ns;
+  if (done.run)
+    for (size_t k = 0; k < done.run->core_ids.size(); ++k) {
+      if (done.run->core_ids[k] != done.core) continue;
+      const sim::CoreStats& c = done.run->cores[k];
+      for (size_t g = 0; g < e.engine_busy_ps.size(); ++g)
+        e.engine_busy_ps[g] = c.engines[g].busy_ps;
+      e.dma_bytes = c.dma_bytes;
+      e.flops = c.flops;
+    }
+  profiling::record(std::move(e));
 }
 
 }  // namespace neuronsim::pytorch

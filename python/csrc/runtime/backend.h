@@ -60,6 +60,10 @@ class Backend {
                   const std::vector<NamedBinding>& tensors);
   // A DMA copy of `bytes` between two device places, on the destination's queue.
   void copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes);
+  // The device index of a physical core of this process; -1 when it sees no such core.
+  int index_of_core(uint32_t core) const;
+  // Hands finished work launched at host time `launched_ns` to the profiler (profiler.h).
+  void profile(const sim::Completion& done, const char* kind, int64_t launched_ns);
   // The device clock, in picoseconds: where the simulated work of every core has reached.
   uint64_t now_ps() const { return device_->now_ps(); }
   uint64_t kernels_run() const { return kernels_run_; }

@@ -1,0 +1,90 @@
+"""torch.profiler on "neuron": with ProfilerActivity.PrivateUse1, every kernel the device
+runs is a device event linked to the op that launched it, lasting its simulated time; the
+ops' device totals add up to the device clock. The device is timed only in the timing
+modes, chosen when it opens, so the profiled step runs in a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+# A tiny training step under torch.profiler: what the profile says, and what the device
+# counted meanwhile, as JSON.
+_STEP = """
+import json, sys, torch, neuronsim
+from torch.profiler import ProfilerActivity, profile
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+model = model.to("neuron")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 32).to("neuron"), torch.randn(16, 8).to("neuron")
+torch.neuron.synchronize()
+clock, kernels = neuronsim.simulated_time(), neuronsim.kernels_run()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    torch.neuron.synchronize()
+clock, kernels = neuronsim.simulated_time() - clock, neuronsim.kernels_run() - kernels
+prof.export_chrome_trace(sys.argv[1])
+averages = prof.key_averages()
+ops = [e for e in averages if e.device_type == torch.autograd.DeviceType.CPU]
+print(json.dumps({
+    "clock_us": clock * 1e6,
+    "kernels": kernels,
+    "device_total_us": sum(e.self_device_time_total for e in ops),
+    "ops_with_device_time": sorted(e.key for e in ops if e.self_device_time_total > 0),
+    "table": averages.table(sort_by="self_device_time_total", row_limit=5),
+}))
+"""
+
+
+def _profiled_step(tmp_path) -> tuple[dict, list]:
+    trace = tmp_path / "step.json"
+    env = {**os.environ, "NEURONSIM_MODE": "functional-and-timing"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_STEP), str(trace)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result, json.loads(trace.read_text())["traceEvents"]
+
+
+def test_a_profiled_training_step_has_one_device_event_per_kernel(tmp_path):
+    result, events = _profiled_step(tmp_path)
+    device = [e for e in events if e.get("cat") == "kernel"]
+    kernels = [e for e in device if e["args"]["kind"] == "kernel"]
+    assert len(kernels) == result["kernels"] > 10
+    # Each lasts its simulated time (the trace's microseconds, to the nanosecond).
+    for e in device:
+        assert abs(e["dur"] - e["args"]["simulated_us"]) < 1e-3, e
+        assert e["args"]["device"] == "neuron:0"
+    # Each is linked to the op that launched it: same correlation id, and a flow arrow.
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
+    for e in device:
+        op = ops[e["args"]["External id"]]
+        assert op["name"] == e["name"]
+    arrows = {e["id"] for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
+    assert {e["args"]["External id"] for e in device} <= arrows
+    # The device's row is named and its events do not overlap.
+    row = device[0]["pid"]
+    names = {e["args"].get("name") for e in events if e.get("ph") == "M" and e["pid"] == row}
+    assert {"neuron:0", "NeuronCore 0"} <= names
+    ends = sorted((e["ts"], e["ts"] + e["dur"]) for e in device)
+    assert all(a[1] <= b[0] + 1e-3 for a, b in zip(ends, ends[1:]))
+
+
+def test_per_op_device_totals_add_up_to_the_device_clock(tmp_path):
+    result, _ = _profiled_step(tmp_path)
+    assert result["clock_us"] > 0
+    assert abs(result["device_total_us"] - result["clock_us"]) <= 1e-3 * result["clock_us"]
+    assert {"aten::addmm", "aten::mm"} & set(result["ops_with_device_time"])
+    assert "Self NEURON" in result["table"]
