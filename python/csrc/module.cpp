@@ -15,6 +15,7 @@
 #include "distributed/process_group.h"
 #include "neuronsim/sim/simulator.h"
 #include "neuronsim/traces/chrome_trace.h"
+#include "neuronsim/traces/profile_summary.h"
 #include "nki/kernel.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
@@ -101,12 +102,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("begin_host_inspection", &neuronsim::pytorch::begin_host_inspection);
   m.def("end_host_inspection", &neuronsim::pytorch::end_host_inspection);
   m.def("start_trace", [] { return Backend::get().device().start_trace(); });
-  m.def("stop_trace", [](uint64_t session, const std::string& path) {
-    py::gil_scoped_release release;
-    const neuronsim::sim::TraceSession t = Backend::get().device().stop_trace(session);
-    neuronsim::traces::write_chrome_trace(t.result, {}, path);
-    return t.result.executions.size();
-  });
+  m.def(
+      "stop_trace",
+      [](uint64_t session, const std::string& path, const std::string& summary_json) {
+        py::gil_scoped_release release;
+        const neuronsim::sim::TraceSession t = Backend::get().device().stop_trace(session);
+        if (!path.empty()) neuronsim::traces::write_chrome_trace(t.result, {}, path);
+        if (!summary_json.empty())
+          neuronsim::traces::write_profile_summary_json(t.result, {}, summary_json);
+        return t.result.executions.size();
+      },
+      py::arg("session"), py::arg("path"), py::arg("summary_json") = "");
   neuronsim::pytorch::register_graph_functions(m);
   neuronsim::pytorch::register_distributed(m);
   neuronsim::nki::register_nki(m);

@@ -175,15 +175,20 @@ def instance() -> str:
 
 
 @contextlib.contextmanager
-def profile(path: str | os.PathLike):
+def profile(path: str | os.PathLike | None, summary_json: str | os.PathLike | None = None):
     """Writes one Perfetto/Chrome trace of every kernel run inside the block, each
-    named by its aten op, on the device's time axis."""
+    named by its aten op, on the device's time axis; with `summary_json`, also
+    neuron-profile's summary of the block (its summary-json fields and units)."""
     torch.neuron.synchronize()
     session = _C.start_trace()
     try:
         yield
     finally:
-        _C.stop_trace(session, os.fspath(path))
+        _C.stop_trace(
+            session,
+            os.fspath(path) if path else "",
+            os.fspath(summary_json) if summary_json else "",
+        )
 
 
 __all__ = [

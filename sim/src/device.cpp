@@ -583,6 +583,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
           d.result.generation = r.generation;
           d.result.peak_flops_per_core = r.peak_flops_per_core;
           d.result.hbm_bytes_per_ns = r.hbm_bytes_per_ns;
+          d.result.hbm_stacks = r.hbm_stacks;
         }
         append_records(d.result, r, r.start_ps, s.limits, s.core_events, d.dropped_events);
         add_stats(d.result, r, r.start_ps);

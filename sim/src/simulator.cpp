@@ -529,6 +529,7 @@ RunResult Simulator::run(const RunOptions& options) {
   result.generation = generation_.name;
   result.peak_flops_per_core = generation_.peak_bf16_flops();
   result.hbm_bytes_per_ns = generation_.hbm_bytes_per_ns;
+  result.hbm_stacks = generation_.hbm_stacks;
 
   std::set<uint32_t> loaded;
   for (uint32_t c = 0; c < num_cores(); ++c)

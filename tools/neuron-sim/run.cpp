@@ -21,6 +21,7 @@
 #include "neuronsim/spec/config.h"
 #include "neuronsim/traces/chrome_trace.h"
 #include "neuronsim/traces/metrics.h"
+#include "neuronsim/traces/profile_summary.h"
 #include "neuronsim/traces/summary.h"
 
 namespace neuronsim::tools {
@@ -37,7 +38,7 @@ struct RunArgs {
   std::string outputs_dir;
   std::string instance;
   uint32_t core = 0;
-  std::string trace, metrics;
+  std::string trace, metrics, summary_json;
   bool functional_only = false, timing_only = false, quiet = false, raw_outputs = false;
   bool no_launch = false;
 };
@@ -218,7 +219,9 @@ void run_command(const RunArgs& args) {
   const sim::Bindings io = dev.allocate_io(*p);
   write_inputs(args, dev, *p, io, fp8);
 
-  const uint64_t session = args.trace.empty() ? 0 : dev.start_trace();
+  // The summary's active-time unions come from the records a trace session keeps.
+  const bool recorded = !args.trace.empty() || !args.summary_json.empty();
+  const uint64_t session = recorded ? dev.start_trace() : 0;
   const sim::Completion done = dev.run({p, io, neff.header.name});
   const sim::RunResult& result = *done.run;
 
@@ -226,9 +229,16 @@ void run_command(const RunArgs& args) {
     write_outputs(args.outputs_dir, dev, *p, io, fp8, args.raw_outputs);
   if (session) {
     const sim::TraceSession trace = dev.stop_trace(session);
-    traces::TraceOptions trace_options;
-    trace_options.programs[args.core] = &p->program();
-    traces::write_chrome_trace(trace.result, trace_options, args.trace);
+    if (!args.trace.empty()) {
+      traces::TraceOptions trace_options;
+      trace_options.programs[args.core] = &p->program();
+      traces::write_chrome_trace(trace.result, trace_options, args.trace);
+    }
+    if (!args.summary_json.empty()) {
+      traces::ProfileSummaryOptions summary;
+      summary.session = neff.header.name.empty() ? "neuronsim" : neff.header.name;
+      traces::write_profile_summary_json(trace.result, summary, args.summary_json);
+    }
   }
   if (!args.metrics.empty()) traces::write_metrics_json(result, {}, args.metrics);
   if (args.quiet) return;
@@ -242,6 +252,8 @@ void run_command(const RunArgs& args) {
   if (!args.trace.empty())
     fmt::print("trace written to {} (open in ui.perfetto.dev)\n", args.trace);
   if (!args.metrics.empty()) fmt::print("metrics written to {}\n", args.metrics);
+  if (!args.summary_json.empty())
+    fmt::print("neuron-profile summary written to {}\n", args.summary_json);
 }
 
 }  // namespace
@@ -264,6 +276,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--core", args->core, "NeuronCore to run on")->default_val(0);
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace (JSON)");
   cmd->add_option("--metrics", args->metrics, "write metrics (JSON)");
+  cmd->add_option("--summary-json", args->summary_json,
+                  "write neuron-profile's summary (its summary-json fields and units)");
   auto* functional =
       cmd->add_flag("--functional-only", args->functional_only, "compute values only, no timing");
   auto* timing = cmd->add_flag("--timing-only", args->timing_only, "timing only, no arithmetic");

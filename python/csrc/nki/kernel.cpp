@@ -27,6 +27,7 @@
 #include "neuronsim/sim/device.h"
 #include "neuronsim/spec/config.h"
 #include "neuronsim/traces/chrome_trace.h"
+#include "neuronsim/traces/profile_summary.h"
 #include "neuronsim/traces/summary.h"
 
 namespace py = pybind11;
@@ -93,13 +94,14 @@ py::dict engine_stats(const sim::CoreStats& core, uint64_t total_ps) {
 
 // Runs `program` once with `inputs` (name -> little-endian bytes of its dtype).
 py::dict run(const Program& program, const std::map<std::string, py::bytes>& inputs,
-             const std::string& mode, const std::string& trace_path) {
+             const std::string& mode, const std::string& trace_path,
+             const std::string& summary_path) {
   sim::DeviceOptions options;
   options.mode = mode_of(mode);
   options.launch = false;  // the kernel body alone, as a kernel's latency is quoted
   std::map<std::string, std::vector<uint8_t>> outputs;
   std::shared_ptr<const sim::RunResult> result;
-  std::string instance;
+  std::string instance, profile_summary;
   {
     py::gil_scoped_release release;
     // The smallest instance of the target's generation (a chip alone when none is configured).
@@ -115,13 +117,22 @@ py::dict run(const Program& program, const std::map<std::string, py::bytes>& inp
       dev.write_tensor(*p, io, name,
                        std::span(reinterpret_cast<const uint8_t*>(view.data()), view.size()));
     }
-    const uint64_t session = trace_path.empty() ? 0 : dev.start_trace();
+    // A trace, and the summary's active-time unions, need the run's records.
+    const bool recorded = !trace_path.empty() || !summary_path.empty();
+    const uint64_t session = recorded ? dev.start_trace() : 0;
     result = dev.run({p, io, "nki kernel"}).run;
+    traces::ProfileSummaryOptions summary;
+    summary.session = "nki";
     if (session) {
       const sim::TraceSession trace = dev.stop_trace(session);
       traces::TraceOptions trace_options;
       trace_options.programs[0] = &p->program();
-      traces::write_chrome_trace(trace.result, trace_options, trace_path);
+      if (!trace_path.empty()) traces::write_chrome_trace(trace.result, trace_options, trace_path);
+      if (!summary_path.empty())
+        traces::write_profile_summary_json(trace.result, summary, summary_path);
+      profile_summary = traces::profile_summary_json(trace.result, summary).dump();
+    } else {
+      profile_summary = traces::profile_summary_json(*result, summary).dump();
     }
     if (options.mode != sim::Mode::timing_only)
       for (const isa::TensorDecl& t : program->tensors)
@@ -137,6 +148,7 @@ py::dict run(const Program& program, const std::map<std::string, py::bytes>& inp
   const bool timed = options.mode != sim::Mode::functional_only;
   out["total_ps"] = timed ? result->total_ps : 0;
   out["summary"] = timed ? traces::summary_table(*result) : std::string();
+  out["profile_summary"] = timed ? profile_summary : std::string("{}");
   if (timed && !result->cores.empty()) {
     const sim::CoreStats& core = result->cores.front();
     out["engines"] = engine_stats(core, result->total_ps);
@@ -185,9 +197,11 @@ void register_nki(py::module_& parent) {
       "run",
       [](const std::shared_ptr<isa::Program>& program,
          const std::map<std::string, py::bytes>& inputs, const std::string& mode,
-         const std::string& trace) { return run(program, inputs, mode, trace); },
+         const std::string& trace, const std::string& summary_json) {
+        return run(program, inputs, mode, trace, summary_json);
+      },
       py::arg("program"), py::arg("inputs"), py::arg("mode") = "functional-and-timing",
-      py::arg("trace") = "");
+      py::arg("trace") = "", py::arg("summary_json") = "");
   m.def("target", &target_info);
   py::register_exception<isa::AsmError>(m, "AsmError", PyExc_ValueError);
 }

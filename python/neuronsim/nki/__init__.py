@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -52,6 +53,8 @@ class KernelRun:
     dma_bytes: int
     summary: str  # the table `neuron-sim run` prints
     program: Any  # the built program (.disassemble(), .write_neff(path))
+    # neuron-profile's summary-json of the run ({"nki_nc0": {"total_time": ..., ...}})
+    profile_summary: dict = dataclasses.field(default_factory=dict)
 
     def count(self, opcode: str) -> int:
         """How many instructions of `opcode` (matmul, dma_copy, ...) the program has."""
@@ -107,11 +110,13 @@ class Kernel:
         target: str | None = None,
         mode: str | None = None,
         trace: str | None = None,
+        summary_json: str | None = None,
     ):
         self.fn = fn
         self.target = target
         self.mode = mode
         self.trace_path = trace
+        self.summary_json = summary_json
         self.last_run: KernelRun | None = None
         self._built: dict[tuple, tuple] = {}  # by target and the arguments' layouts
         functools.update_wrapper(self, fn)
@@ -183,7 +188,7 @@ class Kernel:
         trace, program = self.build(*args, **kwargs)
         inputs = {name: _bits(*_as_array(args[i])) for i, name in trace.params}
         mode = self.mode or os.environ.get("NEURONSIM_NKI_MODE", "functional-and-timing")
-        run = _C.nki.run(program, inputs, mode, self.trace_path or "")
+        run = _C.nki.run(program, inputs, mode, self.trace_path or "", self.summary_json or "")
         engines = run.get("engines", {})
         self.last_run = KernelRun(
             target=program.target,
@@ -194,6 +199,7 @@ class Kernel:
             dma_bytes=run.get("dma_bytes", 0),
             summary=run["summary"],
             program=program,
+            profile_summary=json.loads(run["profile_summary"]),
         )
         outputs = {t.name: t for t in trace.outputs}
         values = {
@@ -366,19 +372,21 @@ def jit(
     target: str | None = None,
     sim_mode: str | None = None,
     trace: str | None = None,
+    summary_json: str | None = None,
     **_options: Any,
 ):
     """Makes `fn` an NKI kernel that runs on the simulator when called: on host arrays, or
     on tensors of device "neuron". `mode` is NKI's (any of JIT_MODES: the arguments decide
     here); `sim_mode` is the simulator's (functional-and-timing, functional-only,
-    timing-only; default NEURONSIM_NKI_MODE, else functional-and-timing)."""
+    timing-only; default NEURONSIM_NKI_MODE, else functional-and-timing). `trace` writes a
+    Perfetto trace of each run, `summary_json` neuron-profile's summary of it."""
     if isinstance(fn, str):  # @nki.jit("auto")
         fn, mode = None, fn
     if mode not in JIT_MODES:
         raise NkiError(f"nki.jit: mode {mode!r} is not one of {', '.join(JIT_MODES)}")
     if fn is None:
-        return lambda f: Kernel(f, target, sim_mode, trace)
-    return Kernel(fn, target, sim_mode, trace)
+        return lambda f: Kernel(f, target, sim_mode, trace, summary_json)
+    return Kernel(fn, target, sim_mode, trace, summary_json)
 
 
 def simulate(kernel: Callable) -> Callable:

@@ -2,6 +2,7 @@
 // runs as a subprocess on the real neuronx-cc fixture, on NEFFs it assembles itself,
 // and on damaged or missing input, and its exit code, stdout and stderr are checked.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -426,6 +427,49 @@ TEST_F(NeuronSimRun, ComputesOutputsAndWritesTraceAndMetrics) {
     if (m["name"] == "total_time_ns") total = m["value"].get<double>() > 0;
   }
   EXPECT_TRUE(total);
+}
+
+TEST_F(NeuronSimRun, SummaryJsonHasNeuronProfilesFieldsAndAgreesWithTheMetrics) {
+  const fs::path neff = add_neff();
+  const Result r = run({"run", neff.string(), "--random-inputs", "--summary-json",
+                        (tmp_ / "summary.json").string(), "--metrics",
+                        (tmp_ / "metrics.json").string(), "--no-launch"});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("neuron-profile summary written to"));
+  // One session object; readers take its first value, as they do with neuron-profile's.
+  const json all = json::parse(test::read_file(tmp_ / "summary.json"));
+  ASSERT_EQ(all.size(), 1u);
+  const json& s = all.begin().value();
+  std::map<std::string, double> m;
+  const json metrics = json::parse(test::read_file(tmp_ / "metrics.json"));
+  for (const json& e : metrics.at("metrics"))
+    m[e.at("name").get<std::string>()] = e.at("value").get<double>();
+  // Seconds where the metrics have ns; fractions where they have percent.
+  EXPECT_NEAR(s.at("total_time").get<double>(), m.at("total_time_ns") * 1e-9, 1e-15);
+  for (const char* e : {"tensor", "vector", "scalar", "gpsimd", "sync"}) {
+    const std::string n = fmt::format("{}_engine_active_time", e);
+    EXPECT_NEAR(s.at(n).get<double>(), m.at(n + "_ns") * 1e-9, 1e-15) << e;
+    EXPECT_NEAR(s.at(n + "_percent").get<double>(), m.at(n + "_percent") / 100, 1e-9) << e;
+    EXPECT_EQ(s.at(fmt::format("{}_engine_instruction_count", e)).get<double>(),
+              m.at(fmt::format("{}_engine_instructions", e)))
+        << e;
+  }
+  EXPECT_EQ(s.at("hbm_read_bytes").get<double>(), m.at("hbm_read_bytes"));
+  EXPECT_EQ(s.at("hbm_write_bytes").get<double>(), m.at("hbm_write_bytes"));
+  EXPECT_NEAR(s.at("mfu_estimated_percent").get<double>(), m.at("mfu_estimated_percent") / 100,
+              1e-12);
+  // The recorded run's unions: active at most the whole, DMA at most all activity.
+  const double active = s.at("total_active_time").get<double>();
+  EXPECT_GT(active, 0);
+  EXPECT_LE(active, s.at("total_time").get<double>());
+  EXPECT_LE(s.at("dma_active_time").get<double>(), active);
+  EXPECT_NEAR(s.at("total_active_time_percent").get<double>(),
+              active / s.at("total_time").get<double>(), 1e-12);
+  EXPECT_EQ(s.at("instance_type"), "trn2.3xlarge");
+  // What the simulation cannot know is absent, not invented.
+  for (const char* absent :
+       {"spill_save_bytes", "hardware_flops", "cc_op_count", "compiler_version"})
+    EXPECT_FALSE(s.contains(absent)) << absent;
 }
 
 TEST_F(NeuronSimRun, SameInputsGiveTheSameSimulatedTime) {

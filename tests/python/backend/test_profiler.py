@@ -43,18 +43,23 @@ print(json.dumps({
 """
 
 
-def _profiled_step(tmp_path) -> tuple[dict, list]:
-    trace = tmp_path / "step.json"
+def _timed(code: str, path) -> dict:
+    """Runs `code` (given `path` as its argument) in a timed process; its last line's JSON."""
     env = {**os.environ, "NEURONSIM_MODE": "functional-and-timing"}
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_STEP), str(trace)],
+        [sys.executable, "-c", textwrap.dedent(code), str(path)],
         capture_output=True,
         text=True,
         env=env,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _profiled_step(tmp_path) -> tuple[dict, list]:
+    trace = tmp_path / "step.json"
+    result = _timed(_STEP, trace)
     return result, json.loads(trace.read_text())["traceEvents"]
 
 
@@ -88,3 +93,25 @@ def test_per_op_device_totals_add_up_to_the_device_clock(tmp_path):
     assert abs(result["device_total_us"] - result["clock_us"]) <= 1e-3 * result["clock_us"]
     assert {"aten::addmm", "aten::mm"} & set(result["ops_with_device_time"])
     assert "Self NEURON" in result["table"]
+
+
+_SUMMARY = """
+import json, sys, torch, neuronsim
+x = torch.randn(128, 256).to("neuron")
+w = torch.randn(256, 512).to("neuron")
+torch.neuron.synchronize()
+clock = neuronsim.simulated_time()
+with neuronsim.profile(None, summary_json=sys.argv[1]):
+    (x @ w).relu()
+    torch.neuron.synchronize()
+print(json.dumps({"clock_s": neuronsim.simulated_time() - clock}))
+"""
+
+
+def test_neuronsim_profile_writes_neuron_profiles_summary(tmp_path):
+    path = tmp_path / "summary.json"
+    clock = _timed(_SUMMARY, path)["clock_s"]
+    summary = next(iter(json.loads(path.read_text()).values()))
+    assert 0 < summary["total_time"] <= clock
+    assert summary["matmul_instruction_count"] > 0 and summary["model_flops"] >= 2 * 128 * 256 * 512
+    assert 0 < summary["tensor_engine_active_time_percent"] < 1

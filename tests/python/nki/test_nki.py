@@ -394,3 +394,21 @@ def _bits_roundtrip(values: np.ndarray) -> np.ndarray:
     from neuronsim.nki import _bits, _values
 
     return _values(_bits(values, "bfloat16"), "bfloat16", values.shape)
+
+
+def test_the_run_gives_neuron_profiles_summary(tmp_path):
+    path = tmp_path / "summary.json"
+    kernel = nki.jit(tensor_add.fn, summary_json=str(path))
+    a = np.ones((256, 512), np.float32)
+    kernel(a, a)
+    run = kernel.last_run
+    written = json.loads(path.read_text())
+    summary = next(iter(written.values()))  # as scripts read neuron-profile's
+    assert summary["total_time"] == pytest.approx(run.latency_us * 1e-6, rel=1e-9)
+    vector = run.engines["dve"]
+    assert summary["vector_engine_instruction_count"] == vector["instructions"]
+    assert summary["vector_engine_active_time"] == pytest.approx(vector["busy_ps"] * 1e-12)
+    assert summary["hbm_read_bytes"] + summary["hbm_write_bytes"] == run.dma_bytes
+    assert 0 < summary["dma_active_time"] <= summary["total_active_time"] <= summary["total_time"]
+    # Without a file, the same figures (less the recorded unions) are on the run.
+    assert run.profile_summary["nki_nc0"]["total_time"] == summary["total_time"]

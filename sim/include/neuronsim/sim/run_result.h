@@ -97,6 +97,7 @@ struct RunResult {
   std::string generation;          // e.g. trn2
   double peak_flops_per_core = 0;  // dense BF16, for MFU
   double hbm_bytes_per_ns = 0;     // per chip, for achieved-bandwidth ratios
+  uint32_t hbm_stacks = 0;         // per chip (the per-stack bandwidth of neuron-profile's MBU)
   uint64_t start_ps = 0;  // where the run began on the device clock (records are relative to it)
   uint64_t total_ps = 0;  // from the start of the run to the last event
   std::vector<CoreStats> cores;    // one per core that ran a program
