@@ -97,6 +97,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("kernels_built", [] { return Backend::get().kernels_built(); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
+  m.def("executed_ops", [] { return Backend::get().executed_ops(); });
+  m.def("clear_executed_ops", [] { Backend::get().clear_executed_ops(); });
   m.def("strict", &neuronsim::pytorch::strict);
   m.def("set_strict", &neuronsim::pytorch::set_strict);
   m.def("begin_host_inspection", &neuronsim::pytorch::begin_host_inspection);

@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <memory>
+#include <set>
 #include <thread>
 
 #include "nrt/nrt_async.h"
@@ -56,6 +58,17 @@ struct AsyncOp {
 };
 
 }  // namespace
+}  // namespace neuronsim::rt
+
+// An error tracker: the failures of its core's requests, collected and handed out in turn.
+struct nrta_error_tracker {
+  std::weak_ptr<neuronsim::rt::AsyncQueues> queues;  // gone once the runtime closed
+  uint32_t lnc = 0;
+  std::vector<nrta_error_t> collected;  // since the last get_list
+  std::vector<nrta_error_t> handed;     // what the last get_list returned
+};
+
+namespace neuronsim::rt {
 
 struct AsyncQueues {
   Session* session = nullptr;
@@ -68,6 +81,7 @@ struct AsyncQueues {
   std::multimap<uint64_t, int> seq_fds;  // device sequence number -> eventfd
   bool stop = false;
   std::thread thread;
+  std::set<nrta_error_tracker*> trackers;
 
   void complete_in_order();
   // The request's final status, with what it mapped unmapped and its completions counted.
@@ -107,6 +121,9 @@ void AsyncQueues::complete_in_order() {
     lock.lock();
     if (op.exec_ret != nullptr) *op.exec_ret = status;
     const nrta_seq_t id = seq_id(op.key.xu, op.num);
+    if (status != NRT_SUCCESS)
+      for (nrta_error_tracker* t : trackers)
+        if (t->lnc == op.key.lnc) t->collected.push_back({id, static_cast<uint64_t>(status)});
     last_done[op.key] = id;
     if (auto fd = queue_fds.find(op.key); fd != queue_fds.end()) signal(fd->second);
     const auto [from, to] = seq_fds.equal_range(op.num);
@@ -406,6 +423,53 @@ NRT_STATUS nrta_event_register_seq_id_completion(nrta_seq_t seq, int eventfd) {
     signal(eventfd);  // already complete
   else
     a.seq_fds.emplace(num, eventfd);
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS nrta_error_tracker_create(uint32_t lnc_idx, nrta_error_tracker_t** error_tracker) {
+  NRT_GATE();
+  std::lock_guard<std::mutex> lock(rt().mu);
+  if (error_tracker == nullptr) {
+    log(kError, __func__, "error_tracker is NULL");
+    return NRT_INVALID;
+  }
+  if (const NRT_STATUS s = check_queue(__func__, lnc_idx, NRTA_XU_COMPUTE, 0); s != NRT_SUCCESS)
+    return s;
+  AsyncQueues& a = async_of(*rt().session);
+  auto tracker = std::make_unique<nrta_error_tracker>();
+  tracker->queues = rt().session->async;
+  tracker->lnc = lnc_idx;
+  std::lock_guard<std::mutex> async_lock(a.mu);
+  a.trackers.insert(tracker.get());
+  *error_tracker = tracker.release();
+  return NRT_SUCCESS;
+}
+
+void nrta_error_tracker_destroy(nrta_error_tracker_t* error_tracker) {
+  if (error_tracker == nullptr) return;
+  if (const std::shared_ptr<AsyncQueues> a = error_tracker->queues.lock()) {
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->trackers.erase(error_tracker);
+  }
+  delete error_tracker;
+}
+
+NRT_STATUS nrta_error_tracker_get_list(nrta_error_tracker_t* error_tracker,
+                                       const nrta_error_t** list, size_t* error_count) {
+  if (error_tracker == nullptr || list == nullptr || error_count == nullptr) {
+    log(kError, __func__, "{} is NULL",
+        error_tracker == nullptr ? "error_tracker"
+        : list == nullptr        ? "list"
+                                 : "error_count");
+    return NRT_INVALID;
+  }
+  const std::shared_ptr<AsyncQueues> a = error_tracker->queues.lock();
+  std::unique_lock<std::mutex> lock;
+  if (a) lock = std::unique_lock<std::mutex>(a->mu);  // the completing thread appends under it
+  error_tracker->handed = std::move(error_tracker->collected);
+  error_tracker->collected.clear();
+  *list = error_tracker->handed.data();
+  *error_count = error_tracker->handed.size();
   return NRT_SUCCESS;
 }
 

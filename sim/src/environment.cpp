@@ -143,6 +143,21 @@ std::optional<std::string> read_environment(Environment& e) {
           v, e.instance.cores_per_chip, e.instance.name);
     e.lnc = static_cast<uint32_t>(*lnc);
   }
+  // The logical NeuronCore size as TorchNeuron and the compiler's -lnc name it: 1 or 2.
+  if (const char* v = env("NEURON_LOGICAL_NC_CONFIG")) {
+    const auto lnc = parse_env_count(v);
+    if (!lnc || (*lnc != 1 && *lnc != 2) || e.instance.cores_per_chip % *lnc != 0)
+      return fmt::format(
+          "NEURON_LOGICAL_NC_CONFIG='{}' must be 1 or 2 physical cores per logical core (and "
+          "divide the {} cores per chip of {})",
+          v, e.instance.cores_per_chip, e.instance.name);
+    if (env("NEURON_RT_VIRTUAL_CORE_SIZE") && *lnc != e.lnc)
+      return fmt::format(
+          "NEURON_LOGICAL_NC_CONFIG='{}' and NEURON_RT_VIRTUAL_CORE_SIZE='{}' disagree; they are "
+          "two names of the logical core size",
+          v, e.lnc);
+    e.lnc = static_cast<uint32_t>(*lnc);
+  }
   if (auto err = read_visible(e)) return err;
   if (auto err = read_mode(e)) return err;
 

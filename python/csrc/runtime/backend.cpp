@@ -85,6 +85,10 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
   const sim::Completion done = device_->complete(std::move(execution));
   ++kernels_run_;
+  {
+    std::lock_guard lock(executed_mu_);
+    executed_.insert(op);
+  }
   if (launched) profile(done, "kernel", launched);
   if (done.error) {
     try {
@@ -101,6 +105,16 @@ void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uin
   const sim::Completion done = device_->wait(device_->enqueue(core_of(dst_index), std::move(c)));
   if (done.error) std::rethrow_exception(done.error);
   if (launched) profile(done, "copy", launched);
+}
+
+std::vector<std::string> Backend::executed_ops() {
+  std::lock_guard lock(executed_mu_);
+  return {executed_.begin(), executed_.end()};
+}
+
+void Backend::clear_executed_ops() {
+  std::lock_guard lock(executed_mu_);
+  executed_.clear();
 }
 
 int Backend::index_of_core(uint32_t core) const {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -67,6 +68,9 @@ class Backend {
   // The device clock, in picoseconds: where the simulated work of every core has reached.
   uint64_t now_ps() const { return device_->now_ps(); }
   uint64_t kernels_run() const { return kernels_run_; }
+  // The ops whose kernels ran on the device since the last clear (TorchNeuron's op tracking).
+  std::vector<std::string> executed_ops();
+  void clear_executed_ops();
   // Distinct programs built and loaded so far (a model's steady state builds none).
   size_t kernels_built() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -84,6 +88,8 @@ class Backend {
   std::mutex mu_;  // guards programs_
   std::unordered_map<std::string, Built> programs_;
   std::atomic<uint64_t> kernels_run_{0};
+  std::mutex executed_mu_;  // guards executed_
+  std::set<std::string> executed_;
 };
 
 }  // namespace neuronsim::pytorch

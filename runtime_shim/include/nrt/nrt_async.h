@@ -84,9 +84,32 @@ NRT_STATUS nrta_event_register_xu_completion(int lnc_idx, nrta_xu_t xu_type, int
 /* Signal `eventfd` when request `seq` finishes (at once if it already has);
  * eventfd = -1 removes the registration. */
 NRT_STATUS nrta_event_register_seq_id_completion(nrta_seq_t seq, int eventfd);
+
+/* ---- Error trackers (the SDK 2.28 header's; TorchNeuron creates one per logical core) ---- */
+
+/* A failed request: its sequence number and its final status. */
+typedef struct nrta_error {
+    nrta_seq_t seq_id;
+    uint64_t error_code; /* an NRT_STATUS */
+} nrta_error_t;
+
+typedef struct nrta_error_tracker nrta_error_tracker_t;
+
+/* A tracker of the visible logical core `lnc_idx`: it collects every request of that core
+ * that fails from now on. */
+NRT_STATUS nrta_error_tracker_create(uint32_t lnc_idx, nrta_error_tracker_t **error_tracker);
+
+/* Frees the tracker and the list it handed out last. */
+void nrta_error_tracker_destroy(nrta_error_tracker_t *error_tracker);
+
+/* The failures collected since the previous call (or since creation), oldest first. The
+ * array stays valid until the next call on this tracker or its destruction. */
+NRT_STATUS nrta_error_tracker_get_list(nrta_error_tracker_t *error_tracker, const nrta_error_t **list,
+                                       size_t *error_count);
 #endif /* !NEURONSIM_NRT_STRICT_2_31 */
 
 #if NEURONSIM_NRT_CHECK_LAYOUT
+NEURONSIM_NRT_STATIC_ASSERT(nrta_error_size, sizeof(nrta_error_t) == 16, "nrta_error_t is 16 bytes");
 NEURONSIM_NRT_STATIC_ASSERT(nrta_enum_size_xu, sizeof(nrta_xu_t) == 4, "enum is 4 bytes");
 NEURONSIM_NRT_STATIC_ASSERT(nrta_seq_size, sizeof(nrta_seq_t) == 8, "nrta_seq_t is 8 bytes");
 NEURONSIM_NRT_STATIC_ASSERT(nrta_xu_id_size, sizeof(nrta_xu_id_t) == 2, "nrta_xu_id_t is 2 bytes");

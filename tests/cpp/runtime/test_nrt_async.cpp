@@ -194,6 +194,10 @@ TEST_F(NrtAsync, AFaultArrivesInExecRetAndLaterRequestsStillRun) {
   nrt_tensor_set_t *in = nullptr, *out = nullptr;
   ASSERT_NO_FATAL_FAILURE(load_gather(neff, &model, t, &in, &out));
   const std::vector<int32_t> bad = {1, 9, 0, 0}, good = {2, 2, 2, 2};
+  // Error trackers of core 0 (where the requests go) and of core 1.
+  nrta_error_tracker_t *here = nullptr, *there = nullptr;
+  ASSERT_EQ(nrta_error_tracker_create(0, &here), NRT_SUCCESS);
+  ASSERT_EQ(nrta_error_tracker_create(1, &there), NRT_SUCCESS);
   NRT_STATUS ret[4] = {NRT_FAILURE, NRT_SUCCESS, NRT_FAILURE, NRT_FAILURE};
   nrta_seq_t seq[4] = {};
   ASSERT_EQ(nrta_tensor_write(t["idx"], bad.data(), 0, 16, 0, 0, &ret[0], &seq[0]), NRT_SUCCESS);
@@ -208,6 +212,20 @@ TEST_F(NrtAsync, AFaultArrivesInExecRetAndLaterRequestsStillRun) {
   EXPECT_EQ(nrt_tensor_check_output_completion(t["y"], 0, 1), NRT_SUCCESS)
       << "only the good one counts";
   EXPECT_EQ(nrt_tensor_check_output_completion(t["y"], 0, 2), NRT_TIMEOUT);
+  // The failed execution, once, in the tracker of its core; nothing in the other.
+  const nrta_error_t* errors = nullptr;
+  size_t count = 99;
+  ASSERT_EQ(nrta_error_tracker_get_list(here, &errors, &count), NRT_SUCCESS);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(errors[0].seq_id, seq[1]);
+  EXPECT_EQ(errors[0].error_code, static_cast<uint64_t>(NRT_EXEC_OOB));
+  ASSERT_EQ(nrta_error_tracker_get_list(here, &errors, &count), NRT_SUCCESS);
+  EXPECT_EQ(count, 0u) << "a list is handed out once";
+  ASSERT_EQ(nrta_error_tracker_get_list(there, &errors, &count), NRT_SUCCESS);
+  EXPECT_EQ(count, 0u);
+  nrta_error_tracker_destroy(here);
+  nrta_error_tracker_destroy(there);
+  nrta_error_tracker_destroy(nullptr);  // nothing to free
   nrt_unload(model);
   for (auto& [name, tensor] : t) nrt_tensor_free(&tensor);
   nrt_destroy_tensor_set(&in);
@@ -255,6 +273,12 @@ TEST_F(NrtAsync, BadInputIsRefused) {
   EXPECT_EQ(nrta_event_register_seq_id_completion(seq, closed), NRT_INVALID);
   EXPECT_EQ(nrta_event_register_seq_id_completion(seq + 1000, -1), NRT_INVALID);
   EXPECT_EQ(nrta_cc_schedule(nullptr, 0, &ret, &seq), NRT_FAILURE);  // collectives stay unsupported
+  nrta_error_tracker_t* tracker = nullptr;
+  EXPECT_EQ(nrta_error_tracker_create(8, &tracker), NRT_INVALID);  // core 8 of 8
+  EXPECT_EQ(nrta_error_tracker_create(0, nullptr), NRT_INVALID);
+  const nrta_error_t* errors = nullptr;
+  size_t count = 0;
+  EXPECT_EQ(nrta_error_tracker_get_list(nullptr, &errors, &count), NRT_INVALID);
   ASSERT_TRUE(wait_for(seq));
   // A rank of a collective job runs with nrt_execute only.
   const auto cc = read_file(example("all_reduce.neff"));

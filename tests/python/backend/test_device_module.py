@@ -122,12 +122,14 @@ ENVIRONMENTS = {
     "default": {},
     "visible 2-3": {"NEURON_RT_VISIBLE_CORES": "2-3"},
     "lnc 2": {"NEURON_RT_VIRTUAL_CORE_SIZE": "2"},
+    "logical nc 2": {"NEURON_LOGICAL_NC_CONFIG": "2"},
     "trn1.2xlarge": {"NEURONSIM_INSTANCE": "trn1.2xlarge"},
 }
 INVALID_ENVIRONMENTS = [
     ("NEURON_RT_VISIBLE_CORES", "bogus"),
     ("NEURON_RT_VISIBLE_CORES", "8"),  # trn2.3xlarge has cores 0-7
     ("NEURON_RT_VIRTUAL_CORE_SIZE", "3"),  # not a divisor of 8
+    ("NEURON_LOGICAL_NC_CONFIG", "4"),  # 1 or 2
     ("NEURONSIM_INSTANCE", "trn9.nothing"),
 ]
 
@@ -167,8 +169,9 @@ def test_visible_cores_range(described):
     assert "neuron:2" in got["past_count"]
 
 
-def test_virtual_core_size_two(described):
-    got = described["lnc 2"].json()
+@pytest.mark.parametrize("name", ["lnc 2", "logical nc 2"])
+def test_virtual_core_size_two(described, name):
+    got = described[name].json()
     assert got["count"] == 4
     assert got["per_device"] == [2] * 4
     assert got["cores"] == [0, 2, 4, 6]
