@@ -178,17 +178,19 @@ def instance() -> str:
 def profile(path: str | os.PathLike | None, summary_json: str | os.PathLike | None = None):
     """Writes one Perfetto/Chrome trace of every kernel run inside the block, each
     named by its aten op, on the device's time axis; with `summary_json`, also
-    neuron-profile's summary of the block (its summary-json fields and units)."""
+    neuron-profile's summary of the block (its summary-json fields and units). In a
+    distributed job, ``{rank}`` in either path becomes the process's rank; the per-rank
+    traces merge into one with ``python -m neuronsim.tools.merge_traces``."""
+
+    def _path(p) -> str:
+        return os.fspath(p).replace("{rank}", os.environ.get("RANK", "0")) if p else ""
+
     torch.neuron.synchronize()
     session = _C.start_trace()
     try:
         yield
     finally:
-        _C.stop_trace(
-            session,
-            os.fspath(path) if path else "",
-            os.fspath(summary_json) if summary_json else "",
-        )
+        _C.stop_trace(session, _path(path), _path(summary_json))
 
 
 __all__ = [

@@ -208,8 +208,60 @@ def max_memory_reserved(device: DeviceLike = None) -> int:
     return torch.accelerator.max_memory_reserved(_index(device))
 
 
+# TorchNeuron's nested statistics: each figure of its pool "all" as {current, peak,
+# allocated, freed}, beside CUDA's flat keys ("allocated_bytes.all.current", ...).
+_NESTED = ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes")
+
+
 def memory_stats(device: DeviceLike = None) -> dict[str, Any]:
-    return torch.accelerator.memory_stats(_index(device))
+    """The device's allocator statistics, in both forms scripts read: CUDA's flat keys
+    (``stats["allocated_bytes.all.current"]``) and TorchNeuron's nested ones
+    (``stats["allocated_bytes"]["current"]``, ``stats["num_tensor_frees"]``, ...)."""
+    flat = torch.accelerator.memory_stats(_index(device))
+    stats = dict(flat)
+    for name in _NESTED:
+        stats[name] = {
+            k: flat.get(f"{name}.all.{k}", 0) for k in ("current", "peak", "allocated", "freed")
+        }
+    stats["num_tensor_frees"] = flat.get("allocation.all.freed", 0)
+    stats["allocation_requests"] = flat.get("allocation.all.allocated", 0)
+    return stats
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
+    """The device's memory statistics as a table: the allocations, frees, retries and
+    out-of-memory errors, then the bytes allocated, reserved and in use by live tensors
+    (current, peak, and summed over the run)."""
+    index = _index(device)
+    s = memory_stats(index)
+    rule = "=" * 75
+    lines = [
+        rule,
+        f" neuron:{index} memory summary ({get_device_properties(index).name}, simulated)",
+        rule,
+        f" allocations: {s['allocation_requests']}   frees: {s['num_tensor_frees']}   "
+        f"retries: {s.get('num_alloc_retries', 0)}   out of memory: {s.get('num_ooms', 0)}",
+        "-" * 75,
+        f" {'':<16}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}",
+    ]
+    for name, label in (
+        ("allocated_bytes", "Allocated"),
+        ("reserved_bytes", "Reserved"),
+        ("active_bytes", "Active"),
+    ):
+        row = s[name]
+        cells = "".join(f"{_size(row[k]):>14}" for k in ("current", "peak", "allocated", "freed"))
+        lines.append(f" {label:<16}{cells}")
+    lines.append(rule)
+    return "\n".join(lines) + "\n"
 
 
 def reset_peak_memory_stats(device: DeviceLike = None) -> None:

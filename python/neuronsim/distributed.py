@@ -7,8 +7,10 @@ rank's simulated device clock advances by the collective's simulated duration. T
 backend serves ``neuron`` tensors and CPU tensors (object collectives), every group
 torch makes (``new_group``, a ``DeviceMesh``'s dimensions), DTensor and FSDP2.
 
-Each rank binds its local rank's NeuronCore, as the Neuron runtime does: when torchrun
-sets ``LOCAL_RANK``, that device becomes the current one. Settings:
+Each rank binds its NeuronCore in either of the two ways launchers give ranks their cores:
+with every core visible, ``LOCAL_RANK`` picks the device (the Neuron runtime's way); with
+one visible core per process (``NEURON_RT_VISIBLE_CORES=<core>``, TorchNeuron's way), that
+core is the process's device 0 whatever its local rank. Settings:
 ``NEURONSIM_COMM_HOST`` (the address this host's ranks listen on, default 127.0.0.1),
 ``NEURONSIM_JOB_TOKEN`` (the job's secret; torchrun's run id when it has one, else one
 the ranks share through the rendezvous store).
@@ -30,6 +32,8 @@ def _bind_local_rank() -> None:
     if local_rank is None or not local_rank.isdigit():
         return
     index = int(local_rank)
+    if torch.neuron.device_count() == 1:  # one visible core per process: that one is ours
+        index = 0
     if index >= torch.neuron.device_count():
         raise RuntimeError(
             f"neuron: LOCAL_RANK={index} but this process sees "

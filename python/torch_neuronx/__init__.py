@@ -1,11 +1,64 @@
 """torch_neuronx, as neuronsim provides it: the module Trainium scripts import and that
 Transformers and Accelerate look for (``importlib.util.find_spec("torch_neuronx")``)
 to find a Trainium device. Importing it registers the simulated ``"neuron"`` device;
-the API is neuronsim's (``import neuronsim``).
+the API is neuronsim's (``import neuronsim``), plus the names TorchNeuron (AWS's native
+PyTorch backend) exposes at the top level: ``torch.neuron``'s device, stream and memory
+functions, its op tracking (``get_fallback_ops``, ``get_executed_ops``,
+``clear_op_tracking``), ``nki_op`` and ``torch_neuronx.utils``.
 
 This is not AWS's torch-neuronx, and must never be installed beside it.
 """
 
 from neuronsim import *  # noqa: F403 (the compatibility name re-exports the API)
+from neuronsim import _C as _C
 from neuronsim import __version__, _autoload  # noqa: F401
+from neuronsim.device import (  # noqa: F401 (TorchNeuron's aliases of torch.neuron)
+    Event,
+    Stream,
+    current_device,
+    current_stream,
+    default_stream,
+    device,
+    device_count,
+    empty_cache,
+    get_device_properties,
+    is_available,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_device,
+    set_stream,
+    stream,
+    synchronize,
+)
 from neuronsim.nki import nki_op  # noqa: E402, F401 (an NKI kernel as a PyTorch custom op)
+
+from . import utils  # noqa: F401
+
+# Fallback counts when op tracking was last cleared: get_fallback_ops names what grew since.
+_fallbacks_at_clear: dict[str, int] = {}
+
+
+def get_fallback_ops() -> list[str]:
+    """The ops (aten names) that ran on the CPU since op tracking was last cleared, each
+    once, as TorchNeuron lists them. neuronsim.fallback_counts() has how often."""
+    counts = _C.fallback_counts()
+    return sorted(op for op, n in counts.items() if n > _fallbacks_at_clear.get(op, 0))
+
+
+def get_executed_ops() -> list[str]:
+    """The ops whose kernels ran on the device since op tracking was last cleared, each
+    once (aten names; a compiled graph by its name)."""
+    return list(_C.executed_ops())
+
+
+def clear_op_tracking() -> None:
+    """Starts both lists afresh (fallback_counts() keeps counting)."""
+    global _fallbacks_at_clear
+    _fallbacks_at_clear = dict(_C.fallback_counts())
+    _C.clear_executed_ops()

@@ -291,6 +291,7 @@ struct ProcessGroupNeuron::Impl {
   std::vector<FuturePtr> coalesced;
   mutable std::mutex stats_mu;
   Stats stats;
+  uint64_t collectives_run = 0;  // this group's collectives, numbered alike on every rank (mu)
 
   int R() const { return setup.size; }
   int me() const { return setup.rank; }
@@ -387,8 +388,11 @@ struct ProcessGroupNeuron::Impl {
 
   // Holds the core of the first device tensor among `tensors` (or of the current device when
   // `always`) until the collective's simulated finish, and counts it.
+  // `link` names the collective the same way on every rank of the group ("group 0 #12"), so
+  // that per-rank traces can be joined (neuronsim.tools.merge_traces); empty for p2p.
   void account(const std::string& op, const std::vector<at::Tensor>& tensors, uint64_t arrival,
-               uint64_t finish, uint64_t bytes_in, bool always) {
+               uint64_t finish, uint64_t bytes_in, bool always, const std::string& link = {}) {
+    const std::string name = link.empty() ? op : fmt::format("{} [{}]", op, link);
     std::optional<int> index;
     for (const at::Tensor& t : tensors)
       if (t.defined() && t.device().is_privateuseone()) {
@@ -398,10 +402,10 @@ struct ProcessGroupNeuron::Impl {
     if (!index && always) index = current_device();
     if (index) {
       pytorch::Backend& b = pytorch::Backend::get();
-      b.device().enqueue(b.core_of(*index), sim::Hold{finish, op});
+      b.device().enqueue(b.core_of(*index), sim::Hold{finish, name});
       if (pytorch::profiling::recording()) {  // its time on the fabric, as the core waits
         pytorch::profiling::DeviceEvent e;
-        e.name = op;
+        e.name = name;
         e.kind = "collective";
         e.device = *index;
         e.core = b.core_of(*index);
@@ -429,7 +433,8 @@ struct ProcessGroupNeuron::Impl {
       if (!comm) comm = connect("neuronsim/root", me(), R());
       cc::CollectiveOutcome out = comm->run(spec, {cc::RankCall{me(), arrival, std::move(input)}},
                                             /*with_data=*/true);
-      account(op, tensors, arrival, out.finish_ps.at(0), in_bytes, hold_always);
+      account(op, tensors, arrival, out.finish_ps.at(0), in_bytes, hold_always,
+              fmt::format("group {} #{}", setup.name, ++collectives_run));
       return std::move(out.outputs.at(0));
     } catch (const cc::CommError& e) {
       broken = e.what();

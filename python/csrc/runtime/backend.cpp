@@ -1,10 +1,10 @@
 // The process's simulated instance and the one path by which kernels reach it.
 #include "runtime/backend.h"
 
-#include "runtime/profiler.h"
-
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+
+#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 
@@ -31,19 +31,29 @@ Backend::Backend() : env_(read_env_or_throw()) {
   device_ = std::make_unique<sim::Device>(env_.instance, env_.generation, options);
 }
 
+namespace {
+std::atomic<Backend*> opened{nullptr};  // set once get() has opened the backend
+}  // namespace
+
 Backend& Backend::get() {
   // Never destroyed: tensors may be freed during interpreter shutdown, after static
   // destructors would have run.
-  static Backend* backend = new Backend();
+  static Backend* backend = [] {
+    Backend* b = new Backend();
+    opened = b;
+    return b;
+  }();
   return *backend;
 }
 
 int Backend::device_count_noexcept() {
-  try {
-    return get().device_count();
-  } catch (...) {
-    return 0;
-  }
+  // Until the device opens, the environment is read afresh: a launcher may still set
+  // NEURON_RT_VISIBLE_CORES (as TorchNeuron does in init_process_group), and the runtime
+  // fixes what it sees only when it starts.
+  if (Backend* b = opened.load()) return b->device_count();
+  sim::Environment env;
+  if (sim::read_environment(env)) return 0;
+  return static_cast<int>(env.visible.size());
 }
 
 void Backend::check_index(int index) const {

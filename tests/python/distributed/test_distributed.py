@@ -166,3 +166,52 @@ def test_dtensor_tensor_parallel_and_fsdp2_match_one_process():
     assert len(results) == 6, results
     failed = {k: v for k, v in results.items() if v is not None}
     assert not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items())
+
+
+@pytest.mark.parametrize("mode", ["all", "one"])
+def test_ranks_get_their_cores_either_way_launchers_give_them(mode):
+    """Every core visible and LOCAL_RANK picks, or one visible core per process (TorchNeuron's
+    way): either way each rank runs on its own core and the collective adds up."""
+    done = torchrun(SCRIPTS / "launch_modes.py", 2, mode)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = last_json(done.stdout)["ranks"]
+    assert [r["sum"] for r in ranks] == [[3.0] * 4] * 2
+    assert [r["core"] for r in ranks] == [0, 1]  # each rank on its own physical core
+    if mode == "one":
+        assert [(r["count"], r["device"]) for r in ranks] == [(1, 0), (1, 0)]
+    else:
+        assert [(r["count"] > 1, r["device"]) for r in ranks] == [(True, 0), (True, 1)]
+
+
+def test_per_rank_traces_merge_into_one_timeline_with_collectives_linked(tmp_path):
+    done = torchrun(
+        SCRIPTS / "profiled_job.py",
+        2,
+        str(tmp_path),
+        env={"NEURONSIM_MODE": "functional-and-timing"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = sorted(tmp_path.glob("trace.rank*.json"))
+    assert [p.name for p in ranks] == ["trace.rank0.json", "trace.rank1.json"]
+    merged = tmp_path / "job.json"
+    tool = subprocess.run(
+        [sys.executable, "-m", "neuronsim.tools.merge_traces", "-o", str(merged), *map(str, ranks)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tool.returncode == 0, tool.stderr
+    events = json.loads(merged.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert {n.split(":")[0] for n in names.values()} == {"rank 0", "rank 1"}
+    collectives = [e for e in events if e.get("ph") == "X" and "[group " in e.get("name", "")]
+    by_link = {}
+    for e in collectives:
+        by_link.setdefault(e["name"].split("[")[1], []).append(e)
+    assert len(by_link) == 3 and all(len(v) == 2 for v in by_link.values()), sorted(by_link)
+    # One arrow per collective, from rank 0's slice to rank 1's.
+    starts = [e for e in events if e.get("ph") == "s" and e.get("cat") == "collective"]
+    ends = [e for e in events if e.get("ph") == "f" and e.get("cat") == "collective"]
+    assert len(starts) == len(ends) == 3
+    assert all(names[s["pid"]].startswith("rank 0") for s in starts)
+    assert all(names[f["pid"]].startswith("rank 1") for f in ends)

@@ -1,0 +1,31 @@
+"""torch_neuronx.utils: what TorchNeuron's scripts ask of the platform, for the simulated
+instance (NEURONSIM_INSTANCE) and its logical core size."""
+
+from __future__ import annotations
+
+import os
+
+from neuronsim import _C
+
+
+def get_platform_target() -> str:
+    """The compiler target of the simulated instance: trn1 (Trn1 and Inf2), trn2 or trn3."""
+    return _C.device_properties(0)["generation"] if _C.device_count() else _instance_target()
+
+
+def _instance_target() -> str:
+    family = os.environ.get("NEURONSIM_INSTANCE", "trn2.3xlarge").split(".")[0]
+    return {"inf2": "trn1", "trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2"}.get(family, family)
+
+
+def get_lnc_setting() -> str:
+    """The logical NeuronCore size the devices have: NEURON_LOGICAL_NC_CONFIG (or
+    NEURON_RT_VIRTUAL_CORE_SIZE) when set, else "1". (TorchNeuron's default on trn2 and
+    trn3 is "2"; neuronsim's devices are one physical core each unless asked.)"""
+    for name in ("NEURON_LOGICAL_NC_CONFIG", "NEURON_RT_VIRTUAL_CORE_SIZE"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return "1"
+
+
+get_logical_neuron_cores = get_lnc_setting

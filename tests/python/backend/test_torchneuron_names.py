@@ -1,0 +1,81 @@
+"""The names scripts written for TorchNeuron (AWS's native PyTorch backend) call on
+torch_neuronx and torch.neuron: top-level aliases of the device module, op tracking, the
+nested memory statistics and their summary, and torch_neuronx.utils."""
+
+from __future__ import annotations
+
+import torch
+
+import neuronsim
+import torch_neuronx
+
+
+def test_top_level_names_are_the_device_modules():
+    for name in (
+        "device_count",
+        "current_device",
+        "set_device",
+        "synchronize",
+        "current_stream",
+        "default_stream",
+        "stream",
+        "Stream",
+        "Event",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_stats",
+        "memory_summary",
+        "reset_peak_memory_stats",
+        "empty_cache",
+        "get_device_properties",
+    ):
+        assert getattr(torch_neuronx, name) is getattr(torch.neuron, name), name
+    assert torch_neuronx.device_count() == torch.neuron.device_count() > 0
+    with torch_neuronx.stream(torch_neuronx.Stream()):
+        x = torch.ones(4, device="neuron") * 2
+    torch_neuronx.synchronize()
+    assert x.cpu().tolist() == [2.0] * 4
+
+
+def test_op_tracking_lists_each_op_once_since_the_last_clear():
+    torch_neuronx.clear_op_tracking()
+    x = torch.arange(6.0, device="neuron")
+    (x + 1).mul(3)
+    (x + 2).mul(4)
+    torch.fft.fft(x.cpu().to(torch.complex64).to("neuron"))  # no FFT kernel: the CPU's
+    torch.neuron.synchronize()
+    executed, fallen = torch_neuronx.get_executed_ops(), torch_neuronx.get_fallback_ops()
+    assert {"aten::add", "aten::mul"} <= {op.split(".")[0] for op in executed}
+    assert len(executed) == len(set(executed))
+    assert any(op.startswith("aten::_fft") for op in fallen), fallen
+    assert neuronsim.fallback_counts()  # the counts go on
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_executed_ops() == [] and torch_neuronx.get_fallback_ops() == []
+    x + 1
+    assert [op.split(".")[0] for op in torch_neuronx.get_executed_ops()] == ["aten::add"]
+
+
+def test_memory_stats_in_torchneurons_nested_form_and_cudas_flat_one():
+    torch.neuron.reset_peak_memory_stats()
+    x = torch.ones(1024, 1024, device="neuron")
+    stats = torch.neuron.memory_stats()
+    nested = stats["allocated_bytes"]
+    assert nested["current"] == stats["allocated_bytes.all.current"] >= x.numel() * 4
+    assert nested["peak"] >= nested["current"]
+    assert set(nested) == {"current", "peak", "allocated", "freed"}
+    assert stats["reserved_bytes"]["current"] >= nested["current"]
+    assert stats["allocation_requests"] >= 1
+    del x
+    assert torch.neuron.memory_stats()["num_tensor_frees"] >= 1
+    summary = torch_neuronx.memory_summary()
+    assert "Allocated" in summary and "Reserved" in summary and "Active" in summary
+    assert "neuron:0" in summary
+
+
+def test_utils_report_the_platform_and_the_logical_core_size(monkeypatch):
+    assert torch_neuronx.utils.get_platform_target() == "trn2"  # trn2.3xlarge, the default
+    assert torch_neuronx.utils.get_lnc_setting() == "1"
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
+    assert torch_neuronx.utils.get_lnc_setting() == "2"
