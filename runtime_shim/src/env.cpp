@@ -33,7 +33,14 @@ std::optional<std::string> read_config(Config& c) {
     c.exec_timeout_s = t;
   }
   if (const char* v = env("NEURON_RT_ROOT_COMM_ID")) c.root_comm_id = v;
-  if (const char* v = env("NEURONSIM_TRACE")) c.trace_path = v;
+  if (const char* v = env("NEURONSIM_TRACE")) {
+    // "{rank}" becomes the process's rank in a job (RANK, as torchrun and mpirun-style
+    // launchers set it), so that each rank writes its own file for merge_traces.
+    c.trace_path = v;
+    const std::string rank = env("RANK") ? env("RANK") : "0";
+    for (size_t at; (at = c.trace_path.find("{rank}")) != std::string::npos;)
+      c.trace_path.replace(at, 6, rank);
+  }
 
   const auto inspect = sim::parse_env_bool(std::getenv("NEURON_RT_INSPECT_ENABLE"));
   if (!inspect)

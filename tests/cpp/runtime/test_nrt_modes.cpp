@@ -57,6 +57,23 @@ TEST_F(NrtModes, NeuronsimTraceWritesOneFileForTheSession) {
   std::filesystem::remove(path);
 }
 
+TEST_F(NrtModes, NeuronsimTraceNamesEachRanksFile) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string stem = "nrt_trace_rank_" + std::to_string(getpid());
+  const auto want = dir / (stem + "_3.json");
+  std::filesystem::remove(want);
+  ScopedEnv env({{"NEURONSIM_TRACE", (dir / (stem + "_{rank}.json")).c_str()}, {"RANK", "3"}});
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  {
+    Loaded m;
+    ASSERT_EQ(m.load("add.neff"), NRT_SUCCESS);
+    ASSERT_EQ(m.execute(), NRT_SUCCESS);
+  }
+  nrt_close();
+  EXPECT_TRUE(std::filesystem::exists(want)) << want;
+  std::filesystem::remove(want);
+}
+
 TEST_F(NrtModes, AHundredExecutionsMakeOneTraceWithAHundredKernelsOnOneTimeAxis) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("nrt_trace100_" + std::to_string(getpid()) + ".json");
