@@ -98,6 +98,33 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
   m.def("executed_ops", [] { return Backend::get().executed_ops(); });
+  m.def("record_memory_history", &neuronsim::pytorch::record_memory_history);
+  m.def("memory_blocks", [] {
+    py::list out;
+    for (const auto& b : neuronsim::pytorch::memory_blocks()) {
+      py::dict d;
+      d["device"] = b.device;
+      d["address"] = b.address;
+      d["size"] = b.size;
+      d["requested_size"] = b.requested;
+      d["active"] = b.active;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("memory_history", [] {
+    py::list out;
+    for (const auto& e : neuronsim::pytorch::memory_history()) {
+      py::dict d;
+      d["device"] = e.device;
+      d["action"] = e.action;
+      d["addr"] = e.address;
+      d["size"] = e.size;
+      d["time_us"] = e.time_us;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("clear_executed_ops", [] { Backend::get().clear_executed_ops(); });
   m.def("strict", &neuronsim::pytorch::strict);
   m.def("set_strict", &neuronsim::pytorch::set_strict);

@@ -13,7 +13,11 @@ from typing import Any
 
 import torch
 
-from . import _C
+from . import (
+    _C,
+    memory,  # noqa: F401 (torch.neuron.memory: history and snapshots)
+)
+from .memory import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot  # noqa: F401
 
 _TYPE = "neuron"
 DeviceLike = torch.device | str | int | None

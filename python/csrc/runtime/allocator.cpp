@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
+#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 
@@ -59,8 +61,12 @@ class HbmAllocator final : public c10::DeviceAllocator {
     if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_block, where);
     std::lock_guard lock(mu_);
     Block* block = take_cached(device, n);
-    if (block == nullptr) block = reserve(device, n);
+    if (block == nullptr) {
+      block = reserve(device, n);
+      note(device, "segment_alloc", block->address, block->size);
+    }
     block->requested = n;
+    note(device, "alloc", block->address, block->size);
     PerDevice& d = devices_[device];
     stats_add(d.stats.allocation, block->size, 1);
     stats_add(d.stats.allocated_bytes, block->size, static_cast<int64_t>(block->size));
@@ -88,6 +94,31 @@ class HbmAllocator final : public c10::DeviceAllocator {
     stats_add(d.stats.requested_bytes, block->size, -static_cast<int64_t>(block->requested));
     live_.erase(block->host);
     d.cache.emplace(block->size, block);
+    note(block->device, "free_requested", block->address, block->size);
+    note(block->device, "free_completed", block->address, block->size);
+  }
+
+  void record_history(bool enabled, size_t max_entries) {
+    std::lock_guard lock(mu_);
+    history_on_ = enabled;
+    history_max_ = max_entries;
+    if (!enabled) history_.clear();
+  }
+
+  std::vector<MemoryEvent> history() const {
+    std::lock_guard lock(mu_);
+    return {history_.begin(), history_.end()};
+  }
+
+  std::vector<MemoryBlock> blocks() const {
+    std::lock_guard lock(mu_);
+    std::vector<MemoryBlock> out;
+    for (const auto& [host, b] : live_)
+      out.push_back({b->device, b->address, b->size, b->requested, true});
+    for (const auto& [device, d] : devices_)
+      for (const auto& [size, b] : d.cache)
+        out.push_back({b->device, b->address, b->size, 0, false});
+    return out;
   }
 
   const Block* find(const void* host) const {
@@ -201,9 +232,17 @@ class HbmAllocator final : public c10::DeviceAllocator {
     return new Block{device, chip, *address, static_cast<uint8_t*>(host), size, n};
   }
 
+  // Appends to the history when it is recorded (mu_ held).
+  void note(c10::DeviceIndex device, const char* action, uint64_t address, size_t size) {
+    if (!history_on_) return;
+    history_.push_back({device, action, address, size, profiling::host_now_ns() / 1000});
+    while (history_max_ > 0 && history_.size() > history_max_) history_.pop_front();
+  }
+
   void empty_cache(PerDevice& d) {
     Backend& b = Backend::get();
     for (auto& [size, block] : d.cache) {
+      note(block->device, "segment_free", block->address, size);
       b.device().free(block->chip, block->address);
       std::free(block->host);
       ++d.stats.num_device_free;
@@ -217,6 +256,9 @@ class HbmAllocator final : public c10::DeviceAllocator {
   mutable std::mutex mu_;
   std::unordered_map<c10::DeviceIndex, PerDevice> devices_;
   std::map<const uint8_t*, Block*> live_;  // by host address, for getDeviceFromPtr
+  bool history_on_ = false;
+  size_t history_max_ = 0;
+  std::deque<MemoryEvent> history_;
 };
 
 HbmAllocator g_allocator;
@@ -241,6 +283,18 @@ const Block& block_of(const c10::DataPtr& ptr) {
 
 const Block* find_block(const void* host) {
   return g_allocator.find(host);
+}
+
+void record_memory_history(bool enabled, size_t max_entries) {
+  g_allocator.record_history(enabled, max_entries);
+}
+
+std::vector<MemoryBlock> memory_blocks() {
+  return g_allocator.blocks();
+}
+
+std::vector<MemoryEvent> memory_history() {
+  return g_allocator.history();
 }
 
 }  // namespace neuronsim::pytorch

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -31,5 +32,26 @@ const Block* find_block(const void* host);
 
 // The allocator registered for PrivateUse1.
 c10::DeviceAllocator& hbm_allocator();
+
+// Memory history and snapshots, as CUDA's allocator gives them to PyTorch's memory tools
+// (torch.cuda.memory._record_memory_history / _snapshot).
+struct MemoryEvent {
+  c10::DeviceIndex device = 0;
+  const char* action = "";  // alloc, free_requested, free_completed, segment_alloc, segment_free
+  uint64_t address = 0;     // in the chip's HBM
+  size_t size = 0;
+  int64_t time_us = 0;  // host time
+};
+struct MemoryBlock {
+  c10::DeviceIndex device = 0;
+  uint64_t address = 0;
+  size_t size = 0, requested = 0;
+  bool active = false;  // in use by a tensor; else cached (reserved, free)
+};
+// Starts (max_entries > 0 keeps the newest that many) or stops recording the history.
+void record_memory_history(bool enabled, size_t max_entries);
+// Every reserved block, in use or cached, and the history recorded so far.
+std::vector<MemoryBlock> memory_blocks();
+std::vector<MemoryEvent> memory_history();
 
 }  // namespace neuronsim::pytorch

@@ -79,3 +79,33 @@ def test_utils_report_the_platform_and_the_logical_core_size(monkeypatch):
     assert torch_neuronx.utils.get_lnc_setting() == "1"
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
     assert torch_neuronx.utils.get_lnc_setting() == "2"
+
+
+def test_memory_history_and_snapshots_in_cudas_form_read_by_pytorchs_tools(tmp_path):
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    torch.neuron.memory._record_memory_history(max_entries=1000)
+    try:
+        a = torch.empty(300_000, device="neuron")  # 1.2 MB: the large pool
+        b = torch.empty(100, device="neuron")
+        del b
+        snapshot = torch.neuron.memory._snapshot()
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    blocks = {s["address"]: s["blocks"][0] for s in snapshot["segments"]}
+    live = [blk for blk in blocks.values() if blk["state"] == "active_allocated"]
+    assert any(blk["requested_size"] == a.numel() * 4 for blk in live)
+    actions = [e["action"] for e in snapshot["device_traces"][0]]
+    assert actions.count("alloc") >= 2 and "free_completed" in actions
+    freed = [e for e in snapshot["device_traces"][0] if e["action"] == "free_completed"]
+    assert blocks[freed[-1]["addr"]]["state"] == "inactive"  # cached, still reserved
+    # PyTorch's own tools read it: the text summary and the interactive plots.
+    assert "Summary of segments" in _memory_viz.segsum(snapshot)
+    assert "<html" in _memory_viz.trace_plot(snapshot).lower()
+    path = tmp_path / "snapshot.pickle"
+    torch.neuron.memory._dump_snapshot(str(path))
+    assert pickle.loads(path.read_bytes())["segments"]
+    assert torch.neuron.memory_snapshot() == torch.neuron.memory._snapshot()["segments"]
+    del a
