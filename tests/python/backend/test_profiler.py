@@ -22,12 +22,17 @@ model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.L
 model = model.to("neuron")
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 x, y = torch.randn(16, 32).to("neuron"), torch.randn(16, 8).to("neuron")
+compiled = torch.compile(model, backend="neuron")
+with torch.no_grad():
+    compiled(x)  # built before the profile: one program, one device event
 torch.neuron.synchronize()
 clock, kernels = neuronsim.simulated_time(), neuronsim.kernels_run()
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
     opt.step()
+    with torch.no_grad():
+        compiled(x)
     torch.neuron.synchronize()
 clock, kernels = neuronsim.simulated_time() - clock, neuronsim.kernels_run() - kernels
 prof.export_chrome_trace(sys.argv[1])
@@ -68,15 +73,21 @@ def test_a_profiled_training_step_has_one_device_event_per_kernel(tmp_path):
     device = [e for e in events if e.get("cat") == "kernel"]
     kernels = [e for e in device if e["args"]["kind"] == "kernel"]
     assert len(kernels) == result["kernels"] > 10
+    # The compiled forward is one program, so one event, named by its graph.
+    graphs = [e for e in kernels if e["name"].startswith("Sequential.frame")]
+    assert len(graphs) == 1, [e["name"] for e in kernels]
     # Each lasts its simulated time (the trace's microseconds, to the nanosecond).
     for e in device:
         assert abs(e["dur"] - e["args"]["simulated_us"]) < 1e-3, e
         assert e["args"]["device"] == "neuron:0"
     # Each is linked to the op that launched it: same correlation id, and a flow arrow.
-    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
-    for e in device:
-        op = ops[e["args"]["External id"]]
-        assert op["name"] == e["name"]
+    ops = {
+        e["args"]["External id"]: e for e in events if e.get("cat") in ("cpu_op", "user_annotation")
+    }
+    launched_by = {e["name"]: ops[e["args"]["External id"]]["name"] for e in device}
+    assert launched_by["aten::addmm"] == "aten::addmm"
+    assert launched_by["aten::gelu"] == "aten::gelu"
+    assert launched_by[graphs[0]["name"]].startswith(("CompiledFunction", "Torch-Compiled Region"))
     arrows = {e["id"] for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
     assert {e["args"]["External id"] for e in device} <= arrows
     # The device's row is named and its events do not overlap.
