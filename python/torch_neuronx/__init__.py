@@ -36,7 +36,7 @@ from neuronsim.device import (  # noqa: F401 (TorchNeuron's aliases of torch.neu
     stream,
     synchronize,
 )
-from neuronsim.nki import nki_op  # noqa: E402, F401 (an NKI kernel as a PyTorch custom op)
+from neuronsim.nki import nki_op, wrap_nki  # noqa: F401 (NKI kernels from PyTorch code)
 
 from . import utils  # noqa: F401
 

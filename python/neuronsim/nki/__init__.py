@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -28,7 +29,17 @@ import numpy as np
 from . import isa, language  # noqa: F401 (nki.isa, nki.language)
 from ._trace import NkiError, Trace, dtype_name, set_current
 
-__all__ = ["jit", "simulate", "nki_op", "KernelRun", "NkiError", "install", "isa", "language"]
+__all__ = [
+    "jit",
+    "simulate",
+    "nki_op",
+    "wrap_nki",
+    "KernelRun",
+    "NkiError",
+    "install",
+    "isa",
+    "language",
+]
 
 TARGETS = ("trn1", "trn2", "trn3")
 
@@ -318,6 +329,31 @@ def nki_op(name: str, fn: Callable | None = None, mutates_args=()):
         return op
 
     return register if fn is None else register(fn)
+
+
+class _GridCaller:
+    """What wrap_nki gives: ``caller[grid](*args)`` runs the kernel on its arguments."""
+
+    def __init__(self, kernel: Kernel, **defaults: Any):
+        self.kernel, self.defaults = kernel, defaults
+
+    def __getitem__(self, grid) -> Callable:
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        if math.prod(int(g) for g in grid) != 1:
+            raise NkiError(
+                f"{self.kernel.fn.__name__}[{grid}]: launch grids of more than one program are "
+                "not supported yet (nl.program_id is 0)"
+            )
+        return lambda *args, **kwargs: self.kernel(*args, **{**self.defaults, **kwargs})
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        return self[1](*args, **kwargs)
+
+
+def wrap_nki(kernel: Callable, **kwargs: Any) -> _GridCaller:
+    """TorchNeuron's way of calling an NKI kernel from PyTorch code: ``wrap_nki(kernel)[grid]
+    (*tensors)`` runs it on the tensors' device (one program: grid 1)."""
+    return _GridCaller(kernel if isinstance(kernel, Kernel) else Kernel(kernel), **kwargs)
 
 
 def _is_neuron_tensor(value: Any) -> bool:

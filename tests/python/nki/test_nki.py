@@ -412,3 +412,13 @@ def test_the_run_gives_neuron_profiles_summary(tmp_path):
     assert 0 < summary["dma_active_time"] <= summary["total_active_time"] <= summary["total_time"]
     # Without a file, the same figures (less the recorded unions) are on the run.
     assert run.profile_summary["nki_nc0"]["total_time"] == summary["total_time"]
+
+
+def test_wrap_nki_calls_a_kernel_on_a_grid_of_one():
+    import torch_neuronx
+
+    a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert np.array_equal(torch_neuronx.wrap_nki(tensor_add)[1](a, a), 2 * a)
+    assert np.array_equal(torch_neuronx.wrap_nki(tensor_add)[(1, 1)](a, a), 2 * a)
+    with pytest.raises(nki.NkiError, match="more than one program"):
+        torch_neuronx.wrap_nki(tensor_add)[4](a, a)
