@@ -215,3 +215,9 @@ def test_per_rank_traces_merge_into_one_timeline_with_collectives_linked(tmp_pat
     assert len(starts) == len(ends) == 3
     assert all(names[s["pid"]].startswith("rank 0") for s in starts)
     assert all(names[f["pid"]].startswith("rank 1") for f in ends)
+    # torch.profiler saw each collective as one device event of the same name, with its time.
+    for rank in (0, 1):
+        profiled = json.loads((tmp_path / f"torch.rank{rank}.json").read_text())["traceEvents"]
+        held = [e for e in profiled if e.get("cat") == "kernel" and "[group " in e["name"]]
+        assert sorted(e["name"].split("[")[1] for e in held) == sorted(by_link), held
+        assert all(e["args"]["kind"] == "collective" and e["dur"] > 0 for e in held)
