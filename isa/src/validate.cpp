@@ -600,9 +600,11 @@ class Checker {
       if (src.space == MemSpace::PSUM) fail(Role::src, "a DMA transpose reads HBM or SBUF");
       if (dtype_size(src.dtype) != 2 || src.dtype != dst.dtype)
         fail(Role::src, "a DMA transpose moves 2-byte elements of one dtype");
-      if (src.free_elems() > t_.num_partitions)
-        fail(Role::src, fmt::format("{} elements per row become {} partitions (at most {})",
-                                    src.free_elems(), src.free_elems(), t_.num_partitions));
+      // src's outermost free dim (in the order it is walked) becomes dst's partitions.
+      if (dst.num_partitions != src.dims[0].size)
+        fail(Role::dst, fmt::format("has {} partitions; a DMA transpose makes src's outermost "
+                                    "free dim ({} elements) the partitions",
+                                    dst.num_partitions, src.dims[0].size));
     }
   }
 

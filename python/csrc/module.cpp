@@ -83,6 +83,12 @@ PYBIND11_MODULE(_C, m) {
     Backend::get().device().synchronize();
   });
   m.def("device_properties", &device_properties);
+  // The instance's generation from the environment, without starting the device.
+  m.def("environment_generation", [] {
+    neuronsim::sim::Environment env;
+    if (auto err = neuronsim::sim::read_environment(env)) throw std::runtime_error(*err);
+    return env.instance.generation;
+  });
   m.def("default_generator", [](int index) {
     const at::Generator& g =
         neuronsim::pytorch::default_generator(static_cast<c10::DeviceIndex>(index));

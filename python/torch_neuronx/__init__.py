@@ -48,7 +48,12 @@ def get_fallback_ops() -> list[str]:
     """The ops (aten names) that ran on the CPU since op tracking was last cleared, each
     once, as TorchNeuron lists them. neuronsim.fallback_counts() has how often."""
     counts = _C.fallback_counts()
-    return sorted(op for op, n in counts.items() if n > _fallbacks_at_clear.get(op, 0))
+    # A count below its mark was reset since (neuronsim.reset_fallback_counts): all of it is new.
+    return sorted(
+        op
+        for op, n in counts.items()
+        if n > _fallbacks_at_clear.get(op, 0) or 0 < n < _fallbacks_at_clear.get(op, 0)
+    )
 
 
 def get_executed_ops() -> list[str]:

@@ -9,13 +9,9 @@ from neuronsim import _C
 
 
 def get_platform_target() -> str:
-    """The compiler target of the simulated instance: trn1 (Trn1 and Inf2), trn2 or trn3."""
-    return _C.device_properties(0)["generation"] if _C.device_count() else _instance_target()
-
-
-def _instance_target() -> str:
-    family = os.environ.get("NEURONSIM_INSTANCE", "trn2.3xlarge").split(".")[0]
-    return {"inf2": "trn1", "trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2"}.get(family, family)
+    """The compiler target of the simulated instance: trn1 (Trn1 and Inf2), trn2 or trn3.
+    Read from the environment: asking does not start the device."""
+    return _C.environment_generation()
 
 
 def get_lnc_setting() -> str:

@@ -71,8 +71,15 @@ void add_recorded(const sim::RunResult& r, uint32_t core, double total_s, json& 
 json core_summary(const sim::RunResult& r, size_t i) {
   const sim::CoreStats& c = r.cores[i];
   const uint32_t core = detail::core_id(r, i);
-  // The device's execution, from its first instruction (after the runtime's launch).
-  const uint64_t total_ps = c.end_ps > c.launch_ps ? c.end_ps - c.launch_ps : 0;
+  // The device's execution: from the start of the core's first execution (a trace session's
+  // records are on the device clock, which earlier work had already advanced) to its end,
+  // less the runtime's launches.
+  uint64_t first_ps = c.end_ps;
+  for (const sim::ExecutionRecord& e : r.executions)
+    if (e.core == core) first_ps = std::min(first_ps, e.start_ps);
+  if (first_ps == c.end_ps) first_ps = 0;  // no execution records: a run of its own, from 0
+  const uint64_t span_ps = c.end_ps - first_ps;
+  const uint64_t total_ps = span_ps > c.launch_ps ? span_ps - c.launch_ps : 0;
   const double total = seconds(total_ps);
   json out = {{"total_time", total}, {"instance_type", r.instance}, {"nc_idx", core}};
   for (isa::Engine e : detail::kEngineOrder) {
@@ -90,7 +97,8 @@ json core_summary(const sim::RunResult& r, size_t i) {
   const uint64_t hbm = c.hbm_read_bytes + c.hbm_write_bytes;
   if (r.hbm_stacks > 0 && r.hbm_bytes_per_ns > 0) {  // the per-stack bandwidth, as the tool
     const double stack_bytes_per_s = r.hbm_bytes_per_ns * 1e9 / r.hbm_stacks;
-    out["mbu_estimated_percent"] = fraction(static_cast<double>(hbm) / total, stack_bytes_per_s);
+    if (total > 0)
+      out["mbu_estimated_percent"] = fraction(static_cast<double>(hbm) / total, stack_bytes_per_s);
     out["peak_flops_bandwidth_ratio"] = r.peak_flops_per_core / stack_bytes_per_s;
   }
   // TensorE's FLOPs without its transposes: what neuron-profile calls the model's.

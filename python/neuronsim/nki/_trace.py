@@ -183,6 +183,7 @@ class Tensor:
         start: int = 0,
         partition: int = 0,
         axes: list | None = None,
+        room: list | None = None,
     ):
         self._storage = storage
         self._dims = [(int(s), int(n)) for s, n in dims]  # (stride, size) per dim, in elements
@@ -190,6 +191,9 @@ class Tensor:
         self._partition = int(partition)  # on chip: partitions from the storage's first
         # The legacy index axis (nl.arange) each dim was sliced by, for masks; None if none.
         self._axes = list(axes) if axes is not None else [None] * len(self._dims)
+        # Per dim, the positions the underlying dim has from this view's start: an arange
+        # index may reach past it, which only a mask= may cut away (checked at emit).
+        self._room = list(room) if room is not None else [n for _, n in self._dims]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -223,7 +227,7 @@ class Tensor:
         if len(index) > self.ndim:
             raise NkiError(f"{self.name}: {len(index)} indices for a tensor of {self.ndim} dims")
         index = index + (slice(None),) * (self.ndim - len(index))
-        dims, start, partition, axes = [], self._start, self._partition, []
+        dims, start, partition, axes, room = [], self._start, self._partition, [], []
         on_chip = self.buffer != HBM
         for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
             axis = self._axes[d]
@@ -243,6 +247,7 @@ class Tensor:
                     start += first * stride
                     dims.append((stride * step, count))
                 axes.append(item.axis)
+                room.append(max(0, -(-(self._room[d] - first) // step)))
                 continue
             if isinstance(item, slice):
                 first, stop, step = item.indices(size)
@@ -259,7 +264,9 @@ class Tensor:
                 else:
                     start += first * stride
                     dims.append((stride * step, count))
-                axes.append(axis)
+                # Positions move with the slice: a mask's axis no longer names them.
+                axes.append(axis if first == 0 and step == 1 else None)
+                room.append(count)
                 continue
             i = int(item)
             if not -size <= i < size:
@@ -270,7 +277,7 @@ class Tensor:
                     f"{self.name}: the partition dim is indexed with {i}; slice it ({i}:{i + 1})"
                 )
             start += i * stride
-        return Tensor(self._storage, dims, start, partition, axes)
+        return Tensor(self._storage, dims, start, partition, axes, room)
 
     def broadcast_to(self, shape) -> Tensor:
         """This view repeated along its size-1 dims (stride 0): one DMA puts a row of HBM on
@@ -289,17 +296,20 @@ class Tensor:
         """This view with its free dims (1..) walked in `order` (indices among them)."""
         dims = [self._dims[0], *(self._dims[1 + i] for i in order)]
         axes = [self._axes[0], *(self._axes[1 + i] for i in order)]
-        return Tensor(self._storage, dims, self._start, self._partition, axes)
+        room = [self._room[0], *(self._room[1 + i] for i in order)]
+        return Tensor(self._storage, dims, self._start, self._partition, axes, room)
 
     def transposed(self) -> Tensor:
         """This 2-D HBM view with its dims swapped (a walk down its columns)."""
         if self.buffer != HBM or self.ndim != 2:
             raise NkiError(f"{self.name}: only a 2-D HBM view is transposed by its pattern")
-        return Tensor(self._storage, self._dims[::-1], self._start, 0, self._axes[::-1])
+        return Tensor(
+            self._storage, self._dims[::-1], self._start, 0, self._axes[::-1], self._room[::-1]
+        )
 
     def masked(self, limits: list) -> Tensor | None:
         """This view cut to positions [lo, hi) per dim (None: whole); None if empty."""
-        dims, start, partition = [], self._start, self._partition
+        dims, start, partition, room = [], self._start, self._partition, []
         for d, ((stride, size), limit) in enumerate(zip(self._dims, limits)):
             lo, hi = limit if limit is not None else (0, size)
             hi = min(hi, size)
@@ -310,7 +320,17 @@ class Tensor:
             else:
                 start += lo * stride
             dims.append((stride, hi - lo))
-        return Tensor(self._storage, dims, start, partition, self._axes)
+            room.append(self._room[d] - lo)
+        return Tensor(self._storage, dims, start, partition, self._axes, room)
+
+    def check_within(self) -> None:
+        """Refuses a view whose arange indices reach past the dim they index."""
+        for d, ((_, size), room) in enumerate(zip(self._dims, self._room)):
+            if size > room:
+                raise NkiError(
+                    f"{self.name}: dim {d} is indexed to {size} positions but has {room} from "
+                    f"there on; cut the rest with mask="
+                )
 
     def with_axes_of(self, other: Tensor) -> Tensor:
         """This tensor, indexed by the same legacy axes as `other` (a tile made from it)."""
@@ -519,9 +539,14 @@ class Trace:
 
     def emit(self, engine: str, opcode: str, **fields: Any) -> None:
         if self.mask is not None:
+            if opcode in ("matmul", "transpose"):
+                raise NkiError(f"mask= on {opcode} is not supported yet (its dims change places)")
             fields = _masked_fields(fields, self.mask)
             if fields is None:  # the mask keeps nothing: no instruction
                 return
+        for value in fields.values():
+            if isinstance(value, Tensor):
+                value.check_within()
         parts = [engine, opcode]
         dst = fields.get("dst")
         if isinstance(dst, Tensor):  # what wrote this view last (matmuls accumulate on matmuls)
@@ -615,14 +640,17 @@ def _masked_fields(fields: dict, mask: Mask) -> dict | None:
     like the same dims of the instruction's first tensor that was."""
     tensors = {k: v for k, v in fields.items() if isinstance(v, Tensor)}
     limits = {k: t.mask_limits(mask) for k, t in tensors.items()}
-    reference = next((lim for lim in limits.values() if any(x is not None for x in lim)), None)
-    if reference is None:
+    ref = next((k for k, lim in limits.items() if any(x is not None for x in lim)), None)
+    if ref is None:
         raise NkiError("mask=: no operand of the instruction is indexed by the mask's indices")
+    shape = tensors[ref].shape
     out = dict(fields)
     for key, tensor in tensors.items():
         lim = limits[key]
-        if all(x is None for x in lim) and tensor.ndim == len(reference):
-            lim = reference
+        if all(x is None for x in lim) and tensor.ndim == len(shape):
+            # A dim the same size as the reference's same dim is that dim (a [P, 1] result
+            # keeps its one column).
+            lim = [r if n == m else None for r, n, m in zip(limits[ref], tensor.shape, shape)]
         cut = tensor.masked(lim)
         if cut is None:
             return None

@@ -601,7 +601,10 @@ def register_store(dst, src) -> None:
     _on_chip(dst, "register_store dst", SBUF, PSUM)
     if _elems(dst) != 1:
         raise NkiError(f"register_store: {dst.name} {dst.shape} is not one element")
-    memset(dst, _register_value(src, "register_store"))
+    value = _register_value(src, "register_store")
+    if abs(value) > 1 << 24:  # memset's value is FP32: exact up to 2^24
+        raise NkiError(f"register_store: {value} is beyond 2^24, which the store keeps exactly")
+    memset(dst, value)
 
 
 def _register(value, what: str):

@@ -231,7 +231,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "2-byte elements"},
         BadSource{"sp dma_copy dst=sbuf.bf16[0:128]+0[[1,8]] src=sbuf.bf16[0:4]+0[[1,256]] "
                   "transpose=true",
-                  "become 256 partitions (at most 128)"},
+                  "has 128 partitions; a DMA transpose makes src's outermost free dim (256 "
+                  "elements) the partitions"},
         BadSource{
             "sp dma_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] "
             "transpose=true",

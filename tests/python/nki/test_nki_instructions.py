@@ -418,3 +418,58 @@ def test_registers_hold_integers_and_are_refused_elsewhere():
 
     with pytest.raises(nki.NkiError, match=r"is not one element"):
         two_elements(np.ones((4, 4), np.int32))
+
+
+@legacy.jit
+def legacy_masked_row_sums(x):
+    """Row sums of the columns from 8 on, by a mask on the free index."""
+    out = legacy.language.ndarray((x.shape[0], 1), x.dtype, buffer=legacy.language.shared_hbm)
+    i_p, i_f = legacy.language.mgrid[0 : x.shape[0], 0 : x.shape[1]]
+    tile = legacy.language.load(x[i_p, i_f])
+    sums = legacy.language.sum(tile[i_p, i_f], axis=1, mask=(i_f >= 8))
+    legacy.language.store(out, value=sums)
+    return out
+
+
+def test_a_mask_on_the_free_index_keeps_a_one_column_result_whole():
+    x = np.arange(32 * 24, dtype=np.float32).reshape(32, 24)
+    np.testing.assert_allclose(legacy_masked_row_sums(x)[:, 0], x[:, 8:].sum(axis=1), rtol=1e-6)
+
+
+def test_indices_past_their_dim_and_masks_on_matmul_are_refused():
+    @legacy.jit
+    def past_the_end(x):
+        i_p, i_f = legacy.language.mgrid[0:32, 0:128]
+        t = legacy.language.load(x)
+        legacy.language.exp(t[i_p, i_f])  # t has 64 columns
+        return x
+
+    with pytest.raises(nki.NkiError, match="dim 1 is indexed to 128 positions but has 64"):
+        past_the_end(np.ones((32, 64), np.float32))
+
+    @legacy.jit
+    def masked_matmul(a, b):
+        i_k = legacy.language.arange(128)[:, None]
+        i_m = legacy.language.arange(128)[None, :]
+        ta, tb = legacy.language.load(a), legacy.language.load(b)
+        legacy.language.matmul(ta[i_k, i_m], tb, transpose_x=True, mask=(i_k < 100))
+        return a
+
+    with pytest.raises(nki.NkiError, match="mask= on matmul is not supported yet"):
+        masked_matmul(np.ones((128, 128), np.float32), np.ones((128, 128), np.float32))
+
+
+def test_dma_transpose_of_a_wide_three_dimensional_source():
+    cube = torch.randn(4, 16, 16, dtype=torch.bfloat16)  # 256 elements per row: 16 partitions
+    assert np.array_equal(transposed(cube), cube.float().permute(2, 1, 0).numpy())
+
+
+def test_register_store_refuses_what_it_cannot_keep_exactly():
+    @nki.jit
+    def store_big(x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.register_store(t, nisa.register_alloc(1 << 25))
+        return x
+
+    with pytest.raises(nki.NkiError, match="beyond 2\\^24"):
+        store_big(np.ones((1, 1), np.float32))
