@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.util
 import json
 import math
@@ -239,8 +240,15 @@ class Kernel:
             bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
         if any(_is_fake(t) for t in bound.values()):  # shapes only (a fake kernel, tracing)
             return _unpack(trace.result, bound)
-        # The device's program cache: one entry per build of this kernel.
-        key = f"nki {self.op_key} {id(program):x}"
+        # The device's program cache: one entry per build of this kernel. A kernel whose
+        # registers shape its program is built on every call: its entry is its program's text,
+        # so that calls with the same values share one.
+        build = (
+            hashlib.sha256(program.disassemble().encode()).hexdigest()[:24]
+            if trace.data_dependent
+            else f"{id(program):x}"
+        )
+        key = f"nki {self.op_key} {build}"
         _C.run_nki(index, self.fn.__name__, key, program, list(bound.items()))
         self.last_run = None  # it ran on the device's queue, among the model's kernels
         return _unpack(trace.result, bound)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import neuronsim
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
@@ -473,3 +474,16 @@ def test_register_store_refuses_what_it_cannot_keep_exactly():
 
     with pytest.raises(nki.NkiError, match="beyond 2\\^24"):
         store_big(np.ones((1, 1), np.float32))
+
+
+def test_a_register_bounded_kernel_on_the_device_builds_once_per_value():
+    x = torch.randn(384, 32)
+    count = torch.tensor([[2]], dtype=torch.int32)
+    xd, cd = x.to("neuron"), count.to("neuron")
+    before = neuronsim.kernels_built()
+    for _ in range(3):
+        got = doubled_tiles(xd, cd)
+    assert neuronsim.kernels_built() - before == 1
+    assert torch.equal(got.cpu()[:256], 2 * x[:256])
+    doubled_tiles(xd, torch.tensor([[3]], dtype=torch.int32).to("neuron"))
+    assert neuronsim.kernels_built() - before == 2
