@@ -18,8 +18,8 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from . import isa, language  # noqa: F401 (nki.isa, nki.language)
+from . import _lower, compiler, isa, language, typing  # noqa: F401 (public modules)
+from ._host import _as_array, _bits, _values
 from ._trace import NkiError, Trace, dtype_name, set_current
 
 __all__ = [
@@ -67,6 +68,8 @@ class KernelRun:
     program: Any  # the built program (.disassemble(), .write_neff(path))
     # neuron-profile's summary-json of the run ({"nki_nc0": {"total_time": ..., ...}})
     profile_summary: dict = dataclasses.field(default_factory=dict)
+    # The most bytes per partition its tensors keep live at once: {"sbuf": ..., "psum": ...}
+    peak_bytes: dict = dataclasses.field(default_factory=dict)
 
     def count(self, opcode: str) -> int:
         """How many instructions of `opcode` (matmul, dma_copy, ...) the program has."""
@@ -76,41 +79,6 @@ class KernelRun:
 
     def __str__(self) -> str:
         return f"{self.latency_us:.3f} us on {self.target} ({self.instructions} instructions)"
-
-
-def _bits(array: np.ndarray, dtype: str) -> bytes:
-    """The little-endian bytes of the host values in the kernel tensor's dtype."""
-    if dtype == "bfloat16":  # torch's conversion: to nearest even, NaN kept a NaN
-        import torch
-
-        values = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
-        return values.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
-    from ._trace import _DTYPES
-
-    host = _DTYPES[dtype][2]
-    if host is None:
-        raise NkiError(f"inputs of dtype {dtype} are not supported yet")
-    return np.ascontiguousarray(array, dtype=host).tobytes()
-
-
-def _values(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    if dtype == "bfloat16":
-        bits = np.frombuffer(data, dtype=np.uint16).astype(np.uint32) << 16
-        return bits.view(np.float32).reshape(shape)
-    from ._trace import _DTYPES
-
-    return np.frombuffer(data, dtype=_DTYPES[dtype][2]).reshape(shape).copy()
-
-
-def _as_array(value: Any) -> tuple[np.ndarray, str]:
-    """A host array and its NKI dtype from a NumPy array or a CPU torch tensor."""
-    if type(value).__module__.startswith("torch"):
-        name = dtype_name(value.dtype)
-        host = value.detach().to("cpu")
-        host = host.float() if name == "bfloat16" else host
-        return host.numpy(), name
-    array = np.asarray(value)
-    return array, dtype_name(array.dtype)
 
 
 class Kernel:
@@ -123,10 +91,12 @@ class Kernel:
         mode: str | None = None,
         trace: str | None = None,
         summary_json: str | None = None,
+        check: bool | None = None,
     ):
         self.fn = fn
         self.target = target
         self.mode = mode
+        self.check = check  # stale-read checking (None: NEURONSIM_NKI_CHECK)
         self.trace_path = trace
         self.summary_json = summary_json
         self.last_run: KernelRun | None = None
@@ -141,48 +111,69 @@ class Kernel:
         instructions in program order, and no edges across engines are added)."""
         raise NkiError(f"{self.fn.__name__}.with_schedule: scheduling edges are not supported yet")
 
-    def build(self, *args: Any, target: str | None = None, **kwargs: Any):
+    def build(self, *args: Any, target: str | None = None, grid: tuple = (1,), **kwargs: Any):
         """The body traced for these arguments: (trace, program), made once per target,
-        tensor shapes and dtypes, and non-tensor values, as NKI compiles a kernel."""
+        launch grid, tensor shapes and dtypes, and non-tensor values, as NKI compiles a
+        kernel."""
         target = target or _target(self.target)
-        signature = (target, tuple(_layout(a) for a in args), tuple(sorted(kwargs.items())))
+        signature = (
+            target,
+            grid,
+            tuple(_layout(a) for a in args),
+            tuple(sorted((k, _layout(v)) for k, v in kwargs.items())),
+        )
         try:
             built = self._built.get(signature)
         except TypeError:  # an argument that cannot be a key: traced every call
-            return self._trace(args, kwargs, target)
+            return self._trace(args, kwargs, target, grid)
         if built is None:
-            built = self._trace(args, kwargs, target)
+            built = self._trace(args, kwargs, target, grid)
             if not built[0].data_dependent:  # a register load's values shape the program
                 self._built[signature] = built
         return built
 
-    def _trace(self, args: tuple, kwargs: dict, target: str):
+    def _trace(self, args: tuple, kwargs: dict, target: str, grid: tuple):
+        """Runs the body once per program of the grid (one after another: their
+        instructions follow each other on one core), tensors bound to HBM tensors and
+        every other argument passed as it is."""
         from .. import _C
 
         trace = Trace(_C.nki.target(target))
+        trace.grid = grid
+        trace.force_auto_alloc = any(getattr(k, "force_auto_alloc", False) for k in (self, self.fn))
         trace.input_values = _input_values(trace, args)
-        call_args = []
-        for i, arg in enumerate(args):
-            if isinstance(arg, (int, float, bool, str)) or arg is None:
-                call_args.append(arg)
+        call_args = list(args)
+        call_kwargs = dict(kwargs)
+        names = _parameter_names(self.fn, len(args), kwargs)
+        for key, arg in [*enumerate(args), *kwargs.items()]:
+            if not _is_tensor(arg):
                 continue
             dtype, shape = _layout(arg)[1:]
-            tensor = trace.declare_hbm(_parameter_name(self.fn, i), dtype, shape, "input")
-            trace.params.append((i, tensor.name))
-            call_args.append(tensor)
+            tensor = trace.declare_hbm(names[key], dtype, shape, "input")
+            trace.params.append((key, tensor.name))
+            if isinstance(key, int):
+                call_args[key] = tensor
+            else:
+                call_kwargs[key] = tensor
         set_current(trace)
         try:
-            result = self.fn(*call_args, **kwargs)
+            for program in itertools.product(*(range(n) for n in grid)):
+                trace.start_program(program)
+                result = self.fn(*call_args, **call_kwargs)
         finally:
             set_current(None)
         trace.result = result
-        try:
-            program = _C.nki.build(target, "\n".join(trace.declarations) + "\n", trace.lines)
-        except (ValueError, RuntimeError) as err:
-            raise NkiError(_locate(str(err), trace)) from None
-        return trace, program
+        return trace, _lower.build(trace, check=_lower.checking(self.check))
+
+    def __getitem__(self, grid) -> _Launch:
+        """kernel[n](...), kernel[n, m](...): the kernel launched on a grid of programs
+        (NKI's SPMD launch; the current API's kernel[lnc])."""
+        return _Launch(self, _grid(grid, self.fn.__name__))
 
     def __call__(self, *args: Any, **kwargs: Any):
+        return self._launch((1,), args, kwargs)
+
+    def _launch(self, grid: tuple, args: tuple, kwargs: dict):
         import torch
 
         if torch.compiler.is_compiling():  # one node of the graph: the op neuronsim_nki::call
@@ -190,15 +181,20 @@ class Kernel:
                 raise NkiError(
                     f"{self.fn.__name__}: inside torch.compile a kernel takes tensors only"
                 )
+            if grid != (1,):
+                raise NkiError(f"{self.fn.__name__}: inside torch.compile a grid of one only")
             outs = torch.ops.neuronsim_nki.call(self.op_key, list(args))
             return outs[0] if len(outs) == 1 else tuple(outs)
-        devices = {a.device for a in args if _is_neuron_tensor(a)}
+        devices = {a.device for a in [*args, *kwargs.values()] if _is_neuron_tensor(a)}
         if devices:
-            return self._call_on_device(devices, *args, **kwargs)
+            return self._call_on_device(devices, *args, grid=grid, **kwargs)
         from .. import _C
 
-        trace, program = self.build(*args, **kwargs)
-        inputs = {name: _bits(*_as_array(args[i])) for i, name in trace.params}
+        trace, program = self.build(*args, grid=grid, **kwargs)
+        inputs = {
+            name: _bits(*_as_array(_argument(args, kwargs, key))) for key, name in trace.params
+        }
+        inputs.update(trace.constants)
         mode = self.mode or os.environ.get("NEURONSIM_NKI_MODE", "functional-and-timing")
         run = _C.nki.run(program, inputs, mode, self.trace_path or "", self.summary_json or "")
         engines = run.get("engines", {})
@@ -212,6 +208,7 @@ class Kernel:
             summary=run["summary"],
             program=program,
             profile_summary=json.loads(run["profile_summary"]),
+            peak_bytes=dict(trace.peak),
         )
         outputs = {t.name: t for t in trace.outputs}
         values = {
@@ -220,7 +217,7 @@ class Kernel:
         }
         return _unpack(trace.result, values)
 
-    def _call_on_device(self, devices: set, *args: Any, **kwargs: Any):
+    def _call_on_device(self, devices: set, *args: Any, grid: tuple = (1,), **kwargs: Any):
         """The kernel on tensors of device "neuron": one kernel on that device's core, its
         outputs new neuron tensors (what torch_neuronx's NKI entry points give)."""
         import torch
@@ -234,8 +231,12 @@ class Kernel:
         device = devices.pop()
         index = device.index if device.index is not None else torch.neuron.current_device()
         generation = _C.device_properties(index)["generation"]
-        trace, program = self.build(*args, target=generation, **kwargs)
-        bound = {name: args[i].contiguous() for i, name in trace.params}
+        trace, program = self.build(*args, target=generation, grid=grid, **kwargs)
+        bound = {name: _argument(args, kwargs, key).contiguous() for key, name in trace.params}
+        for name, data in trace.constants.items():
+            t = trace.constant_tensors[name]
+            host = torch.from_numpy(_values(data, t.dtype, t.shape).copy())
+            bound[name] = host.to(_TORCH_DTYPES[t.dtype]).to(device)
         for t in trace.outputs:
             bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
         if any(_is_fake(t) for t in bound.values()):  # shapes only (a fake kernel, tracing)
@@ -259,7 +260,40 @@ def _input_values(trace: Trace, args: tuple):
     fake tensors, whose values do not exist."""
     if any(_is_fake(a) for a in args if type(a).__module__.startswith("torch")):
         return None
-    return lambda: {name: _bits(*_as_array(args[i])) for i, name in trace.params}
+    return lambda: {
+        **{name: _bits(*_as_array(args[key])) for key, name in trace.params},
+        **trace.constants,
+    }
+
+
+def _argument(args: tuple, kwargs: dict, key):
+    return args[key] if isinstance(key, int) else kwargs[key]
+
+
+class _Launch:
+    """A kernel on a launch grid: ``kernel[grid](*args)``."""
+
+    def __init__(self, kernel: Kernel, grid: tuple):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        return self.kernel._launch(self.grid, args, kwargs)
+
+    def __getattr__(self, name: str):  # last_run, benchmark_result, fn, ...
+        return getattr(self.kernel, name)
+
+
+def _grid(grid, name: str) -> tuple:
+    """A launch grid as a tuple of positive program counts (nl.spmd_dim's count is its
+    size: every program runs here on one core)."""
+    dims = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    try:
+        dims = tuple(int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise NkiError(f"{name}[{grid!r}]: a grid is one or more program counts") from None
+    if not dims or any(d < 1 for d in dims):
+        raise NkiError(f"{name}[{grid!r}]: a grid is one or more positive program counts")
+    return dims
 
 
 _KERNELS: dict[str, Kernel] = {}  # by op_key, for the op neuronsim_nki::call
@@ -346,13 +380,8 @@ class _GridCaller:
         self.kernel, self.defaults = kernel, defaults
 
     def __getitem__(self, grid) -> Callable:
-        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-        if math.prod(int(g) for g in grid) != 1:
-            raise NkiError(
-                f"{self.kernel.fn.__name__}[{grid}]: launch grids of more than one program are "
-                "not supported yet (nl.program_id is 0)"
-            )
-        return lambda *args, **kwargs: self.kernel(*args, **{**self.defaults, **kwargs})
+        launch = self.kernel[grid]
+        return lambda *args, **kwargs: launch(*args, **{**self.defaults, **kwargs})
 
     def __call__(self, *args: Any, **kwargs: Any):
         return self[1](*args, **kwargs)
@@ -360,7 +389,7 @@ class _GridCaller:
 
 def wrap_nki(kernel: Callable, **kwargs: Any) -> _GridCaller:
     """TorchNeuron's way of calling an NKI kernel from PyTorch code: ``wrap_nki(kernel)[grid]
-    (*tensors)`` runs it on the tensors' device (one program: grid 1)."""
+    (*tensors)`` runs it on the tensors' device."""
     return _GridCaller(kernel if isinstance(kernel, Kernel) else Kernel(kernel), **kwargs)
 
 
@@ -368,14 +397,23 @@ def _is_neuron_tensor(value: Any) -> bool:
     return getattr(getattr(value, "device", None), "type", None) == "neuron"
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether a kernel argument is a tensor (bound to an HBM tensor of the kernel): a
+    NumPy array, a torch tensor or an nki.typing tensor; anything else is passed to the
+    body as the Python value it is."""
+    from .typing import TensorSpec
+
+    if isinstance(value, (np.ndarray, TensorSpec)):
+        return True
+    return type(value).__module__.startswith("torch") and hasattr(value, "shape")
+
+
 def _layout(value: Any) -> Any:
-    """An argument as the kernel is built for it: a tensor or array by ("tensor", dtype,
-    shape), anything else by its value."""
-    if isinstance(value, (int, float, bool, str)) or value is None:
-        return value
-    if not hasattr(value, "dtype"):  # a list of numbers
-        value = np.asarray(value)
-    return ("tensor", dtype_name(value.dtype), tuple(value.shape))
+    """An argument as the kernel is built for it: a tensor by ("tensor", dtype, shape),
+    anything else by its value."""
+    if _is_tensor(value):
+        return ("tensor", dtype_name(value.dtype), tuple(value.shape))
+    return value
 
 
 def _unpack(result: Any, values: dict[str, np.ndarray]):
@@ -388,25 +426,16 @@ def _unpack(result: Any, values: dict[str, np.ndarray]):
     return result
 
 
-def _parameter_name(fn: Callable, i: int) -> str:
+def _parameter_names(fn: Callable, count: int, kwargs: dict) -> dict:
+    """The HBM tensor name of each argument: its parameter's name."""
     names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
-    return names[i] if i < len(names) else f"arg{i}"
-
-
-def _locate(message: str, trace: Trace) -> str:
-    """An assembler error's line number as the kernel's source line."""
-    import re
-
-    m = re.match(r"<kernel>:(\d+): (.*)", message, re.S)
-    if not m:
-        return message
-    line = int(m.group(1)) - 2 - len(trace.declarations)  # .target, declarations, 1-based
-    where = trace.sources[line] if 0 <= line < len(trace.sources) else "?"
-    return f"{where}: {m.group(2)}"
+    by_key = {i: names[i] if i < len(names) else f"arg{i}" for i in range(count)}
+    by_key.update({k: k for k in kwargs})
+    return by_key
 
 
 # NKI's own jit modes: the framework to compile for, which the arguments say here.
-JIT_MODES = ("auto", "baremetal", "benchmark", "simulation", "torchxla", "jax")
+JIT_MODES = ("auto", "baremetal", "benchmark", "simulation", "torchxla", "jax", "trace")
 
 
 def jit(
@@ -417,25 +446,29 @@ def jit(
     sim_mode: str | None = None,
     trace: str | None = None,
     summary_json: str | None = None,
+    check: bool | None = None,
     **_options: Any,
 ):
     """Makes `fn` an NKI kernel that runs on the simulator when called: on host arrays, or
     on tensors of device "neuron". `mode` is NKI's (any of JIT_MODES: the arguments decide
     here); `sim_mode` is the simulator's (functional-and-timing, functional-only,
     timing-only; default NEURONSIM_NKI_MODE, else functional-and-timing). `trace` writes a
-    Perfetto trace of each run, `summary_json` neuron-profile's summary of it."""
+    Perfetto trace of each run, `summary_json` neuron-profile's summary of it. `check`
+    verifies that no read sees data another tensor overwrote (default
+    NEURONSIM_NKI_CHECK)."""
     if isinstance(fn, str):  # @nki.jit("auto")
         fn, mode = None, fn
     if mode not in JIT_MODES:
         raise NkiError(f"nki.jit: mode {mode!r} is not one of {', '.join(JIT_MODES)}")
     if fn is None:
-        return lambda f: Kernel(f, target, sim_mode, trace, summary_json)
-    return Kernel(fn, target, sim_mode, trace, summary_json)
+        return lambda f: Kernel(f, target, sim_mode, trace, summary_json, check)
+    return Kernel(fn, target, sim_mode, trace, summary_json, check)
 
 
 def simulate(kernel: Callable) -> Callable:
-    """Runs `kernel` (an @nki.jit kernel or a plain body) on the simulator."""
-    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    """Runs `kernel` (an @nki.jit kernel, one on a grid, or a plain body) on the
+    simulator."""
+    return kernel if isinstance(kernel, (Kernel, _Launch)) else Kernel(kernel)
 
 
 def install() -> bool:
@@ -455,7 +488,16 @@ def install() -> bool:
         return True
 
     this = sys.modules[__name__]
-    ours = alias("nki", {"nki": this, "nki.language": language, "nki.isa": isa})
+    ours = alias(
+        "nki",
+        {
+            "nki": this,
+            "nki.language": language,
+            "nki.isa": isa,
+            "nki.typing": typing,
+            "nki.compiler": compiler,
+        },
+    )
     neuronxcc = types.ModuleType("neuronxcc", "neuronsim's stand-in: only neuronxcc.nki")
     neuronxcc.nki = legacy
     alias(
@@ -465,6 +507,8 @@ def install() -> bool:
             "neuronxcc.nki": legacy,
             "neuronxcc.nki.language": language,
             "neuronxcc.nki.isa": legacy.isa,
+            "neuronxcc.nki.typing": typing,
+            "neuronxcc.nki.compiler": compiler,
         },
     )
     return ours

@@ -60,13 +60,29 @@ def itemsize(dtype: str) -> int:
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class Storage:
+    """An HBM tensor, or one on-chip allocation: each nl.ndarray on chip is a storage of its
+    own, whose offset is given after the trace (_alloc.py) unless the kernel placed it."""
+
     buffer: str  # sbuf, psum or hbm
     name: str
     dtype: str
     partition: int = 0  # on chip: the first partition
     offset: int = 0  # on chip: the byte offset in each partition
+    serial: int = 0  # unique in its trace: the allocation's identity
+    size: int = 0  # on chip: bytes per partition
+    site: str = ""  # where the kernel allocated it (file:line)
+    explicit: bool = False  # placed by the kernel (address=), not by the allocator
+    uses: int = 0  # operands of instructions traced so far that are views of it
+    whole: tuple = ()  # on chip: the dims of the view nl.ndarray gave (all of it)
+    # Placed by nki.compiler: the tile (a Tensor) of each index of the block dims.
+    blocks: Any = None
+
+
+class ParDim(int):
+    """A size marked as the partition dim (nl.par_dim): the dims before it are blocks of
+    tiles, laid out one after another in each partition."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +189,22 @@ class Mask:
         raise NkiError("a mask is not a Python bool: pass it as mask=")
 
 
+class _Probe:
+    def __setitem__(self, index, value) -> None:
+        self.references = sys.getrefcount(value)
+
+
+def _assigned_temporary_references() -> int:
+    """How many references a temporary has inside __setitem__ when nothing else holds it
+    (`p[0] = make()`), measured on this interpreter."""
+    probe = _Probe()
+    probe[0] = object()
+    return probe.references
+
+
+_ASSIGNED_TEMPORARY_REFERENCES = _assigned_temporary_references()
+
+
 class Tensor:
     """An NKI tensor: a view of a storage by an access pattern."""
 
@@ -184,6 +216,8 @@ class Tensor:
         partition: int = 0,
         axes: list | None = None,
         room: list | None = None,
+        pdim: int = 0,
+        pstep: int = 1,
     ):
         self._storage = storage
         self._dims = [(int(s), int(n)) for s, n in dims]  # (stride, size) per dim, in elements
@@ -194,6 +228,28 @@ class Tensor:
         # Per dim, the positions the underlying dim has from this view's start: an arange
         # index may reach past it, which only a mask= may cut away (checked at emit).
         self._room = list(room) if room is not None else [n for _, n in self._dims]
+        # On chip: which dim is the partition dim (dims before it are blocks of tiles, as
+        # nl.par_dim lays them out), and whether the partitions are consecutive (1) or all
+        # the first one (0: a partition broadcast, which only a DMA reads).
+        self._pdim = int(pdim)
+        self._pstep = int(pstep)
+
+    def _derive(self, dims, start=None, partition=None, axes=None, room=None, pdim=None):
+        """A view of the same storage with some of this view's attributes changed."""
+        return Tensor(
+            self._storage,
+            dims,
+            self._start if start is None else start,
+            self._partition if partition is None else partition,
+            self._axes if axes is None else axes,
+            room,
+            self._pdim if pdim is None else pdim,
+            self._pstep,
+        )
+
+    @property
+    def on_chip(self) -> bool:
+        return self.buffer != HBM
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -227,8 +283,10 @@ class Tensor:
         if len(index) > self.ndim:
             raise NkiError(f"{self.name}: {len(index)} indices for a tensor of {self.ndim} dims")
         index = index + (slice(None),) * (self.ndim - len(index))
+        if self._storage.blocks is not None and self._pdim > 0:
+            return self._block(index)
         dims, start, partition, axes, room = [], self._start, self._partition, [], []
-        on_chip = self.buffer != HBM
+        on_chip, pdim = self.on_chip, self._pdim
         for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
             axis = self._axes[d]
             if isinstance(item, ds):
@@ -238,7 +296,7 @@ class Tensor:
                 if item.start < 0 or item.step <= 0:
                     raise NkiError(f"{self.name}: index {item} of dim {d} (size {size}) is invalid")
                 first, step, count = item.start, item.step, item.size
-                if on_chip and d == 0:
+                if on_chip and d == self._pdim:
                     if step != 1:
                         raise NkiError(f"{self.name}: partitions are indexed with step 1")
                     partition += first
@@ -254,7 +312,7 @@ class Tensor:
                 count = len(range(first, stop, step))
                 if count <= 0:
                     raise NkiError(f"{self.name}: index {item} of dim {d} (size {size}) is empty")
-                if on_chip and d == 0:
+                if on_chip and d == self._pdim:
                     if step != 1:
                         raise NkiError(
                             f"{self.name}: partitions are sliced with step 1, not {step}"
@@ -272,39 +330,65 @@ class Tensor:
             if not -size <= i < size:
                 raise NkiError(f"{self.name}: index {i} is out of range for dim {d} (size {size})")
             i %= size
-            if on_chip and d == 0:
+            if on_chip and d == self._pdim:
                 raise NkiError(
                     f"{self.name}: the partition dim is indexed with {i}; slice it ({i}:{i + 1})"
                 )
+            if on_chip and d < self._pdim:  # a block dim indexed away
+                pdim -= 1
             start += i * stride
-        return Tensor(self._storage, dims, start, partition, axes, room)
+        return self._derive(dims, start, partition, axes, room, pdim)
+
+    def _block(self, index: tuple) -> Tensor:
+        """The tile an explicit allocation placed for the block index (the dims before the
+        partition dim, each an integer), indexed by the rest."""
+        block = []
+        for d, item in enumerate(index[: self._pdim]):
+            if isinstance(item, slice) or isinstance(item, (Index, ds)):
+                raise NkiError(
+                    f"{self.name}: block dim {d} of a tensor placed by nki.compiler is indexed "
+                    f"by {item!r}; index each block dim by an integer"
+                )
+            i, size = int(item), self._dims[d][1]
+            if not -size <= i < size:
+                raise NkiError(f"{self.name}: block {i} is out of range for dim {d} (size {size})")
+            block.append(i % size)
+        return self._storage.blocks(tuple(block))[index[self._pdim :]]
 
     def broadcast_to(self, shape) -> Tensor:
-        """This view repeated along its size-1 dims (stride 0): one DMA puts a row of HBM on
-        every partition."""
+        """This view repeated along its size-1 dims (stride 0). On chip, a partition dim of
+        one repeated is a partition broadcast, which only a DMA reads (language.py makes it
+        a tile of its own before an engine reads it)."""
         shape = tuple(int(n) for n in shape)
         if len(shape) != self.ndim:
             raise NkiError(f"{self.name}: broadcast_to {shape} from {self.shape}")
-        dims = []
-        for (stride, size), n in zip(self._dims, shape):
+        dims, pstep = [], self._pstep
+        for d, ((stride, size), n) in enumerate(zip(self._dims, shape)):
             if size != n and size != 1:
                 raise NkiError(f"{self.name}: dim of size {size} does not broadcast to {n}")
+            if self.on_chip and d == self._pdim:
+                if size != n:
+                    pstep = 0
+                dims.append((1, n))
+                continue
             dims.append((stride if size == n else 0, n))
-        return Tensor(self._storage, dims, self._start, self._partition, self._axes)
+        view = self._derive(dims)
+        view._pstep = pstep
+        return view
 
     def permute_free(self, order) -> Tensor:
         """This view with its free dims (1..) walked in `order` (indices among them)."""
         dims = [self._dims[0], *(self._dims[1 + i] for i in order)]
         axes = [self._axes[0], *(self._axes[1 + i] for i in order)]
         room = [self._room[0], *(self._room[1 + i] for i in order)]
-        return Tensor(self._storage, dims, self._start, self._partition, axes, room)
+        return self._derive(dims, axes=axes, room=room)
 
     def transposed(self) -> Tensor:
         """This 2-D HBM view with its dims swapped (a walk down its columns)."""
         if self.buffer != HBM or self.ndim != 2:
             raise NkiError(f"{self.name}: only a 2-D HBM view is transposed by its pattern")
-        return Tensor(
-            self._storage, self._dims[::-1], self._start, 0, self._axes[::-1], self._room[::-1]
+        return self._derive(
+            self._dims[::-1], partition=0, axes=self._axes[::-1], room=self._room[::-1]
         )
 
     def masked(self, limits: list) -> Tensor | None:
@@ -315,13 +399,137 @@ class Tensor:
             hi = min(hi, size)
             if hi <= lo:
                 return None
-            if d == 0 and self.buffer != HBM:
-                partition += lo
+            if d == self._pdim and self.on_chip:
+                partition += lo * self._pstep
             else:
                 start += lo * stride
             dims.append((stride, hi - lo))
             room.append(self._room[d] - lo)
-        return Tensor(self._storage, dims, start, partition, self._axes, room)
+        return self._derive(dims, start, partition, room=room)
+
+    # -- views of other shapes (no data moves) ------------------------------------------
+    def _free_dims(self) -> list[int]:
+        """The dims that are not the partition dim (on chip), or all of them (HBM)."""
+        return [d for d in range(self.ndim) if not (self.on_chip and d == self._pdim)]
+
+    def reshape_dim(self, dim: int, shape) -> Tensor:
+        """Dim `dim` split into `shape` (one size may be -1)."""
+        stride, size = self._dims[dim]
+        shape = _resolve_shape([int(n) for n in shape], size, f"{self.name}.reshape_dim")
+        if self.on_chip and dim == self._pdim and len(shape) > 1:
+            raise NkiError(f"{self.name}.reshape_dim: the partition dim {dim} is not split")
+        split, inner = [], stride
+        for n in reversed(shape):
+            split.insert(0, (inner, n))
+            inner *= n
+        dims = self._dims[:dim] + split + self._dims[dim + 1 :]
+        pdim = self._pdim + (len(shape) - 1 if self.on_chip and dim < self._pdim else 0)
+        return self._derive(dims, axes=[None] * len(dims), pdim=pdim)
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> Tensor:
+        """Dims start_dim..end_dim (inclusive) merged into one; they must be contiguous."""
+        if self.on_chip and start_dim <= self._pdim <= end_dim:
+            raise NkiError(f"{self.name}.flatten_dims: the partition dim is not merged")
+        run = self._dims[start_dim : end_dim + 1]
+        for (outer, _), (inner, n) in zip(run, run[1:]):
+            if outer != inner * n:
+                raise NkiError(
+                    f"{self.name}.flatten_dims({start_dim}, {end_dim}): the dims are not "
+                    f"contiguous in memory ({self.shape})"
+                )
+        merged = (run[-1][0], math.prod(n for _, n in run))
+        dims = self._dims[:start_dim] + [merged] + self._dims[end_dim + 1 :]
+        pdim = self._pdim - (end_dim - start_dim if self.on_chip and end_dim < self._pdim else 0)
+        return self._derive(dims, axes=[None] * len(dims), pdim=pdim)
+
+    def reshape(self, shape) -> Tensor:
+        """The same elements in another shape: the view must be contiguous (on chip, in
+        each partition; the partition dim keeps its size and place)."""
+        shape = [int(n) for n in shape]
+        if self.on_chip:
+            if self._pdim != 0 or not shape or shape[0] != self._dims[0][1]:
+                raise NkiError(
+                    f"{self.name}.reshape{tuple(shape)}: on chip the partition dim stays "
+                    f"first with its {self.shape[self._pdim]} partitions"
+                )
+            free = _resolve_shape(shape[1:], math.prod(self.shape[1:]), f"{self.name}.reshape")
+            base = self._contiguous(self._dims[1:], "reshape")
+            dims = [self._dims[0], *_row_major(free, base)]
+        else:
+            shape = _resolve_shape(shape, math.prod(self.shape), f"{self.name}.reshape")
+            dims = _row_major(shape, self._contiguous(self._dims, "reshape"))
+        return self._derive(dims, axes=[None] * len(dims), room=None)
+
+    def _contiguous(self, dims, what: str) -> int:
+        """The innermost stride of `dims` if they are laid out row-major (dense), else an
+        NkiError naming `what`."""
+        expected = dims[-1][0] if dims else 1
+        inner = expected
+        for stride, n in reversed(dims):
+            if n > 1 and stride != expected:
+                raise NkiError(
+                    f"{self.name}.{what}: the view {self.shape} is not contiguous in memory"
+                )
+            expected *= n
+        return inner
+
+    def ap(
+        self,
+        pattern,
+        offset=None,
+        scalar_offset=None,
+        vector_offset=None,
+        indirect_dim=0,
+        dtype=None,
+    ) -> Tensor:
+        """A view by an explicit access pattern over the storage: [[stride, count], ...] in
+        elements, the first pair the partitions (rows in HBM). On chip the partition stride
+        is the storage's elements per partition (consecutive partitions) or 0 (a
+        partition broadcast)."""
+        if scalar_offset is not None or vector_offset is not None:
+            raise NkiError(
+                f"{self.name}.ap: dynamic offsets (scalar_offset, vector_offset) are not "
+                "supported yet"
+            )
+        if dtype is not None and dtype_name(dtype) != self.dtype:
+            raise NkiError(
+                f"{self.name}.ap: reinterpreting {self.dtype} as {dtype} is not supported yet"
+            )
+        pairs = [(int(s), int(n)) for s, n in pattern]
+        if not pairs:
+            raise NkiError(f"{self.name}.ap: an empty pattern")
+        start = self._start if offset is None else self._start + int(offset)
+        if not self.on_chip:
+            return Tensor(self._storage, pairs, start)
+        row = self._storage.size // itemsize(self.dtype)
+        (pstride, partitions), free = pairs[0], pairs[1:] or [(1, 1)]
+        if pstride not in (row, 0):
+            raise NkiError(
+                f"{self.name}.ap: partition stride {pstride} (on chip: {row}, the elements of "
+                "each partition, or 0 for a broadcast)"
+            )
+        view = Tensor(
+            self._storage,
+            [(1, partitions), *free],
+            start % row,
+            self._partition + start // row,
+        )
+        view._pstep = 1 if pstride else 0
+        return view
+
+    def __setitem__(self, index, value) -> None:
+        """view[index] = value: a tile, a pending matmul or a number written there (the
+        legacy API's tile assignment). Whether the kernel keeps another reference to
+        value is told by its reference count: the assignment's own, plus the fields of
+        the last instruction that hold it."""
+        from . import language
+
+        ours = 0
+        trace = current()
+        if trace.instructions:
+            ours = sum(v is value for v in trace.instructions[-1].fields.values())
+        temporary = sys.getrefcount(value) <= _ASSIGNED_TEMPORARY_REFERENCES + ours
+        language._assign(self[index], value, temporary)
 
     def check_within(self) -> None:
         """Refuses a view whose arange indices reach past the dim they index."""
@@ -356,13 +564,20 @@ class Tensor:
                 )
             pairs = ",".join(f"[{s},{n}]" for s, n in [rows, *free])
             return f"hbm.{dt}({st.name})+{self._start * size}[{pairs}]"
+        if self._pdim != 0:
+            raise NkiError(
+                f"{self.name}: {self._pdim} block dims come before its partition dim "
+                f"{self.shape}; index them to a tile first"
+            )
         partitions = self._dims[0][1] if self._dims else 1
         free = self._dims[1:] or [(1, 1)]
         if len(free) > 4:
             raise NkiError(f"{self.name}: an instruction walks up to 4 free dims, not {len(free)}")
         first = st.partition + self._partition
+        step = "" if self._pstep else ":0"
         pairs = ",".join(f"[{s},{n}]" for s, n in free)
-        return f"{self.buffer}.{dt}[{first}:{partitions}]+{st.offset + self._start * size}[{pairs}]"
+        offset = st.offset + self._start * size
+        return f"{self.buffer}.{dt}[{first}:{partitions}{step}]+{offset}[{pairs}]"
 
     # -- tile arithmetic (each a new tile, as nl.add etc.) -------------------------------
     def _binary(self, other, op: str, reverse: bool = False):
@@ -398,36 +613,150 @@ class Tensor:
 
         return language._accumulate(self, other)
 
+    def is_whole(self) -> bool:
+        """Whether this is the view nl.ndarray gave: all of its allocation, row-major."""
+        st = self._storage
+        return (
+            bool(st.whole)
+            and tuple(self._dims) == st.whole
+            and self._start == 0
+            and self._partition == 0
+            and self._pstep == 1
+        )
+
     def identity(self) -> tuple:
         """This view of this allocation: a buffer allocated again is another allocation."""
-        return (id(self._storage), self.pattern())
+        return (
+            self._storage.serial,
+            self._partition,
+            self._start,
+            tuple(self._dims),
+            self._pdim,
+            self._pstep,
+        )
+
+
+def _resolve_shape(shape: list[int], total: int, what: str) -> list[int]:
+    """`shape` with its one -1 worked out, checked to hold `total` elements."""
+    if shape.count(-1) > 1:
+        raise NkiError(f"{what}: at most one size is -1 in {tuple(shape)}")
+    if -1 in shape:
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or total % known:
+            raise NkiError(f"{what}: {tuple(shape)} cannot hold {total} elements")
+        shape = [total // known if n == -1 else n for n in shape]
+    if math.prod(shape) != total:
+        raise NkiError(f"{what}: {tuple(shape)} does not hold {total} elements")
+    return shape
+
+
+def _row_major(shape: list[int], inner: int) -> list[tuple[int, int]]:
+    """(stride, size) per dim of `shape` laid out row-major, the innermost stride `inner`."""
+    dims, stride = [], inner
+    for n in reversed(shape):
+        dims.insert(0, (stride, n))
+        stride *= n
+    return dims
+
+
+@dataclasses.dataclass(slots=True)
+class Instruction:
+    """One traced instruction: its engine, opcode and fields (tensors as views, whose
+    on-chip addresses are known once the trace is placed), and the kernel's source line."""
+
+    engine: str
+    opcode: str
+    fields: dict
+    source: str
+
+    def tensors(self) -> list[Tensor]:
+        return [v for v in self.fields.values() if isinstance(v, Tensor)]
+
+    def line(self) -> str:
+        """This instruction as a line of neuronsim's assembly."""
+        parts = [self.engine, self.opcode]
+        for key, value in self.fields.items():
+            if value is None:
+                continue
+            if isinstance(value, Tensor):
+                value = value.pattern()
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            parts.append(f"{key}={value}")
+        return " ".join(parts)
 
 
 class Trace:
-    """One kernel being traced: its tensors, allocations and instruction lines."""
+    """One kernel being traced: its tensors, allocations and instructions."""
 
     def __init__(self, target: dict[str, Any]):
         self.target = target
         self.declarations: list[str] = []
-        self.lines: list[str] = []
-        self.sources: list[str] = []  # the kernel's source line of each instruction
+        self.instructions: list[Instruction] = []
         self.params: list[tuple[int, str]] = []  # (argument position, HBM tensor) per input
         self.outputs: list[Tensor] = []
-        self.used = {SBUF: 0, PSUM: 0}  # automatic allocations: bytes per partition
-        self.pinned = {SBUF: 0, PSUM: 0}  # the end of the tensors at explicit addresses
-        self.slots: dict[tuple, Storage] = {}
-        self.loops: list[list] = []  # [site, iteration, serial] of each open loop
-        self.iterations = 0  # serial numbers of loop iterations, kernel-wide
-        self.occurrences: dict[tuple, int] = {}
+        # Bytes per partition the kernel placed tensors at itself (address=): kept out of
+        # the automatic allocations.
+        self.reserved: dict[str, list[tuple[int, int]]] = {SBUF: [], PSUM: []}
+        self.serials = 0
         self.last_writer: dict[tuple, str] = {}
-        self.allocations: list[Storage] = []
         self.names: dict[str, int] = {}
         self.dmas = 0  # DMAs issued: their queues go round robin
         self.mask: Mask | None = None  # the legacy mask= of the call being traced
         # The kernel's input values (name -> bytes), for register loads; None: not known.
         self.input_values: Any = None
         self.data_dependent = False  # a register load read a value: the program depends on it
-        self.registers: Storage | None = None  # where register loads land, in SBUF
+        self.peak = {SBUF: 0, PSUM: 0}  # bytes per partition live at most, once placed
+        self.grid: tuple = (1,)  # the launch grid; its programs are traced one after another
+        self.program: tuple = (0,)  # the program being traced (nl.program_id)
+        self._shared: list[Tensor] = []  # shared HBM outputs, in the order program 0 made them
+        self._shared_made = 0  # how many the program being traced has asked for
+        self.constants: dict[str, bytes] = {}  # nl.shared_constant values by tensor name
+        self.constant_tensors: dict[str, Tensor] = {}
+        self.force_auto_alloc = False  # nki.compiler.force_auto_alloc: explicit ones automatic
+
+    def start_program(self, program: tuple) -> None:
+        """The next program of the grid: its shared HBM outputs are program 0's."""
+        self.program, self._shared_made = tuple(program), 0
+
+    def output(self, name: str, dtype: str, shape: tuple[int, ...], shared: bool) -> Tensor:
+        """A new HBM output; a shared one is the same tensor in every program of the grid."""
+        if shared and any(self.program):
+            if self._shared_made >= len(self._shared):
+                raise NkiError(
+                    f"{name}: program {self.program} makes more shared HBM tensors than "
+                    "program 0 did"
+                )
+            tensor = self._shared[self._shared_made]
+            self._shared_made += 1
+            if tensor.shape != shape or tensor.dtype != dtype:
+                raise NkiError(
+                    f"{name}: program {self.program} makes shared tensor {tensor.name} as "
+                    f"{shape} {dtype}, program 0 as {tensor.shape} {tensor.dtype}"
+                )
+            return tensor
+        tensor = self.declare_hbm(name, dtype, shape, "output")
+        self.outputs.append(tensor)
+        if shared:
+            self._shared.append(tensor)
+            self._shared_made += 1
+        return tensor
+
+    def constant(self, name: str, dtype: str, shape: tuple[int, ...], data: bytes) -> Tensor:
+        """An HBM tensor of values known while tracing (nl.shared_constant): an input of
+        the program, bound to these bytes."""
+        tensor = self.declare_hbm(name, dtype, shape, "input")
+        self.constants[tensor.name] = data
+        self.constant_tensors[tensor.name] = tensor
+        return tensor
+
+    @property
+    def sources(self) -> list[str]:
+        return [i.source for i in self.instructions]
+
+    def _storage(self, buffer: str, name: str, dtype: str, **place: Any) -> Storage:
+        self.serials += 1
+        return Storage(buffer, name, dtype, serial=self.serials, **place)
 
     # -- names and declarations -------------------------------------------------------
     def unique(self, name: str) -> str:
@@ -443,58 +772,56 @@ class Trace:
             stride *= n
         dims_text = ",".join(str(n) for n in shape) or "1"
         self.declarations.append(f".tensor {name} {_DTYPES[dtype][0]} [{dims_text}] {kind}")
-        return Tensor(Storage(HBM, name, dtype), dims)
+        return Tensor(self._storage(HBM, name, dtype), dims)
 
     # -- on-chip allocation -----------------------------------------------------------
     def allocate(
         self, buffer: str, shape: tuple[int, ...], dtype: str, name: str, address=None
     ) -> Tensor:
-        """An SBUF or PSUM tensor; in a loop, the same site rotates between two buffers
-        (double buffering), as NKI's compiler allocates loop-local tensors. `address`
-        (partition, byte offset) places it there instead."""
+        """A new SBUF or PSUM tensor. Its place is given once the whole body is traced,
+        from the instructions that use it (_alloc.py); `address` (partition, byte offset)
+        places it there instead."""
         if not shape:
             raise NkiError(f"{name}: an on-chip tensor needs a partition dim")
-        partitions = shape[0]
+        marked = [d for d, n in enumerate(shape) if isinstance(n, ParDim)]
+        if len(marked) > 1:
+            raise NkiError(f"{name}: {len(marked)} dims of {shape} are marked par_dim")
+        pdim = marked[0] if marked else 0
+        partitions = shape[pdim]
         limit = self.target["partitions"]
         if not 0 < partitions <= limit:
             raise NkiError(f"{name}: partition dim {partitions} is outside 1..{limit}")
-        per_partition = math.prod(shape[1:]) * itemsize(dtype)
+        free = [int(n) for d, n in enumerate(shape) if d != pdim]
+        size = math.prod(free) * itemsize(dtype)
+        site = _caller_site(text=True)
         if address is not None:
-            storage = self._place_at(buffer, partitions, per_partition, dtype, name, address)
-            return self._view(storage, shape, dtype)
-        site = _caller_site()
-        loops = tuple(loop[0] for loop in self.loops)
-        iteration, serial = (self.loops[-1][1], self.loops[-1][2]) if self.loops else (0, 0)
-        base = (site, loops)
-        # The n-th allocation from this site in this iteration of the innermost loop.
-        occurrence = self.occurrences.get((base, serial), 0)
-        self.occurrences[(base, serial)] = occurrence + 1
-        key = (base, occurrence, iteration % 2)
-        storage = self.slots.get(key)
-        if storage is None:
-            storage = self._place(buffer, per_partition, dtype, name)
-            self.slots[key] = storage
-        return self._view(storage, shape, dtype)
+            storage = self._place_at(buffer, partitions, size, dtype, name, address)
+            storage.site = site
+        else:
+            capacity = self._capacity(buffer)
+            if size > capacity:
+                raise NkiError(
+                    f"{name} (allocated at {site}): {size} bytes per partition in "
+                    f"{buffer.upper()} do not fit: it has {capacity} bytes per partition"
+                )
+            storage = self._storage(buffer, name, dtype, size=size, site=site)
+        dims = _row_major(free, 1)
+        dims.insert(pdim, (1, int(partitions)))
+        storage.whole = tuple(dims)
+        return Tensor(storage, dims, pdim=pdim)
 
-    def _view(self, storage: Storage, shape: tuple[int, ...], dtype: str) -> Tensor:
-        """A new allocation of `storage`'s place, as a row-major tensor of `shape`."""
-        dims, stride = [(1, shape[0])], 1
-        for n in reversed(shape[1:]):
-            dims.insert(1, (stride, n))
-            stride *= n
-        allocation = Storage(storage.buffer, storage.name, dtype, storage.partition, storage.offset)
-        self.allocations.append(allocation)  # alive while traced: identities stay unique
-        return Tensor(allocation, dims)
+    def _capacity(self, buffer: str) -> int:
+        return self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
 
     def _place_at(self, buffer, partitions, size, dtype, name, address) -> Storage:
         """A tensor at the explicit address (first partition, byte offset in each
-        partition). It must fit, start a PSUM bank, and stay clear of the tensors allocated
-        automatically so far; those allocated later are placed after it."""
+        partition). It must fit and start a PSUM bank; the automatic allocations keep
+        clear of it."""
         try:
             partition, offset = (int(a) for a in address)
         except (TypeError, ValueError):
             raise NkiError(f"{name}: address {address!r} is not (partition, byte offset)") from None
-        capacity = self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
+        capacity = self._capacity(buffer)
         if partition < 0 or partition + partitions > self.target["partitions"]:
             raise NkiError(
                 f"{name}: partitions {partition}..{partition + partitions - 1} at address "
@@ -510,27 +837,21 @@ class Trace:
             raise NkiError(f"{name}: PSUM address {offset} does not start a bank ({bank} bytes)")
         if offset % itemsize(dtype):
             raise NkiError(f"{name}: address {offset} is not a multiple of its {dtype} elements")
-        if offset < self.used[buffer]:
-            raise NkiError(
-                f"{name}: address {address} overlaps the tensors allocated automatically "
-                f"({self.used[buffer]} bytes per partition of {buffer.upper()}); give "
-                f"explicit addresses before the automatic allocations, or to all"
-            )
-        self.pinned[buffer] = max(self.pinned[buffer], offset + size)
-        return Storage(buffer, name, dtype, partition, offset)
+        self.reserved[buffer].append((offset, offset + size))
+        return self._storage(
+            buffer, name, dtype, partition=partition, offset=offset, size=size, explicit=True
+        )
 
-    def _place(self, buffer: str, size: int, dtype: str, name: str) -> Storage:
-        capacity = self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]
-        # PSUM tiles start on a bank (matmuls accumulate within one); SBUF ones on 64 bytes.
-        align = self.target["psum_bank_bytes"] if buffer == PSUM else 64
-        offset = -(-max(self.used[buffer], self.pinned[buffer]) // align) * align
-        if offset + size > capacity:
-            raise NkiError(
-                f"{name}: {size} bytes per partition in {buffer.upper()} do not fit: "
-                f"{self.used[buffer]} of {capacity} bytes per partition are allocated"
-            )
-        self.used[buffer] = offset + size
-        return Storage(buffer, name, dtype, 0, offset)
+    def broadcast_tile(self, view: Tensor) -> Tensor:
+        """A partition broadcast made a tile of its own, which engines can read: one DMA
+        reads the one partition into every partition of a new SBUF tile."""
+        tile = self.allocate(SBUF, view.shape, view.dtype, f"{view.name}_broadcast")
+        mask, self.mask = self.mask, None  # the view is already cut to the mask
+        try:
+            self.emit("sp", "dma_copy", dst=tile, src=view, queue=self.next_queue())
+        finally:
+            self.mask = mask
+        return tile
 
     # -- instructions -----------------------------------------------------------------
     def next_queue(self) -> int:
@@ -544,23 +865,17 @@ class Trace:
             fields = _masked_fields(fields, self.mask)
             if fields is None:  # the mask keeps nothing: no instruction
                 return
-        for value in fields.values():
+        for key, value in fields.items():
             if isinstance(value, Tensor):
                 value.check_within()
-        parts = [engine, opcode]
+                if value.on_chip and not value._pstep and (opcode, key) != ("dma_copy", "src"):
+                    fields[key] = value = self.broadcast_tile(value)
+                value._storage.uses += 1
         dst = fields.get("dst")
         if isinstance(dst, Tensor):  # what wrote this view last (matmuls accumulate on matmuls)
             self.last_writer[dst.identity()] = opcode
-        for key, value in fields.items():
-            if value is None:
-                continue
-            if isinstance(value, Tensor):
-                value = value.pattern()
-            elif isinstance(value, bool):
-                value = "true" if value else "false"
-            parts.append(f"{key}={value}")
-        self.lines.append(" ".join(parts))
-        self.sources.append(_caller_site(text=True))
+        fields = {k: v for k, v in fields.items() if v is not None}
+        self.instructions.append(Instruction(engine, opcode, fields, _caller_site(text=True)))
 
 
 class VirtualRegister:
@@ -596,42 +911,6 @@ class VirtualRegister:
 
     def __repr__(self) -> str:
         return f"VirtualRegister({self.value})"
-
-
-def load_register_value(trace: Trace, view: Tensor) -> int:
-    """The value of the one element `view` holds at this point of the kernel: the program
-    traced so far runs on the kernel's inputs (values only), and one DMA reads the element.
-    Then the load itself goes into the program: a DMA of the element to the registers'
-    place in SBUF, after whatever wrote it."""
-    from .. import _C
-
-    if math.prod(view.shape) != 1:
-        raise NkiError(f"register_load: {view.name} {view.shape} is not one element")
-    if view.buffer == PSUM:
-        raise NkiError(f"register_load: {view.name} is in PSUM (SBUF or HBM)")
-    if trace.input_values is None:
-        raise NkiError(
-            "register_load: the kernel's input values are not known here (inside "
-            "torch.compile's tracing); a kernel with register loads runs eagerly"
-        )
-    name = trace.unique("register_value")
-    dt = _DTYPES[view.dtype][0]
-    decls = [*trace.declarations, f".tensor {name} {dt} [1] output"]
-    read = f"sp dma_copy dst=hbm.{dt}({name})+0[[1,1],[1,1]] src={view.pattern()}"
-    program = _C.nki.build(trace.target["name"], "\n".join(decls) + "\n", [*trace.lines, read])
-    run = _C.nki.run(program, trace.input_values(), "functional-only", "")
-    host = _DTYPES[view.dtype][2]
-    if host is None or np.dtype(host).kind not in "iub":
-        raise NkiError(f"register_load: {view.name} is {view.dtype}; registers hold integers")
-    value = int(np.frombuffer(run["outputs"][name], dtype=host)[0])
-    if trace.registers is None:
-        trace.registers = trace._place(SBUF, 64, "int32", "registers")
-    slot = Storage(SBUF, "registers", view.dtype, 0, trace.registers.offset)
-    trace.emit(
-        "sp", "dma_copy", dst=Tensor(slot, [(1, 1), (1, 1)]), src=view, queue=trace.next_queue()
-    )
-    trace.data_dependent = True
-    return value
 
 
 def _masked_fields(fields: dict, mask: Mask) -> dict | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from . import _trace
+from . import _lower, _trace
 from ._trace import HBM, PSUM, SBUF, NkiError
 from ._trace import Tensor as NkiTensor
 
@@ -593,7 +593,7 @@ def register_move(dst, src) -> None:
 def register_load(dst, src) -> None:
     """dst = the one integer element of src (SBUF or HBM), as the program has it at this
     point: the program runs up to here on the kernel's inputs to read it."""
-    _register(dst, "register_load dst").value = _trace.load_register_value(_trace.current(), src)
+    _register(dst, "register_load dst").value = _lower.load_register_value(_trace.current(), src)
 
 
 def register_store(dst, src) -> None:

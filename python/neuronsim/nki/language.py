@@ -7,6 +7,7 @@ Written from NKI's public API reference; see docs/nki.md for what is supported.
 from __future__ import annotations
 
 import contextlib
+import math
 
 from . import _trace
 from ._trace import HBM, PSUM, SBUF, NkiError, ds  # noqa: F401 (public names)
@@ -16,8 +17,9 @@ from ._trace import Tensor as NkiTensor
 sbuf = SBUF
 psum = PSUM
 hbm = HBM
-shared_hbm = HBM
-private_hbm = HBM
+shared_hbm = "shared_hbm"  # one tensor for every program of a launch grid
+private_hbm = "private_hbm"  # a tensor per program
+_HBM_BUFFERS = {HBM: False, shared_hbm: True, private_hbm: False}  # name -> shared
 
 # -- dtypes -------------------------------------------------------------------------------
 float32 = "float32"
@@ -105,13 +107,14 @@ def ndarray(shape, dtype, buffer: str = SBUF, name: str = "", address=None) -> N
     `address` = (first partition, byte offset in each partition) when given."""
     trace = _trace.current()
     dtype = _trace.dtype_name(dtype)
-    shape = tuple(int(n) for n in shape)
-    if buffer == HBM:
+    shape = tuple(n if isinstance(n, _trace.ParDim) else int(n) for n in shape)
+    if isinstance(buffer, str) and buffer in _HBM_BUFFERS:
         if address is not None:
             raise NkiError(f"ndarray {name or ''}: HBM tensors take no address")
-        tensor = trace.declare_hbm(name or "hbm", dtype, shape, "output")
-        trace.outputs.append(tensor)
-        return tensor
+        shape = tuple(int(n) for n in shape)
+        return trace.output(name or "hbm", dtype, shape, _HBM_BUFFERS[buffer])
+    if hasattr(buffer, "place"):  # nki.compiler's explicit allocation
+        return buffer.place(trace, shape, dtype, name or "tensor")
     if buffer not in (SBUF, PSUM):
         raise NkiError(f"ndarray {name or ''}: buffer {buffer!r} is not sbuf, psum or hbm")
     return trace.allocate(buffer, shape, dtype, name or buffer, address)
@@ -191,16 +194,8 @@ class _Range:
         self._range = range(*(int(a) for a in args))
 
     def __iter__(self):
-        trace = _trace.current()
-        loop = [_trace._caller_site(), 0, 0]
-        trace.loops.append(loop)
-        try:
-            for i in self._range:
-                trace.iterations += 1
-                loop[1], loop[2] = i, trace.iterations
-                yield i
-        finally:
-            trace.loops.remove(loop)
+        _trace.current()  # loops run inside a kernel
+        return iter(self._range)
 
     def __len__(self) -> int:
         return len(self._range)
@@ -235,23 +230,17 @@ _WHILE_LIMIT = 1_000_000
 def while_loop(init, body_fun):
     """Runs body_fun(cond) while the register cond is nonzero; body_fun returns the next
     condition register. Unrolled here with the registers' run-time values."""
-    trace = _trace.current()
-    loop = [_trace._caller_site(), 0, 0]
-    trace.loops.append(loop)
-    cond = init
-    try:
-        while int(cond) != 0:
-            if loop[1] == _WHILE_LIMIT:
-                raise NkiError(f"while_loop: still running after {_WHILE_LIMIT} iterations")
-            trace.iterations += 1
-            loop[1], loop[2] = loop[1] + 1, trace.iterations
-            cond = body_fun(cond)
-            if not isinstance(cond, _trace.VirtualRegister):
-                raise NkiError(
-                    f"while_loop: the body returns the next condition register, not {cond!r}"
-                )
-    finally:
-        trace.loops.remove(loop)
+    _trace.current()
+    cond, iterations = init, 0
+    while int(cond) != 0:
+        if iterations == _WHILE_LIMIT:
+            raise NkiError(f"while_loop: still running after {_WHILE_LIMIT} iterations")
+        iterations += 1
+        cond = body_fun(cond)
+        if not isinstance(cond, _trace.VirtualRegister):
+            raise NkiError(
+                f"while_loop: the body returns the next condition register, not {cond!r}"
+            )
     return cond
 
 
@@ -268,11 +257,43 @@ def static_range(*args: int) -> _Range:
 
 
 def program_id(axis: int = 0) -> int:
-    return 0
+    """This program's index along `axis` of the launch grid."""
+    program = _trace.current().program
+    return program[axis] if axis < len(program) else 0
 
 
-def num_programs(axis: int = 0) -> int:
-    return 1
+def num_programs(axes=0) -> int:
+    """The launch grid's program count along `axes` (an axis or a tuple of axes)."""
+    grid = _trace.current().grid
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    return math.prod(grid[a] if a < len(grid) else 1 for a in axes)
+
+
+def program_ndim() -> int:
+    """How many dims the launch grid has."""
+    return len(_trace.current().grid)
+
+
+class nc(int):  # noqa: N801 (NKI's name)
+    """NeuronCores a grid dim is spread over (nl.spmd_dim(n, nl.nc(2)))."""
+
+
+def spmd_dim(size: int, *spread) -> int:
+    """A grid dim of `size` programs spread over NeuronCores; here every program runs on
+    one core, one after another, so it is a grid dim of `size`."""
+    return int(size)
+
+
+def shared_constant(value, dtype=None) -> NkiTensor:
+    """An HBM tensor holding `value` (a NumPy array), known while the kernel is traced."""
+    import numpy as np
+
+    from ._host import _bits
+
+    array = np.asarray(value)
+    name = _trace.dtype_name(dtype or array.dtype)
+    bits = _bits(array.astype(np.float32) if name == "bfloat16" else array, name)
+    return _trace.current().constant("constant", name, tuple(array.shape), bits)
 
 
 # -- tiles computed by one instruction (nl.add(a, b), a * 2, nl.exp(x), ...) -----------------
@@ -337,6 +358,83 @@ class _PendingMatmul:
         return out
 
 
+def broadcast_to(x: NkiTensor, shape, dtype=None) -> NkiTensor:
+    """x repeated along its size-1 dims to `shape`. Repeated across partitions, it is a new
+    SBUF tile (one DMA copies the partition to every partition); along free dims, a view
+    (stride 0)."""
+    view = x.broadcast_to(shape)
+    if view.on_chip and not view._pstep:
+        view = _trace.current().broadcast_tile(view)
+    if dtype is not None and _trace.dtype_name(dtype) != view.dtype:
+        return _copy(view, dtype)
+    return view
+
+
+def _assign(target: NkiTensor, value, temporary: bool = False) -> None:
+    """target = value (the legacy `t[...] = ...`): a pending matmul runs into target, a
+    number fills it; a tile the previous instruction has just made, and nothing else
+    refers to, is made there instead (its instruction writes target), else copied."""
+    from . import isa
+
+    if isinstance(value, _PendingMatmul):
+        with _masked(value.mask):
+            isa.nc_matmul(target, value.stationary, value.moving, accumulate=False)
+        return
+    if not isinstance(value, NkiTensor):
+        isa.memset(target, value)
+        return
+    if value.identity() == target.identity():  # t[i] += v: already written there
+        return
+    if _retarget(target, value, temporary):
+        return
+    if HBM in (target.buffer, value.buffer):
+        isa.dma_copy(target, value)
+    else:
+        isa.tensor_copy(target, value)
+
+
+def _retarget(target: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
+    """Makes the last instruction write target instead of value, when value is a whole
+    tile that instruction alone has touched (its dst) and the kernel keeps no reference to
+    it. A mask's cut of value becomes the same cut of target."""
+    trace = _trace.current()
+    st = value._storage
+    if st.explicit or st.buffer == HBM or st.uses != 1 or not trace.instructions:
+        return False
+    last = trace.instructions[-1]
+    dst = last.fields.get("dst")
+    if not isinstance(dst, NkiTensor) or dst._storage is not st or not value.is_whole():
+        return False
+    if not temporary:
+        return False
+    if dst.is_whole():
+        if math.prod(target.shape) != math.prod(value.shape) or target.shape[0] != value.shape[0]:
+            return False
+        new_dst = target
+    else:
+        if target.shape != value.shape:
+            return False
+        new_dst = target.masked(_cut_of(value, dst))
+    new_dst.check_within()
+    new_dst._storage.uses += 1
+    st.uses -= 1
+    last.fields["dst"] = new_dst
+    trace.last_writer[new_dst.identity()] = last.opcode
+    return True
+
+
+def _cut_of(whole: NkiTensor, part: NkiTensor) -> list:
+    """The rectangle [lo, hi) per dim that `part` (a masked cut) is of the row-major
+    `whole`."""
+    limits = [(part._partition, part._partition + part.shape[0])]
+    offset = part._start
+    for (stride, _), (_, n) in zip(whole._dims[1:], part._dims[1:]):
+        lo = offset // stride
+        offset -= lo * stride
+        limits.append((lo, lo + n))
+    return limits
+
+
 def _accumulate(dst: NkiTensor, value) -> NkiTensor:
     from . import isa
 
@@ -378,8 +476,9 @@ mgrid = _MGrid()
 
 
 def par_dim(n: int) -> int:
-    """Marks the partition dim of a shape; the first dim is always the partition dim here."""
-    return int(n)
+    """Marks the partition dim of an on-chip shape: the dims before it are blocks of tiles
+    (`t[b]` is one tile). Unmarked, the first dim is the partition dim."""
+    return _trace.ParDim(int(n))
 
 
 def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask=None) -> NkiTensor:
@@ -446,3 +545,12 @@ class _CopyOp(_Op):
 
 
 copy = _CopyOp("identity", "act")  # noqa: F811 (the operator, callable as nl.copy(x))
+
+
+# -- composite functions (softmax, rms_norm, mean, var, where, ...): _composite.py. A name
+# defined above keeps its definition.
+from . import _composite  # noqa: E402 (it uses the helpers above)
+
+for _name in _composite.__all__:
+    globals().setdefault(_name, getattr(_composite, _name))
+del _name

@@ -150,7 +150,7 @@ def test_a_kernel_that_does_not_fit_sbuf_names_the_tensor_and_the_sizes():
         nl.ndarray((128, 200_000), dtype=nl.float32, buffer=nl.sbuf, name="huge")
         return x
 
-    with pytest.raises(nki.NkiError, match=r"huge: 800000 bytes per partition in SBUF"):
+    with pytest.raises(nki.NkiError, match=r"huge \(allocated at .*\): 800000 bytes per partition in SBUF"):
         too_big(np.zeros((1, 1), np.float32))
 
 
@@ -414,11 +414,24 @@ def test_the_run_gives_neuron_profiles_summary(tmp_path):
     assert run.profile_summary["nki_nc0"]["total_time"] == summary["total_time"]
 
 
-def test_wrap_nki_calls_a_kernel_on_a_grid_of_one():
+@nki.jit
+def row_block_add(a_input, b_input):
+    """a + b, program i of the grid adding rows 128 i .. 128 i + 127."""
+    out = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
+    rows = slice(nl.program_id(0) * 128, (nl.program_id(0) + 1) * 128)
+    a = nl.load(a_input[rows, :])
+    b = nl.load(b_input[rows, :])
+    c = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+    nl.store(out[rows, :], c)
+    return out
+
+
+def test_wrap_nki_calls_a_kernel_on_a_launch_grid():
     import torch_neuronx
 
     a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     assert np.array_equal(torch_neuronx.wrap_nki(tensor_add)[1](a, a), 2 * a)
     assert np.array_equal(torch_neuronx.wrap_nki(tensor_add)[(1, 1)](a, a), 2 * a)
-    with pytest.raises(nki.NkiError, match="more than one program"):
-        torch_neuronx.wrap_nki(tensor_add)[4](a, a)
+    b = np.arange(512 * 64, dtype=np.float32).reshape(512, 64)
+    assert np.array_equal(torch_neuronx.wrap_nki(row_block_add)[4](b, b), 2 * b)

@@ -285,17 +285,6 @@ def test_explicit_addresses_that_do_not_fit_are_refused(buffer, address, message
         bad(np.ones((32, 16), np.float32))
 
 
-def test_an_explicit_address_under_automatic_allocations_is_refused():
-    @nki.jit
-    def late(a):
-        nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf)  # automatic: bytes 0..64
-        nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf, address=(0, 0), name="late")
-        return a
-
-    with pytest.raises(nki.NkiError, match="late: address .* overlaps the tensors allocated"):
-        late(np.ones((32, 16), np.float32))
-
-
 # -- the legacy API's masks ---------------------------------------------------------------
 @legacy.jit
 def legacy_tail_exp(x):

@@ -1,0 +1,173 @@
+"""Where each on-chip tensor of a traced kernel lives.
+
+Addresses are given after the body has been traced, from the instructions that use each
+allocation, as a compiler gives them: a tile is live from the first instruction that
+touches it to the last, and two tiles share bytes only when their lives do not overlap.
+A list of N tiles that are all read later is N buffers; a loop's tile whose previous
+iteration is finished with is reused. The program order then makes every reuse safe:
+isa::KernelBuilder orders a write after the reads of what was there before.
+
+Tensors the kernel placed itself (``address=``) are kept where they are, and their bytes
+are left out of the automatic allocations for the whole kernel.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from ._trace import PSUM, SBUF, NkiError, Storage, Trace
+
+
+class _Arena:
+    """The free bytes of one buffer (the same range in every partition) as [lo, hi)
+    pieces in address order, and a cursor where the last allocation ended."""
+
+    def __init__(self, capacity: int, align: int, reserved: list[tuple[int, int]]):
+        self.capacity = capacity
+        self.free = [(0, capacity)]
+        self.cursor = 0
+        for lo, hi in reserved:
+            self._carve(lo - lo % align, -(-hi // align) * align)
+
+    def _carve(self, lo: int, hi: int) -> None:
+        pieces = []
+        for a, b in self.free:
+            if b <= lo or a >= hi:
+                pieces.append((a, b))
+                continue
+            if a < lo:
+                pieces.append((a, lo))
+            if b > hi:
+                pieces.append((hi, b))
+        self.free = pieces
+
+    def take(self, size: int, next_fit: bool) -> int | None:
+        """The offset of `size` free bytes, or None. Next fit goes on from the cursor and
+        wraps around, so a freed place is taken again only after the rest of the buffer:
+        a new tile's writes then rarely wait on the last reads of the tile before it
+        (that is what lets one iteration's loads run ahead of the last one's compute).
+        Otherwise the smallest piece that fits (the least fragmentation)."""
+        if next_fit:
+            ahead = [max(a, self.cursor) for a, b in self.free if b - max(a, self.cursor) >= size]
+            behind = [a for a, b in self.free if b - a >= size]
+            offset = ahead[0] if ahead else (behind[0] if behind else None)
+        else:
+            fits = [(b - a, a) for a, b in self.free if b - a >= size]
+            offset = min(fits)[1] if fits else None
+        if offset is not None:
+            self._carve(offset, offset + size)
+            self.cursor = offset + size
+        return offset
+
+    def give(self, lo: int, hi: int) -> None:
+        pieces = sorted([*self.free, (lo, hi)])
+        merged = [pieces[0]]
+        for a, b in pieces[1:]:
+            if a == merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        self.free = merged
+
+    def largest(self) -> int:
+        return max((b - a for a, b in self.free), default=0)
+
+
+def _lives(trace: Trace, count: int) -> tuple[list[Storage], dict[int, int], dict[int, int]]:
+    """The automatic on-chip allocations the first `count` instructions use, in order of
+    first use, with the first and last instruction using each (by serial)."""
+    order, first, last = [], {}, {}
+    for i, instruction in enumerate(trace.instructions[:count]):
+        for tensor in instruction.tensors():
+            st = tensor._storage
+            if st.buffer not in (SBUF, PSUM) or st.explicit:
+                continue
+            if st.serial not in first:
+                first[st.serial] = i
+                order.append(st)
+            last[st.serial] = i
+    return order, first, last
+
+
+def _size(trace: Trace, st: Storage) -> int:
+    align = _alignment(trace, st.buffer)
+    return -(-st.size // align) * align
+
+
+def _alignment(trace: Trace, buffer: str) -> int:
+    # PSUM tiles start on a bank (matmuls accumulate within one); SBUF ones on 64 bytes.
+    return trace.target["psum_bank_bytes"] if buffer == PSUM else 64
+
+
+def assign(trace: Trace, count: int | None = None) -> dict[str, int]:
+    """Gives every automatic allocation used by the first `count` instructions (all by
+    default) its offset; returns the peak bytes per partition live in SBUF and PSUM.
+    Raises NkiError naming the tensor that does not fit, where it was allocated, and what
+    is live at that point."""
+    count = len(trace.instructions) if count is None else count
+    order, first, last = _lives(trace, count)
+    failure = None
+    for next_fit in (True, False):  # when going round fragments, pack tightly instead
+        try:
+            return _scan(trace, order, first, last, next_fit)
+        except _DoesNotFit as err:
+            failure = failure or err
+    raise NkiError(failure.message(trace))
+
+
+class _DoesNotFit(Exception):
+    def __init__(self, storage: Storage, at: int, live: list[Storage], arena: _Arena, size: int):
+        super().__init__()
+        self.storage, self.at, self.live, self.arena, self.size = storage, at, live, arena, size
+
+    def message(self, trace: Trace) -> str:
+        st, buffer = self.storage, self.storage.buffer.upper()
+        used = sum(_size(trace, t) for t in self.live)
+        biggest = sorted(self.live, key=lambda t: -t.size)[:4]
+        named = ", ".join(f"{t.name} ({t.site}) {t.size}" for t in biggest)
+        where = trace.instructions[self.at].source
+        text = (
+            f"{st.name} (allocated at {st.site}): {self.size} bytes per partition in {buffer} "
+            f"do not fit at {where}: {used} of {self.arena.capacity} bytes per partition are "
+            f"live in {len(self.live)} tensors (largest: {named})"
+        )
+        if used + self.size <= self.arena.capacity:
+            text += f"; the largest free piece is {self.arena.largest()} bytes"
+        return text
+
+
+def _scan(trace: Trace, order, first, last, next_fit: bool) -> dict[str, int]:
+    """Linear scan in program order: at each instruction, the tensors it uses first get
+    their place, then those it uses last give theirs back."""
+    arenas = {
+        SBUF: _Arena(trace.target["sbuf_partition_bytes"], 64, trace.reserved[SBUF]),
+        PSUM: _Arena(
+            trace.target["psum_partition_bytes"],
+            trace.target["psum_bank_bytes"],
+            trace.reserved[PSUM],
+        ),
+    }
+    starts, ends = collections.defaultdict(list), collections.defaultdict(list)
+    for st in order:
+        starts[first[st.serial]].append(st)
+        ends[last[st.serial]].append(st)
+    live: dict[int, Storage] = {}
+    peak = {SBUF: 0, PSUM: 0}
+    in_use = {SBUF: 0, PSUM: 0}
+    for at in sorted(set(starts) | set(ends)):
+        for st in starts.get(at, ()):
+            arena, size = arenas[st.buffer], _size(trace, st)
+            offset = arena.take(size, next_fit)
+            if offset is None:
+                held = [t for t in live.values() if t.buffer == st.buffer]
+                raise _DoesNotFit(st, at, held, arena, size)
+            st.offset = offset
+            live[st.serial] = st
+            in_use[st.buffer] += size
+            peak[st.buffer] = max(peak[st.buffer], in_use[st.buffer])
+        for st in ends.get(at, ()):
+            size = _size(trace, st)
+            arenas[st.buffer].give(st.offset, st.offset + size)
+            del live[st.serial]
+            in_use[st.buffer] -= size
+    return peak

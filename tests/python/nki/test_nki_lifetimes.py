@@ -1,0 +1,162 @@
+"""Where on-chip tensors live: a tile is live from its first use to its last, so tiles
+kept in a list are distinct buffers and a loop's dead tiles give their bytes back; what
+does not fit is refused by name; the checking mode fails any read of overwritten data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import neuronsim.nki as nki
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+
+
+@pytest.fixture(autouse=True)
+def timed(monkeypatch):
+    monkeypatch.setenv("NEURONSIM_NKI_MODE", "functional-and-timing")
+
+
+@nki.jit
+def matmul_from_tile_lists(lhs_t, rhs):
+    """lhs_t.T @ rhs with every K tile of a row block loaded once into a list, and the rhs
+    tiles of each column block into another: the tiles of a list are read long after
+    later ones were allocated at the same line."""
+    k_size, m_size = lhs_t.shape
+    n_size = rhs.shape[1]
+    result = nl.ndarray((m_size, n_size), nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_size // 128):
+        lhs_tiles = []
+        for k in nl.affine_range(k_size // 128):
+            tile = nl.ndarray((128, 128), lhs_t.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=tile, src=lhs_t[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+            lhs_tiles.append(tile)
+        for n in nl.affine_range(n_size // 256):
+            rhs_tiles = []
+            for k in nl.affine_range(k_size // 128):
+                tile = nl.ndarray((128, 256), rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=tile, src=rhs[k * 128 : (k + 1) * 128, n * 256 : (n + 1) * 256])
+                rhs_tiles.append(tile)
+            acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(k_size // 128):
+                nisa.nc_matmul(dst=acc, stationary=lhs_tiles[k], moving=rhs_tiles[k])
+            out = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=out, src=acc)
+            nisa.dma_copy(dst=result[m * 128 : (m + 1) * 128, n * 256 : (n + 1) * 256], src=out)
+    return result
+
+
+def test_tiles_kept_in_a_list_are_distinct_buffers():
+    rng = np.random.default_rng(0)
+    lhs_t = rng.standard_normal((512, 256)).astype(np.float32)
+    rhs = rng.standard_normal((512, 512)).astype(np.float32)
+    got = matmul_from_tile_lists(lhs_t, rhs)
+    np.testing.assert_allclose(got, lhs_t.T @ rhs, rtol=2e-2, atol=2e-1)
+    run = matmul_from_tile_lists.last_run
+    # Four lhs tiles (256 B) and four rhs tiles (1 KiB) per partition are live at once.
+    assert run.peak_bytes["sbuf"] >= 4 * 512 + 4 * 1024
+    assert run.count("matmul") == 2 * 2 * 4
+
+
+@nki.jit
+def two_loops_of_wide_tiles(x):
+    """Two loops, each of three 64 KiB tiles that die within their iteration: six such
+    tiles never live at once."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for _ in nl.sequential_range(2):
+        for i in nl.affine_range(3):
+            tile = nl.load(x[i * 128 : (i + 1) * 128, :])
+            doubled = nl.ndarray(tile.shape, tile.dtype, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=doubled, data=tile, op0=nl.multiply, operand0=2.0)
+            nl.store(out[i * 128 : (i + 1) * 128, :], doubled)
+    return out
+
+
+def test_dead_tiles_of_a_loop_give_their_bytes_back():
+    x = np.random.default_rng(1).standard_normal((384, 16384 // 2)).astype(np.float32)
+    np.testing.assert_array_equal(two_loops_of_wide_tiles(x), 2 * x)
+    peak = two_loops_of_wide_tiles.last_run.peak_bytes["sbuf"]
+    assert peak <= 3 * 32768  # at most tile, doubled and one more tile of 32 KiB
+
+
+def test_live_tiles_that_do_not_fit_are_refused_with_the_tensor_site_and_bytes():
+    @nki.jit
+    def all_at_once(x):
+        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        tiles = []
+        for i in nl.affine_range(8):
+            tiles.append(nl.load(x[:, i * 8192 : (i + 1) * 8192], name="wide"))
+        total = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=total, op=nl.add, data=tiles[0], axis=1)
+        for t in tiles[1:]:
+            part = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=part, op=nl.add, data=t, axis=1)
+            nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
+        nl.store(out, total)
+        return out
+
+    with pytest.raises(
+        nki.NkiError,
+        match=r"wide \(allocated at .*test_nki_lifetimes.py:\d+\): 32768 bytes per "
+        r"partition in SBUF do not fit .* live in \d+ tensors \(largest: wide",
+    ):
+        all_at_once(np.zeros((128, 8 * 8192), np.float32))
+
+
+def _aliased(check):
+    @nki.jit(check=check)
+    def aliased(a, b):
+        """Two tensors the kernel put at the same address: b's load overwrites a's data
+        before a is stored."""
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        first = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf, address=(0, 0), name="first")
+        second = nl.ndarray(b.shape, b.dtype, buffer=nl.sbuf, address=(0, 0), name="second")
+        nisa.dma_copy(dst=first, src=a)
+        nisa.dma_copy(dst=second, src=b)
+        nisa.dma_copy(dst=out, src=first)
+        return out
+
+    return aliased
+
+
+def test_the_checking_mode_fails_a_read_of_overwritten_data():
+    a, b = np.ones((128, 64), np.float32), np.full((128, 64), 2.0, np.float32)
+    with pytest.raises(
+        nki.NkiError,
+        match=r"stale read at .*test_nki_lifetimes.py:\d+: dma_copy src: first .* reads "
+        r"bytes that second \(allocated at .*\) overwrote",
+    ):
+        _aliased(check=None)(a, b)  # on in the tests (NEURONSIM_NKI_CHECK=1)
+    # Unchecked, the kernel runs and reads what the hardware would: b's values.
+    np.testing.assert_array_equal(_aliased(check=False)(a, b), b)
+
+
+def test_the_checking_mode_fails_a_read_of_a_tile_nothing_wrote():
+    @nki.jit
+    def unwritten(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(a)
+        empty = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf, name="empty")
+        total = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=tile, data2=empty, op=nl.add)
+        nl.store(out, total)
+        return out
+
+    with pytest.raises(nki.NkiError, match="empty .* reads bytes that no instruction wrote"):
+        unwritten(np.ones((128, 8), np.float32))
+
+
+def test_automatic_tiles_keep_clear_of_explicit_addresses():
+    @nki.jit
+    def beside(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        pinned = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf, address=(0, 0))
+        nisa.dma_copy(dst=pinned, src=a)
+        tile = nl.load(a)  # automatic: placed past the pinned bytes
+        total = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=tile, data2=pinned, op=nl.add)
+        nl.store(out, total)
+        return out
+
+    a = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+    np.testing.assert_array_equal(beside(a), 2 * a)
