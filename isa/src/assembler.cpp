@@ -510,6 +510,7 @@ class Parser {
       ap.start_partition = checked<uint16_t>(c, c.integer(), "start partition");
       c.expect(':');
       ap.num_partitions = checked<uint32_t>(c, c.integer(), "partition count");
+      if (c.accept(':')) partition_step(c, ap);
       c.expect(']');
       if (c.accept('+')) ap.offset = checked<uint64_t>(c, c.integer(), "offset");
       free_dims(c, ap, parse_pairs(c));
@@ -530,6 +531,19 @@ class Parser {
       c.fail(fmt::format("unknown memory space '{}' (sbuf, psum, hbm, pattern)", space));
     }
     return ap;
+  }
+
+  // The optional third field of [start:count:step]. Consecutive partitions have one
+  // spelling, [start:count], so the only step written out is 0: every partition of the
+  // walk reads the start partition (a DMA source's partition broadcast).
+  void partition_step(Cursor& c, AccessPattern& ap) {
+    const int64_t step = c.integer();
+    if (step != 0)
+      c.fail(
+          fmt::format("partition step {}: only 0 (a broadcast of the start partition) may "
+                      "be given; consecutive partitions are written [start:count]",
+                      step));
+    ap.partition_broadcast = true;
   }
 
   // A declared tensor's name, or a numeric tensor id.
@@ -582,8 +596,9 @@ std::string format_access_pattern(const AccessPattern& ap, const Program* progra
       return fmt::format("hbm.{}({})+{}{}", short_dtype(ap.dtype),
                          format_tensor_ref(ap.tensor, program), ap.offset, format_dims(ap, true));
     default:
-      return fmt::format("{}.{}[{}:{}]+{}{}", mem_space_name(ap.space), short_dtype(ap.dtype),
-                         ap.start_partition, ap.num_partitions, ap.offset, format_dims(ap, false));
+      return fmt::format("{}.{}[{}:{}{}]+{}{}", mem_space_name(ap.space), short_dtype(ap.dtype),
+                         ap.start_partition, ap.num_partitions, ap.partition_broadcast ? ":0" : "",
+                         ap.offset, format_dims(ap, false));
   }
 }
 

@@ -70,6 +70,7 @@ Slot operand_slot(const Operand& op) {
   put<uint16_t>(s, 6, ap.start_partition);
   put<uint16_t>(s, 8, static_cast<uint16_t>(ap.num_partitions));
   put<uint16_t>(s, 10, static_cast<uint16_t>(ap.num_partitions >> 16));
+  s[12] = ap.partition_broadcast ? 1 : 0;
   put<uint64_t>(s, 16, ap.offset);
   put<int64_t>(s, 24, ap.partition_stride);
   for (size_t i = 0; i < std::min<size_t>(ap.num_dims, kMaxDims); ++i) {
@@ -174,7 +175,11 @@ class Decoder {
     ap.tensor = get<uint16_t>(s, 4);
     ap.start_partition = get<uint16_t>(s, 6);
     ap.num_partitions = get<uint16_t>(s, 8) | uint32_t{get<uint16_t>(s, 10)} << 16;
-    if (!all_zero(s, 12, 16)) fail(at, "reserved operand bytes 12-15 are not zero");
+    if (s[12] > 1)
+      fail(at, fmt::format("operand {}: partition broadcast byte {} (0 or 1)", role_name(op.role),
+                           s[12]));
+    ap.partition_broadcast = s[12] == 1;
+    if (!all_zero(s, 13, 16)) fail(at, "reserved operand bytes 13-15 are not zero");
     ap.offset = get<uint64_t>(s, 16);
     ap.partition_stride = get<int64_t>(s, 24);
     for (size_t i = 0; i < ap.num_dims; ++i) {

@@ -156,6 +156,7 @@ bool AccessPattern::operator==(const AccessPattern& o) const {
   return space == o.space && dtype == o.dtype && tensor == o.tensor &&
          start_partition == o.start_partition && num_partitions == o.num_partitions &&
          partition_stride == o.partition_stride && offset == o.offset && num_dims == o.num_dims &&
+         partition_broadcast == o.partition_broadcast &&
          std::equal(dims.begin(), dims.begin() + std::min<int>(num_dims, kMaxDims), o.dims.begin());
 }
 
@@ -314,8 +315,10 @@ std::vector<OpcodeInfo> make_opcode_table() {
         {R::initial, false, "per-partition [P, 1] initial state (else initial=imm)"}},
        {{"op0", P::alu0, 0, "first operation"},
         {"op1", P::alu1, 0, "second operation"},
-        {"initial", P::imm0, 0, "immediate initial state"}},
-       "s = initial; for each free element j: s = (s <op0> in0[j]) <op1> in1[j]; dst[j] = s"},
+        {"initial", P::imm0, 0, "immediate initial state"},
+        {"reverse0", P::flag, kReverse0, "compute s <op0> in0[j]"},
+        {"reverse1", P::flag, kReverse1, "compute in1[j] <op1> (...)"}},
+       "s = initial; for each free element j: s = (in0[j] <op0> s) <op1> in1[j]; dst[j] = s"},
       {Opcode::iota,
        "iota",
        {POOL},

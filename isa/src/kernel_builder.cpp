@@ -70,7 +70,7 @@ AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count) {
   if (ap.space == MemSpace::HBM)
     out.offset += static_cast<uint64_t>(ap.partition_stride * first) * dtype_size(ap.dtype);
   else
-    out.start_partition = static_cast<uint16_t>(ap.start_partition + first);
+    out.start_partition = static_cast<uint16_t>(ap.partition_of(first));
   return out;
 }
 
@@ -178,8 +178,9 @@ std::optional<KernelBuilder::Region> KernelBuilder::region_of(const AccessPatter
                   base + (std::min<int64_t>(0, rows) + lo) * size,
                   base + (std::max<int64_t>(0, rows) + hi + 1) * size};
   }
+  // A partition broadcast reads its one start partition however many rows it walks.
   return Region{ap.space,           0,
-                ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+                ap.start_partition, uint32_t{ap.start_partition} + ap.partition_footprint(),
                 base + lo * size,   base + (hi + 1) * size};
 }
 

@@ -128,13 +128,28 @@ class Checker {
       fail(op.role, "an HBM operand has no start partition");
     if (ap.space == MemSpace::Pattern &&
         (ap.dtype != DType::int32 || ap.offset != 0 || ap.tensor != 0 || ap.start_partition != 0 ||
-         ap.num_partitions != 1 || ap.partition_stride != 0))
+         ap.num_partitions != 1 || ap.partition_stride != 0 || ap.partition_broadcast))
       fail(op.role, "a pattern has only dims");
+  }
+
+  // Only the DMA engines address SBUF/PSUM by address and can read one partition for many;
+  // a compute engine's lanes each read their own partition, and a DMA transpose walks the
+  // source's rows as its columns.
+  void broadcast_rule(const Operand& op) const {
+    const AccessPattern& ap = op.ap;
+    if (!ap.partition_broadcast) return;
+    if (ap.space != MemSpace::SBUF && ap.space != MemSpace::PSUM)
+      fail(op.role, fmt::format("a partition broadcast reads SBUF or PSUM, not {}",
+                                mem_space_name(ap.space)));
+    if (in_.opcode != Opcode::dma_copy || op.role != Role::src)
+      fail(op.role, "only the src of dma_copy can broadcast a partition");
+    if (in_.has_flag(kDmaTranspose)) fail(op.role, "a DMA transpose cannot broadcast a partition");
   }
 
   void operand(const Operand& op) const {
     const AccessPattern& ap = op.ap;
     canonical(op);
+    broadcast_rule(op);
     if ((op.role == Role::pattern) != (ap.space == MemSpace::Pattern))
       fail(op.role, op.role == Role::pattern ? "must be a pattern" : "a pattern is not memory");
     for (const Dim& d : ap.free_dims())
@@ -159,10 +174,13 @@ class Checker {
 
   void on_chip(const Operand& op, uint32_t partition_bytes, uint32_t free_max) const {
     const AccessPattern& ap = op.ap;
-    const uint32_t end = uint32_t{ap.start_partition} + ap.num_partitions;
+    const uint32_t end = uint32_t{ap.start_partition} + ap.partition_footprint();
     if (end > t_.num_partitions)
       fail(op.role, fmt::format("partitions {}..{} exceed the {} partitions", ap.start_partition,
                                 end - 1, t_.num_partitions));
+    if (ap.num_partitions > t_.num_partitions)
+      fail(op.role, fmt::format("broadcasts partition {} to {} partitions (at most {})",
+                                ap.start_partition, ap.num_partitions, t_.num_partitions));
     if (in_.opcode != Opcode::dma_copy) start_partition_rule(op);
     const Extent e = free_extent(ap);
     const int64_t size = static_cast<int64_t>(dtype_size(ap.dtype));

@@ -267,7 +267,7 @@ bool on_chip_extent(const AccessPattern& ap, Extent& out) {
   }
   const int64_t esize = static_cast<int64_t>(isa::dtype_size(ap.dtype));
   const int64_t off = static_cast<int64_t>(ap.offset);
-  out = {ap.space, ap.start_partition, int64_t{ap.start_partition} + ap.num_partitions,
+  out = {ap.space, ap.start_partition, int64_t{ap.start_partition} + ap.partition_footprint(),
          off + lo * esize, off + (hi + 1) * esize};
   return true;
 }
@@ -393,7 +393,10 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
                                                                        : dst;
   uint64_t first_row = 0, rows = 1;
   if (on_chip(side)) {
-    first_row = side.start_partition;  // relative to partition 0 of the core
+    // Relative to partition 0 of the core. A broadcast source (deciding only when dst is in
+    // HBM) is split as the copy of its walk's rows from partition 0 would be: the same
+    // destination bytes, in the same pieces.
+    first_row = side.partition_broadcast ? 0 : side.start_partition;
     rows = side.num_partitions;
   } else if (side.num_partitions > 1) {
     rows = side.num_partitions;

@@ -218,7 +218,7 @@ std::pair<int64_t, int64_t> run_bytes(const Run& r, int64_t es) {
 // The first element of an on-chip run; faults rather than touching memory outside the space.
 uint8_t* on_chip(const Ctx& c, const AccessPattern& ap, const Run& r) {
   OnChipMemory& m = ap.space == MemSpace::PSUM ? c.st.psum : c.st.sbuf;
-  const uint32_t part = uint32_t{ap.start_partition} + r.part;
+  const uint32_t part = ap.partition_of(r.part);  // a broadcast's rows all read one partition
   const auto [lo, hi] = run_bytes(r, static_cast<int64_t>(esize(ap)));
   if (part >= m.partitions() || lo < 0 || hi > int64_t{m.partition_bytes()})
     c.fail(Kind::out_of_bounds,
@@ -951,10 +951,14 @@ void tensor_tensor_scan(const Ctx& c) {
   Floats a = read_floats(c, in0);
   const Floats b = read_floats(c, c.get(Role::in1));
   const Floats init = read_scalars(c, Role::initial, P, c.inst.imm0);
+  // NKI's order: each element is op0's first operand and the state its second.
+  const bool reverse0 = c.inst.has_flag(isa::kReverse0), reverse1 = c.inst.has_flag(isa::kReverse1);
   for (size_t p = 0; p < P; ++p) {
     float s = init[p];
-    for (size_t j = p * F; j < (p + 1) * F; ++j)
-      a[j] = s = alu(c.inst.alu1, alu(c.inst.alu0, s, a[j]), b[j]);
+    for (size_t j = p * F; j < (p + 1) * F; ++j) {
+      const float x = reverse0 ? alu(c.inst.alu0, s, a[j]) : alu(c.inst.alu0, a[j], s);
+      a[j] = s = reverse1 ? alu(c.inst.alu1, b[j], x) : alu(c.inst.alu1, x, b[j]);
+    }
   }
   write_floats(c, c.get(Role::dst), a.data());
 }
@@ -1201,11 +1205,12 @@ void find_vals(const Ctx& c, bool replace) {
 AccessPattern row_of(const AccessPattern& ap, int64_t r) {
   AccessPattern out = ap;
   out.num_partitions = 1;
+  out.partition_broadcast = false;
   if (ap.space == MemSpace::HBM)
     out.offset = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) +
                                        r * ap.partition_stride * static_cast<int64_t>(esize(ap)));
   else
-    out.start_partition = static_cast<uint16_t>(ap.start_partition + r);
+    out.start_partition = static_cast<uint16_t>(ap.partition_of(static_cast<uint32_t>(r)));
   return out;
 }
 

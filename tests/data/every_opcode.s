@@ -56,3 +56,4 @@ dve select dst=sbuf.fp32[0:128]+0[[1,8]] predicate=sbuf.u8[0:128]+64[[1,8]] on_t
 dve scalar_tensor_tensor dst=sbuf.bf16[0:128]+0[[1,512]] in0=sbuf.bf16[0:128]+1024[[1,512]] operand0=sbuf.fp32[0:128]+4000[[1,1]] in1=sbuf.bf16[0:128]+2048[[1,512]] op0=subtract op1=multiply reduce_dst=sbuf.fp32[0:128]+4096[[1,1]] reduce=add reduce_cmd=3
 dve range_select dst=sbuf.fp32[0:128]+0[[1,512]] on_true=sbuf.fp32[0:128]+2048[[1,512]] operand0=sbuf.fp32[0:128]+4000[[1,1]] operand1=sbuf.fp32[0:128]+4004[[1,1]] cmp0=is_ge cmp1=is_lt range_start=128 on_false=-3.4028235e+38 reduce_dst=sbuf.fp32[0:128]+4096[[1,1]] reduce=max reduce_cmd=2
 sp dma_copy dst=sbuf.bf16[0:128]+4096[[1,64]] src=hbm.bf16(y)+0[[512,64],[1,128]] transpose=true
+sp dma_copy dst=sbuf.fp32[0:128]+8192[[1,512]] src=sbuf.fp32[3:128:0]+64[[1,512]] queue=2

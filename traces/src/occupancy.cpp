@@ -39,7 +39,8 @@ Region region_of(const isa::AccessPattern& ap) {
     (d.stride >= 0 ? hi : lo) += int64_t{d.stride} * (int64_t{d.size} - 1);
   const auto size = static_cast<int64_t>(isa::dtype_size(ap.dtype));
   const auto base = static_cast<int64_t>(ap.offset);
-  return {ap.space, ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+  // A partition broadcast reads its one start partition, however many rows it walks.
+  return {ap.space, ap.start_partition, uint32_t{ap.start_partition} + ap.partition_footprint(),
           base + lo * size, base + (hi + 1) * size};
 }
 

@@ -90,6 +90,25 @@ TEST(Assembler, ParsesTheDocumentedSyntax) {
   EXPECT_EQ(src->num_dims, 1);
 }
 
+// [start:count:0] is a partition broadcast; it prints back as written, and consecutive
+// partitions keep their two-field spelling.
+TEST(Assembler, PartitionBroadcastRoundTrips) {
+  const std::string line =
+      "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=psum.fp32[127:128:0]+64[[1,512]]";
+  const Program p = assemble(".target trn2\n" + line + "\n");
+  const Instruction& in = p.stream(Engine::SP)[0];
+  const AccessPattern& src = *in.operand(Role::src);
+  EXPECT_TRUE(src.partition_broadcast);
+  EXPECT_EQ(src.start_partition, 127);
+  EXPECT_EQ(src.num_partitions, 128u);
+  EXPECT_EQ(src.partition_footprint(), 1u);
+  EXPECT_FALSE(in.operand(Role::dst)->partition_broadcast);
+  EXPECT_EQ(format_instruction(in), line);
+  const Program again = assemble(disassemble(p));
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(disassemble(again), disassemble(p));
+}
+
 struct BadSource {
   const char* text;
   const char* message;
@@ -236,7 +255,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{
             "sp dma_copy dst=hbm.fp32(x)+0[[512,128],[1,512]] src=sbuf.fp32[0:128]+0[[1,512]] "
             "transpose=true",
-            "a DMA transpose writes SBUF"}));
+            "a DMA transpose writes SBUF"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[3:128:1]+64[[1,16]]",
+                  "partition step 1: only 0 (a broadcast of the start partition)"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[3:128:]+64[[1,16]]",
+                  "expected an integer"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[3:128:0]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]]",
+                  "dma_copy: operand dst: only the src of dma_copy can broadcast a partition"},
+        BadSource{
+            "dve tensor_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[3:128:0]+64[[1,16]]",
+            "tensor_copy: operand src: only the src of dma_copy can broadcast a partition"},
+        BadSource{"pe transpose dst=psum.fp32[0:32]+0[[1,128]] src=sbuf.fp32[5:128:0]+0[[1,32]]",
+                  "transpose: operand src: only the src of dma_copy can broadcast a partition"},
+        BadSource{"sp dma_copy dst=sbuf.bf16[0:128]+0[[1,64]] src=sbuf.bf16[3:64:0]+4096[[1,128]] "
+                  "transpose=true",
+                  "dma_copy: operand src: a DMA transpose cannot broadcast a partition"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[3:129:0]+64[[1,16]]",
+                  "operand src: broadcasts partition 3 to 129 partitions (at most 128)"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:1]+0[[1,16]] src=sbuf.fp32[128:1:0]+64[[1,16]]",
+                  "operand src: partitions 128..128 exceed the 128 partitions"}));
 
 TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
   EXPECT_THAT(assemble_error(".target trn1\npool rng dst=sbuf.u16[0:128]+0[[1,8]]\n"),
@@ -320,6 +357,45 @@ TEST(Validation, NonCanonicalFieldsAreRejected) {
   bad.operands[0].ap.num_dims = 0;
   EXPECT_THROW(validate(bad, t, "x"), IsaError);
   EXPECT_NO_THROW(validate(in, t, "x"));
+}
+
+// The message validating `in` fails with ("<none>" when it passes).
+std::string validate_error(const Instruction& in) {
+  try {
+    validate(in, target_by_name("trn2"), "x");
+  } catch (const IsaError& e) {
+    return e.what();
+  }
+  return "<none>";
+}
+
+// A partition broadcast is an SBUF/PSUM operand, the src of dma_copy: the text form cannot
+// put one on HBM or on a pattern, so these are built as the decoder could.
+TEST(Validation, PartitionBroadcastOnlyOnChip) {
+  const Program p = assemble(
+      ".target trn2\n.tensor x fp32 [128,16] input\n"
+      "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=hbm.fp32(x)+0[[16,128],[1,16]]\n"
+      "pool iota dst=sbuf.i32[0:128]+0[[1,64]] pattern=pattern[[8,8],[1,8]]\n");
+  Instruction dma = p.stream(Engine::SP)[0];
+  dma.operand(Role::src)->partition_broadcast = true;
+  EXPECT_THAT(
+      validate_error(dma),
+      HasSubstr("dma_copy: operand src: a partition broadcast reads SBUF or PSUM, not hbm"));
+  Instruction iota = p.stream(Engine::POOL)[0];
+  iota.operand(Role::pattern)->partition_broadcast = true;
+  EXPECT_THAT(validate_error(iota), HasSubstr("iota: operand pattern: a pattern has only dims"));
+  // Onto HBM from a broadcast SBUF row, and from PSUM into SBUF, are fine.
+  dma = p.stream(Engine::SP)[0];
+  std::swap(dma.operands[0].ap, dma.operands[1].ap);
+  dma.operand(Role::src)->start_partition = 7;
+  dma.operand(Role::src)->partition_broadcast = true;
+  EXPECT_EQ(validate_error(dma), "<none>");
+  dma = p.stream(Engine::SP)[0];
+  *dma.operand(Role::src) = *dma.operand(Role::dst);
+  dma.operand(Role::src)->space = MemSpace::PSUM;
+  dma.operand(Role::src)->start_partition = 100;
+  dma.operand(Role::src)->partition_broadcast = true;
+  EXPECT_EQ(validate_error(dma), "<none>");
 }
 
 }  // namespace

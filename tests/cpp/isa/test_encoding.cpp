@@ -151,6 +151,27 @@ TEST(Encoding, HbmRowsPast65535RoundTrip) {
   EXPECT_EQ(back[0], in);
 }
 
+// A partition broadcast is operand byte 12 = 1, and it round-trips; other operands keep 0.
+TEST(Encoding, PartitionBroadcastIsOperandByte12) {
+  const Program p = assemble(
+      ".target trn2\n"
+      "sp dma_copy dst=sbuf.fp32[0:128]+0[[1,512]] src=sbuf.fp32[3:128:0]+4096[[1,512]]\n");
+  const Instruction& in = p.stream(Engine::SP)[0];
+  ASSERT_TRUE(in.operand(Role::src)->partition_broadcast);
+  std::vector<uint8_t> bytes;
+  encode(in, bytes);
+  ASSERT_EQ(bytes.size(), 3 * kSlotBytes);
+  EXPECT_EQ(bytes[kSlotBytes + 12], 0);      // dst
+  EXPECT_EQ(bytes[2 * kSlotBytes + 12], 1);  // src
+  const auto back = decode_stream(bytes, "x");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0], in);
+  EXPECT_EQ(encode_stream(back), bytes);
+  AccessPattern consecutive = *in.operand(Role::src);
+  consecutive.partition_broadcast = false;
+  EXPECT_NE(consecutive, *in.operand(Role::src));  // the field takes part in equality
+}
+
 TEST(Encoding, BadStreamsNameTheStreamTheOffsetAndTheProblem) {
   auto second = [](size_t byte) { return 2 * kSlotBytes + byte; };
   struct Case {
@@ -174,7 +195,8 @@ TEST(Encoding, BadStreamsNameTheStreamTheOffsetAndTheProblem) {
       {second(kSlotBytes + 1), 9, "invalid memory space"},
       {second(kSlotBytes + 2), 13, "invalid dtype 13"},
       {second(kSlotBytes + 3), 5, "5 free dims"},
-      {second(kSlotBytes + 12), 1, "reserved operand bytes"},
+      {second(kSlotBytes + 12), 2, "partition broadcast byte 2 (0 or 1)"},
+      {second(kSlotBytes + 13), 1, "reserved operand bytes"},
       {second(kSlotBytes + 60), 1, "unused dims are not zero"},
   };
   for (const Case& c : cases) {

@@ -1636,7 +1636,7 @@ const char* const kScanInitial =
 
 // Header slot: 6-7 wait.sem, 8-11 wait.value, 12-13 signal.sem, 16-19 signal.value, 24-27 imm0.
 // Operand slots (at 64, 128, ...): 4-5 tensor, 6-7 start partition, 8-9 partitions,
-// 16-23 offset, 24-31 partition stride, 2 dtype.
+// 12 partition broadcast, 16-23 offset, 24-31 partition stride, 2 dtype.
 INSTANTIATE_TEST_SUITE_P(
     Cases, FuzzFindingsHidden,
     ::testing::Values(
@@ -1654,6 +1654,10 @@ INSTANTIATE_TEST_SUITE_P(
         HiddenField{"pattern_operand_start_partition", kIota, Engine::POOL, 128 + 6, {1, 0}},
         HiddenField{"pattern_operand_partitions", kIota, Engine::POOL, 128 + 8, {2, 0}},
         HiddenField{"hbm_operand_start_partition", kDma, Engine::SP, 128 + 6, {1, 0}},
+        HiddenField{"hbm_operand_partition_broadcast", kDma, Engine::SP, 128 + 12, {1}},
+        HiddenField{"dma_dst_partition_broadcast", kDma, Engine::SP, 64 + 12, {1}},
+        HiddenField{"compute_operand_partition_broadcast", kCopy, Engine::DVE, 128 + 12, {1}},
+        HiddenField{"pattern_operand_partition_broadcast", kIota, Engine::POOL, 128 + 12, {1}},
         HiddenField{"nan_payload_immediate", kScalar, Engine::ACT, 24, {0x01, 0x00, 0xc0, 0x7f}},
         HiddenField{
             "activation_scale_operand_and_immediate", kActScale, Engine::ACT, 24, {0, 0, 0, 0x40}},

@@ -104,6 +104,33 @@ TEST(KernelBuilder, DisjointPartitionsAndBytesDoNotConflict) {
   EXPECT_EQ(p.stream(Engine::ACT)[0].wait.sem, p.stream(Engine::DVE)[0].signal.sem);
 }
 
+// A partition broadcast reads only its start partition: a write to that partition before
+// the DMA is a RAW dependency, and a later write to it a WAR one; writes to the other
+// partitions its walk spans are neither.
+TEST(KernelBuilder, PartitionBroadcastDependsOnItsOnePartitionOnly) {
+  KernelBuilder kb;
+  const auto t = kb.sbuf_tile(DType::fp32, 128, 16);
+  const auto out = kb.sbuf_tile(DType::fp32, 128, 16);
+  AccessPattern bcast = rows(t, 0, 1);
+  bcast.num_partitions = 128;
+  bcast.partition_broadcast = true;
+  kb.memset(Engine::ACT, rows(t, 0, 1), 1.0f);    // the source partition
+  kb.memset(Engine::POOL, rows(t, 64, 1), 2.0f);  // inside [0, 128), not read
+  kb.dma_copy(out, bcast);
+  kb.memset(Engine::DVE, rows(t, 96, 32), 3.0f);  // not read: need not wait for the DMA
+  kb.memset(Engine::POOL, rows(t, 0, 32), 4.0f);  // overwrites the source: waits for it
+  const Program p = kb.finish();
+  const auto& sp = p.stream(Engine::SP);
+  ASSERT_EQ(sp.size(), 1u);
+  EXPECT_EQ(sp[0].wait, (SemWait{WaitCond::ge, p.stream(Engine::ACT)[0].signal.sem, 1}));
+  EXPECT_TRUE(sp[0].operand(Role::src)->partition_broadcast);
+  EXPECT_EQ(p.stream(Engine::POOL)[0].signal.op, SemOp::none);  // nobody waits for it
+  EXPECT_EQ(p.stream(Engine::DVE)[0].wait.cond, WaitCond::none);
+  const auto pool = without_waits(p.stream(Engine::POOL));
+  ASSERT_EQ(pool.size(), 2u);
+  EXPECT_EQ(pool[1]->wait, (SemWait{WaitCond::ge, sp[0].signal.sem, 1}));
+}
+
 TEST(KernelBuilder, SecondDependencyBecomesASemWait) {
   KernelBuilder kb;
   const auto a = kb.sbuf_tile(DType::fp32, 128, 64);
@@ -216,8 +243,9 @@ Region region_of(const AccessPattern& ap) {
             base + (std::min<int64_t>(0, r) + lo) * size,
             base + (std::max<int64_t>(0, r) + hi + 1) * size};
   }
+  const uint32_t parts = ap.partition_broadcast ? 1 : ap.num_partitions;
   return {ap.space,           0,
-          ap.start_partition, uint32_t{ap.start_partition} + ap.num_partitions,
+          ap.start_partition, uint32_t{ap.start_partition} + parts,
           base + lo * size,   base + (hi + 1) * size};
 }
 

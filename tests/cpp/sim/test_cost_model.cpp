@@ -791,6 +791,29 @@ TEST(CostDma, EnginesFollowThePartitions) {
   EXPECT_EQ(plan[0].bytes, 8u * 64u * 4u);
 }
 
+// A partition broadcast costs the copy of its walk from consecutive partitions: the same
+// bytes, pieces and engines, onto SBUF and onto HBM (where the source's rows decide the split;
+// from partition 100 a consecutive walk of 128 would not even fit).
+TEST(CostDma, PartitionBroadcastCostsTheCopyOfItsWalk) {
+  const spec::GenerationConfig& g = gen("trn2");
+  AccessPattern bcast = tile(DType::fp32, 128, 512, MemSpace::SBUF, 100);
+  bcast.partition_broadcast = true;
+  const AccessPattern walk = sbuf(DType::fp32, 128, 512);
+  const AccessPattern out = tile(DType::fp32, 128, 512, MemSpace::SBUF, 0, 4096);
+  for (const AccessPattern& dst : {out, hbm(DType::fp32, 128, 512)}) {
+    const auto copy = plan_dma(dma(dst, walk), g);
+    const auto broadcast = plan_dma(dma(dst, bcast), g);
+    ASSERT_EQ(broadcast.size(), copy.size());
+    ASSERT_EQ(copy.size(), 16u);
+    for (size_t i = 0; i < copy.size(); ++i) {
+      EXPECT_EQ(broadcast[i].dma_engine, copy[i].dma_engine);
+      EXPECT_EQ(broadcast[i].bytes, copy[i].bytes);
+      EXPECT_EQ(broadcast[i].hbm_bytes, copy[i].hbm_bytes);
+      EXPECT_EQ(broadcast[i].descriptors, copy[i].descriptors);
+    }
+  }
+}
+
 TEST(CostDma, CastsMoveTheLargerSide) {
   // FP32 in HBM -> BF16 in SBUF: 4 bytes read, 2 written per element; the transfer is the larger.
   const auto plan =

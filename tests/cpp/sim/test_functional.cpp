@@ -16,6 +16,7 @@ namespace neuronsim::sim::test {
 namespace {
 
 using isa::Role;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -297,6 +298,45 @@ TEST(DmaCopy, AFaultingLoadOrStoreWritesNothing) {
   EXPECT_EQ(get(core.st, operand(store, Role::dst)), std::vector<float>(32, 5.0f));
   execute(store, core.st);
   EXPECT_EQ(get(core.st, operand(store, Role::dst)), iota_values(32, 1));
+}
+
+// One partition of a broadcast source for every partition of dst: partition 5 of a [1, 16]
+// tile fills [128, 16], and partition 6 (the next one a consecutive walk would read) never
+// appears. Each DMA path is taken: bytes on chip, a cast, and straight runs into HBM.
+TEST(DmaCopy, PartitionBroadcastGivesEveryDstPartitionTheSourceRow) {
+  Core core;
+  const char* decls = ".tensor y float32 [128,16] output\n";
+  auto [prog, in] = parse_with(
+      "sp dma_copy dst=sbuf.fp32[0:128]+1024[[1,16]] src=sbuf.fp32[5:128:0]+64[[1,16]]", decls);
+  bind_tensors(prog, core.st, 0);
+  // Every partition at byte 64 holds its own values; partition 5 holds row5.
+  isa::AccessPattern row = operand(in, Role::src);
+  row.partition_broadcast = false;
+  row.start_partition = 0;
+  put(core.st, row, iota_values(128 * 16, -5000.0f));
+  row.num_partitions = 1;
+  row.start_partition = 5;
+  const std::vector<float> row5 = iota_values(16, 100.0f);
+  put(core.st, row, row5);
+  row.start_partition = 6;
+  const std::vector<float> row6 = get(core.st, row);
+  std::vector<float> want;
+  for (int p = 0; p < 128; ++p) want.insert(want.end(), row5.begin(), row5.end());
+
+  execute(in, core.st);
+  const std::vector<float> got = get(core.st, operand(in, Role::dst));
+  EXPECT_EQ(got, want);
+  for (float v : row6) EXPECT_THAT(got, Not(Contains(v)));
+
+  const auto to_bf16 =
+      parse("sp dma_copy dst=sbuf.bf16[0:128]+2048[[1,16]] src=sbuf.fp32[5:128:0]+64[[1,16]]");
+  execute(to_bf16, core.st);
+  EXPECT_EQ(get(core.st, operand(to_bf16, Role::dst)), want);  // 100..115 are exact in bf16
+
+  const auto store = parse_with(
+      "sp dma_copy dst=hbm.fp32(y)+0[[16,128],[1,16]] src=sbuf.fp32[5:128:0]+64[[1,16]]", decls);
+  execute(store.second, core.st);
+  EXPECT_EQ(get(core.st, operand(store.second, Role::dst)), want);
 }
 
 TEST(DmaCopy, HbmAccessOutsideTheBindingIsAnExecErrorNamingTheTensor) {

@@ -714,6 +714,37 @@ TEST(TensorTensorScan, InitialOperandMaxAddInPlace) {
   EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(6, 7, 10, 11, 9, 8, 7, 6));
 }
 
+TEST(TensorTensorScan, EachElementIsOp0sFirstOperandAsInNki) {
+  // NKI: s = op1(op0(in0[j], s), in1[j]). With subtract the order shows: from 10 over
+  // 1, 2, 3 (in1 = 0): 1 - 10 = -9, 2 - -9 = 11, 3 - 11 = -8; reverse0 gives 9, 7, 4.
+  for (const bool reverse : {false, true}) {
+    Core core;
+    const auto in = parse(fmt::format(
+        "dve tensor_tensor_scan dst=sbuf.fp32[0:1]+0[[1,3]] in0=sbuf.fp32[0:1]+64[[1,3]] "
+        "in1=sbuf.fp32[0:1]+128[[1,3]] op0=subtract op1=add initial=10{}",
+        reverse ? " reverse0=true" : ""));
+    put(core.st, operand(in, Role::in0), {1, 2, 3});
+    put(core.st, operand(in, Role::in1), {0, 0, 0});
+    execute(in, core.st);
+    if (reverse)
+      EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(9, 7, 4));
+    else
+      EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(-9, 11, -8));
+  }
+}
+
+TEST(TensorTensorScan, Reverse1PutsIn1First) {
+  Core core;
+  const auto in = parse(
+      "dve tensor_tensor_scan dst=sbuf.fp32[0:1]+0[[1,2]] in0=sbuf.fp32[0:1]+64[[1,2]] "
+      "in1=sbuf.fp32[0:1]+128[[1,2]] op0=add op1=subtract initial=0 reverse1=true");
+  put(core.st, operand(in, Role::in0), {1, 2});
+  put(core.st, operand(in, Role::in1), {5, 5});
+  execute(in, core.st);
+  // s = 5 - (1 + 0) = 4, then 5 - (2 + 4) = -1.
+  EXPECT_THAT(get(core.st, operand(in, Role::dst)), ElementsAre(4, -1));
+}
+
 // ---------------------------------------------------------------------------
 // iota, affine_select
 

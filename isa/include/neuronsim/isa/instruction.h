@@ -49,6 +49,10 @@ inline constexpr int kMaxDims = 4;
 // partitions: row r starts `partition_stride` elements after row r-1. On chip
 // num_partitions is at most 128; an HBM pattern may have up to 2^32 - 1 rows (the
 // rows of an embedding table over a 262,144-token vocabulary).
+// With `partition_broadcast` (on chip, only a dma_copy's src) every one of the
+// num_partitions partitions of the walk reads partition start_partition: the
+// DMA engines address SBUF by address and can read one row many times, which is
+// how a [1, F] tile becomes [P, F] (nl.broadcast_to).
 // Dims are listed outermost first; the innermost dim is the last one.
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
@@ -60,8 +64,16 @@ struct AccessPattern {
   uint64_t offset = 0;
   uint8_t num_dims = 1;
   std::array<Dim, kMaxDims> dims{};
+  bool partition_broadcast = false;
 
   std::span<const Dim> free_dims() const { return {dims.data(), num_dims}; }
+  // Partitions an on-chip pattern touches, from start_partition on: num_partitions, or the
+  // one partition a broadcast reads.
+  uint32_t partition_footprint() const { return partition_broadcast ? 1 : num_partitions; }
+  // The partition that row p (0 <= p < num_partitions) of an on-chip walk reads or writes.
+  uint32_t partition_of(uint32_t p) const {
+    return uint32_t{start_partition} + (partition_broadcast ? 0 : p);
+  }
   uint64_t free_elems() const;   // product of the free dims' sizes
   uint64_t total_elems() const;  // free_elems() * num_partitions
   // Equal when every field and the used dims are equal (unused dims are ignored).

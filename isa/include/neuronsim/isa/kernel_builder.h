@@ -27,7 +27,8 @@
 namespace neuronsim::isa {
 
 // Views of access patterns, for tiling.
-// Rows [first, first + count) of an HBM pattern, or partitions of an on-chip one.
+// Rows [first, first + count) of an HBM pattern, or partitions of an on-chip one (of a
+// partition broadcast: fewer rows of the same partition).
 AccessPattern rows(const AccessPattern& ap, uint32_t first, uint32_t count);
 // Elements [first, first + count) of the innermost free dim.
 AccessPattern cols(const AccessPattern& ap, uint32_t first, uint32_t count);
