@@ -438,6 +438,8 @@ def expand_dims(x=None, axis=None, *, data=None) -> NkiTensor:
         raise NkiError(
             f"expand_dims: axis 0 of {x.name} {x.shape} would make the partition dim a free dim"
         )
+    if x.buffer != HBM and getattr(x, "_pdim", 0):
+        raise NkiError(f"expand_dims: {x.name} {x.shape} has block dims; index a tile first")
     view = x
     for p in positions:
         dims, axes, room = list(view._dims), list(view._axes), list(view._room)

@@ -238,9 +238,8 @@ def tensor_tensor_scan(
     dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name: str = ""
 ) -> None:
     """Per partition along the free dim: r[i] = (data0[i] <op0> r[i-1]) <op1> data1[i],
-    r[-1] = initial (a number or a [P, 1] tile): a linear recurrence (VectorE)."""
-    if reverse0 or reverse1:
-        raise NkiError("tensor_tensor_scan: reverse0/reverse1 are not supported yet")
+    r[-1] = initial (a number or a [P, 1] tile): a linear recurrence (VectorE).
+    reverse0/reverse1 swap the operands of op0/op1."""
     _same_shape("tensor_tensor_scan", data0, data1)
     start = initial if isinstance(initial, NkiTensor) else repr(float(initial))
     _trace.current().emit(
@@ -252,6 +251,8 @@ def tensor_tensor_scan(
         op0=_alu(op0, "tensor_tensor_scan"),
         op1=_alu(op1, "tensor_tensor_scan"),
         initial=start,
+        reverse0=bool(reverse0) or None,
+        reverse1=bool(reverse1) or None,
     )
 
 

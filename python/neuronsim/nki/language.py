@@ -358,10 +358,13 @@ class _PendingMatmul:
         return out
 
 
-def broadcast_to(x: NkiTensor, shape, dtype=None) -> NkiTensor:
-    """x repeated along its size-1 dims to `shape`. Repeated across partitions, it is a new
-    SBUF tile (one DMA copies the partition to every partition); along free dims, a view
-    (stride 0)."""
+def broadcast_to(x: NkiTensor = None, shape=None, dtype=None, *, src: NkiTensor = None):
+    """x (the legacy API's `src`) repeated along its size-1 dims to `shape`. Repeated
+    across partitions, it is a new SBUF tile (one DMA copies the partition to every
+    partition); along free dims, a view (stride 0)."""
+    x = x if x is not None else src
+    if x is None or shape is None:
+        raise NkiError("broadcast_to: takes the tile (x, or src=) and shape=")
     view = x.broadcast_to(shape)
     if view.on_chip and not view._pstep:
         view = _trace.current().broadcast_tile(view)

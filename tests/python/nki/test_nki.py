@@ -150,7 +150,9 @@ def test_a_kernel_that_does_not_fit_sbuf_names_the_tensor_and_the_sizes():
         nl.ndarray((128, 200_000), dtype=nl.float32, buffer=nl.sbuf, name="huge")
         return x
 
-    with pytest.raises(nki.NkiError, match=r"huge \(allocated at .*\): 800000 bytes per partition in SBUF"):
+    with pytest.raises(
+        nki.NkiError, match=r"huge \(allocated at .*\): 800000 bytes per partition in SBUF"
+    ):
         too_big(np.zeros((1, 1), np.float32))
 
 

@@ -238,8 +238,9 @@ def test_psum_modulo_allocation_gives_each_block_a_bank():
 def test_force_auto_alloc_places_explicit_tensors_automatically():
     kernel = ncc.force_auto_alloc(_rotating(2))
     x = np.random.default_rng(8).standard_normal((512, 16)).astype(np.float32)
-    np.testing.assert_allclose(kernel(x), x.reshape(4, 128, 16).sum(axis=(0, 2))[:, None],
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        kernel(x), x.reshape(4, 128, 16).sum(axis=(0, 2))[:, None], rtol=1e-4, atol=1e-4
+    )
 
 
 # -- nki.typing and the legacy measuring decorators --------------------------------------
