@@ -36,6 +36,7 @@ from neuronsim.device import (  # noqa: F401 (TorchNeuron's aliases of torch.neu
     stream,
     synchronize,
 )
+from neuronsim.nki import jit as nki_jit  # noqa: F401 (torch-neuronx's name of nki.jit)
 from neuronsim.nki import nki_op, wrap_nki  # noqa: F401 (NKI kernels from PyTorch code)
 
 from . import utils  # noqa: F401

@@ -70,6 +70,9 @@ class KernelRun:
     profile_summary: dict = dataclasses.field(default_factory=dict)
     # The most bytes per partition its tensors keep live at once: {"sbuf": ..., "psum": ...}
     peak_bytes: dict = dataclasses.field(default_factory=dict)
+    # In the checking mode, the first reads of bytes that nothing wrote through the tensor
+    # read ("file:line: opcode operand: tensor"): they see whatever was there.
+    unwritten_reads: list = dataclasses.field(default_factory=list)
 
     def count(self, opcode: str) -> int:
         """How many instructions of `opcode` (matmul, dma_copy, ...) the program has."""
@@ -209,6 +212,7 @@ class Kernel:
             program=program,
             profile_summary=json.loads(run["profile_summary"]),
             peak_bytes=dict(trace.peak),
+            unwritten_reads=list(trace.unwritten_reads),
         )
         outputs = {t.name: t for t in trace.outputs}
         values = {

@@ -52,24 +52,34 @@ def _footprint(view: Tensor):
     return parts, granules
 
 
-def verify(trace: Trace, count: int) -> None:
+class _Buffer:
+    """Per 4-byte piece of each partition: the allocation that last wrote it, and the
+    allocation whose data there another one overwrote while it was still to be used."""
+
+    def __init__(self, partitions: int, size: int):
+        self.owner = np.zeros((partitions, size // _GRANULE), np.int32)
+        self.clobbered = np.zeros_like(self.owner)
+
+
+def verify(trace: Trace, count: int) -> list[str]:
     """Raises NkiError at the first of the first `count` instructions that reads data its
-    tensor does not hold."""
-    owners = {
-        SBUF: np.zeros(
-            (trace.target["partitions"], trace.target["sbuf_partition_bytes"] // _GRANULE),
-            np.int32,
-        ),
-        PSUM: np.zeros(
-            (trace.target["partitions"], trace.target["psum_partition_bytes"] // _GRANULE),
-            np.int32,
-        ),
+    tensor wrote and another tensor overwrote since. Returns the reads of bytes that
+    nothing wrote through the tensor read (a masked tail computed on but never stored is
+    one): they read whatever was there, as the hardware would."""
+    buffers = {
+        buffer: _Buffer(trace.target["partitions"], trace.target[f"{buffer}_partition_bytes"])
+        for buffer in (SBUF, PSUM)
     }
+    last_use = np.full(trace.serials + 1, -1, np.int64)  # by serial; 0: nothing wrote
+    for at, instruction in enumerate(trace.instructions[:count]):
+        for view in instruction.tensors():
+            last_use[view._storage.serial] = at
     storages: dict[int, Storage] = {}
-    for instruction in trace.instructions[:count]:
+    unwritten: list[str] = []
+    for at, instruction in enumerate(trace.instructions[:count]):
         writes = []
         for key, view in instruction.fields.items():
-            if not isinstance(view, Tensor) or view.buffer not in owners:
+            if not isinstance(view, Tensor) or view.buffer not in buffers:
                 continue
             storages[view._storage.serial] = view._storage
             place = _footprint(view)
@@ -77,32 +87,39 @@ def verify(trace: Trace, count: int) -> None:
                 writes.append((view, place))
                 if not _reads_dst(instruction.opcode, instruction.fields):
                     continue
-            _check_read(owners[view.buffer], view, place, key, instruction, storages)
+            state = buffers[view.buffer]
+            if _check_read(state, view, place, key, instruction, storages) and len(unwritten) < 8:
+                unwritten.append(f"{instruction.source}: {instruction.opcode} {key}: {view.name}")
         for view, (parts, granules) in writes:
-            region = owners[view.buffer][parts]
-            region[:, granules] = view._storage.serial
+            state, serial = buffers[view.buffer], view._storage.serial
+            owner = state.owner[parts][:, granules]
+            # Another tensor's data, which an instruction to come still reads.
+            overwritten = (owner != 0) & (owner != serial) & (last_use[owner] > at)
+            if overwritten.any():
+                clobbered = state.clobbered[parts][:, granules]
+                clobbered[overwritten] = owner[overwritten]
+                state.clobbered[parts, granules] = clobbered
+            state.owner[parts, granules] = serial
+    return unwritten
 
 
-def _check_read(owner, view: Tensor, place, key: str, instruction, storages) -> None:
+def _check_read(state: _Buffer, view: Tensor, place, key: str, instruction, storages) -> bool:
+    """Raises at a stale read; returns whether the read saw bytes nothing wrote through
+    the view's tensor."""
     parts, granules = place
-    region = owner[parts][:, granules]
+    owner = state.owner[parts][:, granules]
     serial = view._storage.serial
-    stale = region != serial
+    foreign = owner != serial
+    if not foreign.any():
+        return False
+    stale = foreign & (state.clobbered[parts][:, granules] == serial)
     if not stale.any():
-        return
+        return True
     rows, cols = np.nonzero(stale)
     partition = parts.start + int(rows[0])
-    other = int(region[rows[0], cols[0]])
-    st = view._storage
-    where = f"{instruction.source}: {instruction.opcode} {key}"
-    what = f"{st.name} (allocated at {st.site}) in {view.buffer.upper()} partition {partition}"
-    if other == 0 or other not in storages:
-        raise NkiError(
-            f"stale read at {where}: {what} reads bytes that no instruction wrote through "
-            f"{st.name} since it was allocated"
-        )
-    by = storages[other]
+    st, by = view._storage, storages[int(owner[rows[0], cols[0]])]
     raise NkiError(
-        f"stale read at {where}: {what} reads bytes that {by.name} (allocated at {by.site}) "
-        f"overwrote; the data {st.name} refers to is gone"
+        f"stale read at {instruction.source}: {instruction.opcode} {key}: {st.name} "
+        f"(allocated at {st.site}) in {view.buffer.upper()} partition {partition} reads bytes "
+        f"that {by.name} (allocated at {by.site}) overwrote; the data {st.name} refers to is gone"
     )

@@ -27,7 +27,7 @@ def lines(trace: Trace, count: int | None = None, check: bool = False) -> list[s
     count = len(trace.instructions) if count is None else count
     trace.peak = _alloc.assign(trace, count)
     if check:
-        _check.verify(trace, count)
+        trace.unwritten_reads = _check.verify(trace, count)
     return [instruction.line() for instruction in trace.instructions[:count]]
 
 

@@ -94,38 +94,75 @@ class ds:  # noqa: N801 (NKI's name)
 
 
 class Index:
-    """An affine index of one axis, start + step * i for i in range(size): what nl.arange
-    and nl.mgrid give, with + and * by integers (the legacy API's index expressions).
-    Indices derived from one arange share its `axis`; comparing one with a number gives a
-    Mask of that axis."""
+    """An affine index, start + step * i for i in range(size): what nl.arange and nl.mgrid
+    give, with + and * by integers (the legacy API's index expressions). Indices derived
+    from one arange share its `axis`; comparing one with a number gives a Mask of that
+    axis. `pos` is the place the axis marks give it among the index's dims
+    (`arange(n)[None, :]` is 1; None when unmarked). Two indices of different axes add up
+    to one index of several dims (`i_f1 * 4 + i_f2`), whose `terms` are (step, size, axis,
+    pos) each."""
 
-    def __init__(self, start: int, step: int, size: int, axis: object = None):
-        self.start, self.step, self.size = int(start), int(step), int(size)
-        self.axis = axis if axis is not None else object()
+    def __init__(self, start: int, step: int, size: int, axis: object = None, pos=None):
+        self.start = int(start)
+        self.terms = [(int(step), int(size), axis if axis is not None else object(), pos)]
+
+    @property
+    def step(self) -> int:
+        return self._single()[0]
+
+    @property
+    def size(self) -> int:
+        return self._single()[1]
+
+    @property
+    def axis(self) -> object:
+        return self._single()[2]
+
+    @property
+    def pos(self):
+        return self._single()[3]
+
+    def _single(self) -> tuple:
+        if len(self.terms) != 1:
+            raise NkiError(f"{self}: an index of several axes is used where one axis is needed")
+        return self.terms[0]
 
     def as_slice(self) -> slice:
         if self.step <= 0:
             raise NkiError(f"index {self}: steps are positive")
         return slice(self.start, self.start + self.step * (self.size - 1) + 1, self.step)
 
-    def __getitem__(self, _axes) -> Index:  # arange(n)[:, None]: the axis is the position
-        return self
+    def __getitem__(self, marks) -> Index:
+        """arange(n)[:, None], [None, :]: the axis takes the place of the ':'."""
+        marks = marks if isinstance(marks, tuple) else (marks,)
+        places = [k for k, m in enumerate(marks) if isinstance(m, slice)]
+        if len(places) != 1 or any(m is not None for m in marks if not isinstance(m, slice)):
+            raise NkiError(f"{self}[{marks!r}]: marks are one ':' among Nones")
+        step, size, axis, _ = self._single()
+        return Index(self.start, step, size, axis, places[0])
 
-    def _derived(self, start: int, step: int) -> Index:
-        return Index(start, step, self.size, self.axis)
+    def _derived(self, start: int, scale: int = 1) -> Index:
+        index = Index(start, 1, 1)
+        index.terms = [(step * scale, size, axis, pos) for step, size, axis, pos in self.terms]
+        return index
 
-    def __add__(self, v: int) -> Index:
+    def __add__(self, v) -> Index:
         if isinstance(v, Index):
-            raise NkiError("indices of two axes add only as a broadcast, which is not supported")
-        return self._derived(self.start + int(v), self.step)
+            axes = {t[2] for t in self.terms}
+            if any(t[2] in axes for t in v.terms):
+                raise NkiError(f"{self} + {v}: the same axis twice")
+            index = self._derived(self.start + v.start)
+            index.terms += v.terms
+            return index
+        return self._derived(self.start + int(v))
 
     __radd__ = __add__
 
     def __sub__(self, v: int) -> Index:
-        return self._derived(self.start - int(v), self.step)
+        return self._derived(self.start - int(v))
 
     def __mul__(self, v: int) -> Index:
-        return self._derived(self.start * int(v), self.step * int(v))
+        return self._derived(self.start * int(v), int(v))
 
     __rmul__ = __mul__
 
@@ -154,7 +191,10 @@ class Index:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return f"Index({self.start} + {self.step} * i, i < {self.size})"
+        terms = " + ".join(
+            f"{step} * i{k} (i{k} < {size})" for k, (step, size, _, _) in enumerate(self.terms)
+        )
+        return f"Index({self.start} + {terms})"
 
 
 def _mask_bound(bound) -> int:
@@ -287,8 +327,23 @@ class Tensor:
             return self._block(index)
         dims, start, partition, axes, room = [], self._start, self._partition, [], []
         on_chip, pdim = self.on_chip, self._pdim
+        places = []  # per new dim, its place among the index's dims (None: unmarked)
         for d, (item, (stride, size)) in enumerate(zip(index, self._dims)):
             axis = self._axes[d]
+            places += [None] * (len(dims) - len(places))
+            if isinstance(item, Index) and len(item.terms) > 1:  # i_f1 * n + i_f2: a dim each
+                if on_chip and d == self._pdim:
+                    raise NkiError(f"{self.name}: the partition dim is indexed by {item}")
+                last = item.start + sum(step * (n - 1) for step, n, _, _ in item.terms)
+                if item.start < 0 or last >= size or any(t[0] <= 0 for t in item.terms):
+                    raise NkiError(f"{self.name}: index {item} of dim {d} (size {size}) is invalid")
+                start += item.start * stride
+                for step, n, term_axis, place in item.terms:
+                    dims.append((stride * step, n))
+                    axes.append(term_axis)
+                    room.append(n)
+                    places.append(place)
+                continue
             if isinstance(item, ds):
                 item = slice(item.start, item.start + item.size)
             elif isinstance(item, Index):  # nl.arange/mgrid: start + step * i
@@ -306,6 +361,7 @@ class Tensor:
                     dims.append((stride * step, count))
                 axes.append(item.axis)
                 room.append(max(0, -(-(self._room[d] - first) // step)))
+                places.append(item.pos)
                 continue
             if isinstance(item, slice):
                 first, stop, step = item.indices(size)
@@ -337,6 +393,13 @@ class Tensor:
             if on_chip and d < self._pdim:  # a block dim indexed away
                 pdim -= 1
             start += i * stride
+        places += [None] * (len(dims) - len(places))
+        if None not in places and places != sorted(places):
+            # Indices marked with their places ([:, None], mgrid) give the view's dims in
+            # that order, as NumPy broadcasts them.
+            order = sorted(range(len(dims)), key=lambda k: places[k])
+            pdim = order.index(pdim) if on_chip else 0
+            dims, axes, room = ([x[k] for k in order] for x in (dims, axes, room))
         return self._derive(dims, start, partition, axes, room, pdim)
 
     def _block(self, index: tuple) -> Tensor:
@@ -713,6 +776,7 @@ class Trace:
         self._shared_made = 0  # how many the program being traced has asked for
         self.constants: dict[str, bytes] = {}  # nl.shared_constant values by tensor name
         self.constant_tensors: dict[str, Tensor] = {}
+        self.unwritten_reads: list[str] = []  # the checking mode's reads of unwritten bytes
         self.force_auto_alloc = False  # nki.compiler.force_auto_alloc: explicit ones automatic
 
     def start_program(self, program: tuple) -> None:

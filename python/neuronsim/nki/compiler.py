@@ -56,6 +56,8 @@ class _Explicit:
 
 def _moduli(tiles, blocks: tuple, what: str) -> tuple:
     tiles = tuple(int(n) for n in tiles) or (1,) * len(blocks)
+    if not blocks:  # one tile: the counts have nothing to rotate
+        return ()
     if len(tiles) != len(blocks):
         raise NkiError(f"{what}: {len(tiles)} tile counts {tiles} for {len(blocks)} block dims")
     if any(n < 1 for n in tiles):

@@ -37,13 +37,50 @@ uint32 = "uint32"
 bool_ = "bool"
 
 
-class tile_size:  # noqa: N801 (NKI's name)
-    """The hardware's tile limits (NeuronCore-v2 to v4 share them)."""
+class _TileSize:
+    """The hardware's tile limits: those NeuronCore-v2 to v4 share, and the buffer sizes
+    of the kernel's target (outside a kernel, of the default target)."""
 
     pmax = 128  # partitions
-    psum_fmax = 512  # fp32 elements per partition of one PSUM bank
+    psum_fmax = psum_bank_fmax = 512  # fp32 elements per partition of one PSUM bank
+    psum_bank_fmax_bytes = 2048
     gemm_stationary_fmax = 128
     gemm_moving_fmax = 512
+    bn_stats_fmax = 512  # the free elements one bn_stats takes (docs/isa.md)
+    sbuf_min_align = 64  # where automatic SBUF allocations start (docs/nki.md)
+
+    @staticmethod
+    def _target() -> dict:
+        trace = getattr(_trace._current, "trace", None)
+        if trace is not None:
+            return trace.target
+        from .. import _C
+        from . import _target
+
+        return _C.nki.target(_target(None))
+
+    @property
+    def psum_num_banks(self) -> int:
+        t = self._target()
+        return t["psum_partition_bytes"] // t["psum_bank_bytes"]
+
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        return self._target()["sbuf_partition_bytes"]
+
+    total_available_sbuf_size = sbuf_fmax_bytes
+
+    @property
+    def sbuf_fmax(self) -> int:
+        return self.sbuf_fmax_bytes // 4
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        t = self._target()
+        return t["partitions"] * t["sbuf_partition_bytes"]
+
+
+tile_size = _TileSize()
 
 
 # -- operators: the names nki.isa instructions take ---------------------------------------
@@ -278,10 +315,10 @@ class nc(int):  # noqa: N801 (NKI's name)
     """NeuronCores a grid dim is spread over (nl.spmd_dim(n, nl.nc(2)))."""
 
 
-def spmd_dim(size: int, *spread) -> int:
-    """A grid dim of `size` programs spread over NeuronCores; here every program runs on
-    one core, one after another, so it is a grid dim of `size`."""
-    return int(size)
+def spmd_dim(size: int, *cores) -> int:
+    """A grid dim of `size` programs on each of the NeuronCores `cores` (nl.nc(k)) name:
+    size x k programs. Here every program runs on one core, one after another."""
+    return int(size) * math.prod(int(c) for c in cores)
 
 
 def shared_constant(value, dtype=None) -> NkiTensor:
@@ -324,13 +361,45 @@ def _elementwise(op, x, y, dtype=None, reverse: bool = False) -> NkiTensor:
 
     if not isinstance(x, NkiTensor):
         x, y, reverse = y, x, not reverse
+    if isinstance(y, NkiTensor) and y.shape != x.shape:
+        if _per_partition(y, x):  # x is [P, 1] beside y's [P, F]: y is the data
+            x, y, reverse = y, x, not reverse
+        if not _per_partition(y, x):
+            x, y = _broadcast_pair(x, y)
     out = _new_tile(x, dtype)
-    if isinstance(y, NkiTensor):
+    alu = _Op(str(op), "alu")
+    if isinstance(y, NkiTensor) and y.shape == x.shape:
         a, b = (y, x) if reverse else (x, y)
-        isa.tensor_tensor(dst=out, data1=a, data2=b, op=_Op(str(op), "alu"))
-    else:
-        isa.tensor_scalar(dst=out, data=x, op0=_Op(str(op), "alu"), operand0=y, reverse0=reverse)
+        isa.tensor_tensor(dst=out, data1=a, data2=b, op=alu)
+    else:  # a number, or a [P, 1] tile beside x's [P, F]
+        isa.tensor_scalar(dst=out, data=x, op0=alu, operand0=y, reverse0=reverse)
     return out
+
+
+def _per_partition(x: NkiTensor, y: NkiTensor) -> bool:
+    """Whether y is one value per partition of x: [P, 1] (or [P, 1, 1]) beside [P, F...]."""
+    return (
+        y.ndim == x.ndim
+        and y.shape[0] == x.shape[0]
+        and math.prod(y.shape[1:]) == 1
+        and math.prod(x.shape[1:]) > 1
+    )
+
+
+def _broadcast_pair(x: NkiTensor, y: NkiTensor) -> tuple[NkiTensor, NkiTensor]:
+    """x and y broadcast to one shape, NumPy's way (size-1 dims repeated)."""
+    if x.ndim != y.ndim:
+        raise NkiError(f"{x.name} {x.shape} and {y.name} {y.shape}: ranks differ")
+    shape = []
+    for a, b in zip(x.shape, y.shape):
+        if a != b and 1 not in (a, b):
+            raise NkiError(f"{x.name} {x.shape} and {y.name} {y.shape} do not broadcast")
+        shape.append(a if b == 1 else b)
+    shape = tuple(shape)
+    return (
+        x if x.shape == shape else broadcast_to(x, shape),
+        y if y.shape == shape else broadcast_to(y, shape),
+    )
 
 
 def _activation(op, x, dtype=None) -> NkiTensor:
@@ -345,16 +414,27 @@ class _PendingMatmul:
     """stationary.T @ moving not yet written: `psum += it` accumulates it there; used as a
     value, it is written to a new PSUM tile."""
 
-    def __init__(self, stationary: NkiTensor, moving: NkiTensor, mask=None):
+    def __init__(self, stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False):
         self.stationary, self.moving, self.mask = stationary, moving, mask
+        self.transpose = bool(transpose)
 
-    def materialize(self) -> NkiTensor:
+    def write(self, dst: NkiTensor, accumulate: bool) -> None:
+        """The product into dst (PSUM), accumulated there or not."""
         from . import isa
 
+        with _masked(self.mask):
+            isa.nc_matmul(
+                dst,
+                self.stationary,
+                self.moving,
+                is_transpose=self.transpose,
+                accumulate=accumulate,
+            )
+
+    def materialize(self) -> NkiTensor:
         rows = self.stationary.shape[1] if self.stationary.ndim > 1 else 1
         out = ndarray((rows, *self.moving.shape[1:]), float32, PSUM, name="matmul")
-        with _masked(self.mask):
-            isa.nc_matmul(out, self.stationary, self.moving, accumulate=False)
+        self.write(out, accumulate=False)
         return out
 
 
@@ -380,8 +460,7 @@ def _assign(target: NkiTensor, value, temporary: bool = False) -> None:
     from . import isa
 
     if isinstance(value, _PendingMatmul):
-        with _masked(value.mask):
-            isa.nc_matmul(target, value.stationary, value.moving, accumulate=False)
+        value.write(target, accumulate=False)
         return
     if not isinstance(value, NkiTensor):
         isa.memset(target, value)
@@ -442,8 +521,7 @@ def _accumulate(dst: NkiTensor, value) -> NkiTensor:
     from . import isa
 
     if isinstance(value, _PendingMatmul):
-        with _masked(value.mask):
-            isa.nc_matmul(dst, value.stationary, value.moving, accumulate=True)
+        value.write(dst, accumulate=True)
         return dst
     if isinstance(value, NkiTensor):
         isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=add)
@@ -462,7 +540,10 @@ def arange(*args: int) -> _trace.Index:
 class _MGrid:
     def __getitem__(self, slices) -> tuple:
         slices = slices if isinstance(slices, tuple) else (slices,)
-        return _Grid(arange(s.start or 0, s.stop, s.step or 1) for s in slices)
+        return _Grid(
+            _trace.Index(r.start, r.step, len(r), pos=k)
+            for k, r in enumerate(range(s.start or 0, s.stop, s.step or 1) for s in slices)
+        )
 
 
 class _Grid(tuple):

@@ -169,7 +169,8 @@ def test_a_launch_grid_runs_every_program_into_one_shared_output():
     b = rng.standard_normal((256, 192)).astype(np.float32)
     np.testing.assert_array_equal(spmd_add[2, 3](a, b), a + b)
     assert spmd_add.last_run.count("tensor_tensor") == 6
-    np.testing.assert_array_equal(spmd_add[nl.spmd_dim(2, nl.nc(2)), 3](a, b), a + b)
+    # spmd_dim(1, nc(2)): one program on each of two cores, 2 along that dim in all.
+    np.testing.assert_array_equal(spmd_add[nl.spmd_dim(1, nl.nc(2)), 3](a, b), a + b)
     np.testing.assert_array_equal(legacy.simulate_kernel(spmd_add[2, 3], a, b), a + b)
     bench = legacy.benchmark(warmup=1, iters=2)(spmd_add)
     np.testing.assert_array_equal(bench[2, 3](a, b), a + b)
@@ -259,3 +260,29 @@ def test_typed_arguments_benchmark_and_profile(tmp_path):
     assert profiled(np.zeros((128, 8), np.float32)) is None
     assert (tmp_path / "prof" / "file.neff").exists()
     assert (tmp_path / "prof" / "profile.json").exists()
+
+
+# -- tile arithmetic broadcasts ------------------------------------------------------------
+@legacy.jit
+def normalized_rows(x_in):
+    """(x - mean) * rsqrt(var + eps) per row, with [P, 1] statistics against [P, F] rows
+    on either side of the operators, and a [1, F] row broadcast across partitions."""
+    out = nl.ndarray(x_in.shape, nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(x_in)
+    n = x_in.shape[1]
+    mean = nl.sum(x, axis=1, keepdims=True) * (1.0 / n)
+    centred = x - mean
+    var = nl.sum(centred * centred, axis=1, keepdims=True) * (1.0 / n)
+    scaled = nl.rsqrt(var + 1e-5) * centred
+    ones = nl.full((1, n), 2.0, nl.float32)
+    nl.store(out, scaled * ones)
+    return out
+
+
+def test_tile_arithmetic_broadcasts_per_partition_values_and_rows():
+    x = np.random.default_rng(10).standard_normal((64, 32)).astype(np.float32)
+    mean = x.mean(axis=1, keepdims=True)
+    want = 2 * (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(normalized_rows(x), want, rtol=1e-3, atol=1e-3)
+    # The statistics were per-partition scalars; only the row needed a DMA (its broadcast).
+    assert normalized_rows.last_run.count("dma_copy") == 3

@@ -9,6 +9,9 @@ from .. import language as _nl
 from .._trace import NkiError, Tensor, dtype_name
 
 engine = _isa.engine
+# The legacy names of the engines.
+tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
+gpsimd_engine, sync_engine, unknown_engine = engine.gpsimd, engine.sync, engine.unknown
 
 
 _masked = _nl._masked
@@ -23,11 +26,9 @@ def nc_matmul(
     mask=None,
     **unsupported,
 ):
-    if is_transpose or unsupported:
-        raise NkiError(
-            f"nki.isa.nc_matmul: {', '.join(unsupported) or 'is_transpose'} not supported yet"
-        )
-    return _nl._PendingMatmul(stationary, moving, mask)
+    if unsupported:
+        raise NkiError(f"nki.isa.nc_matmul: {', '.join(unsupported)} not supported yet")
+    return _nl._PendingMatmul(stationary, moving, mask, is_transpose)
 
 
 def nc_transpose(data: Tensor, mask=None, dtype=None, engine=None):
