@@ -233,16 +233,23 @@ class _Probe:
     def __setitem__(self, index, value) -> None:
         self.references = sys.getrefcount(value)
 
+    def __iadd__(self, value):
+        self.references = sys.getrefcount(value)
+        return self
 
-def _assigned_temporary_references() -> int:
-    """How many references a temporary has inside __setitem__ when nothing else holds it
-    (`p[0] = make()`), measured on this interpreter."""
+
+def _temporary_references() -> tuple[int, int]:
+    """How many references a temporary has inside __setitem__ (`p[0] = make()`) and
+    inside __iadd__ (`p += make()`) when nothing else holds it, measured on this
+    interpreter."""
     probe = _Probe()
     probe[0] = object()
-    return probe.references
+    assigned = probe.references
+    probe += object()
+    return assigned, probe.references
 
 
-_ASSIGNED_TEMPORARY_REFERENCES = _assigned_temporary_references()
+_ASSIGNED_TEMPORARY_REFERENCES, _ADDED_TEMPORARY_REFERENCES = _temporary_references()
 
 
 class Tensor:
@@ -587,11 +594,9 @@ class Tensor:
         the last instruction that hold it."""
         from . import language
 
-        ours = 0
-        trace = current()
-        if trace.instructions:
-            ours = sum(v is value for v in trace.instructions[-1].fields.values())
-        temporary = sys.getrefcount(value) <= _ASSIGNED_TEMPORARY_REFERENCES + ours
+        temporary = sys.getrefcount(value) <= (
+            _ASSIGNED_TEMPORARY_REFERENCES + self._held_by_last(value)
+        )
         language._assign(self[index], value, temporary)
 
     def check_within(self) -> None:
@@ -674,7 +679,18 @@ class Tensor:
         `res_psum += nisa.nc_matmul(a, b)`); anything else is added in place."""
         from . import language
 
-        return language._accumulate(self, other)
+        temporary = sys.getrefcount(other) <= _ADDED_TEMPORARY_REFERENCES + self._held_by_last(
+            other
+        )
+        return language._accumulate(self, other, temporary)
+
+    @staticmethod
+    def _held_by_last(value) -> int:
+        """How many fields of the last traced instruction are `value` itself."""
+        trace = current()
+        if not trace.instructions:
+            return 0
+        return sum(v is value for v in trace.instructions[-1].fields.values())
 
     def is_whole(self) -> bool:
         """Whether this is the view nl.ndarray gave: all of its allocation, row-major."""

@@ -505,6 +505,26 @@ def _retarget(target: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
     return True
 
 
+def _accumulate_product(dst: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
+    """Makes the matmul that has just written value (a whole fresh PSUM tile of dst's
+    shape, referred to by nothing else) accumulate into dst instead."""
+    trace = _trace.current()
+    st = value._storage
+    if not (temporary and trace.instructions and dst.buffer == PSUM == value.buffer):
+        return False
+    last = trace.instructions[-1]
+    if last.opcode != "matmul" or last.fields.get("dst") is not value or st.uses != 1:
+        return False
+    if not value.is_whole() or value.shape != dst.shape:
+        return False
+    dst._storage.uses += 1
+    st.uses -= 1
+    last.fields["dst"] = dst
+    last.fields["accumulate"] = True
+    trace.last_writer[dst.identity()] = "matmul"
+    return True
+
+
 def _cut_of(whole: NkiTensor, part: NkiTensor) -> list:
     """The rectangle [lo, hi) per dim that `part` (a masked cut) is of the row-major
     `whole`."""
@@ -517,11 +537,16 @@ def _cut_of(whole: NkiTensor, part: NkiTensor) -> list:
     return limits
 
 
-def _accumulate(dst: NkiTensor, value) -> NkiTensor:
+def _accumulate(dst: NkiTensor, value, temporary: bool = False) -> NkiTensor:
+    """dst += value. A product (a pending nc_matmul, or a PSUM tile a matmul has just made
+    that nothing else refers to: `psum += nl.matmul(a, b)`) accumulates into dst on
+    TensorE; anything else is added by VectorE."""
     from . import isa
 
     if isinstance(value, _PendingMatmul):
         value.write(dst, accumulate=True)
+        return dst
+    if isinstance(value, NkiTensor) and _accumulate_product(dst, value, temporary):
         return dst
     if isinstance(value, NkiTensor):
         isa.tensor_tensor(dst=dst, data1=dst, data2=value, op=add)

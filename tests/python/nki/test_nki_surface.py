@@ -286,3 +286,28 @@ def test_tile_arithmetic_broadcasts_per_partition_values_and_rows():
     np.testing.assert_allclose(normalized_rows(x), want, rtol=1e-3, atol=1e-3)
     # The statistics were per-partition scalars; only the row needed a DMA (its broadcast).
     assert normalized_rows.last_run.count("dma_copy") == 3
+
+
+@legacy.jit
+def matmul_by_nl_matmul(lhs_t, rhs):
+    """lhs_t.T @ rhs as the legacy tutorial writes it: psum += nl.matmul(..., transpose_x)."""
+    k_size, m_size = lhs_t.shape
+    result = nl.ndarray((m_size, rhs.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    psum = nl.zeros((m_size, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(k_size // 128):
+        lhs_tile = nl.ndarray((128, m_size), lhs_t.dtype, buffer=nl.sbuf)
+        rhs_tile = nl.ndarray((128, rhs.shape[1]), rhs.dtype, buffer=nl.sbuf)
+        lhs_tile[...] = nl.load(lhs_t[k * 128 : (k + 1) * 128, :])
+        rhs_tile[...] = nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        psum += nl.matmul(lhs_tile[...], rhs_tile[...], transpose_x=True)
+    nl.store(result, nl.copy(psum))
+    return result
+
+
+def test_adding_a_fresh_product_to_psum_accumulates_on_tensor_e():
+    rng = np.random.default_rng(11)
+    lhs_t = rng.standard_normal((384, 128)).astype(np.float32)
+    rhs = rng.standard_normal((384, 256)).astype(np.float32)
+    np.testing.assert_allclose(matmul_by_nl_matmul(lhs_t, rhs), lhs_t.T @ rhs, rtol=2e-2, atol=2e-1)
+    run = matmul_by_nl_matmul.last_run
+    assert run.count("matmul") == 3 and run.count("tensor_tensor") == 0
