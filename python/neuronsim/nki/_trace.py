@@ -45,6 +45,8 @@ _DTYPES = {
 
 def dtype_name(dtype: Any) -> str:
     """The NKI name of a dtype given as a name, a numpy dtype or a torch dtype."""
+    if isinstance(dtype, type) and issubclass(dtype, np.generic):  # np.float32, the type
+        dtype = np.dtype(dtype)
     name = getattr(dtype, "name", None) or str(dtype)
     name = name.replace("torch.", "")
     name = {"float": "float32", "half": "float16", "bool_": "bool", "int": "int32"}.get(name, name)
@@ -856,11 +858,18 @@ class Trace:
 
     # -- on-chip allocation -----------------------------------------------------------
     def allocate(
-        self, buffer: str, shape: tuple[int, ...], dtype: str, name: str, address=None
+        self,
+        buffer: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        name: str,
+        address=None,
+        site: str | None = None,
     ) -> Tensor:
         """A new SBUF or PSUM tensor. Its place is given once the whole body is traced,
         from the instructions that use it (_alloc.py); `address` (partition, byte offset)
-        places it there instead."""
+        places it there instead. With block dims before its par_dim, each block is a tile
+        of its own, placed as its own uses say."""
         if not shape:
             raise NkiError(f"{name}: an on-chip tensor needs a partition dim")
         marked = [d for d, n in enumerate(shape) if isinstance(n, ParDim)]
@@ -871,9 +880,11 @@ class Trace:
         limit = self.target["partitions"]
         if not 0 < partitions <= limit:
             raise NkiError(f"{name}: partition dim {partitions} is outside 1..{limit}")
+        site = site or _caller_site(text=True)
+        if pdim > 0 and address is None:
+            return self.blocked(buffer, shape, pdim, dtype, name, site)
         free = [int(n) for d, n in enumerate(shape) if d != pdim]
         size = math.prod(free) * itemsize(dtype)
-        site = _caller_site(text=True)
         if address is not None:
             storage = self._place_at(buffer, partitions, size, dtype, name, address)
             storage.site = site
@@ -889,6 +900,25 @@ class Trace:
         dims.insert(pdim, (1, int(partitions)))
         storage.whole = tuple(dims)
         return Tensor(storage, dims, pdim=pdim)
+
+    def blocked(self, buffer, shape, pdim, dtype, name, site, place=None) -> Tensor:
+        """A tensor of blocks of tiles (the dims before pdim): a handle whose block index
+        `t[i, j]` is a tile made on first use, placed automatically or at `place(block)`
+        (partition, byte offset)."""
+        tile_shape = tuple(int(n) for n in shape[pdim:])
+        tiles: dict[tuple, Tensor] = {}
+
+        def tile(block: tuple) -> Tensor:
+            if block not in tiles:
+                at = place(block) if place is not None else None
+                label = f"{name}{list(block)}"
+                tiles[block] = self.allocate(buffer, tile_shape, dtype, label, at, site)
+            return tiles[block]
+
+        handle = self._storage(buffer, name, dtype, explicit=True, blocks=tile, site=site)
+        dims = [(0, int(n)) for n in shape[:pdim]] + [(1, tile_shape[0])]
+        dims += [(0, n) for n in tile_shape[1:]]
+        return Tensor(handle, dims, pdim=pdim)
 
     def _capacity(self, buffer: str) -> int:
         return self.target["sbuf_partition_bytes" if buffer == SBUF else "psum_partition_bytes"]

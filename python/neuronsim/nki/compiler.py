@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from . import _trace, language
 from ._trace import PSUM, SBUF, NkiError, ParDim, Tensor, Trace, itemsize
 
 
@@ -35,23 +36,15 @@ class _Explicit:
         marked = [d for d, n in enumerate(shape) if isinstance(n, ParDim)]
         pdim = marked[0] if marked else 0
         tile_shape = tuple(int(n) for n in shape[pdim:])
-        blocks = tuple(int(n) for n in shape[:pdim])
         tile_bytes = math.prod(tile_shape[1:]) * itemsize(dtype)
-        tiles: dict[tuple, Tensor] = {}
 
-        def tile(block: tuple) -> Tensor:
-            if block not in tiles:
-                at = self.where(trace, block, tile_shape[0], tile_bytes)
-                label = f"{name}{list(block)}" if block else name
-                tiles[block] = trace.allocate(self.buffer, tile_shape, dtype, label, address=at)
-            return tiles[block]
+        def place(block: tuple) -> tuple:
+            return self.where(trace, block, tile_shape[0], tile_bytes)
 
-        if not blocks:
-            return tile(())
-        handle = trace._storage(self.buffer, name, dtype, explicit=True, blocks=tile)
-        dims = [(0, n) for n in blocks] + [(1, tile_shape[0])]
-        dims += [(0, n) for n in tile_shape[1:]]
-        return Tensor(handle, dims, pdim=pdim)
+        if pdim == 0:
+            return trace.allocate(self.buffer, shape, dtype, name, address=place(()))
+        site = _trace._caller_site(text=True)
+        return trace.blocked(self.buffer, shape, pdim, dtype, name, site, place)
 
 
 def _moduli(tiles, blocks: tuple, what: str) -> tuple:
@@ -176,6 +169,10 @@ class _Psum(_Buffer):
 sbuf = _Sbuf(SBUF)
 psum = _Psum(PSUM)
 
+# A loop directive (`nl.sequential_range(n, directives=no_reorder())`) and a context
+# manager: keep the instructions in program order, which here always holds.
+no_reorder = language.no_reorder
+
 
 def _kernel_option(name: str, doc: str) -> Callable:
     """A decorator that marks a kernel (an nki.jit kernel or its function) with `name`."""
@@ -203,6 +200,7 @@ force_auto_alloc = _kernel_option(
 )
 
 __all__ = [
+    "no_reorder",
     "sbuf",
     "psum",
     "skip_middle_end_transformations",

@@ -166,10 +166,15 @@ def ones(shape, dtype, buffer: str = SBUF, name: str = "") -> NkiTensor:
 
 
 def full(shape, fill_value: float, dtype, buffer: str = SBUF, name: str = "") -> NkiTensor:
-    tensor = ndarray(shape, dtype, buffer, name)
+    """A new tensor filled with fill_value: one memset, or one per tile of its blocks."""
+    import itertools
+
     from . import isa
 
-    isa.memset(tensor, fill_value)
+    tensor = ndarray(shape, dtype, buffer, name)
+    blocks = tensor.shape[: tensor._pdim] if tensor.on_chip else ()
+    for block in itertools.product(*(range(n) for n in blocks)):
+        isa.memset(tensor[block] if block else tensor, fill_value)
     return tensor
 
 
@@ -227,7 +232,9 @@ def no_reorder():
 
 # -- loops: run as Python, unrolled --------------------------------------------------------
 class _Range:
-    def __init__(self, *args: int):
+    def __init__(self, *args: int, directives=None):
+        # directives (nki.compiler.no_reorder(), ...) ask what always holds here: each
+        # engine runs its instructions in program order.
         self._range = range(*(int(a) for a in args))
 
     def __iter__(self):
@@ -281,16 +288,16 @@ def while_loop(init, body_fun):
     return cond
 
 
-def affine_range(*args: int) -> _Range:
-    return _Range(*args)
+def affine_range(*args: int, directives=None) -> _Range:
+    return _Range(*args, directives=directives)
 
 
-def sequential_range(*args: int) -> _Range:
-    return _Range(*args)
+def sequential_range(*args: int, directives=None) -> _Range:
+    return _Range(*args, directives=directives)
 
 
-def static_range(*args: int) -> _Range:
-    return _Range(*args)
+def static_range(*args: int, directives=None) -> _Range:
+    return _Range(*args, directives=directives)
 
 
 def program_id(axis: int = 0) -> int:
@@ -410,32 +417,16 @@ def _activation(op, x, dtype=None) -> NkiTensor:
     return out
 
 
-class _PendingMatmul:
-    """stationary.T @ moving not yet written: `psum += it` accumulates it there; used as a
-    value, it is written to a new PSUM tile."""
+def _product(stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False):
+    """stationary.T @ moving into a new PSUM tile (one matmul). `psum += it` and
+    `t[...] = it` then make that matmul write there instead (_accumulate, _assign)."""
+    from . import isa
 
-    def __init__(self, stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False):
-        self.stationary, self.moving, self.mask = stationary, moving, mask
-        self.transpose = bool(transpose)
-
-    def write(self, dst: NkiTensor, accumulate: bool) -> None:
-        """The product into dst (PSUM), accumulated there or not."""
-        from . import isa
-
-        with _masked(self.mask):
-            isa.nc_matmul(
-                dst,
-                self.stationary,
-                self.moving,
-                is_transpose=self.transpose,
-                accumulate=accumulate,
-            )
-
-    def materialize(self) -> NkiTensor:
-        rows = self.stationary.shape[1] if self.stationary.ndim > 1 else 1
-        out = ndarray((rows, *self.moving.shape[1:]), float32, PSUM, name="matmul")
-        self.write(out, accumulate=False)
-        return out
+    rows = stationary.shape[1] if stationary.ndim > 1 else 1
+    out = ndarray((rows, *moving.shape[1:]), float32, PSUM, name="matmul")
+    with _masked(mask):
+        isa.nc_matmul(out, stationary, moving, is_transpose=transpose, accumulate=False)
+    return out
 
 
 def broadcast_to(x: NkiTensor = None, shape=None, dtype=None, *, src: NkiTensor = None):
@@ -454,14 +445,11 @@ def broadcast_to(x: NkiTensor = None, shape=None, dtype=None, *, src: NkiTensor 
 
 
 def _assign(target: NkiTensor, value, temporary: bool = False) -> None:
-    """target = value (the legacy `t[...] = ...`): a pending matmul runs into target, a
-    number fills it; a tile the previous instruction has just made, and nothing else
-    refers to, is made there instead (its instruction writes target), else copied."""
+    """target = value (the legacy `t[...] = ...`): a number fills it; a tile the previous
+    instruction has just made (a product too), and nothing else refers to, is made there
+    instead (its instruction writes target), else copied."""
     from . import isa
 
-    if isinstance(value, _PendingMatmul):
-        value.write(target, accumulate=False)
-        return
     if not isinstance(value, NkiTensor):
         isa.memset(target, value)
         return
@@ -538,14 +526,11 @@ def _cut_of(whole: NkiTensor, part: NkiTensor) -> list:
 
 
 def _accumulate(dst: NkiTensor, value, temporary: bool = False) -> NkiTensor:
-    """dst += value. A product (a pending nc_matmul, or a PSUM tile a matmul has just made
-    that nothing else refers to: `psum += nl.matmul(a, b)`) accumulates into dst on
-    TensorE; anything else is added by VectorE."""
+    """dst += value. A product (a PSUM tile a matmul has just made that nothing else
+    refers to: `psum += nisa.nc_matmul(a, b)`, `psum += nl.matmul(a, b)`) accumulates
+    into dst on TensorE; anything else is added by VectorE."""
     from . import isa
 
-    if isinstance(value, _PendingMatmul):
-        value.write(dst, accumulate=True)
-        return dst
     if isinstance(value, NkiTensor) and _accumulate_product(dst, value, temporary):
         return dst
     if isinstance(value, NkiTensor):
@@ -591,11 +576,13 @@ def par_dim(n: int) -> int:
 
 
 def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask=None) -> NkiTensor:
-    """x @ y (x.T @ y with transpose_x) into a new PSUM tile."""
+    """x @ y (x.T @ y with transpose_x) into a new PSUM tile. TensorE reads SBUF: an
+    operand in PSUM is copied there first, as x transposed is."""
     with _masked(mask):
         if not transpose_x:
             x = copy(transpose(x), dtype=x.dtype)
-        return _PendingMatmul(x, y).materialize()
+        x, y = (copy(t) if t.buffer == PSUM else t for t in (x, y))
+        return _product(x, y)
 
 
 def transpose(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
@@ -613,9 +600,8 @@ def _copy(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     from . import isa
 
     with _masked(mask):
-        value = x.materialize() if isinstance(x, _PendingMatmul) else x
-        out = _new_tile(value, dtype)
-        isa.tensor_copy(out, value)
+        out = _new_tile(x, dtype)
+        isa.tensor_copy(out, x)
     return out
 
 
@@ -635,17 +621,18 @@ def _reduced(op, x: NkiTensor, axis, dtype=None, keepdims=False, negate=False) -
     return out
 
 
-def _reduce(op: str):
-    def reduce(x: NkiTensor, axis, dtype=None, keepdims: bool = False, mask=None) -> NkiTensor:
+class _ReduceOp(_Op):
+    """nl.sum, nl.max, nl.min: called, a reduction over free axes into a new tile; as an
+    instruction's op= (`nisa.tensor_reduce(op=nl.max, ...)`), the ALU operator."""
+
+    def __call__(self, x, axis, dtype=None, keepdims: bool = False, mask=None, **_kwargs):
         with _masked(mask):
-            return _reduced(op, x, axis, dtype, keepdims)
-
-    return reduce
+            return _reduced(str(self), x, axis, dtype, keepdims)
 
 
-sum = _reduce("add")  # noqa: A001 (NKI's name)
-max = _reduce("max")  # noqa: A001 (NKI's name)
-min = _reduce("min")  # noqa: A001 (NKI's name)
+sum = _ReduceOp("add", "alu")  # noqa: A001 (NKI's name)
+max = _ReduceOp("max", "alu")  # noqa: A001 (NKI's name)
+min = _ReduceOp("min", "alu")  # noqa: A001 (NKI's name)
 
 
 class _CopyOp(_Op):

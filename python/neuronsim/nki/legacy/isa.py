@@ -28,7 +28,7 @@ def nc_matmul(
 ):
     if unsupported:
         raise NkiError(f"nki.isa.nc_matmul: {', '.join(unsupported)} not supported yet")
-    return _nl._PendingMatmul(stationary, moving, mask, is_transpose)
+    return _nl._product(stationary, moving, mask, is_transpose)
 
 
 def nc_transpose(data: Tensor, mask=None, dtype=None, engine=None):
@@ -98,9 +98,8 @@ def activation(
 
 def tensor_copy(src: Tensor, dtype=None, mask=None, engine=None):
     with _masked(mask):
-        value = src.materialize() if isinstance(src, _nl._PendingMatmul) else src
-        out = _nl._new_tile(value, dtype)
-        _isa.tensor_copy(out, value, engine=engine)
+        out = _nl._new_tile(src, dtype)
+        _isa.tensor_copy(out, src, engine=engine)
         return out
 
 
