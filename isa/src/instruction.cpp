@@ -205,7 +205,7 @@ std::vector<OpcodeInfo> make_opcode_table() {
         {R::moving, true, "SBUF [K partitions, N] activations"}},
        {{"accumulate", P::flag, kAccumulate, "add into PSUM instead of overwriting"},
         {"transpose", P::flag, kTransposeMode,
-         "bit-exact transpose of moving (stationary is identity)"},
+         "bit-exact transpose of stationary (moving is the identity)"},
         {"row", P::int0, 0, "tile position: first PE row (multiple of 32)"},
         {"col", P::int1, 0, "tile position: first PE column (multiple of 32)"}},
        "dst[M, N] (+)= stationary[K, M]^T @ moving[K, N], FP32 accumulation in PSUM"},

@@ -404,9 +404,14 @@ class Checker {
     if (in_.has_flag(kTransposeMode)) {
       if (in_.has_flag(kAccumulate)) fail("transpose mode cannot accumulate");
       psum_bank_rule(dst);
-      if (dst.num_partitions != mv.free_elems() || dst.free_elems() != mv.num_partitions)
-        fail(Role::dst, "transpose mode writes moving[K, N] as dst[N, K]");
-      if (dst.dtype != mv.dtype) fail(Role::dst, "transpose mode keeps the dtype of moving");
+      if (dst.num_partitions != st.free_elems() || dst.free_elems() != st.num_partitions)
+        fail(Role::dst, "transpose mode writes stationary[K, M] as dst[M, K]");
+      // Bit exact in stationary's dtype, or widened exactly to FP32 (the PSUM tiles NKI's
+      // kernels give it).
+      if (dst.dtype != st.dtype && dst.dtype != DType::fp32)
+        fail(Role::dst, "transpose mode writes stationary's dtype or float32");
+      if (mv.free_elems() != mv.num_partitions)
+        fail(Role::moving, "transpose mode's moving is the [K, K] identity");
       return;
     }
     if (st.free_elems() > t_.pe_stationary_fmax)

@@ -63,9 +63,9 @@ uint64_t pe_transpose_cycles(uint64_t p, uint64_t f, const spec::GenerationConfi
 // The MultiplyMoving part: max(min(64, M), N), N / fp8 rate for FP8 x FP8, x4 with an FP32 input.
 uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   const AccessPattern& mov = need(inst, Role::moving);
-  if (inst.has_flag(isa::kTransposeMode))
-    return pe_transpose_cycles(mov.num_partitions, mov.free_elems(), g);
   const AccessPattern& stat = need(inst, Role::stationary);
+  if (inst.has_flag(isa::kTransposeMode))  // the stationary tile is the data transposed
+    return pe_transpose_cycles(stat.num_partitions, stat.free_elems(), g);
   const uint64_t m = stat.free_elems();
   uint64_t n = mov.free_elems();
   if (is_fp8(stat.dtype) && is_fp8(mov.dtype))

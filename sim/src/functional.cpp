@@ -573,10 +573,27 @@ void transpose_into(const Ctx& c, const AccessPattern& dst, const AccessPattern&
   write_bytes(c, dst, out.data());
 }
 
+// Transpose mode (NKI's is_transpose): the data is the stationary tile and the moving tile
+// the identity the PE array multiplies it by; the data passes through bit exact. Any other
+// moving tile would make the product differ from the pass-through, so it is refused.
+void matmul_transpose_mode(const Ctx& c, const AccessPattern& dst) {
+  const AccessPattern& mv = c.get(Role::moving);
+  const size_t K = mv.num_partitions, N = free_size(mv);
+  const Floats identity = read_floats(c, mv);
+  for (size_t k = 0; k < K; ++k)
+    for (size_t n = 0; n < N; ++n)
+      if (identity[k * N + n] != (k == n ? 1.0f : 0.0f))
+        c.fail(Kind::unsupported,
+               fmt::format("transpose mode passes stationary through, so moving must be the "
+                           "identity; moving[{}, {}] is {}",
+                           k, n, identity[k * N + n]));
+  transpose_into(c, dst, c.get(Role::stationary));
+}
+
 void matmul(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
+  if (c.inst.has_flag(isa::kTransposeMode)) return matmul_transpose_mode(c, dst);
   const AccessPattern& mv = c.get(Role::moving);
-  if (c.inst.has_flag(isa::kTransposeMode)) return transpose_into(c, dst, mv);
   const AccessPattern& st = c.get(Role::stationary);
   const int K = static_cast<int>(st.num_partitions);
   const int M = static_cast<int>(st.free_elems()), N = static_cast<int>(mv.free_elems());

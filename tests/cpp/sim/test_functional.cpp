@@ -430,21 +430,37 @@ TEST(Matmul, Bf16AndFp8InputsAreUsedExactly) {
 }
 
 TEST(Matmul, TransposeModeIsBitExactIncludingNaN) {
+  // NKI's is_transpose: the data is the stationary [K=4, M=8], moving the identity.
   Core core;
   const auto mm = parse(
-      "pe matmul dst=psum.bf16[0:8]+0[[1,4]] stationary=sbuf.bf16[0:4]+0[[1,4]] "
-      "moving=sbuf.bf16[0:4]+64[[1,8]] "
+      "pe matmul dst=psum.bf16[0:8]+0[[1,4]] stationary=sbuf.bf16[0:4]+0[[1,8]] "
+      "moving=sbuf.bf16[0:4]+64[[1,4]] "
       "transpose=true");
   std::vector<uint16_t> bits(32);
   for (int i = 0; i < 32; ++i) bits[i] = static_cast<uint16_t>(0x3f00 + 3 * i);
   bits[1] = 0x7f81;   // signalling NaN
   bits[10] = 0xffc3;  // negative quiet NaN with payload
   bits[20] = 0x8000;  // -0
-  put_bits(core.st, operand(mm, Role::moving), bits);
+  put_bits(core.st, operand(mm, Role::stationary), bits);
+  put(core.st, operand(mm, Role::moving), {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
   execute(mm, core.st);
   const auto out = get_bits<uint16_t>(core.st, operand(mm, Role::dst));
-  for (int n = 0; n < 8; ++n)
-    for (int k = 0; k < 4; ++k) EXPECT_EQ(out[n * 4 + k], bits[k * 8 + n]) << n << "," << k;
+  for (int m = 0; m < 8; ++m)
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(out[m * 4 + k], bits[k * 8 + m]) << m << "," << k;
+}
+
+TEST(Matmul, TransposeModeRefusesAMovingThatIsNotTheIdentity) {
+  Core core;
+  const auto mm = parse(
+      "pe matmul dst=psum.fp32[0:2]+0[[1,2]] stationary=sbuf.fp32[0:2]+0[[1,2]] "
+      "moving=sbuf.fp32[0:2]+64[[1,2]] transpose=true");
+  put(core.st, operand(mm, Role::moving), {1, 0, 2, 1});
+  try {
+    execute(mm, core.st);
+    FAIL() << "a non-identity moving ran";
+  } catch (const sim::ExecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("moving must be the identity; moving[1, 0] is 2"));
+  }
 }
 
 TEST(Transpose, PeTransposes128x32IntoPsum) {
@@ -545,6 +561,12 @@ TEST(Execute, EveryOpcodeOfTheExampleFileRuns) {
       // Zeroed memories keep every run-time index in range.
       core.st.sbuf.clear();
       core.st.psum.clear();
+      if (in.opcode == isa::Opcode::matmul && in.has_flag(isa::kTransposeMode)) {
+        const isa::AccessPattern& mv = operand(in, Role::moving);
+        std::vector<float> identity(size_t{mv.num_partitions} * mv.num_partitions, 0.0f);
+        for (size_t k = 0; k < mv.num_partitions; ++k) identity[k * mv.num_partitions + k] = 1;
+        put(core.st, mv, identity);  // transpose mode multiplies by the identity
+      }
       if (isa::is_collective(in.opcode)) {
         EXPECT_THROW(execute(in, core.st), ExecError);
         ++collectives;

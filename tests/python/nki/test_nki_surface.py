@@ -311,3 +311,29 @@ def test_adding_a_fresh_product_to_psum_accumulates_on_tensor_e():
     np.testing.assert_allclose(matmul_by_nl_matmul(lhs_t, rhs), lhs_t.T @ rhs, rtol=2e-2, atol=2e-1)
     run = matmul_by_nl_matmul.last_run
     assert run.count("matmul") == 3 and run.count("tensor_tensor") == 0
+
+
+@legacy.jit
+def transposed_by_pe(x):
+    """x.T through TensorE's transpose mode, as NKI describes it: the tile is the
+    stationary, the identity the moving, the result a float32 PSUM tile."""
+    out = nl.ndarray((x.shape[1], x.shape[0]), nl.float32, buffer=nl.shared_hbm)
+    eye = nl.load(nl.shared_constant(np.identity(x.shape[0], dtype=np.float32), dtype=x.dtype))
+    tile = nl.load(x)
+    psum = nl.ndarray((x.shape[1], x.shape[0]), nl.float32, buffer=nl.psum)
+    psum[...] = lisa.nc_matmul(tile, eye, is_transpose=True, is_moving_onezero=True)
+    nl.store(out, nl.copy(psum))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_transpose_mode_transposes_the_stationary_tile(dtype):
+    import torch
+
+    x = np.random.default_rng(12).standard_normal((128, 64)).astype(np.float32)
+    x[3, 5] = np.inf
+    arg = torch.from_numpy(x).to(torch.bfloat16) if dtype == "bfloat16" else x
+    want = arg.float().numpy() if dtype == "bfloat16" else x
+    got = transposed_by_pe(arg)
+    np.testing.assert_array_equal(got, want.T)  # bit exact: the inf stays where it was
+    assert "transpose=true" in transposed_by_pe.last_run.program.disassemble()

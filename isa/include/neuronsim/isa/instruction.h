@@ -260,7 +260,7 @@ struct SemSignal {
 // Boolean instruction options, by opcode (see OpcodeInfo::params).
 enum Flag : uint16_t {
   kAccumulate = 1u << 0,     // matmul: add into PSUM instead of overwriting
-  kTransposeMode = 1u << 1,  // matmul: bit-exact transpose of `moving`
+  kTransposeMode = 1u << 1,  // matmul: bit-exact transpose of `stationary`
   kNegate = 1u << 2,         // tensor_reduce: negate the result
   kKeepDims = 1u << 3,       // tensor_reduce: reduced dims stay (size 1) in dst
   kReverse0 = 1u << 4,       // tensor_scalar: operand0 <op0> data instead of data <op0> operand0
