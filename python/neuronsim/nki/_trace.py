@@ -676,6 +676,15 @@ class Tensor:
     def __truediv__(self, other):
         return self._binary(other, "divide")
 
+    def __rtruediv__(self, other):
+        return self._binary(other, "divide", reverse=True)
+
+    def __neg__(self):
+        return self._binary(-1.0, "multiply")
+
+    def __pow__(self, other):
+        return self._binary(other, "pow")
+
     def __iadd__(self, other):
         """dst += value: a pending matmul accumulates into this PSUM tile (the legacy
         `res_psum += nisa.nc_matmul(a, b)`); anything else is added in place."""

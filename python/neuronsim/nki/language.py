@@ -328,6 +328,24 @@ def spmd_dim(size: int, *cores) -> int:
     return int(size) * math.prod(int(c) for c in cores)
 
 
+def static_cast(value, dtype):
+    """A host array converted to dtype (outside kernels, as inputs are made): a NumPy
+    array, or a CPU torch tensor for bfloat16 (NumPy has no bfloat16)."""
+    import numpy as np
+
+    name = _trace.dtype_name(dtype)
+    if name == "bfloat16":
+        import torch
+
+        return torch.from_numpy(np.asarray(value, np.float32)).to(torch.bfloat16)
+    from ._trace import _DTYPES
+
+    host = _DTYPES[name][2]
+    if host is None:
+        raise NkiError(f"static_cast: {name} has no host array type here")
+    return np.asarray(value).astype(host)
+
+
 def shared_constant(value, dtype=None) -> NkiTensor:
     """An HBM tensor holding `value` (a NumPy array), known while the kernel is traced."""
     import numpy as np
@@ -474,6 +492,8 @@ def _retarget(target: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
     last = trace.instructions[-1]
     dst = last.fields.get("dst")
     if not isinstance(dst, NkiTensor) or dst._storage is not st or not value.is_whole():
+        return False
+    if target.buffer != value.buffer:  # TensorE writes PSUM only, say: copy instead
         return False
     if not temporary:
         return False
