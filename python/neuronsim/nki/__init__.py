@@ -73,6 +73,8 @@ class KernelRun:
     # In the checking mode, the first reads of bytes that nothing wrote through the tensor
     # read ("file:line: opcode operand: tensor"): they see whatever was there.
     unwritten_reads: list = dataclasses.field(default_factory=list)
+    # PSUM tiles spilled to SBUF because too many were live at once ("name (file:line)").
+    spills: list = dataclasses.field(default_factory=list)
 
     def count(self, opcode: str) -> int:
         """How many instructions of `opcode` (matmul, dma_copy, ...) the program has."""
@@ -213,6 +215,7 @@ class Kernel:
             profile_summary=json.loads(run["profile_summary"]),
             peak_bytes=dict(trace.peak),
             unwritten_reads=list(trace.unwritten_reads),
+            spills=list(trace.spills),
         )
         outputs = {t.name: t for t in trace.outputs}
         values = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 
-from ._trace import PSUM, SBUF, NkiError, Storage, Trace
+from ._trace import PSUM, SBUF, Instruction, NkiError, Storage, Tensor, Trace
 
 
 class _Arena:
@@ -99,20 +99,80 @@ def _alignment(trace: Trace, buffer: str) -> int:
     return trace.target["psum_bank_bytes"] if buffer == PSUM else 64
 
 
-def assign(trace: Trace, count: int | None = None) -> dict[str, int]:
+def assign(trace: Trace, count: int | None = None) -> tuple[dict[str, int], int]:
     """Gives every automatic allocation used by the first `count` instructions (all by
-    default) its offset; returns the peak bytes per partition live in SBUF and PSUM.
-    Raises NkiError naming the tensor that does not fit, where it was allocated, and what
-    is live at that point."""
+    default) its offset. Returns the peak bytes per partition live in SBUF and PSUM, and
+    the count of those instructions once PSUM spills went in. Raises NkiError naming the
+    tensor that does not fit, where it was allocated, and what is live at that point."""
     count = len(trace.instructions) if count is None else count
-    order, first, last = _lives(trace, count)
-    failure = None
-    for next_fit in (True, False):  # when going round fragments, pack tightly instead
-        try:
-            return _scan(trace, order, first, last, next_fit)
-        except _DoesNotFit as err:
-            failure = failure or err
-    raise NkiError(failure.message(trace))
+    while True:
+        order, first, last = _lives(trace, count)
+        failure = None
+        for next_fit in (True, False):  # when going round fragments, pack tightly instead
+            try:
+                return _scan(trace, order, first, last, next_fit), count
+            except _DoesNotFit as err:
+                failure = failure or err
+        spilled = failure.storage.buffer == PSUM and _spill_psum(trace, order, first, last, count)
+        if not spilled:
+            raise NkiError(failure.message(trace))
+        count += spilled
+
+
+def _spill_psum(trace: Trace, order, first, last, count: int) -> int:
+    """When PSUM tiles that are live together outgrow PSUM, the ones that are no longer
+    written but still read while PSUM is over capacity are spilled, as a compiler spills
+    them: one copy to a new SBUF tile right after the tile's last write, and the reads
+    after it read that copy. Returns how many copies went in (0: nothing to spill)."""
+    bank = trace.target["psum_bank_bytes"]
+    capacity = trace.target["psum_partition_bytes"] - sum(
+        -(-(hi - lo) // bank) * bank for lo, hi in trace.reserved[PSUM]
+    )
+    live = [0] * (count + 1)  # PSUM bytes live at each instruction, from the full lives
+    psum = [st for st in order if st.buffer == PSUM]
+    for st in psum:
+        live[first[st.serial]] += _size(trace, st)
+        live[last[st.serial] + 1] -= _size(trace, st)
+    over, total = [], 0
+    for at in range(count):
+        total += live[at]
+        over.append(total > capacity)
+    writes = _last_writes(trace, count)
+    victims = [
+        (writes[st.serial], st)
+        for st in psum
+        if st.serial in writes and any(over[writes[st.serial] + 1 : last[st.serial] + 1])
+    ]
+    for after, st in sorted(victims, key=lambda v: -v[0]):  # from the end: indices hold
+        _spill(trace, st, after)
+    return len(victims)
+
+
+def _last_writes(trace: Trace, count: int) -> dict[int, int]:
+    """The last instruction that writes each storage (as dst or reduce_dst), by serial."""
+    writes = {}
+    for at, instruction in enumerate(trace.instructions[:count]):
+        for key in ("dst", "reduce_dst"):
+            view = instruction.fields.get(key)
+            if isinstance(view, Tensor):
+                writes[view._storage.serial] = at
+    return writes
+
+
+def _spill(trace: Trace, st: Storage, after: int) -> None:
+    """A copy of st to a new SBUF tile after instruction `after`; later reads read it."""
+    copy = trace._storage(
+        SBUF, f"{st.name}_spilled", st.dtype, size=st.size, site=st.site, whole=st.whole
+    )
+    whole = list(st.whole)
+    source, target = Tensor(st, whole), Tensor(copy, whole)
+    spill = Instruction("dve", "tensor_copy", {"dst": target, "src": source}, st.site)
+    trace.instructions.insert(after + 1, spill)
+    for instruction in trace.instructions[after + 2 :]:
+        for key, view in instruction.fields.items():
+            if isinstance(view, Tensor) and view._storage is st:
+                instruction.fields[key] = view.on(copy)
+    trace.spills.append(f"{st.name} ({st.site})")
 
 
 class _DoesNotFit(Exception):

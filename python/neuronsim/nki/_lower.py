@@ -25,7 +25,7 @@ def lines(trace: Trace, count: int | None = None, check: bool = False) -> list[s
     """The first `count` instructions (all by default) as assembly lines, their on-chip
     tensors placed; with `check`, every read is verified to see the data its tensor holds."""
     count = len(trace.instructions) if count is None else count
-    trace.peak = _alloc.assign(trace, count)
+    trace.peak, count = _alloc.assign(trace, count)
     if check:
         trace.unwritten_reads = _check.verify(trace, count)
     return [instruction.line() for instruction in trace.instructions[:count]]

@@ -77,6 +77,7 @@ class Storage:
     site: str = ""  # where the kernel allocated it (file:line)
     explicit: bool = False  # placed by the kernel (address=), not by the allocator
     uses: int = 0  # operands of instructions traced so far that are views of it
+    written: bool = False  # an instruction traced so far writes it
     whole: tuple = ()  # on chip: the dims of the view nl.ndarray gave (all of it)
     # Placed by nki.compiler: the tile (a Tensor) of each index of the block dims.
     blocks: Any = None
@@ -703,6 +704,12 @@ class Tensor:
             return 0
         return sum(v is value for v in trace.instructions[-1].fields.values())
 
+    def on(self, storage: Storage) -> Tensor:
+        """This view, of another storage of the same layout."""
+        view = self._derive(self._dims, room=self._room)
+        view._storage = storage
+        return view
+
     def is_whole(self) -> bool:
         """Whether this is the view nl.ndarray gave: all of its allocation, row-major."""
         st = self._storage
@@ -804,6 +811,7 @@ class Trace:
         self.constants: dict[str, bytes] = {}  # nl.shared_constant values by tensor name
         self.constant_tensors: dict[str, Tensor] = {}
         self.unwritten_reads: list[str] = []  # the checking mode's reads of unwritten bytes
+        self.spills: list[str] = []  # PSUM tiles spilled to SBUF to fit (_alloc.py)
         self.force_auto_alloc = False  # nki.compiler.force_auto_alloc: explicit ones automatic
 
     def start_program(self, program: tuple) -> None:
@@ -993,6 +1001,7 @@ class Trace:
         dst = fields.get("dst")
         if isinstance(dst, Tensor):  # what wrote this view last (matmuls accumulate on matmuls)
             self.last_writer[dst.identity()] = opcode
+            dst._storage.written = True
         fields = {k: v for k, v in fields.items() if v is not None}
         self.instructions.append(Instruction(engine, opcode, fields, _caller_site(text=True)))
 

@@ -507,6 +507,7 @@ def _retarget(target: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
         new_dst = target.masked(_cut_of(value, dst))
     new_dst.check_within()
     new_dst._storage.uses += 1
+    new_dst._storage.written = True
     st.uses -= 1
     last.fields["dst"] = new_dst
     trace.last_writer[new_dst.identity()] = last.opcode
@@ -528,7 +529,11 @@ def _accumulate_product(dst: NkiTensor, value: NkiTensor, temporary: bool) -> bo
     dst._storage.uses += 1
     st.uses -= 1
     last.fields["dst"] = dst
-    last.fields["accumulate"] = True
+    # Into a tile nothing has written yet, the product starts the accumulation (NKI's
+    # `psum[...] += matmul` over a loop into an uninitialised tile); else it adds.
+    if dst._storage.written:
+        last.fields["accumulate"] = True
+    dst._storage.written = True
     trace.last_writer[dst.identity()] = "matmul"
     return True
 

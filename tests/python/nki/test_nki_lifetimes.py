@@ -10,6 +10,8 @@ import pytest
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
+from neuronsim.nki import legacy
+from neuronsim.nki.legacy import isa as lisa
 
 
 @pytest.fixture(autouse=True)
@@ -166,3 +168,54 @@ def test_automatic_tiles_keep_clear_of_explicit_addresses():
 
     a = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
     np.testing.assert_array_equal(beside(a), 2 * a)
+
+
+@legacy.jit
+def products_kept_in_psum(a, b):
+    """Twelve [128, 512] products (a bank each) all made before any is read: more than
+    PSUM's eight banks are live, so some are spilled to SBUF."""
+    n = b.shape[0] // 128
+    out = nl.ndarray((n, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    a_tile = nl.load(a)
+    products = nl.ndarray((n, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    for i in nl.affine_range(n):
+        products[i] = lisa.nc_matmul(a_tile, nl.load(b[i * 128 : (i + 1) * 128, :]))
+    for i in nl.affine_range(n):
+        nl.store(out[i], nl.multiply(products[i], 2.0))
+    return out
+
+
+def test_psum_tiles_live_past_psum_are_spilled_to_sbuf():
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    b = rng.standard_normal((12 * 128, 512)).astype(np.float32)
+    want = np.stack([2 * a.T @ b[i * 128 : (i + 1) * 128] for i in range(12)])
+    np.testing.assert_allclose(products_kept_in_psum(a, b), want, rtol=1e-4, atol=1e-3)
+    run = products_kept_in_psum.last_run
+    assert run.peak_bytes["psum"] <= 8 * 2048
+    assert len(run.spills) >= 4 and run.count("tensor_scalar") == 12
+
+
+@legacy.jit
+def accumulate_into_a_fresh_tile(lhs_t, rhs):
+    """psum[...] += product over K tiles into a PSUM tile nothing initialised: the first
+    product starts the accumulation, as NKI's accumulation groups do."""
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    psum = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(lhs_t.shape[0] // 128):
+        lhs = nl.load(lhs_t[k * 128 : (k + 1) * 128, :])
+        rhs_tile = nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        psum[...] += lisa.nc_matmul(lhs, rhs_tile)
+    nl.store(out, nl.copy(psum))
+    return out
+
+
+def test_the_first_product_added_to_an_unwritten_psum_tile_starts_the_sum():
+    rng = np.random.default_rng(14)
+    lhs_t = rng.standard_normal((384, 128)).astype(np.float32)
+    rhs = rng.standard_normal((384, 512)).astype(np.float32)
+    # A PSUM bank that held something before: the sum must not start from it.
+    np.testing.assert_allclose(
+        accumulate_into_a_fresh_tile(lhs_t, rhs), lhs_t.T @ rhs, rtol=2e-2, atol=2e-1
+    )
+    assert accumulate_into_a_fresh_tile.last_run.program.disassemble().count("accumulate=true") == 2
