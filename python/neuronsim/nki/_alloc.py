@@ -193,6 +193,8 @@ class _DoesNotFit(Exception):
         )
         if used + self.size <= self.arena.capacity:
             text += f"; the largest free piece is {self.arena.largest()} bytes"
+        elif st.buffer == SBUF:
+            text += " (spilling SBUF to HBM is not modelled)"
         return text
 
 
