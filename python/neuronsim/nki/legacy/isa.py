@@ -228,18 +228,16 @@ def activation_reduce(
 ):
     """op(data * scale + bias) on ScalarE, its results reduced along the free dims into
     reduce_res ([P, 1]) by the same instruction."""
-    with _masked(mask):
-        out = _nl._new_tile(data, dtype)
-        _isa.activation(
-            dst=out,
-            op=_op(op),
-            data=data,
-            bias=bias,
-            scale=scale,
-            reduce_op=_op(reduce_op),
-            reduce_res=reduce_res,
-        )
-        return out
+    return activation(
+        op,
+        data,
+        bias=bias,
+        scale=scale,
+        dtype=dtype,
+        mask=mask,
+        reduce_op=reduce_op,
+        reduce_res=reduce_res,
+    )
 
 
 def bn_stats(data: Tensor, *, mask=None, dtype=None):
