@@ -24,9 +24,17 @@ def _engine(value, default: str) -> str:
     return _ENGINES[value] or default
 
 
+_KINDS = {
+    "act": "an activation function",
+    "alu": "an arithmetic operator",
+    "composite": "a function of several instructions (call it on a tile)",
+}
+
+
 def _alu(op, what: str) -> str:
-    if getattr(op, "kind", "alu") != "alu":
-        raise NkiError(f"{what}: {op} is an activation function, not an arithmetic operator")
+    kind = getattr(op, "kind", "alu")
+    if kind != "alu":
+        raise NkiError(f"{what}: {op} is {_KINDS.get(kind, kind)}, not an arithmetic operator")
     return str(op)
 
 
@@ -110,8 +118,9 @@ def activation(
     dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, name: str = ""
 ) -> None:
     """dst = op(data * scale + bias) on ScalarE."""
-    if getattr(op, "kind", "act") != "act":
-        raise NkiError(f"activation: {op} is an arithmetic operator, not an activation function")
+    kind = getattr(op, "kind", "act")
+    if kind != "act":
+        raise NkiError(f"activation: {op} is {_KINDS.get(kind, kind)}, not an activation function")
     _on_chip(dst, "activation dst", SBUF, PSUM)
     _on_chip(data, "activation data", SBUF, PSUM)
     scale_field = (

@@ -627,3 +627,15 @@ def test_legacy_instructions_refused_by_name(call, message):
 
     with pytest.raises(nki.NkiError, match=message):
         body(np.ones((8, 8), np.float32))
+
+
+def test_a_composite_function_as_an_instruction_op_is_refused_as_what_it_is():
+    @nki.jit
+    def gelu_dx_as_op(a):
+        t = nl.load(a)
+        out = nl.ndarray(t.shape, t.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=out, op=nl.gelu_dx, data=t)
+        return a
+
+    with pytest.raises(nki.NkiError, match="gelu_dx is a function of several instructions"):
+        gelu_dx_as_op(np.zeros((4, 4), np.float32))
