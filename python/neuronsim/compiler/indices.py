@@ -31,6 +31,7 @@ import operator
 import torch
 import torch.fx
 
+from .. import _C
 from .expressions import Place, contiguous_strides, meta
 
 aten = torch.ops.aten
@@ -105,10 +106,12 @@ def _bounds_of(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[int, int]
     t = node.target
     if node.op == "get_attr":
         value = getattr(gm, node.target, None)
-        if isinstance(value, torch.Tensor) and value.dtype in INTEGERS and value.numel():
-            host = value.cpu()
-            return int(host.min()), int(host.max())
-        return None
+        if not (isinstance(value, torch.Tensor) and value.dtype in INTEGERS and value.numel()):
+            return None
+        if value.device.type != "cpu" and _C.mode().replace("_", "-") == "timing-only":
+            return None  # its values are never computed: unbounded, as a graph input is
+        host = value.cpu()
+        return int(host.min()), int(host.max())
     if node.op != "call_function":
         return None
     if t is operator.getitem and isinstance(node.args[0], torch.fx.Node):
