@@ -535,7 +535,10 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 }
 
 // out = self + alpha * one_hot(index)^T @ source along dim, on TensorE as the embedding's
-// gradient: rows of source with equal indices are summed.
+// gradient: rows of source with equal indices are summed. The one-hot matrix is made and
+// multiplied in blocks of at most kMaxOneHot elements (rows of self by chunks of index), so
+// a vocabulary of any size against any batch stays on the device; one block covers it all
+// when it fits, and the sums of the chunks of one block of rows add up in FP32.
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                           const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
   const char* op = "aten::index_add";
@@ -545,27 +548,42 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
       index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
       source.device() == self.device() && source.size(d) == count &&
       out.device() == self.device() && out.scalar_type() == self.scalar_type() &&
-      rows * count <= kMaxOneHot) {
+      rows <= kMaxOneHot) {  // row positions exact in FP32
     TORCH_CHECK(!out.is_same(self) || !overlaps(source, self),
                 "index_add_(): source and self overlap");
     check_in_range(op, index, d, rows);
     at::native::resize_output(out, self.sizes());
     if (!out.is_same(self)) out.copy_(self);
     if (count == 0 || self.numel() == 0) return out;
-    const at::Tensor position =
-        at::arange(rows, self.options().dtype(at::kFloat)).reshape({rows, 1});
-    const at::Tensor hot =
-        position.eq(index.reshape({1, count}).to(at::kFloat)).to(self.scalar_type());
     const at::Tensor moved = source.movedim(d, 0);
-    const at::Tensor sums = at::mm(hot, moved.reshape({count, -1}));
+    const at::Tensor values = moved.reshape({count, -1});
+    const at::Tensor positions = index.reshape({1, count}).to(at::kFloat);
+    const int64_t chunk = std::min(count, kMaxOneHot), block = std::min(rows, kMaxOneHot / chunk);
+    at::Tensor sums = at::empty({rows, values.size(1)}, self.options());
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t n = std::min(block, rows - r0);
+      const at::Tensor row =
+          at::arange(r0, r0 + n, self.options().dtype(at::kFloat)).reshape({n, 1});
+      at::Tensor part = sums.narrow(0, r0, n);
+      for (int64_t c0 = 0; c0 < count; c0 += chunk) {
+        const int64_t m = std::min(chunk, count - c0);
+        const at::Tensor hot = row.eq(positions.narrow(1, c0, m)).to(self.scalar_type());
+        const at::Tensor product = at::mm(hot, values.narrow(0, c0, m));
+        if (c0 == 0)
+          part.copy_(product);
+        else
+          part.add_(product);
+      }
+    }
     std::vector<int64_t> sizes = moved.sizes().vec();
     sizes[0] = rows;
     out.add_(sums.reshape(sizes).movedim(0, d), alpha);
     return out;
   }
-  if (rows * count > kMaxOneHot)
-    note_refusal(op, fmt::format("the one-hot matrix ({} x {}) exceeds {} elements", rows, count,
-                                 kMaxOneHot));
+  if (rows > kMaxOneHot)
+    note_refusal(op, fmt::format("{} rows along dim {} exceed {}, where positions stay exact in "
+                                 "FP32",
+                                 rows, d, kMaxOneHot));
   return Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
 }
 
