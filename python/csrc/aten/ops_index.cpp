@@ -559,16 +559,22 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     const at::Tensor values = moved.reshape({count, -1});
     const at::Tensor positions = index.reshape({1, count}).to(at::kFloat);
     const int64_t chunk = std::min(count, kMaxOneHot), block = std::min(rows, kMaxOneHot / chunk);
-    at::Tensor sums = at::empty({rows, values.size(1)}, self.options());
-    for (int64_t r0 = 0; r0 < rows; r0 += block) {
-      const int64_t n = std::min(block, rows - r0);
+    const auto one_hot_product = [&](int64_t r0, int64_t n, int64_t c0, int64_t m) {
+      const at::TensorOptions fp32 = self.options().dtype(at::kFloat);
       const at::Tensor row =
-          at::arange(r0, r0 + n, self.options().dtype(at::kFloat)).reshape({n, 1});
+          (r0 == 0 ? at::arange(n, fp32) : at::arange(r0, r0 + n, fp32)).reshape({n, 1});
+      const at::Tensor hot = row.eq(positions.narrow(1, c0, m)).to(self.scalar_type());
+      return at::mm(hot, values.narrow(0, c0, m));
+    };
+    // One block: its product is the sums (no copy into a buffer).
+    const bool one_block = block == rows && chunk == count;
+    at::Tensor sums = one_block ? one_hot_product(0, rows, 0, count)
+                                : at::empty({rows, values.size(1)}, self.options());
+    for (int64_t r0 = 0; !one_block && r0 < rows; r0 += block) {
+      const int64_t n = std::min(block, rows - r0);
       at::Tensor part = sums.narrow(0, r0, n);
       for (int64_t c0 = 0; c0 < count; c0 += chunk) {
-        const int64_t m = std::min(chunk, count - c0);
-        const at::Tensor hot = row.eq(positions.narrow(1, c0, m)).to(self.scalar_type());
-        const at::Tensor product = at::mm(hot, values.narrow(0, c0, m));
+        const at::Tensor product = one_hot_product(r0, n, c0, std::min(chunk, count - c0));
         if (c0 == 0)
           part.copy_(product);
         else
