@@ -830,12 +830,7 @@ logical_not = _CompositeOp("logical_not", _logical_not)
 
 # -- what the instructions here cannot compute ----------------------------------------------
 def _refuse(name: str, why: str):
-    def refused(*_args, **_kwargs):
-        raise NkiError(f"nl.{name} is not supported: {why}")
-
-    refused.__name__ = name
-    refused.__doc__ = f"Refused by name: {why}."
-    return refused
+    return _trace.refused(f"nl.{name}", why)
 
 
 _RANDOM = (

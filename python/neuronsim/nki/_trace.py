@@ -43,6 +43,18 @@ _DTYPES = {
 }
 
 
+def refused(name: str, why: str):
+    """A function of NKI's that is not supported: calling it raises NkiError naming it
+    (`name`, qualified as the user spells it) and why."""
+
+    def refuse(*_args, **_kwargs):
+        raise NkiError(f"{name} is not supported: {why}")
+
+    refuse.__name__ = name.rsplit(".", 1)[-1]
+    refuse.__doc__ = f"Refused by name: {why}."
+    return refuse
+
+
 def dtype_name(dtype: Any) -> str:
     """The NKI name of a dtype given as a name, a numpy dtype or a torch dtype."""
     if isinstance(dtype, type) and issubclass(dtype, np.generic):  # np.float32, the type
@@ -772,9 +784,7 @@ class Instruction:
     def line(self) -> str:
         """This instruction as a line of neuronsim's assembly."""
         parts = [self.engine, self.opcode]
-        for key, value in self.fields.items():
-            if value is None:
-                continue
+        for key, value in self.fields.items():  # emit leaves no None
             if isinstance(value, Tensor):
                 value = value.pattern()
             elif isinstance(value, bool):
@@ -848,10 +858,6 @@ class Trace:
         self.constants[tensor.name] = data
         self.constant_tensors[tensor.name] = tensor
         return tensor
-
-    @property
-    def sources(self) -> list[str]:
-        return [i.source for i in self.instructions]
 
     def _storage(self, buffer: str, name: str, dtype: str, **place: Any) -> Storage:
         self.serials += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import isa as _isa
 from .. import language as _nl
-from .._trace import NkiError, Tensor, dtype_name
+from .._trace import NkiError, Tensor, dtype_name, refused
 
 engine = _isa.engine
 # The legacy names of the engines.
@@ -509,12 +509,7 @@ def tensor_tensor_scan(
 
 
 def _refused(name: str, why: str):
-    def refused(*_args, **_kwargs):
-        raise NkiError(f"nki.isa.{name} is not supported: {why}")
-
-    refused.__name__ = name
-    refused.__doc__ = f"Refused by name: {why}."
-    return refused
+    return refused(f"nki.isa.{name}", why)
 
 
 _INDEX_EXPRESSIONS = (
