@@ -506,12 +506,17 @@ def _retarget(target: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
             return False
         new_dst = target.masked(_cut_of(value, dst))
     new_dst.check_within()
-    new_dst._storage.uses += 1
-    new_dst._storage.written = True
-    st.uses -= 1
-    last.fields["dst"] = new_dst
-    trace.last_writer[new_dst.identity()] = last.opcode
+    _redirect(trace, last, new_dst)
     return True
+
+
+def _redirect(trace, instruction, dst: NkiTensor) -> None:
+    """Makes `instruction` (the last traced) write dst instead of its own fresh tile."""
+    instruction.fields["dst"]._storage.uses -= 1
+    dst._storage.uses += 1
+    dst._storage.written = True
+    instruction.fields["dst"] = dst
+    trace.last_writer[dst.identity()] = instruction.opcode
 
 
 def _accumulate_product(dst: NkiTensor, value: NkiTensor, temporary: bool) -> bool:
@@ -526,15 +531,11 @@ def _accumulate_product(dst: NkiTensor, value: NkiTensor, temporary: bool) -> bo
         return False
     if not value.is_whole() or value.shape != dst.shape:
         return False
-    dst._storage.uses += 1
-    st.uses -= 1
-    last.fields["dst"] = dst
     # Into a tile nothing has written yet, the product starts the accumulation (NKI's
     # `psum[...] += matmul` over a loop into an uninitialised tile); else it adds.
     if dst._storage.written:
         last.fields["accumulate"] = True
-    dst._storage.written = True
-    trace.last_writer[dst.identity()] = "matmul"
+    _redirect(trace, last, dst)
     return True
 
 
