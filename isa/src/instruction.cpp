@@ -363,10 +363,12 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {{"queue", P::int0, 0, "DMA queue of the triggering engine (0-15)"},
         {"scatter", P::flag, kScatter, "index names rows of dst, not of src"},
         {"transpose", P::flag, kDmaTranspose,
-         "src's rows are walked innermost: dst [F, R] = src [R, F] transposed"}},
+         "src's rows are walked innermost: dst [F, R] = src [R, F] transposed"},
+        {"add", P::flag, kAddToDst,
+         "dst = dst + src, read, added in FP32 and written back by the DMA (FP32 or BF16 dst)"}},
        "dst = src (cast between dtypes via FP32); with index, src row r = index[r] "
-       "(scatter: dst row index[r] = src's r-th row); with transpose, src is read column by "
-       "column"},
+       "(scatter: dst row index[r] = src's r-th row, in index order, so that with add a "
+       "repeated index sums its rows); with transpose, src is read column by column"},
       {Opcode::sem_wait, "sem_wait", any, {}, {}, "waits on its semaphore condition"},
       {Opcode::sem_signal, "sem_signal", any, {}, {}, "adds to a semaphore"},
       {Opcode::sem_set, "sem_set", any, {}, {}, "sets a semaphore"},

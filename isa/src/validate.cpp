@@ -600,6 +600,12 @@ class Checker {
     if (in_.has_flag(kScatter) && !opt(Role::index)) fail("scatter needs an index operand");
     if (in_.has_flag(kDmaTranspose) && opt(Role::index))
       fail("a DMA transpose takes no index (gather-transposes are not supported)");
+    if (in_.has_flag(kAddToDst)) {
+      if (dst.dtype != DType::fp32 && dst.dtype != DType::bf16)
+        fail(Role::dst, "the DMA adds into FP32 or BF16 only");
+      if (dst.space == MemSpace::PSUM) fail(Role::dst, "the DMA adds into HBM or SBUF, not PSUM");
+      if (in_.has_flag(kDmaTranspose)) fail("a DMA transpose does not add");
+    }
     if (const AccessPattern* idx = opt(Role::index)) {
       if (!is_int(idx->dtype)) fail(Role::index, "must be an integer dtype");
       if (in_.has_flag(kScatter)) {

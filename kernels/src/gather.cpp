@@ -1,6 +1,7 @@
 // gather_rows: out[i, :] = table[index[i], :] by indirect DMA (dma_copy with an index
 // operand); scatter_rows: out[index[i], :] = src[i, :], the same with the index naming
-// rows of the destination (dma_copy scatter=true). The indices go from HBM to one SBUF partition
+// rows of the destination (dma_copy scatter=true); scatter_add_rows adds into those rows
+// (add=true). The indices go from HBM to one SBUF partition
 // each (one small DMA per tile of 128), then one indirect transfer per tile copies the named table
 // rows straight to the tile's output rows in HBM. Index tiles alternate between two SBUF slots so
 // the load of tile i+1 overlaps the gather of tile i; the gathers alternate between the SP and ACT
@@ -35,9 +36,10 @@ AccessPattern declare_shaped(KernelBuilder& kb, const std::string& name, const V
 
 isa::Program indirect_rows(std::string_view kName, std::string_view target, isa::DType dtype,
                            int64_t rows, int64_t cols, int64_t count, int64_t index_stride,
-                           bool scatter) {
+                           bool scatter, bool add = false) {
   KernelBuilder kb(target);
-  emit_indirect_rows(kb, declare_shaped, kName, dtype, rows, cols, count, index_stride, scatter);
+  emit_indirect_rows(kb, declare_shaped, kName, dtype, rows, cols, count, index_stride, scatter,
+                     add);
   return kb.finish();
 }
 
@@ -48,7 +50,10 @@ namespace detail {
 // One indirect transfer per tile of 128 indices; `scatter` indexes the table (out).
 void emit_indirect_rows(KernelBuilder& kb, const Declare& declare, std::string_view kName,
                         isa::DType dtype, int64_t rows, int64_t cols, int64_t count,
-                        int64_t index_stride, bool scatter) {
+                        int64_t index_stride, bool scatter, bool add) {
+  require(!add || scatter, kName, "only a scatter adds into its rows");
+  require(!add || dtype == isa::DType::fp32 || dtype == isa::DType::bf16, kName,
+          "the DMA adds into FP32 or BF16 rows only");
   check_dims(kName, {{"rows", rows}, {"cols", cols}, {"count", count}});
   require(index_stride >= 1 && index_stride <= 65535, kName, "index_stride must be 1..65535");
   const int64_t index_elems = (count - 1) * index_stride + 1;
@@ -84,6 +89,7 @@ void emit_indirect_rows(KernelBuilder& kb, const Declare& declare, std::string_v
                      {isa::Role::src, scatter ? part : table},
                      {isa::Role::index, slot}};
     if (scatter) move.flags = isa::kScatter;
+    if (add) move.flags |= isa::kAddToDst;
     // Queue 0 carries the index loads. Scatters stay on one queue of one engine, in
     // order, so a repeated index keeps the last row as the instruction promises.
     move.ints[0] = scatter ? 1 : static_cast<int32_t>(1 + tile % 15);
@@ -102,6 +108,12 @@ isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows
 isa::Program scatter_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
                           int64_t count, int64_t index_stride) {
   return indirect_rows("scatter_rows", target, dtype, rows, cols, count, index_stride, true);
+}
+
+isa::Program scatter_add_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                              int64_t count, int64_t index_stride) {
+  return indirect_rows("scatter_add_rows", target, dtype, rows, cols, count, index_stride, true,
+                       true);
 }
 
 }  // namespace neuronsim::kernels

@@ -108,7 +108,7 @@ void emit_attention_backward(KernelBuilder& kb, const Declare& declare,
 // and "out" (or "src") declared as views of their shapes; the index operand is int32.
 void emit_indirect_rows(KernelBuilder& kb, const Declare& declare, std::string_view kernel,
                         isa::DType dtype, int64_t rows, int64_t cols, int64_t count,
-                        int64_t index_stride, bool scatter);
+                        int64_t index_stride, bool scatter, bool add = false);
 // x and out: [rows, cols] patterns (rows on partitions, unit column stride).
 void emit_row_softmax(KernelBuilder& kb, std::string_view kernel, const AccessPattern& x,
                       const AccessPattern& out, bool log);

@@ -420,11 +420,14 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
   // partitions (neuron-hardware.md §3), so the destination's pieces decide, and the bytes
   // stream at the transpose's fraction of a copy's bandwidth.
   const bool transpose = inst.has_flag(isa::kDmaTranspose);
+  // A read-add-write also reads the destination: in HBM, its bytes cross HBM twice.
+  const bool add = inst.has_flag(isa::kAddToDst);
   const uint64_t descriptors =
       transpose ? pieces(dst, false) : std::max(pieces(src, src_indexed), pieces(dst, dst_indexed));
-  const double efficiency = !transpose                   ? 1.0
-                            : src.space == MemSpace::HBM ? gen.dma_transpose_hbm_efficiency
-                                                         : gen.dma_transpose_sbuf_efficiency;
+  const double efficiency = (!transpose                   ? 1.0
+                             : src.space == MemSpace::HBM ? gen.dma_transpose_hbm_efficiency
+                                                          : gen.dma_transpose_sbuf_efficiency) *
+                            (add ? gen.dma_add_efficiency : 1.0);
 
   // Row r goes to engine (r / group) mod engines, group = partitions / engines (8).
   const uint64_t engines = std::max<uint32_t>(1, gen.dma_engines);
@@ -458,7 +461,8 @@ std::vector<DmaTransfer> plan_dma(const Instruction& inst, const spec::Generatio
     t.bytes = std::max(s, d);
     t.bandwidth_fraction = efficiency;
     t.descriptors = std::max<uint64_t>(1, k);
-    t.hbm_bytes = (src.space == MemSpace::HBM ? s : 0) + (dst.space == MemSpace::HBM ? d : 0);
+    t.hbm_bytes =
+        (src.space == MemSpace::HBM ? s : 0) + (dst.space == MemSpace::HBM ? (add ? 2 * d : d) : 0);
     if (t.bytes > 0) out.push_back(t);
   }
   return out;

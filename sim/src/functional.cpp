@@ -1231,21 +1231,44 @@ AccessPattern row_of(const AccessPattern& ap, int64_t r) {
   return out;
 }
 
+// dst += v (dst's elements in its walk order), added in FP32 and rounded once to dst's
+// dtype: the DMA's read-add-write.
+void add_floats(const Ctx& c, const AccessPattern& dst, const float* v) {
+  Floats sum = read_floats(c, dst);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
+  write_floats(c, dst, sum.data());
+}
+
+// The row index idx[r] names in `rows`, checked.
+void check_row(const Ctx& c, const std::vector<int64_t>& idx, size_t r, const AccessPattern& rows,
+               const char* side) {
+  if (idx[r] < 0 || idx[r] >= rows.num_partitions)
+    c.fail(Kind::out_of_bounds,
+           fmt::format("index {} = {} is not a row of {} (0..{}{})", r, idx[r], side,
+                       rows.num_partitions - 1,
+                       rows.space == MemSpace::HBM ? fmt::format(", tensor id {}", rows.tensor)
+                                                   : std::string()));
+}
+
 // dst row idx[r] <- the r-th dst-row-sized piece of src's walk, in index order (a
-// repeated index keeps the last row written to it).
+// repeated index keeps the last row written to it; with add, it sums them in order).
 void dma_scatter(const Ctx& c, const AccessPattern& dst, const AccessPattern& src,
                  const std::vector<int64_t>& idx) {
+  if (c.inst.has_flag(isa::kAddToDst)) {
+    const size_t row = free_size(dst);
+    const Floats in = read_floats(c, src);
+    if (idx.size() * row != in.size())
+      c.fail(Kind::unsupported, "src does not hold one dst row per index");
+    for (size_t r = 0; r < idx.size(); ++r) check_row(c, idx, r, dst, "dst");
+    for (size_t r = 0; r < idx.size(); ++r) add_floats(c, row_of(dst, idx[r]), in.data() + r * row);
+    return;
+  }
   const size_t row = free_size(dst) * esize(dst);
   const Bytes in = read_as(c, src, dst.dtype);
   if (idx.size() * row != in.size())
     c.fail(Kind::unsupported, "src does not hold one dst row per index");
   for (size_t r = 0; r < idx.size(); ++r) {
-    if (idx[r] < 0 || idx[r] >= dst.num_partitions)
-      c.fail(Kind::out_of_bounds,
-             fmt::format("index {} = {} is not a row of dst (0..{}{})", r, idx[r],
-                         dst.num_partitions - 1,
-                         dst.space == MemSpace::HBM ? fmt::format(", tensor id {}", dst.tensor)
-                                                    : std::string()));
+    check_row(c, idx, r, dst, "dst");
     write_bytes(c, row_of(dst, idx[r]), in.data() + r * row);
   }
 }
@@ -1265,6 +1288,12 @@ void dma_copy(const Ctx& c) {
         std::memcpy(t.data() + (f * R + r) * es, b.data() + (r * F + f) * es, es);
     return write_bytes(c, dst, t.data());
   }
+  const bool add = c.inst.has_flag(isa::kAddToDst);
+  if (!index && add) {
+    const Floats v = read_floats(c, src);
+    if (v.size() != total_size(dst)) c.fail(Kind::unsupported, "dst and src sizes differ");
+    return add_floats(c, dst, v.data());
+  }
   if (!index) {
     if (dma_direct(c, dst, src)) return;
     const Bytes b = read_as(c, src, dst.dtype);
@@ -1274,17 +1303,24 @@ void dma_copy(const Ctx& c) {
   }
   const std::vector<int64_t> idx = read_indices(c, *index);
   if (c.inst.has_flag(isa::kScatter)) return dma_scatter(c, dst, src, idx);
+  if (add) {
+    const size_t row = free_size(src);
+    if (idx.size() * row != total_size(dst))
+      c.fail(Kind::unsupported, "dst does not hold one src row per index");
+    Floats v(total_size(dst));
+    for (size_t r = 0; r < idx.size(); ++r) {
+      check_row(c, idx, r, src, "src");
+      const Floats f = read_floats(c, row_of(src, idx[r]));
+      std::copy(f.data(), f.data() + f.size(), v.data() + r * row);
+    }
+    return add_floats(c, dst, v.data());
+  }
   const size_t row = free_size(src) * esize(dst);
   if (idx.size() * row != total_size(dst) * esize(dst))
     c.fail(Kind::unsupported, "dst does not hold one src row per index");
   Bytes out(idx.size() * row);
   for (size_t r = 0; r < idx.size(); ++r) {
-    if (idx[r] < 0 || idx[r] >= src.num_partitions)
-      c.fail(Kind::out_of_bounds,
-             fmt::format("index {} = {} is not a row of src (0..{}{})", r, idx[r],
-                         src.num_partitions - 1,
-                         src.space == MemSpace::HBM ? fmt::format(", tensor id {}", src.tensor)
-                                                    : std::string()));
+    check_row(c, idx, r, src, "src");
     const Bytes b = read_as(c, row_of(src, idx[r]), dst.dtype);
     std::memcpy(out.data() + r * row, b.data(), row);
   }

@@ -292,8 +292,11 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
   const uint64_t moved = scatter ? src->total_elems() : dst->total_elems();
   if (src->space == isa::MemSpace::HBM)
     stats.hbm_read_bytes += (indirect ? moved : src->total_elems()) * isa::dtype_size(src->dtype);
-  if (dst->space == isa::MemSpace::HBM)
+  if (dst->space == isa::MemSpace::HBM) {
     stats.hbm_write_bytes += moved * isa::dtype_size(dst->dtype);
+    if (in.has_flag(isa::kAddToDst))  // the read of the read-add-write
+      stats.hbm_read_bytes += moved * isa::dtype_size(dst->dtype);
+  }
   // A queue completes in order.
   uint64_t& queue = queue_done[{static_cast<int>(engine), in.ints[0]}];
   done = std::max(done, queue);

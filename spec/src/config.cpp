@@ -379,7 +379,8 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.dma_descriptor_max_bytes = r.integer("dma_descriptor_max_bytes", 1, uint64_t{1} << 32);
   for (auto [key, field] :
        {std::pair{"dma_transpose_hbm_efficiency", &g.dma_transpose_hbm_efficiency},
-        std::pair{"dma_transpose_sbuf_efficiency", &g.dma_transpose_sbuf_efficiency}}) {
+        std::pair{"dma_transpose_sbuf_efficiency", &g.dma_transpose_sbuf_efficiency},
+        std::pair{"dma_add_efficiency", &g.dma_add_efficiency}}) {
     *field = r.positive(key);
     if (*field > 1)
       fail(file, key, fmt::format("{} is a fraction of a copy's bandwidth (at most 1)", *field));

@@ -2,11 +2,11 @@
 // lookups become (aten::embedding is index_select on the weight). The rows move by
 // indirect DMA (kernels::gather_rows) straight from the table to the output.
 //
-// The embedding's gradient sums the gradient rows of equal indices. The engines have
-// no scatter-add, so it is a product on TensorE, as compilers for matrix machines
-// lower it for modest vocabularies: one_hot(indices)^T [V, N] @ grad [N, H], the
-// one-hot built from the int64 indices' limbs (integers.h) and each element's row.
-// A one-hot beyond kMaxOneHot elements falls back to the CPU, counted.
+// The embedding's gradient (and index_add, index_put with accumulate) sums the gradient
+// rows of equal indices into the table's rows: an indirect scatter whose DMAs read, add and
+// write back (kernels::scatter_add_rows), so its traffic is the batch's rows whatever the
+// vocabulary. scatter_add and scatter_reduce, which index single elements, build a one-hot
+// of each line on the engines; one beyond kMaxOneHot elements falls back to the CPU, counted.
 //
 // Indices are int64 in PyTorch; the engines read 32-bit words, so the kernel reads the
 // low word of each index. That is the index exactly when the high word is zero, which
@@ -28,6 +28,9 @@
 namespace neuronsim::pytorch {
 
 namespace {
+
+constexpr int64_t kMaxOneHot = int64_t{1} << 24;
+constexpr int64_t kExactInFp32 = int64_t{1} << 24;  // integers below it are exact in FP32
 
 // Whether every int64 index has a zero high word (0 <= index < 2^31 or a negative
 // index whose low word the kernel then refuses).
@@ -211,6 +214,34 @@ bool move_elements(const char* op, bool scatter, const at::Tensor& table_in,
                     {"table", table}, {"index", offsets}, {"out", packed}});
 }
 
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       bool sparse_grad, at::Tensor& out);
+
+// A table of 2^24 elements or more (a loss's log-probabilities, tokens x vocabulary), gathered
+// along a dim other than 0: slabs of its leading rows small enough that each element's offset
+// stays exact in FP32, each gathered by the kernel below into the matching rows of out. False
+// when not that case.
+bool gather_in_slabs(const at::Tensor& self, int64_t d, const at::Tensor& index, at::Tensor& out) {
+  if (d == 0 || self.dim() < 2 || !self.is_contiguous() || self.numel() < kExactInFp32 ||
+      !self.device().is_privateuseone() || index.dim() != self.dim() || index.size(0) == 0 ||
+      out.device() != self.device() || out.scalar_type() != self.scalar_type())
+    return false;
+  const int64_t slab_elems = self.numel() / self.size(0);
+  if (slab_elems >= kExactInFp32 || index.size(0) > self.size(0)) return false;
+  const at::Tensor probe = self.narrow(0, 0, 1);
+  if (!element_indexing(probe, index.narrow(0, 0, 1), d)) return false;
+  at::native::resize_output(out, index.sizes());
+  const at::Tensor dst = out.is_contiguous() ? out : at::empty(index.sizes(), out.options());
+  const int64_t slab = (kExactInFp32 - 1) / slab_elems;
+  for (int64_t r0 = 0; r0 < index.size(0); r0 += slab) {
+    const int64_t n = std::min(slab, index.size(0) - r0);
+    at::Tensor part = dst.narrow(0, r0, n);
+    gather_out(self.narrow(0, r0, n), d, index.narrow(0, r0, n), false, part);
+  }
+  if (!dst.is_same(out)) out.copy_(dst);
+  return true;
+}
+
 // gather(self, dim, index): out[i] = self[i with index[i] at dim]: the element offsets,
 // then one indirect DMA of single elements (kernels::gather_rows, rows of one).
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -220,6 +251,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   if (!self.is_contiguous() && self.device().is_privateuseone() &&
       element_indexing(self.contiguous(), index, d))  // a strided table: its elements in order
     return gather_out(self.contiguous(), dim, index, sparse_grad, out);
+  if (gather_in_slabs(self, d, index, out)) return out;
   if (element_indexing(self, index, d) && out.device() == self.device() &&
       out.scalar_type() == self.scalar_type()) {
     at::native::resize_output(out, index.sizes());
@@ -311,10 +343,28 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
 
 // scatter(self, dim, index, src): out = self, then out[i with index[i] at dim] = src[i]
 // (a repeated index keeps the last element, in index order): the element offsets, the
-// index-shaped part of src packed, one indirect scatter DMA.
+// index-shaped part of src packed, one indirect scatter DMA. A table of 2^24 elements or more (a
+// loss's gradient, tokens x vocabulary) scatters in slabs of its leading rows, as gather_in_slabs
+// gathers. `values` is index-shaped.
 bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                   const at::Tensor& values, const at::Tensor& out) {
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (d != 0 && self.dim() >= 2 && self.numel() >= kExactInFp32 && index.dim() == self.dim() &&
+      index.size(0) > 0 && index.size(0) <= self.size(0) && values.sizes() == index.sizes() &&
+      self.device().is_privateuseone() && out.device() == self.device() &&
+      out.scalar_type() == self.scalar_type() && self.numel() / self.size(0) < kExactInFp32) {
+    at::native::resize_output(out, self.sizes());
+    if (!out.is_contiguous()) return false;
+    if (!out.is_same(self)) out.copy_(self);
+    const int64_t slab = (kExactInFp32 - 1) / (self.numel() / self.size(0));
+    for (int64_t r0 = 0; r0 < index.size(0); r0 += slab) {
+      const int64_t n = std::min(slab, index.size(0) - r0);
+      const at::Tensor part = out.narrow(0, r0, n);
+      if (!scatter_into(op, part, d, index.narrow(0, r0, n), values.narrow(0, r0, n), part))
+        return false;
+    }
+    return true;
+  }
   if (!element_indexing(self, index, d) || out.device() != self.device() ||
       out.scalar_type() != self.scalar_type())
     return false;
@@ -416,11 +466,13 @@ bool index_put_rows(at::Tensor& self, const c10::List<std::optional<at::Tensor>>
   return false;
 }
 
-constexpr int64_t kMaxOneHot = int64_t{1} << 24;
+bool scatter_add_rows_into(const char* op, const at::Tensor& table, const at::Tensor& index,
+                           const at::Tensor& values);
+void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size);
 
-// grad_weight = one_hot(indices)^T @ grad on TensorE, the one-hot matrix built on chip from
-// positions, in blocks of rows so that no one-hot matrix passes kMaxOneHot elements (an LM's
-// vocabulary of 151,936 rows against 1,024 tokens takes 10 blocks).
+// grad_weight[indices[i], :] += grad[i, :] into a zeroed table, by the DMA's read-add-write
+// (scatter_add_rows_into); the padding row, which only the padding index adds to, is zeroed
+// again after. Any vocabulary against any batch: the traffic is the batch's rows.
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
                                     c10::SymInt num_weights, c10::SymInt padding_idx,
                                     bool scale_grad_by_freq) {
@@ -428,44 +480,18 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   const int64_t rows = num_weights.guard_int(__FILE__, __LINE__);
   const int64_t padding = padding_idx.guard_int(__FILE__, __LINE__);
   const int64_t count = indices.numel(), cols = grad.dim() > 0 ? grad.size(-1) : 0;
-  const int64_t block = count > 0 ? std::min(rows, kMaxOneHot / count) : 0;
   if (!scale_grad_by_freq && grad.device().is_privateuseone() &&
       indices.device() == grad.device() && is_engine_float(grad.scalar_type()) &&
-      is_limb_integer(indices.scalar_type()) && count > 0 && cols > 0 && rows > 0 &&
-      rows < (int64_t{1} << 24) && block > 0 && grad.numel() == count * cols) {
-    const at::Tensor flat = indices.reshape({1, count}), g = grad.reshape({count, cols});
-    const at::Tensor out = at::empty({rows, cols}, grad.options());
-    const at::Tensor one_hot = at::empty({block, count}, grad.options());
-    // The indices as FP32 once (exact below 2^24): each block's one-hot then reads them as a
-    // broadcast row, not an integer's limbs element by element.
-    const at::Tensor index = at::empty({1, count}, grad.options().dtype(at::kFloat));
-    IntExpr x(*layout_of(indices.scalar_type()));
-    bool ran = x.run_values(op, {index}, {x.to_float(x.operand(flat))});
-    const std::string chip = target();
-    for (int64_t r0 = 0; ran && r0 < rows; r0 += block) {
-      const int64_t n = std::min(block, rows - r0);
-      kernels::PointwiseExpr e;
-      kernels::PointwiseExpr::Reg row = e.position({1, 0});
-      if (r0 > 0) row = e.alu_imm(isa::AluOp::add, row, static_cast<float>(r0));
-      kernels::PointwiseExpr::Reg hit = e.alu(isa::AluOp::is_equal, row, e.load(0));
-      if (padding >= 0)
-        hit = e.alu(isa::AluOp::logical_and, hit,
-                    e.alu_imm(isa::AluOp::not_equal, row, static_cast<float>(padding)));
-      e.set_outputs({hit});
-      const at::Tensor hot = one_hot.narrow(0, 0, n), part = out.narrow(0, r0, n);
-      const kernels::View a = view_of(hot), b = view_of(g), o = view_of(part);
-      ran = run_pointwise(op, "one-hot " + expr_key(e), e, {index}, hot) &&
-            run_kernel(
-                op, grad.device().index(),
-                fmt::format("{} {} {} ->{}", op, layout_key(hot), layout_key(g), layout_key(part)),
-                [&] { return kernels::matmul(chip, a, b, o); },
-                {{"a", hot}, {"b", g}, {"out", part}});
+      is_limb_integer(indices.scalar_type()) && indices.scalar_type() != at::kBool && count > 0 &&
+      cols > 0 && rows > 0 && rows < kExactInFp32 && grad.numel() == count * cols) {
+    check_in_range(op, indices, 0, rows);
+    const at::Tensor out = at::zeros({rows, cols}, grad.options());
+    if (scatter_add_rows_into(op, out, indices.reshape({count}),
+                              flat_dense(grad).view({count, cols}))) {
+      if (padding >= 0 && padding < rows) out.select(0, padding).zero_();
+      return out;
     }
-    if (ran) return out;
   }
-  if (count > kMaxOneHot)
-    note_refusal(op, fmt::format("one row of the one-hot matrix ({} indices) exceeds {} elements",
-                                 count, kMaxOneHot));
   return FallbackSymInt<ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
                                                                  padding_idx, scale_grad_by_freq);
 }
@@ -534,11 +560,36 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   return Fallback<ATEN_OP(flip)>::call(self, dims);
 }
 
-// out = self + alpha * one_hot(index)^T @ source along dim, on TensorE as the embedding's
-// gradient: rows of source with equal indices are summed. The one-hot matrix is made and
-// multiplied in blocks of at most kMaxOneHot elements (rows of self by chunks of index), so
-// a vocabulary of any size against any batch stays on the device; one block covers it all
-// when it fits, and the sums of the chunks of one block of rows add up in FP32.
+// table[index[i], :] += values[i, :] for every i, in order: the rows summed by the DMA's
+// read-add-write (kernels::scatter_add_rows), each add rounded to the table's dtype as the
+// CPU's index_add rounds it. `table` [rows, cols] and `values` [count, cols] are contiguous
+// of one engine float dtype; `index` holds count integers in [0, rows), checked by the
+// caller. FP16 adds through an FP32 copy (the DMA adds FP32 and BF16). The traffic is the
+// rows named, whatever the table's size: an LM's vocabulary against any batch.
+bool scatter_add_rows_into(const char* op, const at::Tensor& table, const at::Tensor& index,
+                           const at::Tensor& values) {
+  const int64_t rows = table.size(0), count = values.size(0);
+  const int64_t cols = rows > 0 ? table.numel() / rows : 0;
+  if (count == 0 || cols == 0) return true;
+  if (table.scalar_type() == at::kHalf) {
+    at::Tensor wide = table.to(at::kFloat);
+    if (!scatter_add_rows_into(op, wide, index, values.to(at::kFloat))) return false;
+    table.copy_(wide);
+    return true;
+  }
+  const at::Tensor row = index.reshape({count}).to(at::kInt);
+  const isa::DType dtype = *engine_dtype(table.scalar_type());
+  const std::string chip = target();
+  return run_kernel(op, table.device().index(),
+                    fmt::format("{} {} rows={} cols={} count={} add", op,
+                                c10::toString(table.scalar_type()), rows, cols, count),
+                    [&] { return kernels::scatter_add_rows(chip, dtype, rows, cols, count, 1); },
+                    {{"src", values}, {"index", row}, {"out", table}});
+}
+
+// out = self + alpha * source's slices along dim summed by index: alpha applied to source
+// first, then its slices added into out by the DMA (scatter_add_rows_into), with dim moved
+// to the front when it is not.
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                           const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
   const char* op = "aten::index_add";
@@ -548,48 +599,26 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
       index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
       source.device() == self.device() && source.size(d) == count &&
       out.device() == self.device() && out.scalar_type() == self.scalar_type() &&
-      rows <= kMaxOneHot) {  // row positions exact in FP32
+      rows < kExactInFp32) {  // the range check's FP32 is exact
     TORCH_CHECK(!out.is_same(self) || !overlaps(source, self),
                 "index_add_(): source and self overlap");
     check_in_range(op, index, d, rows);
     at::native::resize_output(out, self.sizes());
     if (!out.is_same(self)) out.copy_(self);
     if (count == 0 || self.numel() == 0) return out;
-    const at::Tensor moved = source.movedim(d, 0);
-    const at::Tensor values = moved.reshape({count, -1});
-    const at::Tensor positions = index.reshape({1, count}).to(at::kFloat);
-    const int64_t chunk = std::min(count, kMaxOneHot), block = std::min(rows, kMaxOneHot / chunk);
-    const auto one_hot_product = [&](int64_t r0, int64_t n, int64_t c0, int64_t m) {
-      const at::TensorOptions fp32 = self.options().dtype(at::kFloat);
-      const at::Tensor row =
-          (r0 == 0 ? at::arange(n, fp32) : at::arange(r0, r0 + n, fp32)).reshape({n, 1});
-      const at::Tensor hot = row.eq(positions.narrow(1, c0, m)).to(self.scalar_type());
-      return at::mm(hot, values.narrow(0, c0, m));
-    };
-    // One block: its product is the sums (no copy into a buffer).
-    const bool one_block = block == rows && chunk == count;
-    at::Tensor sums = one_block ? one_hot_product(0, rows, 0, count)
-                                : at::empty({rows, values.size(1)}, self.options());
-    for (int64_t r0 = 0; !one_block && r0 < rows; r0 += block) {
-      const int64_t n = std::min(block, rows - r0);
-      at::Tensor part = sums.narrow(0, r0, n);
-      for (int64_t c0 = 0; c0 < count; c0 += chunk) {
-        const at::Tensor product = one_hot_product(r0, n, c0, std::min(chunk, count - c0));
-        if (c0 == 0)
-          part.copy_(product);
-        else
-          part.add_(product);
-      }
+    const at::Tensor scaled = alpha.equal(1) ? source : source * alpha;
+    const at::Tensor values = flat_dense(scaled.movedim(d, 0)).view({count, -1});
+    const bool in_place = d == 0 && out.is_contiguous();
+    at::Tensor table = in_place ? out : out.movedim(d, 0).contiguous();
+    if (scatter_add_rows_into(op, table.view({rows, -1}), index, values)) {
+      if (!in_place) out.movedim(d, 0).copy_(table);
+      return out;
     }
-    std::vector<int64_t> sizes = moved.sizes().vec();
-    sizes[0] = rows;
-    out.add_(sums.reshape(sizes).movedim(0, d), alpha);
-    return out;
   }
-  if (rows > kMaxOneHot)
-    note_refusal(op, fmt::format("{} rows along dim {} exceed {}, where positions stay exact in "
-                                 "FP32",
-                                 rows, d, kMaxOneHot));
+  if (rows >= kExactInFp32)
+    note_refusal(op, fmt::format("{} rows along dim {} reach {}, past which row indices are not "
+                                 "exact in FP32",
+                                 rows, d, kExactInFp32));
   return Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
 }
 

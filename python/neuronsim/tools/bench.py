@@ -181,6 +181,10 @@ def _real_shapes() -> dict:
     mm = 2.0  # bytes of a bf16 element
     # Qwen3-30B-A3B's routed experts: 128 tokens to 8 of 128 experts (hidden 2048,
     # intermediate 768), routed evenly: 8 token-expert pairs per expert.
+    # An embedding's gradient over a real batch: 16,384 tokens into the 151,936-row table.
+    batch_tokens = 16_384
+    batch_ids = torch.randint(0, vocab, (batch_tokens,), generator=g).to("neuron")
+    batch_grad = rand(batch_tokens, hidden)
     experts, top_k, moe_hidden, moe_inter = 128, 8, 2048, 768
     pairs = tokens * top_k
     moe_x = rand(pairs, moe_hidden)
@@ -212,6 +216,14 @@ def _real_shapes() -> dict:
             lambda: F.embedding(ids, w_head),
             0,
             mm * 2 * tokens * hidden,
+        ),
+        # The zeroed table written once, and each token's row read, added and written back.
+        "embedding_backward_16384x1024_151936": (
+            lambda: torch.ops.aten.embedding_dense_backward(
+                batch_grad, batch_ids, vocab, -1, False
+            ),
+            0,
+            mm * (vocab * hidden + 3 * batch_tokens * hidden),
         ),
         "rms_norm_128x1024": (
             lambda: F.rms_norm(x, (hidden,), norm_w, 1e-6),

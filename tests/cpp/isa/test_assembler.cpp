@@ -273,7 +273,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadSource{"sp dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[3:129:0]+64[[1,16]]",
                   "operand src: broadcasts partition 3 to 129 partitions (at most 128)"},
         BadSource{"sp dma_copy dst=sbuf.fp32[0:1]+0[[1,16]] src=sbuf.fp32[128:1:0]+64[[1,16]]",
-                  "operand src: partitions 128..128 exceed the 128 partitions"}));
+                  "operand src: partitions 128..128 exceed the 128 partitions"},
+        BadSource{"sp dma_copy dst=sbuf.fp16[0:128]+0[[1,16]] src=sbuf.fp16[0:128]+64[[1,16]] "
+                  "add=true",
+                  "the DMA adds into FP32 or BF16 only"},
+        BadSource{"sp dma_copy dst=psum.fp32[0:128]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]] "
+                  "add=true",
+                  "the DMA adds into HBM or SBUF, not PSUM"}));
 
 TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
   EXPECT_THAT(assemble_error(".target trn1\npool rng dst=sbuf.u16[0:128]+0[[1,8]]\n"),

@@ -1,6 +1,7 @@
 // gather_rows against a host lookup: contiguous and strided (int64 low words) indices,
 // repeated and out-of-order rows, more indices than partitions, low-precision tables,
-// and an index outside the table faulting with its position named.
+// and an index outside the table faulting with its position named. scatter_rows and
+// scatter_add_rows against host scatters.
 #include <gtest/gtest.h>
 
 #include "neuronsim/kernels/eager.h"
@@ -111,6 +112,42 @@ TEST(ScatterRows, Int64LowWordsAndManyTiles) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 300; ++i) ids.push_back((i * 37) % 256);  // repeats across tiles
   check_scatter(DType::bf16, 256, 3, ids, 2);
+}
+
+// scatter_add_rows adds src's rows into the named rows of out in index order, each add in
+// FP32 rounded to the dtype (as the CPU's index_add rounds), and leaves every other row.
+void check_scatter_add(DType dtype, int64_t rows, int64_t cols, const std::vector<int32_t>& ids) {
+  const auto count = static_cast<int64_t>(ids.size());
+  const isa::Program p = scatter_add_rows("trn2", dtype, rows, cols, count);
+  const std::vector<float> src =
+      test::random_values(static_cast<size_t>(count * cols), 6, -2.0f, 2.0f, dtype);
+  const std::vector<float> table =
+      test::random_values(static_cast<size_t>(rows * cols), 7, -2.0f, 2.0f, dtype);
+  const auto out = test::run_raw(p, {{"src", test::encode(dtype, src)},
+                                     {"index", words(ids, 1)},
+                                     {"out", test::encode(dtype, table)}});
+  std::vector<float> want = table;
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float& w = want[static_cast<size_t>(ids[i] * cols + j)];
+      w = test::decode(dtype, test::encode(dtype, {w + src[i * static_cast<size_t>(cols) + j]}))[0];
+    }
+  EXPECT_EQ(test::decode(dtype, out.at("out")), want);
+}
+
+TEST(ScatterAddRows, RepeatedRowsSumInIndexOrderOthersKept) {
+  check_scatter_add(DType::fp32, 10, 7, {3, 0, 9, 3, 1, 3});
+}
+
+TEST(ScatterAddRows, Bf16RoundsEachAddAcrossTiles) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 37) % 64);  // each row about five times
+  check_scatter_add(DType::bf16, 70000, 3, ids);
+}
+
+TEST(ScatterAddRows, RefusesWhatTheDmaCannotAdd) {
+  EXPECT_THROW(scatter_add_rows("trn2", DType::fp16, 4, 4, 2), std::invalid_argument);
+  EXPECT_THROW(scatter_add_rows("trn2", DType::int32, 4, 4, 2), std::invalid_argument);
 }
 
 }  // namespace

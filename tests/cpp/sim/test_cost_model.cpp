@@ -738,6 +738,25 @@ TEST(CostDma, TransposeStreamsAtItsFractionOfACopyInTheDestinationsPieces) {
   for (const DmaTransfer& x : plan_dma(s, g)) EXPECT_DOUBLE_EQ(x.bandwidth_fraction, 0.5);
 }
 
+// A read-add-write (dma_copy add=true) streams at the generation's fraction of a copy (half on
+// NeuronCore-v3, all of it on v4) and reads an HBM destination as well as writing it.
+TEST(CostDma, AddIntoTheDestinationReadsItAndStreamsAtItsFraction) {
+  Instruction copy = dma(hbm(DType::fp32, 128, 256), sbuf(DType::fp32, 128, 256));
+  Instruction add = copy;
+  add.flags |= isa::kAddToDst;
+  for (const auto& [target, fraction] : {std::pair{"trn2", 0.5}, std::pair{"trn3", 1.0}}) {
+    const auto plain = plan_dma(copy, gen(target));
+    const auto added = plan_dma(add, gen(target));
+    ASSERT_EQ(added.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(added[i].bytes, plain[i].bytes);
+      EXPECT_EQ(added[i].descriptors, plain[i].descriptors);
+      EXPECT_EQ(added[i].hbm_bytes, 2 * plain[i].hbm_bytes) << target;
+      EXPECT_DOUBLE_EQ(added[i].bandwidth_fraction, fraction) << target;
+    }
+  }
+}
+
 TEST(CostDma, FourRowsGoToOneEngine) {
   const auto plan =
       plan_dma(dma(sbuf(DType::bf16, 4, 4096), hbm(DType::bf16, 4, 4096)), gen("trn2"));

@@ -83,16 +83,6 @@ def test_index_add_sums_repeated_indices(dtype):
         )
 
 
-def test_index_add_past_one_one_hot_block_stays_on_the_device():
-    # 8,200 rows x 2,048 indices is past the 2^24 elements of one one-hot block: the rows
-    # go in two blocks (8,192 and 8), an LM's embedding gradient at a real vocabulary.
-    g = torch.Generator().manual_seed(0)
-    index = torch.randint(0, 8200, (2048,), generator=g)
-    index[:4] = torch.tensor([8199, 8192, 0, 8199])  # both blocks, a repeat in the second
-    source = torch.randn(2048, 2, generator=g)
-    _same(lambda s, i, src: s.index_add(0, i, src), torch.zeros(8200, 2), index, source)
-
-
 def test_scatter_add_along_each_dim():
     src = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     index = torch.tensor([[0, 1, 2, 0], [2, 0, 0, 1], [1, 1, 1, 1]])

@@ -116,18 +116,56 @@ def test_causal_attention_over_4096_tokens():
     torch.testing.assert_close(got.cpu().float(), expected, rtol=2e-2, atol=2e-2)
 
 
-def test_embedding_backward_over_a_151936_token_vocabulary():
-    # The weight's gradient over 512 tokens: one-hot matrices of at most 2^24 elements, so
-    # the vocabulary goes in 5 blocks of rows. Repeated tokens add up.
-    g = torch.Generator().manual_seed(6)
-    grad = torch.randn(1, 512, 8, generator=g).to(torch.bfloat16)
-    ids = torch.randint(0, 151_936, (1, 512), generator=g)
-    ids[0, :4] = torch.tensor([151_935, 0, 7, 7])
+# Qwen3's vocabulary against a real batch of tokens (16,384: 8 sequences of 2,048), width
+# cut to 4: the rows are summed by the DMA's read-add-write, whose traffic is the batch's.
+VOCAB, BATCH_TOKENS = 151_936, 16_384
+
+
+def _batch_ids(seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (BATCH_TOKENS,), generator=g)
+    ids[:6] = torch.tensor([VOCAB - 1, 0, 7, 7, 7, VOCAB - 1])  # both ends, repeats
+    return ids
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_backward_over_a_real_vocabulary_and_batch(dtype):
+    ids = _batch_ids(6).reshape(8, 2048)
+    grad = torch.randn(8, 2048, 4, generator=torch.Generator().manual_seed(7)).to(dtype)
     got = torch.ops.aten.embedding_dense_backward(
-        grad.to("neuron"), ids.to("neuron"), 151_936, -1, False
+        grad.to("neuron"), ids.to("neuron"), VOCAB, 7, False
     )
-    expected = torch.zeros(151_936, 8).index_add_(0, ids.reshape(-1), grad.reshape(-1, 8).float())
-    torch.testing.assert_close(got.cpu().float(), expected, rtol=1.6e-2, atol=1e-2)
+    expected = torch.zeros(VOCAB, 4).index_add_(0, ids.reshape(-1), grad.reshape(-1, 4).float())
+    expected[7] = 0  # the padding row
+    tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1.6e-2, "atol": 2e-2}
+    torch.testing.assert_close(got.cpu().float(), expected, **tol)
+
+
+def test_index_add_and_accumulating_index_put_over_a_real_vocabulary_and_batch():
+    ids = _batch_ids(8)
+    g = torch.Generator().manual_seed(9)
+    table, rows = torch.randn(VOCAB, 4, generator=g), torch.randn(BATCH_TOKENS, 4, generator=g)
+    got = table.to("neuron").index_add(0, ids.to("neuron"), rows.to("neuron"), alpha=2)
+    torch.testing.assert_close(got.cpu(), table.index_add(0, ids, rows, alpha=2))
+    # Along dim 1 (the slices moved to the front and back).
+    got = table.t().to("neuron").index_add(1, ids.to("neuron"), rows.t().to("neuron"))
+    torch.testing.assert_close(got.cpu(), table.t().index_add(1, ids, rows.t()))
+    got = table.to("neuron").index_put_((ids.to("neuron"),), rows.to("neuron"), accumulate=True)
+    torch.testing.assert_close(got.cpu(), table.clone().index_put_((ids,), rows, accumulate=True))
+
+
+def test_a_loss_gathers_and_scatters_logits_past_two_to_the_24_elements():
+    # 256 tokens x 151,936 logits (38.9 M elements): the gather's element offsets go past
+    # what FP32 holds exactly, so the rows are gathered in slabs.
+    g = torch.Generator().manual_seed(10)
+    logits = torch.randn(256, VOCAB, generator=g)
+    target = torch.randint(0, VOCAB, (256, 1), generator=g)
+    target[:2, 0] = torch.tensor([VOCAB - 1, 0])
+    got = logits.to("neuron").gather(1, target.to("neuron"))
+    assert torch.equal(got.cpu(), logits.gather(1, target))
+    # The loss's gradient scatters into as many: the same slabs.
+    got = torch.zeros(256, VOCAB, device="neuron").scatter(1, target.to("neuron"), -1.0)
+    assert torch.equal(got.cpu(), torch.zeros(256, VOCAB).scatter(1, target, -1.0))
 
 
 def test_a_4096_by_14336_mlp_in_bfloat16():

@@ -268,6 +268,14 @@ isa::Program gather_rows(std::string_view target, isa::DType dtype, int64_t rows
 isa::Program scatter_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
                           int64_t count, int64_t index_stride = 1);
 
+// out[index[i * index_stride], :] += src[i, :] for i < count, the sum of the rows that share
+// an index (index_add, index_put with accumulate, an embedding's gradient): scatter_rows
+// whose DMAs read, add in FP32 and write back (dma_copy add=true). `dtype` is FP32 or BF16,
+// each add rounded to it; the scatters run in order on one queue, so a repeated index adds
+// its rows in index order. The traffic is the rows named, whatever out's size.
+isa::Program scatter_add_rows(std::string_view target, isa::DType dtype, int64_t rows, int64_t cols,
+                              int64_t count, int64_t index_stride = 1);
+
 // tril/triu of a batch of matrices: out[b, i, j] = in[b, i, j] where j - i <= diagonal
 // (lower) or j - i >= diagonal (upper), else 0. Tensors "in" and "out", both contiguous
 // [batch, rows, cols] in `dtype`. Rows go on partitions, 128 at a time, and GpSimd's

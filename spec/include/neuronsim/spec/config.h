@@ -66,6 +66,9 @@ struct GenerationConfig {
   // from HBM and from SBUF.
   double dma_transpose_hbm_efficiency = 1;
   double dma_transpose_sbuf_efficiency = 1;
+  // A DMA that adds into its destination (dma_copy add=true, read-add-write) streams at this
+  // fraction of a copy's bandwidth.
+  double dma_add_efficiency = 1;
 
   // The runtime's cost of one execution on a core (nrt_execute) before its first instruction:
   // a fixed part and a part per input and output tensor (docs/cost-model.md §6).
