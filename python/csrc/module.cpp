@@ -39,7 +39,14 @@ py::dict device_properties(int index) {
   d["chip"] = b.chip_of(index);
   d["physical_core"] = b.core_of(index);
   d["physical_cores_per_device"] = env.lnc;
-  d["total_memory"] = b.device().memory(b.chip_of(index)).capacity;
+  // The HBM stack beside the core, which its tensors are allocated in (allocator.h).
+  d["total_memory"] = neuronsim::pytorch::hbm_stack_bytes();
+  // The rates a roofline takes, from the chip config: TensorE's BF16 peak of the physical core
+  // the device's kernels run on, its DMA engines together, and its HBM stack.
+  const auto& g = env.generation;
+  d["peak_bf16_flops"] = g.peak_bf16_flops();
+  d["dma_bytes_per_s"] = g.dma_engines * g.dma_engine_bytes_per_ns * 1e9;
+  d["hbm_bytes_per_s"] = g.hbm_bytes_per_ns * 1e9 / std::max<uint32_t>(1, g.hbm_stacks);
   return d;
 }
 

@@ -112,7 +112,10 @@ class _DeviceProperties:
     chip: int
     physical_core: int
     physical_cores_per_device: int
-    total_memory: int
+    total_memory: int  # the HBM stack beside the core, where its tensors live
+    peak_bf16_flops: float  # TensorE's BF16 peak, FLOP/s, of the core the kernels run on
+    dma_bytes_per_s: float  # the core's DMA engines together
+    hbm_bytes_per_s: float  # the core's HBM stack
     type: str = _TYPE
 
     def __repr__(self) -> str:

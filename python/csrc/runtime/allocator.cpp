@@ -53,6 +53,13 @@ void stats_add(c10::CachingAllocator::StatArray& a, size_t size, int64_t amount)
 
 void free_block(void* context);
 
+// "1.50 GiB": sizes in an out-of-memory message, as PyTorch's allocators write them.
+std::string human_bytes(size_t n) {
+  if (n < (size_t{1} << 20)) return fmt::format("{:.2f} KiB", static_cast<double>(n) / 1024);
+  if (n < (size_t{1} << 30)) return fmt::format("{:.2f} MiB", static_cast<double>(n) / (1 << 20));
+  return fmt::format("{:.2f} GiB", static_cast<double>(n) / (1 << 30));
+}
+
 class HbmAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
@@ -165,12 +172,13 @@ class HbmAllocator final : public c10::DeviceAllocator {
       for (Stat& st : *a) st.peak = st.current;
   }
 
-  // (free, total) bytes of the HBM of the device's chip, which its cores share.
+  // (free, total) bytes of the HBM stack beside the device's core (hbm_stack_bytes).
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     Backend& b = Backend::get();
     b.check_index(device);
-    const sim::Device::MemoryUse use = b.device().memory(b.chip_of(device));
-    return {use.capacity - use.used, use.capacity};
+    const size_t total = hbm_stack_bytes();
+    std::lock_guard lock(mu_);
+    return {total - std::min(total, reserved_on_stack(device)), total};
   }
 
  private:
@@ -191,16 +199,29 @@ class HbmAllocator final : public c10::DeviceAllocator {
     return block;
   }
 
+  size_t reserved(c10::DeviceIndex device) {
+    const auto& r = devices_[device].stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)];
+    return static_cast<size_t>(r.current);
+  }
+  // Bytes reserved by this process's devices whose cores share `device`'s HBM stack.
+  size_t reserved_on_stack(c10::DeviceIndex device) {
+    size_t sum = 0;
+    for (auto& [other, d] : devices_)
+      if (hbm_stack_of(other) == hbm_stack_of(device)) sum += reserved(other);
+    return sum;
+  }
+
   Block* reserve(c10::DeviceIndex device, size_t n) {
     Backend& b = Backend::get();
     b.check_index(device);
     const size_t size = round_up(n);
     const uint32_t chip = b.chip_of(device);
+    const size_t stack = hbm_stack_bytes();
     PerDevice& d = devices_[device];
-    // What cannot fit in the chip's HBM fails before any host memory is taken for it.
+    // What cannot fit in the core's HBM stack fails before any host memory is taken for it.
     const auto fits = [&] {
       const sim::Device::MemoryUse use = b.device().memory(chip);
-      return size <= use.capacity - use.used;
+      return size <= use.capacity - use.used && reserved_on_stack(device) + size <= stack;
     };
     if (!fits()) {
       ++d.stats.num_alloc_retries;
@@ -219,12 +240,17 @@ class HbmAllocator final : public c10::DeviceAllocator {
       ++d.stats.num_ooms;
       const sim::Device::MemoryUse use = b.device().memory(chip);
       const auto& a = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)];
+      const size_t held = reserved_on_stack(device);
       TORCH_CHECK_WITH(
           OutOfMemoryError, false,
-          fmt::format("neuron:{}: out of memory: tried to allocate {} bytes; the HBM of chip {} "
-                      "({} bytes, shared by its cores) has {} bytes in use, {} free; this device "
-                      "holds {} bytes in tensors",
-                      device, n, chip, use.capacity, use.used, use.capacity - use.used, a.current));
+          fmt::format("neuron:{}: out of memory (NRT_RESOURCE): tried to allocate {} ({} bytes); "
+                      "the HBM stack of NeuronCore {} holds {}, of which {} is reserved (this "
+                      "device: {}, {} in tensors) and {} bytes free; the HBM of chip {} has {} in "
+                      "use of {}",
+                      device, human_bytes(n), n, device, human_bytes(stack), human_bytes(held),
+                      human_bytes(reserved(device)), human_bytes(static_cast<size_t>(a.current)),
+                      stack - std::min(stack, held), chip, human_bytes(use.used),
+                      human_bytes(use.capacity)));
     }
     ++d.stats.num_device_alloc;
     stats_add(d.stats.segment, size, 1);
@@ -273,6 +299,20 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 c10::DeviceAllocator& hbm_allocator() {
   return g_allocator;
+}
+
+size_t hbm_stack_bytes() {
+  const spec::GenerationConfig& g = Backend::get().env().generation;
+  return static_cast<size_t>(g.hbm_bytes / std::max<uint32_t>(1, g.hbm_stacks));
+}
+
+uint32_t hbm_stack_of(c10::DeviceIndex device) {
+  const Backend& b = Backend::get();
+  const uint32_t per_chip = std::max<uint32_t>(1, b.env().instance.cores_per_chip);
+  const uint32_t stacks = std::max<uint32_t>(1, b.env().generation.hbm_stacks);
+  const uint32_t cores_per_stack = std::max<uint32_t>(1, per_chip / stacks);
+  const uint32_t core = b.core_of(device);
+  return core / per_chip * stacks + core % per_chip / cores_per_stack;
 }
 
 const Block& block_of(const c10::DataPtr& ptr) {

@@ -33,6 +33,13 @@ const Block* find_block(const void* host);
 // The allocator registered for PrivateUse1.
 c10::DeviceAllocator& hbm_allocator();
 
+// The runtime places a core's tensors in the HBM stack beside it, which the cores attached to
+// that stack share (a Trn2 stack of 24 GiB: two physical cores, one logical core of LNC=2;
+// a Trn1 stack of 16 GiB: one core). An allocation fails when the stack is full, however much
+// the chip's other stacks hold. The bytes of one stack, and the instance-wide stack of a device.
+size_t hbm_stack_bytes();
+uint32_t hbm_stack_of(c10::DeviceIndex device);
+
 // Memory history and snapshots, as CUDA's allocator gives them to PyTorch's memory tools
 // (torch.cuda.memory._record_memory_history / _snapshot).
 struct MemoryEvent {

@@ -91,6 +91,16 @@ def test_out_of_memory_is_a_torch_out_of_memory_error(gib, device_works):
     device_works()
 
 
+def test_a_neuroncore_allocates_in_the_hbm_stack_beside_it(device_works):
+    # A trn2 chip has 96 GiB in 4 stacks of 24 GiB, each beside two cores: 25 GiB fits the
+    # chip, not the stack of a core.
+    free, total = torch.neuron.mem_get_info()
+    assert total == 24 * GIB
+    with pytest.raises(torch.OutOfMemoryError, match=r"HBM stack of NeuronCore 0 holds 24\.00 GiB"):
+        torch.empty(25 * GIB, dtype=torch.uint8, device="neuron")
+    device_works()
+
+
 def test_out_of_memory_on_neuron_1(device_works):
     with pytest.raises(torch.OutOfMemoryError, match="neuron:1"):
         torch.empty(200 * GIB, dtype=torch.uint8, device="neuron:1")

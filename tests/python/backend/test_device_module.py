@@ -155,7 +155,7 @@ def test_default_instance_is_trn2_3xlarge_with_8_cores(described):
     assert got["available"] is True
     assert got["cores"] == list(range(8))
     assert got["per_device"] == [1] * 8
-    assert got["total_memory"] == 96 * 2**30
+    assert got["total_memory"] == 24 * 2**30  # a core's HBM stack: 96 GiB in 4
     assert got["last_device"] == "neuron:7"
     assert "neuron:8" in got["past_count"] and "8" in got["past_count"]
 
@@ -181,7 +181,7 @@ def test_instance_trn1_2xlarge(described):
     got = described["trn1.2xlarge"].json()
     assert got["instance"] == "trn1.2xlarge"
     assert got["count"] == 2
-    assert got["total_memory"] == 32 * 2**30
+    assert got["total_memory"] == 16 * 2**30  # a core's HBM stack: 32 GiB in 2
     assert all("trn1" in name for name in got["names"])
 
 
