@@ -237,7 +237,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 // ---- cat ------------------------------------------------------------------------
 
 // One pointwise copy per input, into its slice of the output.
-at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
+// The tensors of a cat that the device covers (neuron tensors of one rank; engine dtypes, or
+// one dtype throughout), torch's legacy empties left out; empty when not covered.
+std::vector<at::Tensor> cat_inputs(const at::ITensorListRef& list) {
   std::vector<at::Tensor> tensors;
   for (const at::Tensor& t : list)
     if (!(t.dim() == 1 && t.size(0) == 0)) tensors.push_back(t);  // torch skips legacy empties
@@ -246,27 +248,53 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
     covered = covered && t.device().is_privateuseone() &&
               (engine_dtype(t.scalar_type()) || t.scalar_type() == tensors.front().scalar_type()) &&
               t.dim() == tensors.front().dim();
-  if (covered) {
+  return covered ? tensors : std::vector<at::Tensor>{};
+}
+
+// out = the tensors one after another along dim, each copied into its slice on the device;
+// `out` (resized) of their promoted dtype. False when a copy is not covered.
+bool cat_into(const std::vector<at::Tensor>& tensors, int64_t dim, at::Tensor& out) {
+  std::vector<int64_t> sizes(tensors.front().sizes().begin(), tensors.front().sizes().end());
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) total += t.size(dim);
+  sizes[static_cast<size_t>(dim)] = total;
+  at::native::resize_output(out, sizes);
+  int64_t at_offset = 0;
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor slice = out.narrow(dim, at_offset, t.size(dim));
+    at_offset += t.size(dim);
+    if (t.numel() == 0) continue;
+    if (t.sizes() != slice.sizes() || !copy_on_device(t, slice)) return false;
+  }
+  return true;
+}
+
+c10::ScalarType cat_dtype(const std::vector<at::Tensor>& tensors) {
+  at::native::ResultTypeState promotion{};
+  for (const at::Tensor& t : tensors)
+    promotion = at::native::update_result_type_state(t, promotion);
+  return at::native::result_type(promotion);
+}
+
+at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
+  if (const std::vector<at::Tensor> tensors = cat_inputs(list); !tensors.empty()) {
     dim = at::maybe_wrap_dim(dim, tensors.front().dim());
-    at::native::ResultTypeState promotion{};
-    for (const at::Tensor& t : tensors)
-      promotion = at::native::update_result_type_state(t, promotion);
-    const c10::ScalarType dtype = at::native::result_type(promotion);
-    std::vector<int64_t> sizes(tensors.front().sizes().begin(), tensors.front().sizes().end());
-    int64_t total = 0;
-    for (const at::Tensor& t : tensors) total += t.size(dim);
-    sizes[static_cast<size_t>(dim)] = total;
-    at::Tensor out = at::empty(sizes, tensors.front().options().dtype(dtype));
-    int64_t at_offset = 0;
-    for (const at::Tensor& t : tensors) {
-      const at::Tensor slice = out.narrow(dim, at_offset, t.size(dim));
-      at_offset += t.size(dim);
-      if (t.numel() == 0) continue;
-      covered = covered && t.sizes() == slice.sizes() && copy_on_device(t, slice);
-    }
-    if (covered) return out;
+    at::Tensor out = at::empty({0}, tensors.front().options().dtype(cat_dtype(tensors)));
+    if (cat_into(tensors, dim, out)) return out;
   }
   return Fallback<ATEN_OP(cat)>::call(list, dim);
+}
+
+// cat into a given tensor (FSDP2's reduce-scatter packs the gradients with it).
+at::Tensor& cat_out(const at::ITensorListRef& list, int64_t dim, at::Tensor& out) {
+  if (const std::vector<at::Tensor> tensors = cat_inputs(list);
+      !tensors.empty() && out.device() == tensors.front().device() &&
+      out.scalar_type() == cat_dtype(tensors)) {
+    for (const at::Tensor& t : tensors)
+      TORCH_CHECK(!overlaps(t, out), "torch.cat(): the out tensor overlaps an input");
+    if (cat_into(tensors, at::maybe_wrap_dim(dim, tensors.front().dim()), out)) return out;
+  }
+  return Fallback<ATEN_OP2(cat, out)>::call(list, dim, out);
 }
 
 // ---- dropout --------------------------------------------------------------------
@@ -354,6 +382,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data", log_softmax_backward);
   m.impl("native_layer_norm", layer_norm);
   m.impl("cat", cat);
+  m.impl("cat.out", cat_out);
   m.impl("tril.out", tril_out);
   m.impl("triu.out", triu_out);
   m.impl("native_layer_norm_backward", layer_norm_backward);

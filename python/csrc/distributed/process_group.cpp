@@ -422,11 +422,51 @@ struct ProcessGroupNeuron::Impl {
     stats.simulated_ps += finish > arrival ? finish - arrival : 0;
   }
 
+  // The core of each rank of the group as torchrun places symmetric ranks: global rank g on
+  // node g / LOCAL_WORLD_SIZE, device g mod LOCAL_WORLD_SIZE of that node.
+  std::vector<cc::CoreId> symmetric_cores() const {
+    pytorch::Backend& b = pytorch::Backend::get();
+    const int per_node = std::max(1, std::atoi(env_or("LOCAL_WORLD_SIZE", "1").c_str()));
+    const uint32_t per_chip = b.env().instance.cores_per_chip;
+    std::vector<cc::CoreId> cores;
+    for (int r = 0; r < R(); ++r) {
+      const int64_t g = static_cast<size_t>(r) < setup.global_ranks.size()
+                            ? setup.global_ranks[static_cast<size_t>(r)]
+                            : r;
+      const int local = static_cast<int>(g % per_node);
+      if (local >= b.device_count())
+        refuse("new_group",
+               fmt::format("symmetric ranks: LOCAL_WORLD_SIZE={} ranks per node, but the instance "
+                           "{} shows {} NeuronCores",
+                           per_node, b.env().instance_name, b.device_count()));
+      const uint32_t physical = b.core_of(local);
+      cores.push_back(cc::CoreId{physical / per_chip, physical % per_chip,
+                                 static_cast<uint32_t>(g / per_node)});
+    }
+    return cores;
+  }
+
+  // A collective of symmetric ranks: every rank arrives when this one does; the output keeps
+  // the bytes of a rank whose peers are not run (timing-only mode computes no values).
+  Bytes run_symmetric(const std::string& op, const cc::CollectiveSpec& spec, uint64_t in_bytes,
+                      const std::vector<at::Tensor>& tensors, bool hold_always) {
+    const uint64_t arrival = arrival_ps();
+    cc::RunOptions options;
+    options.cores = symmetric_cores();
+    const cc::CollectiveOutcome out =
+        cc::simulate_timing(pytorch::Backend::get().env().instance, spec,
+                            std::vector<cc::Picos>(static_cast<size_t>(R()), arrival), options);
+    account(op, tensors, arrival, out.finish_ps.at(static_cast<size_t>(me())), in_bytes,
+            hold_always, fmt::format("group {} #{}", setup.name, ++collectives_run));
+    return Bytes(spec.output_bytes(R(), me()), 0);
+  }
+
   // Runs one collective of the group, this rank contributing `input`; returns its output.
   Bytes run(const std::string& op, const cc::CollectiveSpec& spec, Bytes input,
             const std::vector<at::Tensor>& tensors, bool hold_always = false) {
     std::lock_guard lock(mu);
     if (broken) fail(op, "the group failed earlier: " + *broken);
+    if (setup.symmetric) return run_symmetric(op, spec, input.size(), tensors, hold_always);
     const uint64_t arrival = arrival_ps();
     const uint64_t in_bytes = input.size();
     try {
@@ -519,7 +559,9 @@ struct ProcessGroupNeuron::Impl {
     mine.insert(mine.end(), recvs.begin(), recvs.end());
     Bytes in(mine.size() * 8);
     std::memcpy(in.data(), mine.data(), in.size());
-    const Bytes all = run(op + " (sizes)", bytes_spec(cc::Op::all_gather, in.size()), in, ts);
+    Bytes all = run(op + " (sizes)", bytes_spec(cc::Op::all_gather, in.size()), in, ts);
+    if (setup.symmetric)  // every rank sends and expects what this one does
+      for (int r = 0; r < R(); ++r) std::copy(in.begin(), in.end(), all.begin() + r * in.size());
     Matrix m;
     const size_t n = static_cast<size_t>(R());
     m.sends.resize(n * n);
@@ -562,6 +604,10 @@ struct ProcessGroupNeuron::Impl {
   WorkPtr point_to_point(const std::string& op, const at::Tensor& t, int other, bool sending) {
     if (other < 0 || other >= R() || other == me())
       refuse(op, fmt::format("peer rank {} is not another rank of the group", other));
+    if (setup.symmetric)
+      refuse(op,
+             "symmetric ranks (NEURONSIM_SYMMETRIC_RANKS) time collectives only: a send or "
+             "receive pairs two ranks that do different things");
     if (broken) fail(op, "the group failed earlier: " + *broken);
     const uint64_t arrival = arrival_ps();
     // A permute takes the same size from every rank; the receiver's bytes are not sent.
@@ -613,6 +659,15 @@ ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
     : Backend(setup.rank, setup.size), impl_(std::make_unique<Impl>()) {
   impl_->setup = std::move(setup);
   impl_->home_core = Impl::current_core();
+  if (impl_->setup.symmetric) {
+    if (pytorch::Backend::get().env().mode != sim::Mode::timing_only)
+      impl_->refuse("new_group",
+                    "symmetric ranks (NEURONSIM_SYMMETRIC_RANKS=1) need timing-only mode "
+                    "(NEURONSIM_MODE=timing-only): their peers are not run, so no collective "
+                    "has the values it would have");
+    impl_->symmetric_cores();  // refuses a placement the instance cannot hold, now
+    return;
+  }
   // Every rank of the job takes part in making a group (torch's new_group is collective), so
   // its ranks connect now, while the store, which the job's first rank hosts, is surely there:
   // a group of later ranks must not need the store after the first ranks have left.
@@ -927,6 +982,7 @@ void register_distributed(pybind11::module_& m) {
                s.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
                s.name = std::move(name);
                s.global_ranks = std::move(global_ranks);
+               s.symmetric = env_or("NEURONSIM_SYMMETRIC_RANKS", "0") == "1";
                return c10::make_intrusive<ProcessGroupNeuron>(std::move(s));
              }),
              pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"),

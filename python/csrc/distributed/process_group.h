@@ -8,6 +8,8 @@
 // Each rank announces the physical core of its device, so the fabric model places the ranks where
 // their tensors live.
 //
+// With symmetric ranks (GroupSetup::symmetric) one process stands for the whole job: see there.
+//
 // The data moves for real over TCP; the simulated time comes from the fabric model, on which all
 // ranks agree (tcp.h): the collective starts when the rank's device clock reaches it, and the
 // rank's core is held until the collective's simulated finish (sim::Hold), so profiles show
@@ -40,6 +42,14 @@ struct GroupSetup {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   std::string name;                   // torch's group name, for messages
   std::vector<int64_t> global_ranks;  // the default group's rank of each group rank
+  // Symmetric ranks (NEURONSIM_SYMMETRIC_RANKS=1, timing-only mode): this process is one rank
+  // of a job whose ranks all run the same program on the same shapes, so every collective
+  // starts on every rank when it starts here. No peer runs: each collective is timed on the
+  // fabric model for the whole group, placed as torchrun places the ranks (LOCAL_WORLD_SIZE
+  // per node, rank g on node g / it, device g mod it), and its outputs keep their bytes.
+  // What this costs in fidelity: ranks that would arrive apart (stragglers, uneven shards,
+  // data-dependent routing) are taken to arrive together (docs/distributed.md).
+  bool symmetric = false;
 };
 
 class ProcessGroupNeuron final : public c10d::Backend {

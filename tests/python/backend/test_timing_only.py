@@ -48,12 +48,18 @@ def _run(code: str, mode: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_kernels_take_the_same_simulated_time_as_with_values():
+def _in_both_modes(code: str) -> dict:
+    """The JSON the code prints last, with values and in timing-only mode, by mode."""
     timed = {}
     for mode in ("functional-and-timing", "timing-only"):
-        done = _run(_KERNELS, mode)
+        done = _run(code, mode)
         assert done.returncode == 0, done.stderr[-3000:]
         timed[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    return timed
+
+
+def test_kernels_take_the_same_simulated_time_as_with_values():
+    timed = _in_both_modes(_KERNELS)
     assert timed["timing-only"] == timed["functional-and-timing"]
     assert all(t > 0 for t in timed["timing-only"].values())
 
@@ -161,9 +167,36 @@ print(json.dumps(neuronsim.simulated_time() - start))
 
 
 def test_a_compiled_loss_runs_in_timing_only_mode_in_the_same_time():
-    timed = {}
-    for mode in ("functional-and-timing", "timing-only"):
-        done = _run(_COMPILED_LOSS, mode)
-        assert done.returncode == 0, done.stderr[-3000:]
-        timed[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    timed = _in_both_modes(_COMPILED_LOSS)
     assert timed["timing-only"] == timed["functional-and-timing"] > 0
+
+
+# A training step of the nanochat-style GPT (value embeddings, multi-query attention,
+# ReLU-squared MLP, cross-entropy), cut to one narrow layer, compiled: the step's simulated
+# time and the CPU fallbacks, as JSON.
+_COMPILED_GPT_STEP = """
+import dataclasses, json, torch, neuronsim
+from neuronsim.tools import nanochat
+torch.manual_seed(0)
+c = dataclasses.replace(nanochat.Config(), layers=1, width=128, vocab=1024, sequence=128)
+model = nanochat.GPT(c).to(torch.bfloat16).to("neuron")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+step = torch.compile(model, backend="neuron")
+ids = torch.randint(0, c.vocab, (2, 128)).to("neuron")
+times = []
+for _ in range(2):
+    start = neuronsim.simulated_time()
+    step(ids, ids).backward()
+    opt.step()
+    opt.zero_grad()
+    torch.neuron.synchronize()
+    times.append(neuronsim.simulated_time() - start)
+print(json.dumps({"step": times[-1], "fallbacks": neuronsim.fallback_counts()}))
+"""
+
+
+def test_a_compiled_gpt_training_step_in_timing_only_mode_takes_the_time_it_takes_with_values():
+    timed = _in_both_modes(_COMPILED_GPT_STEP)
+    assert timed["timing-only"] == timed["functional-and-timing"]
+    assert timed["timing-only"]["step"] > 0
+    assert timed["timing-only"]["fallbacks"] == {}

@@ -1,0 +1,498 @@
+"""Projects a training step or a generation before it meets the chip:
+``python -m neuronsim.tools.project``.
+
+A job is a model (a Hugging Face config at its published size, a config.json, or the
+nanochat-style GPT of ``nanochat.py``), a layout (``--tp``, ``--fsdp``, ``--dp`` as the seed's
+``TP_SIZE``/``FSDP_SIZE``), an instance, and the work: a training step of ``--batch`` sequences of
+``--seq`` tokens per rank and ``--accum`` micro-batches per update, or a generation (a prefill of
+``--seq`` tokens, then ``--new-tokens`` decode steps). The job runs in timing-only mode: every
+kernel and collective is timed as it would run, none computes a value, so a model of billions of
+parameters runs on a laptop.
+
+**Symmetric ranks.** A TP x FSDP job runs the same program on every rank, on shards of the same
+shapes, so one process stands for all of them: it is rank 0 of a world of ``tp * fsdp * dp``
+ranks (``NEURONSIM_SYMMETRIC_RANKS=1``), and each collective is timed on the fabric model for its
+whole group, placed as torchrun places the ranks, with every rank arriving when rank 0 does. A
+32-rank job costs one rank's host time. What this gives up: ranks that would arrive apart
+(stragglers, uneven shards, data-dependent routing) arrive together, and the per-rank figures are
+rank 0's.
+
+The report gives the step time (the last of ``--steps``, once kernels are built and graphs
+compiled), tokens/s, model FLOPs utilisation (``6 N`` per token for the weights' products, plus
+the causal attention's products, over the simulated cores' TensorE peak), the breakdown of the
+step (each engine's busy time, the collectives, launches, idle), the peak HBM of a rank against
+the HBM stack it allocates in, and the host time the projection took. ``--trace`` writes the
+step's Perfetto trace (rank 0, standing for every rank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Published configurations at full depth: Qwen3-8B (the seed's SFT model), and the
+# architecture sweep's real-size models (real_size.MODELS) with their published depths.
+CONFIGS: dict[str, tuple[str, dict, str]] = {
+    "Qwen3-8B": (
+        "qwen3",
+        {
+            "hidden_size": 4096,
+            "intermediate_size": 12288,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 151936,
+            "max_position_embeddings": 40960,
+            "tie_word_embeddings": False,
+        },
+        "Qwen/Qwen3-8B config.json",
+    ),
+}
+DEPTHS = {  # num_hidden_layers of each model's config.json (real_size.MODELS names the file)
+    "Llama-3.1-8B": 32,
+    "Qwen3-0.6B": 28,
+    "Qwen3-30B-A3B": 48,
+    "Gemma-3-1B": 26,
+    "Mistral-7B-v0.3": 32,
+    "Phi-3-mini": 32,
+    "SmolLM2-135M": 30,
+    "OLMo-2-1B": 16,
+}
+NANOCHAT = "nanochat"
+
+
+@dataclasses.dataclass
+class Job:
+    model: str = NANOCHAT
+    layers: int | None = None  # None: the model's own depth
+    tp: int = 1
+    fsdp: int = 1
+    dp: int = 1
+    instance: str = "trn2.3xlarge"
+    nproc_per_node: int | None = None  # None: the world, on one node
+    lnc: int | None = None  # physical cores per rank; None: the runtime's default
+    task: str = "train"  # train or generate
+    batch: int = 1  # sequences per rank per micro-batch
+    seq: int = 1024
+    accum: int = 1  # micro-batches per update
+    new_tokens: int = 16
+    dtype: str = "bfloat16"
+    compile: bool = False
+    steps: int = 2
+    trace: str | None = None
+    every_rank: bool = False  # run every rank as a process (torchrun) instead of symmetric ones
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.fsdp * self.dp
+
+
+# ---- The worker: one rank, in timing-only mode ----------------------------------------------
+
+
+def _hf_config(job: Job):
+    from transformers import AutoConfig
+
+    from .real_size import MODELS
+
+    if job.model in CONFIGS:
+        model_type, dims, _ = CONFIGS[job.model]
+        config = AutoConfig.for_model(model_type, **dims)
+    elif job.model in DEPTHS:
+        model_type, dims, _ = MODELS[job.model]
+        dims = {k: v for k, v in dims.items() if k != "layer_types"}  # the sweep keeps two
+        config = AutoConfig.for_model(model_type, num_hidden_layers=DEPTHS[job.model], **dims)
+    elif os.path.isfile(job.model):
+        config = AutoConfig.from_pretrained(os.path.dirname(os.path.abspath(job.model)))
+    else:
+        config = AutoConfig.from_pretrained(job.model)  # a model id in the local cache
+    if job.layers is not None:
+        config.num_hidden_layers = job.layers
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[: job.layers]
+    return config
+
+
+def _matmul_weights(model) -> int:
+    """Elements of the weights that multiply (every Linear's), the N of 6 N FLOPs per token."""
+    import torch.nn as nn
+
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def _attention_flops_per_token(layers: int, heads: int, head_dim: int, seq: int) -> float:
+    """Forward and backward of causal attention, per token: QK^T and PV, 2 FLOPs per
+    multiply-add, half the positions (causal), three times for the backward's two products."""
+    return 3 * 2 * 2 * layers * heads * head_dim * seq / 2
+
+
+def _build(job: Job):
+    """The model on the meta device, its FLOPs per trained token, and how to call it."""
+    import torch
+
+    dtype = getattr(torch, job.dtype)
+    if job.model == NANOCHAT:
+        from . import nanochat
+
+        c = nanochat.Config(sequence=max(job.seq, 1024))
+        if job.layers is not None:
+            c = dataclasses.replace(c, layers=job.layers)
+        with torch.device("meta"):
+            model = nanochat.GPT(c).to(dtype)
+        attention = _attention_flops_per_token(c.layers, c.heads, c.head_dim, job.seq)
+        return model, 6 * _matmul_weights(model) + attention, c.vocab, None
+    from transformers import AutoModelForCausalLM
+
+    config = _hf_config(job)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    attention = _attention_flops_per_token(config.num_hidden_layers, heads, head_dim, job.seq)
+    return model, 6 * _matmul_weights(model) + attention, config.vocab_size, config
+
+
+def _distribute(model, job: Job):
+    """The model sharded on the TP x FSDP grid as Transformers shards it at load time
+    (``from_pretrained(distributed_config=...)``), then placed on the device. The nanochat GPT
+    has no TP plan: FSDP2 shards each block and the rest, over DP x FSDP ranks (HSDP)."""
+    if job.world > 1 and job.model == NANOCHAT:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        if job.tp > 1:
+            raise SystemExit("project: the nanochat GPT has no tensor-parallel plan; use --fsdp")
+        mesh = init_device_mesh("neuron", (job.dp, job.fsdp), mesh_dim_names=("dp", "fsdp"))
+        mesh = mesh if job.dp > 1 else mesh["fsdp"]
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    elif job.world > 1:
+        from transformers.distributed import DistributedConfig
+
+        wanted = DistributedConfig(tp_size=job.tp, fsdp_size=job.fsdp, dp_replicate_size=job.dp)
+        config, _, mesh = type(model).prepare_distribute_model(wanted)
+        model = type(model).maybe_distribute_model(model, config, mesh)
+    return model.to_empty(device="neuron")
+
+
+def _progress(text: str) -> None:
+    print(f"[project] {text}", file=sys.stderr, flush=True)
+
+
+def _measure(step, job: Job, summary_path: str) -> dict:
+    """Runs `step` job.steps times; the last runs inside a profile session. Returns its
+    simulated and host seconds."""
+    import torch
+
+    import neuronsim
+
+    for i in range(job.steps - 1):
+        start = time.perf_counter()
+        step()
+        torch.neuron.synchronize()
+        _progress(f"warm-up step {i + 1}/{job.steps - 1}: {time.perf_counter() - start:.1f} s host")
+    torch.neuron.synchronize()
+    begin, start = neuronsim.simulated_time(), time.perf_counter()
+    with neuronsim.profile(job.trace, summary_path):
+        step()
+        torch.neuron.synchronize()
+    return {
+        "step_s": neuronsim.simulated_time() - begin,
+        "step_host_s": time.perf_counter() - start,
+    }
+
+
+def _train(job: Job, summary_path: str) -> dict:
+    import torch
+
+    model, flops_per_token, vocab, config = _build(job)
+    model = _distribute(model, job)
+    _progress(f"model placed: {sum(p.numel() for p in model.parameters()):,} elements on rank 0")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    run = torch.compile(model, backend="neuron") if job.compile else model
+    ids = torch.randint(0, vocab, (job.batch, job.seq), device="neuron")
+
+    def step():
+        for _ in range(job.accum):
+            if config is None:
+                loss = run(ids, ids)
+            else:
+                loss = run(input_ids=ids, labels=ids).loss
+            (loss / job.accum).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    figures = _measure(step, job, summary_path)
+    data_ranks = job.world // job.tp
+    tokens = job.batch * job.seq * job.accum * data_ranks
+    figures.update(tokens=tokens, flops=flops_per_token * tokens)
+    return figures
+
+
+def _generate(job: Job, summary_path: str) -> dict:
+    import torch
+    from transformers import DynamicCache, StaticCache
+
+    import neuronsim
+
+    model, _, vocab, config = _build(job)
+    if config is None:
+        raise SystemExit("project: --task generate needs a Hugging Face model, not nanochat")
+    model = _distribute(model, job).eval()
+    # A compiled generation keeps its cache static, as the seed's does; an eager one grows it
+    # (a static cache's offset is a device tensor that eager masking reads on the host).
+    if job.compile:
+        cache = StaticCache(config=config, max_cache_len=job.seq + job.new_tokens)
+    else:
+        cache = DynamicCache(config=config)
+    ids = torch.randint(0, vocab, (job.batch, job.seq), device="neuron")
+    forward = torch.compile(model, backend="neuron") if job.compile else model
+    timings = {}
+
+    @torch.no_grad()
+    def generate():
+        cache.reset()
+        start = neuronsim.simulated_time()
+        positions = torch.arange(job.seq, device="neuron")
+        out = forward(input_ids=ids, past_key_values=cache, cache_position=positions)
+        token = out.logits[:, -1:].argmax(-1)
+        torch.neuron.synchronize()
+        timings["prefill_s"] = neuronsim.simulated_time() - start
+        for n in range(job.new_tokens):
+            position = torch.tensor([job.seq + n], device="neuron")
+            out = forward(input_ids=token, past_key_values=cache, cache_position=position)
+            token = out.logits[:, -1:].argmax(-1)
+
+    figures = _measure(generate, job, summary_path)
+    decode_s = figures["step_s"] - timings["prefill_s"]
+    data_ranks = job.world // job.tp
+    figures.update(
+        prefill_s=timings["prefill_s"],
+        decode_s=decode_s,
+        tokens=job.batch * job.new_tokens * data_ranks,
+        tokens_per_s=job.batch * job.new_tokens * data_ranks / decode_s if decode_s > 0 else 0.0,
+    )
+    return figures
+
+
+def _breakdown(summary_path: str, step_s: float) -> dict:
+    """Each engine's busy seconds and the collectives' from the profile summary of the step."""
+    with open(summary_path) as f:
+        summary = json.load(f)
+    core = next(iter(summary.values()), {})
+    engines = {
+        k[: -len("_engine_active_time")]: v
+        for k, v in core.items()
+        if k.endswith("_engine_active_time")
+    }
+    return {"engines_s": engines, "dma_s": core.get("dma_packet_time", 0.0)}
+
+
+def worker(job: Job) -> dict:
+    import torch
+
+    import neuronsim
+    from neuronsim import compiler
+
+    host_start = time.perf_counter()
+    if job.world > 1:
+        import torch.distributed as dist
+
+        if job.every_rank:  # torchrun's environment
+            dist.init_process_group("neuron")
+        else:
+            dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=job.world)
+    torch.neuron.reset_peak_memory_stats()
+    with tempfile.TemporaryDirectory() as tmp:
+        summary_path = os.path.join(tmp, "summary.json")
+        error = None
+        try:
+            figures = (_train if job.task == "train" else _generate)(job, summary_path)
+            figures.update(_breakdown(summary_path, figures["step_s"]))
+        except torch.OutOfMemoryError as e:
+            figures, error = {}, str(e).splitlines()[0]
+    props = torch.neuron.get_device_properties(0)
+    figures.update(
+        peak_hbm_bytes=torch.neuron.max_memory_reserved(),
+        hbm_stack_bytes=props.total_memory,
+        cores_per_stack=_cores_per_stack(job, props),
+        peak_flops_per_core=props.peak_bf16_flops,
+        out_of_memory=error,
+        fallbacks=neuronsim.fallback_counts(),
+        eager_nodes=dict(compiler.stats().eager_nodes),
+        host_s=time.perf_counter() - host_start,
+    )
+    if job.world > 1:
+        from neuronsim import distributed
+
+        figures["collectives"] = distributed.all_groups_stats()
+    return figures
+
+
+def _cores_per_stack(job: Job, props) -> int:
+    """How many ranks share the HBM stack of rank 0 when the job fills its node's cores in
+    order (two physical cores per stack on Trn2: two ranks at LNC=1, one at LNC=2)."""
+    per_stack = {"trn1": 1, "trn2": 2, "trn3": 2}.get(props.generation, 1)
+    ranks_on_node = job.nproc_per_node or job.world
+    return max(1, min(per_stack // props.physical_cores_per_device, ranks_on_node))
+
+
+# ---- The driver -----------------------------------------------------------------------------
+
+
+def _environment(job: Job) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        NEURONSIM_MODE="timing-only",
+        NEURONSIM_INSTANCE=job.instance,
+        HF_HUB_OFFLINE="1",
+        TORCH_DEVICE_BACKEND_AUTOLOAD="1",
+    )
+    if job.lnc is not None:
+        env["NEURON_RT_VIRTUAL_CORE_SIZE"] = str(job.lnc)
+    if job.world > 1 and not job.every_rank:
+        env.update(
+            NEURONSIM_SYMMETRIC_RANKS="1",
+            RANK="0",
+            LOCAL_RANK="0",
+            WORLD_SIZE=str(job.world),
+            LOCAL_WORLD_SIZE=str(job.nproc_per_node or job.world),
+            GROUP_RANK="0",
+        )
+    return env
+
+
+def project(job: Job) -> dict:
+    """Runs the job in a worker process (the environment picks the mode and the machine
+    before the device opens) and returns its figures."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        command = [sys.executable, "-m", "neuronsim.tools.project", "--worker", str(out)]
+        if job.every_rank and job.world > 1:
+            command[1:1] = ["-m", "torch.distributed.run", f"--nproc-per-node={job.world}"]
+        command += ["--job", json.dumps(dataclasses.asdict(job))]
+        done = subprocess.run(command, env=_environment(job), check=False)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"project: the worker failed (exit {done.returncode}); see above")
+        result = json.loads(out.read_text())
+    result["job"] = dataclasses.asdict(job)
+    return result
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def report(result: dict) -> str:
+    job = Job(**result["job"])
+    lines = [
+        f"{job.model} {job.task}, {job.instance}, TP {job.tp} x FSDP {job.fsdp} x DP {job.dp} "
+        f"({job.world} ranks), {job.batch} x {job.seq} tokens per rank"
+        + (f", {job.accum} micro-batches per update" if job.task == "train" else "")
+        + (", compiled" if job.compile else ", eager")
+    ]
+    capacity = result["hbm_stack_bytes"] / result["cores_per_stack"]
+    peak = result["peak_hbm_bytes"]
+    if result.get("out_of_memory"):
+        lines.append(f"  does not fit: {result['out_of_memory']}")
+        lines.append(f"  peak HBM before the failure {_gib(peak)} of {_gib(capacity)} per rank")
+        return "\n".join(lines)
+    step = result["step_s"]
+    if job.task == "train":
+        mfu = result["flops"] / (step * job.world * result["peak_flops_per_core"])
+        lines.append(
+            f"  step {step * 1e3:.1f} ms simulated; {result['tokens'] / step:,.0f} tokens/s; "
+            f"MFU {100 * mfu:.1f} %"
+        )
+    else:
+        lines.append(
+            f"  time to first token {result['prefill_s'] * 1e3:.1f} ms; decode "
+            f"{result['tokens_per_s']:,.1f} tokens/s ({job.new_tokens} tokens)"
+        )
+    collective_s = result.get("collectives", {}).get("simulated_ps", 0) / 1e12
+    parts = [f"{name} {busy * 1e3:.1f}" for name, busy in result["engines_s"].items()]
+    dma_ms = result["dma_s"] * 1e3
+    lines.append(f"  busy ms: {', '.join(parts)}; DMA queues {dma_ms:.1f} (summed over queues)")
+    lines.append(
+        f"  collectives {collective_s * 1e3:.1f} ms (exposed: the backend runs each one "
+        f"after the work before it); compute and idle {(step - collective_s) * 1e3:.1f} ms"
+    )
+    fits = "fits" if peak <= capacity else "does NOT fit"
+    lines.append(f"  peak HBM {_gib(peak)} per rank of {_gib(capacity)}: {fits}")
+    fallbacks = sum(result["fallbacks"].values())
+    lines.append(f"  CPU fallbacks: {fallbacks}" + (f" {result['fallbacks']}" if fallbacks else ""))
+    if job.compile and result["eager_nodes"]:
+        eager = sum(result["eager_nodes"].values())
+        lines.append(f"  graph nodes run eagerly on the device (the programs split there): {eager}")
+    lines.append(f"  host {result['host_s']:.0f} s")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m neuronsim.tools.project",
+        description="Project a training step or a generation on a simulated Trainium instance.",
+    )
+    d = Job()
+    p.add_argument(
+        "--model",
+        default=d.model,
+        help=f"{NANOCHAT}, {', '.join(CONFIGS)}, a config.json or a cached model id",
+    )
+    p.add_argument("--layers", type=int, default=None, help="cut the model to this many layers")
+    p.add_argument("--tp", type=int, default=int(os.environ.get("TP_SIZE", "1")))
+    p.add_argument("--fsdp", type=int, default=int(os.environ.get("FSDP_SIZE", "1")))
+    p.add_argument("--dp", type=int, default=1, help="FSDP replicas (HSDP)")
+    p.add_argument("--instance", default=d.instance)
+    p.add_argument("--nproc-per-node", type=int, default=None)
+    p.add_argument("--lnc", type=int, default=None, help="physical cores per rank (1 or 2)")
+    p.add_argument("--task", choices=("train", "generate"), default=d.task)
+    p.add_argument("--batch", type=int, default=d.batch, help="sequences per rank")
+    p.add_argument("--seq", type=int, default=d.seq, help="tokens per sequence (the prompt)")
+    p.add_argument("--accum", type=int, default=d.accum, help="micro-batches per update")
+    p.add_argument("--new-tokens", type=int, default=d.new_tokens)
+    p.add_argument("--dtype", default=d.dtype)
+    p.add_argument("--compile", action="store_true", help="torch.compile(backend='neuron')")
+    p.add_argument("--steps", type=int, default=d.steps, help="steps run; the last is reported")
+    p.add_argument("--trace", default=None, help="write the step's Perfetto trace here")
+    p.add_argument(
+        "--every-rank",
+        action="store_true",
+        help="run every rank as a process (torchrun), not one standing for all: to check the "
+        "symmetric projection on a small layout",
+    )
+    p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--job", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.worker:
+        figures = worker(Job(**json.loads(args.job)))
+        if os.environ.get("RANK", "0") == "0":
+            Path(args.worker).write_text(json.dumps(figures))
+        return 0
+    fields = {f.name for f in dataclasses.fields(Job)}
+    job = Job(**{k: v for k, v in vars(args).items() if k in fields})
+    if job.steps < 1:
+        raise SystemExit("project: --steps must be at least 1")
+    result = project(job)
+    print(report(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The projection command (python -m neuronsim.tools.project): one process standing for a
+job's symmetric ranks takes the time every rank run as its own process takes; a job past a
+core's HBM is reported as not fitting, with the runtime's error; the report has the figures a
+user asks for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neuronsim.tools import project
+
+# A Qwen3 of two narrow layers, as a config.json.
+TINY_QWEN3 = {
+    "model_type": "qwen3",
+    "architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 256,
+    "intermediate_size": 768,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 4096,
+    "tie_word_embeddings": False,
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny") / "config.json"
+    path.write_text(json.dumps(TINY_QWEN3))
+    return str(path)
+
+
+def test_symmetric_ranks_take_the_time_of_every_rank_run(tiny_config):
+    # TP 2 x FSDP 2: one process standing for four against four processes under torchrun.
+    job = project.Job(model=tiny_config, tp=2, fsdp=2, seq=128)
+    symmetric = project.project(job)
+    every = project.project(project.Job(**{**vars(job), "every_rank": True}))
+    assert symmetric["step_s"] > 0
+    assert symmetric["step_s"] == pytest.approx(every["step_s"], rel=1e-9)
+    sym_cc, every_cc = symmetric["collectives"], every["collectives"]
+    assert sym_cc["collectives"] == every_cc["collectives"] > 0
+    assert sym_cc["simulated_ps"] == pytest.approx(every_cc["simulated_ps"], rel=1e-9)
+    assert symmetric["peak_hbm_bytes"] == every["peak_hbm_bytes"] > 0
+    assert symmetric["fallbacks"] == {}
+    text = project.report(symmetric)
+    for needed in ("tokens/s", "MFU", "busy ms", "collectives", "peak HBM", "fits", "host"):
+        assert needed in text, text
+
+
+def test_a_job_past_the_hbm_of_a_core_does_not_fit():
+    # Qwen3-8B's 8.2 B parameters in BF16 on one core of 12 GiB (two cores per 24 GiB stack).
+    result = project.project(project.Job(model="Qwen3-8B", seq=128, steps=1))
+    assert "NRT_RESOURCE" in result["out_of_memory"]
+    assert "HBM stack" in result["out_of_memory"]
+    assert "does not fit" in project.report(result)
+
+
+def test_a_generation_reports_time_to_first_token_and_tokens_per_second(tiny_config):
+    result = project.project(
+        project.Job(model=tiny_config, tp=2, task="generate", seq=64, new_tokens=4)
+    )
+    assert 0 < result["prefill_s"] < result["step_s"]
+    assert result["tokens_per_s"] > 0
+    assert "time to first token" in project.report(result)
