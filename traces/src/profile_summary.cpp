@@ -82,6 +82,7 @@ json core_summary(const sim::RunResult& r, size_t i) {
   const uint64_t total_ps = span_ps > c.launch_ps ? span_ps - c.launch_ps : 0;
   const double total = seconds(total_ps);
   json out = {{"total_time", total}, {"instance_type", r.instance}, {"nc_idx", core}};
+  out["launch_time"] = seconds(c.launch_ps);  // the runtime's launches, which total_time omits
   for (isa::Engine e : detail::kEngineOrder) {
     const sim::EngineStats& s = c.engines[static_cast<size_t>(e)];
     const std::string n = fmt::format("{}_engine", engine_metric_name(e));

@@ -86,6 +86,7 @@ class Job:
     new_tokens: int = 16
     dtype: str = "bfloat16"
     compile: bool = False
+    checkpointing: bool = False  # activation checkpointing (TRL's SFTConfig turns it on)
     steps: int = 2
     trace: str | None = None
     every_rank: bool = False  # run every rank as a process (torchrun) instead of symmetric ones
@@ -215,8 +216,13 @@ def _train(job: Job, summary_path: str) -> dict:
     import torch
 
     model, flops_per_token, vocab, config = _build(job)
+    if job.checkpointing:
+        if config is None:
+            raise SystemExit("project: --checkpointing needs a Hugging Face model")
+        # The recomputed forward is work the step does, but not model FLOPs (MFU leaves it out).
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = _distribute(model, job)
-    _progress(f"model placed: {sum(p.numel() for p in model.parameters()):,} elements on rank 0")
+    _progress("model placed on rank 0")
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     run = torch.compile(model, backend="neuron") if job.compile else model
     ids = torch.randint(0, vocab, (job.batch, job.seq), device="neuron")
@@ -294,7 +300,11 @@ def _breakdown(summary_path: str, step_s: float) -> dict:
         for k, v in core.items()
         if k.endswith("_engine_active_time")
     }
-    return {"engines_s": engines, "dma_s": core.get("dma_packet_time", 0.0)}
+    return {
+        "engines_s": engines,
+        "dma_s": core.get("dma_packet_time", 0.0),
+        "launch_s": core.get("launch_time", 0.0),
+    }
 
 
 def worker(job: Job) -> dict:
@@ -399,6 +409,7 @@ def report(result: dict) -> str:
         f"({job.world} ranks), {job.batch} x {job.seq} tokens per rank"
         + (f", {job.accum} micro-batches per update" if job.task == "train" else "")
         + (", compiled" if job.compile else ", eager")
+        + (", activation checkpointing" if job.checkpointing else "")
     ]
     capacity = result["hbm_stack_bytes"] / result["cores_per_stack"]
     peak = result["peak_hbm_bytes"]
@@ -422,9 +433,15 @@ def report(result: dict) -> str:
     parts = [f"{name} {busy * 1e3:.1f}" for name, busy in result["engines_s"].items()]
     dma_ms = result["dma_s"] * 1e3
     lines.append(f"  busy ms: {', '.join(parts)}; DMA queues {dma_ms:.1f} (summed over queues)")
+    launch_s = result["launch_s"]
+    lines.append(
+        f"  runtime launches {launch_s * 1e3:.1f} ms (one per kernel or program: the host's "
+        f"dispatch, {100 * launch_s / step:.0f} % of the step)"
+    )
+    rest_ms = (step - collective_s - launch_s) * 1e3
     lines.append(
         f"  collectives {collective_s * 1e3:.1f} ms (exposed: the backend runs each one "
-        f"after the work before it); compute and idle {(step - collective_s) * 1e3:.1f} ms"
+        f"after the work before it); kernels and idle {rest_ms:.1f} ms"
     )
     fits = "fits" if peak <= capacity else "does NOT fit"
     lines.append(f"  peak HBM {_gib(peak)} per rank of {_gib(capacity)}: {fits}")
@@ -462,6 +479,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--new-tokens", type=int, default=d.new_tokens)
     p.add_argument("--dtype", default=d.dtype)
     p.add_argument("--compile", action="store_true", help="torch.compile(backend='neuron')")
+    p.add_argument(
+        "--checkpointing",
+        action="store_true",
+        help="activation checkpointing (TRL's SFTConfig default)",
+    )
     p.add_argument("--steps", type=int, default=d.steps, help="steps run; the last is reported")
     p.add_argument("--trace", default=None, help="write the step's Perfetto trace here")
     p.add_argument(
