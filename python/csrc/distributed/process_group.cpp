@@ -75,8 +75,20 @@ WorkPtr done(c10d::OpType type, std::vector<at::Tensor> outputs) {
 
 // ---- Bytes of tensors -----------------------------------------------------------------------
 
+// A process standing for symmetric ranks (GroupSetup::symmetric) moves no bytes: its collectives
+// are timed, and their tensors, whose values timing-only mode does not compute, are neither read
+// nor written (which would make the host hold every byte of the device's tensors).
+bool symmetric_process() {
+  static const bool on = [] {
+    const char* v = std::getenv("NEURONSIM_SYMMETRIC_RANKS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
 // The tensor's elements in order, as bytes (device tensors are read through their host view).
 Bytes bytes_of(const at::Tensor& t) {
+  if (symmetric_process()) return {};
   const at::Tensor h = host_alias(t).contiguous();
   const auto* p = static_cast<const uint8_t*>(h.data_ptr());
   return Bytes(p, p + h.nbytes());
@@ -84,6 +96,7 @@ Bytes bytes_of(const at::Tensor& t) {
 
 // Writes `n` bytes, the tensor's elements in order, into `t` (any layout, any device).
 void write_bytes(const at::Tensor& t, const uint8_t* data, size_t n) {
+  if (symmetric_process()) return;
   TORCH_INTERNAL_ASSERT(n == t.numel() * t.element_size(), "write_bytes: size mismatch");
   if (n == 0) return;
   const at::Tensor src = at::from_blob(const_cast<uint8_t*>(data), t.sizes(),
@@ -106,6 +119,7 @@ Bytes concat(const std::vector<at::Tensor>& tensors) {
 
 // Writes consecutive pieces of `data` into `tensors`, each taking its own size.
 void split_into(const std::vector<at::Tensor>& tensors, const Bytes& data) {
+  if (symmetric_process()) return;
   size_t at = 0;
   for (const at::Tensor& t : tensors) {
     write_bytes(t, data.data() + at, nbytes(t));
@@ -204,6 +218,7 @@ at::Tensor combine(const at::Tensor& acc, const at::Tensor& x, const c10d::Reduc
 // are combined in FP32 and rounded once.
 at::Tensor reduce_on_host(const Bytes& data, int ranks, int64_t numel, at::ScalarType type,
                           const c10d::ReduceOp& op) {
+  if (symmetric_process()) return {};
   const at::Tensor all =
       at::from_blob(const_cast<uint8_t*>(data.data()), {ranks, numel}, at::TensorOptions(type));
   const bool widen = at::isFloatingType(type) && type != at::kDouble;
@@ -446,8 +461,8 @@ struct ProcessGroupNeuron::Impl {
     return cores;
   }
 
-  // A collective of symmetric ranks: every rank arrives when this one does; the output keeps
-  // the bytes of a rank whose peers are not run (timing-only mode computes no values).
+  // A collective of symmetric ranks: every rank arrives when this one does; no bytes move
+  // (symmetric_process), so the output is empty.
   Bytes run_symmetric(const std::string& op, const cc::CollectiveSpec& spec, uint64_t in_bytes,
                       const std::vector<at::Tensor>& tensors, bool hold_always) {
     const uint64_t arrival = arrival_ps();
@@ -458,7 +473,7 @@ struct ProcessGroupNeuron::Impl {
                             std::vector<cc::Picos>(static_cast<size_t>(R()), arrival), options);
     account(op, tensors, arrival, out.finish_ps.at(static_cast<size_t>(me())), in_bytes,
             hold_always, fmt::format("group {} #{}", setup.name, ++collectives_run));
-    return Bytes(spec.output_bytes(R(), me()), 0);
+    return {};
   }
 
   // Runs one collective of the group, this rank contributing `input`; returns its output.
@@ -466,7 +481,8 @@ struct ProcessGroupNeuron::Impl {
             const std::vector<at::Tensor>& tensors, bool hold_always = false) {
     std::lock_guard lock(mu);
     if (broken) fail(op, "the group failed earlier: " + *broken);
-    if (setup.symmetric) return run_symmetric(op, spec, input.size(), tensors, hold_always);
+    if (setup.symmetric)
+      return run_symmetric(op, spec, spec.input_bytes(R(), me()), tensors, hold_always);
     const uint64_t arrival = arrival_ps();
     const uint64_t in_bytes = input.size();
     try {
@@ -545,6 +561,7 @@ struct ProcessGroupNeuron::Impl {
 
   void write_result(const at::Tensor& t, const Bytes& b) { write_bytes(t, b.data(), b.size()); }
   static void write_tensor(const at::Tensor& t, const at::Tensor& value) {
+    if (symmetric_process()) return;
     host_alias(t).copy_(value.reshape(t.sizes()));
   }
 
@@ -560,8 +577,10 @@ struct ProcessGroupNeuron::Impl {
     Bytes in(mine.size() * 8);
     std::memcpy(in.data(), mine.data(), in.size());
     Bytes all = run(op + " (sizes)", bytes_spec(cc::Op::all_gather, in.size()), in, ts);
-    if (setup.symmetric)  // every rank sends and expects what this one does
-      for (int r = 0; r < R(); ++r) std::copy(in.begin(), in.end(), all.begin() + r * in.size());
+    if (setup.symmetric) {  // every rank sends and expects what this one does
+      all.clear();
+      for (int r = 0; r < R(); ++r) all.insert(all.end(), in.begin(), in.end());
+    }
     Matrix m;
     const size_t n = static_cast<size_t>(R());
     m.sends.resize(n * n);
