@@ -90,6 +90,7 @@ class Job:
     steps: int = 2
     trace: str | None = None
     every_rank: bool = False  # run every rank as a process (torchrun) instead of symmetric ones
+    full_accum: bool = False  # run every micro-batch of an update, not one counted --accum times
 
     @property
     def world(self) -> int:
@@ -189,30 +190,74 @@ def _progress(text: str) -> None:
     print(f"[project] {text}", file=sys.stderr, flush=True)
 
 
-def _measure(step, job: Job, summary_path: str) -> dict:
-    """Runs `step` job.steps times; the last runs inside a profile session. Returns its
-    simulated and host seconds."""
+def _collective_ps() -> int:
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return 0
+    from neuronsim import distributed
+
+    return distributed.all_groups_stats()["simulated_ps"]
+
+
+def _summary(path: str) -> dict:
+    """Each engine's busy seconds, the DMA queues' and the launches' from a profile summary."""
+    with open(path) as f:
+        core = next(iter(json.load(f).values()), {})
+    suffix = "_engine_active_time"
+    return {
+        "engines_s": {k[: -len(suffix)]: v for k, v in core.items() if k.endswith(suffix)},
+        "dma_s": core.get("dma_packet_time", 0.0),
+        "launch_s": core.get("launch_time", 0.0),
+    }
+
+
+def _trace_path(job: Job, phase: str) -> str | None:
+    if not job.trace:
+        return None
+    path = Path(job.trace)
+    phase = phase.replace(" ", "-")
+    return str(path.with_name(f"{path.stem}.{phase}{path.suffix or '.json'}"))
+
+
+def _measure(phases: list, job: Job, tmp: str) -> dict:
+    """Runs the phases, each a (name, call, weight), job.steps times: the last time each runs
+    in a profile session of its own, and the step's figures are the phases' weighted sums (a
+    micro-batch's times the micro-batches of an update, plus the update)."""
     import torch
 
     import neuronsim
 
     for i in range(job.steps - 1):
         start = time.perf_counter()
-        step()
+        for _, call, _ in phases:
+            call()
         torch.neuron.synchronize()
         _progress(f"warm-up step {i + 1}/{job.steps - 1}: {time.perf_counter() - start:.1f} s host")
-    torch.neuron.synchronize()
-    begin, start = neuronsim.simulated_time(), time.perf_counter()
-    with neuronsim.profile(job.trace, summary_path):
-        step()
+    out = {"step_s": 0.0, "step_host_s": 0.0, "collective_s": 0.0, "dma_s": 0.0, "launch_s": 0.0}
+    out.update(engines_s={}, phases_s={})
+    for name, call, weight in phases:
+        summary = os.path.join(tmp, f"{name.replace(' ', '-')}.json")
         torch.neuron.synchronize()
-    return {
-        "step_s": neuronsim.simulated_time() - begin,
-        "step_host_s": time.perf_counter() - start,
-    }
+        begin, start, cc = neuronsim.simulated_time(), time.perf_counter(), _collective_ps()
+        with neuronsim.profile(_trace_path(job, name), summary):
+            call()
+            torch.neuron.synchronize()
+        took, host = neuronsim.simulated_time() - begin, time.perf_counter() - start
+        _progress(f"{name}: {took * 1e3:.1f} ms simulated, {host:.1f} s host")
+        out["phases_s"][name] = took
+        out["step_s"] += weight * took
+        out["step_host_s"] += host
+        out["collective_s"] += weight * (_collective_ps() - cc) / 1e12
+        figures = _summary(summary)
+        out["dma_s"] += weight * figures["dma_s"]
+        out["launch_s"] += weight * figures["launch_s"]
+        for engine, busy in figures["engines_s"].items():
+            out["engines_s"][engine] = out["engines_s"].get(engine, 0.0) + weight * busy
+    return out
 
 
-def _train(job: Job, summary_path: str) -> dict:
+def _train(job: Job, tmp: str) -> dict:
     import torch
 
     model, flops_per_token, vocab, config = _build(job)
@@ -227,28 +272,39 @@ def _train(job: Job, summary_path: str) -> dict:
     run = torch.compile(model, backend="neuron") if job.compile else model
     ids = torch.randint(0, vocab, (job.batch, job.seq), device="neuron")
 
-    def step():
-        for _ in range(job.accum):
-            if config is None:
-                loss = run(ids, ids)
-            else:
-                loss = run(input_ids=ids, labels=ids).loss
-            (loss / job.accum).backward()
+    def micro_batch():
+        loss = run(ids, ids) if config is None else run(input_ids=ids, labels=ids).loss
+        (loss / job.accum).backward()
+
+    def update():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    figures = _measure(step, job, summary_path)
+    # The micro-batches of an update after the first run the same program on the same shapes
+    # (the first writes the gradients, the others add to them): the first and one other are
+    # run, the other counted for the rest (--full-accum runs them all).
+    def step():
+        for _ in range(job.accum):
+            micro_batch()
+        update()
+
+    if job.full_accum:
+        phases = [("step", step, 1)]
+    else:
+        phases = [("first micro-batch", micro_batch, 1)]
+        if job.accum > 1:
+            phases.append(("micro-batch", micro_batch, job.accum - 1))
+        phases.append(("update", update, 1))
+    figures = _measure(phases, job, tmp)
     data_ranks = job.world // job.tp
     tokens = job.batch * job.seq * job.accum * data_ranks
     figures.update(tokens=tokens, flops=flops_per_token * tokens)
     return figures
 
 
-def _generate(job: Job, summary_path: str) -> dict:
+def _generate(job: Job, tmp: str) -> dict:
     import torch
     from transformers import DynamicCache, StaticCache
-
-    import neuronsim
 
     model, _, vocab, config = _build(job)
     if config is None:
@@ -262,49 +318,32 @@ def _generate(job: Job, summary_path: str) -> dict:
         cache = DynamicCache(config=config)
     ids = torch.randint(0, vocab, (job.batch, job.seq), device="neuron")
     forward = torch.compile(model, backend="neuron") if job.compile else model
-    timings = {}
+    last = {}
 
     @torch.no_grad()
-    def generate():
+    def prefill():
         cache.reset()
-        start = neuronsim.simulated_time()
         positions = torch.arange(job.seq, device="neuron")
         out = forward(input_ids=ids, past_key_values=cache, cache_position=positions)
-        token = out.logits[:, -1:].argmax(-1)
-        torch.neuron.synchronize()
-        timings["prefill_s"] = neuronsim.simulated_time() - start
+        last["token"] = out.logits[:, -1:].argmax(-1)
+
+    @torch.no_grad()
+    def decode():
         for n in range(job.new_tokens):
             position = torch.tensor([job.seq + n], device="neuron")
-            out = forward(input_ids=token, past_key_values=cache, cache_position=position)
-            token = out.logits[:, -1:].argmax(-1)
+            out = forward(input_ids=last["token"], past_key_values=cache, cache_position=position)
+            last["token"] = out.logits[:, -1:].argmax(-1)
 
-    figures = _measure(generate, job, summary_path)
-    decode_s = figures["step_s"] - timings["prefill_s"]
-    data_ranks = job.world // job.tp
+    figures = _measure([("prefill", prefill, 1), ("decode", decode, 1)], job, tmp)
+    decode_s = figures["phases_s"]["decode"]
+    tokens = job.batch * job.new_tokens * (job.world // job.tp)
     figures.update(
-        prefill_s=timings["prefill_s"],
+        prefill_s=figures["phases_s"]["prefill"],
         decode_s=decode_s,
-        tokens=job.batch * job.new_tokens * data_ranks,
-        tokens_per_s=job.batch * job.new_tokens * data_ranks / decode_s if decode_s > 0 else 0.0,
+        tokens=tokens,
+        tokens_per_s=tokens / decode_s if decode_s > 0 else 0.0,
     )
     return figures
-
-
-def _breakdown(summary_path: str, step_s: float) -> dict:
-    """Each engine's busy seconds and the collectives' from the profile summary of the step."""
-    with open(summary_path) as f:
-        summary = json.load(f)
-    core = next(iter(summary.values()), {})
-    engines = {
-        k[: -len("_engine_active_time")]: v
-        for k, v in core.items()
-        if k.endswith("_engine_active_time")
-    }
-    return {
-        "engines_s": engines,
-        "dma_s": core.get("dma_packet_time", 0.0),
-        "launch_s": core.get("launch_time", 0.0),
-    }
 
 
 def worker(job: Job) -> dict:
@@ -323,11 +362,9 @@ def worker(job: Job) -> dict:
             dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=job.world)
     torch.neuron.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory() as tmp:
-        summary_path = os.path.join(tmp, "summary.json")
         error = None
         try:
-            figures = (_train if job.task == "train" else _generate)(job, summary_path)
-            figures.update(_breakdown(summary_path, figures["step_s"]))
+            figures = (_train if job.task == "train" else _generate)(job, tmp)
         except torch.OutOfMemoryError as e:
             figures, error = {}, str(e).splitlines()[0]
     props = torch.neuron.get_device_properties(0)
@@ -344,7 +381,7 @@ def worker(job: Job) -> dict:
     if job.world > 1:
         from neuronsim import distributed
 
-        figures["collectives"] = distributed.all_groups_stats()
+        figures["collectives"] = distributed.all_groups_stats()  # since the job began
     return figures
 
 
@@ -429,7 +466,7 @@ def report(result: dict) -> str:
             f"  time to first token {result['prefill_s'] * 1e3:.1f} ms; decode "
             f"{result['tokens_per_s']:,.1f} tokens/s ({job.new_tokens} tokens)"
         )
-    collective_s = result.get("collectives", {}).get("simulated_ps", 0) / 1e12
+    collective_s = result["collective_s"]
     parts = [f"{name} {busy * 1e3:.1f}" for name, busy in result["engines_s"].items()]
     dma_ms = result["dma_s"] * 1e3
     lines.append(f"  busy ms: {', '.join(parts)}; DMA queues {dma_ms:.1f} (summed over queues)")
@@ -486,6 +523,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--steps", type=int, default=d.steps, help="steps run; the last is reported")
     p.add_argument("--trace", default=None, help="write the step's Perfetto trace here")
+    p.add_argument(
+        "--full-accum",
+        action="store_true",
+        help="run every micro-batch of the update (by default one runs, counted --accum times)",
+    )
     p.add_argument(
         "--every-rank",
         action="store_true",

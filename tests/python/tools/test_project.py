@@ -40,14 +40,22 @@ def test_symmetric_ranks_take_the_time_of_every_rank_run(tiny_config):
     every = project.project(project.Job(**{**vars(job), "every_rank": True}))
     assert symmetric["step_s"] > 0
     assert symmetric["step_s"] == pytest.approx(every["step_s"], rel=1e-9)
-    sym_cc, every_cc = symmetric["collectives"], every["collectives"]
-    assert sym_cc["collectives"] == every_cc["collectives"] > 0
-    assert sym_cc["simulated_ps"] == pytest.approx(every_cc["simulated_ps"], rel=1e-9)
+    assert symmetric["collectives"]["collectives"] == every["collectives"]["collectives"] > 0
+    assert symmetric["collective_s"] == pytest.approx(every["collective_s"], rel=1e-9)
+    assert symmetric["collective_s"] > 0
     assert symmetric["peak_hbm_bytes"] == every["peak_hbm_bytes"] > 0
     assert symmetric["fallbacks"] == {}
     text = project.report(symmetric)
     for needed in ("tokens/s", "MFU", "busy ms", "collectives", "peak HBM", "fits", "host"):
         assert needed in text, text
+
+
+def test_micro_batches_counted_rather_than_run_give_the_update_run_in_full(tiny_config):
+    job = project.Job(model=tiny_config, fsdp=2, seq=64, accum=3)
+    counted = project.project(job)
+    full = project.project(project.Job(**{**vars(job), "full_accum": True}))
+    assert counted["step_s"] == pytest.approx(full["step_s"], rel=1e-6)
+    assert counted["phases_s"]["micro-batch"] * 2 < counted["step_s"]
 
 
 def test_a_job_past_the_hbm_of_a_core_does_not_fit():
