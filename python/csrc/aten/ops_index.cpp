@@ -858,6 +858,36 @@ bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at:
   return true;
 }
 
+// self[:, ..., index, ...] = values for one 1-D integer index at dim d, the other dims whole
+// (a static KV cache's update, cache[:, :, positions] = keys): index_copy along d of the index
+// with its negative values counted from the end.
+bool index_put_one_dim(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                       const at::Tensor& values, bool accumulate) {
+  int64_t d = -1;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined()) continue;
+    if (d >= 0) return false;
+    d = static_cast<int64_t>(k);
+  }
+  if (d < 0 || accumulate || !self.device().is_privateuseone() || d >= self.dim() ||
+      values.scalar_type() != self.scalar_type() || values.device() != self.device())
+    return false;
+  const at::Tensor index = *indices.get(static_cast<size_t>(d));
+  if (index.dim() != 1 || !is_limb_integer(index.scalar_type()) ||
+      index.scalar_type() == at::kBool || index.device() != self.device() ||
+      self.size(d) >= kExactInFp32)
+    return false;
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[static_cast<size_t>(d)] = index.numel();
+  if (!at::is_expandable_to(values.sizes(), sizes)) return false;
+  const int64_t size = self.size(d);
+  const at::Tensor named = index.to(at::kFloat);
+  check_in_range("aten::index_put_", index, named, d, size, true);
+  self.index_copy_(d, wrapped(named, size).to(at::kLong), values.expand(sizes));
+  return true;
+}
+
 // self[mask] = value for a boolean mask of self's leading dims and one value (an
 // encoder-decoder's labels[labels == -100] = pad): a where on the device, no sync.
 bool index_put_mask(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
@@ -881,6 +911,7 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   if (one_row_index && index_put_rows(self, indices, values, accumulate)) return self;
   if (index_put_leading(self, indices, values, accumulate)) return self;
   if (index_put_one_dim_value(self, indices, values, accumulate)) return self;
+  if (index_put_one_dim(self, indices, values, accumulate)) return self;
   return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
 }
 

@@ -491,6 +491,30 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def gate_rows(result: dict, name: str) -> list[tuple[str, str, float]]:
+    """The figures a dashboard follows, as (benchmark, metric, value)."""
+    rows = [(name, "peak_hbm_gib", result["peak_hbm_bytes"] / 2**30)]
+    if result.get("out_of_memory"):
+        return rows + [(name, "fits", 0.0)]
+    job = Job(**result["job"])
+    rows += [
+        (name, "fits", 1.0),
+        (name, "simulated_ms_per_step", result["step_s"] * 1e3),
+        (name, "collectives_ms_per_step", result["collective_s"] * 1e3),
+        (name, "launch_ms_per_step", result["launch_s"] * 1e3),
+        (name, "fallbacks", float(sum(result["fallbacks"].values()))),
+    ]
+    if job.task == "train":
+        mfu = result["flops"] / (result["step_s"] * job.world * result["peak_flops_per_core"])
+        rows += [(name, "tokens_per_s", result["tokens"] / result["step_s"]), (name, "mfu", mfu)]
+    else:
+        rows += [
+            (name, "time_to_first_token_ms", result["prefill_s"] * 1e3),
+            (name, "decode_tokens_per_s", result["tokens_per_s"]),
+        ]
+    return rows
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m neuronsim.tools.project",
@@ -535,6 +559,12 @@ def _parser() -> argparse.ArgumentParser:
         "symmetric projection on a small layout",
     )
     p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument(
+        "--csv",
+        nargs=2,
+        metavar=("PATH", "NAME"),
+        help="write the dashboard's figures as benchmark,metric,value rows named NAME",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--job", default=None, help=argparse.SUPPRESS)
     return p
@@ -555,6 +585,11 @@ def main(argv=None) -> int:
     print(report(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.csv:
+        rows = gate_rows(result, args.csv[1])
+        with open(args.csv[0], "w") as f:
+            f.write("benchmark,metric,value\n")
+            f.writelines(f"{b},{m},{v!r}\n" for b, m, v in rows)
     return 0
 
 

@@ -82,6 +82,22 @@ def test_index_put_rows_with_negative_indices():
         d[torch.tensor([7]).to("neuron")] = 1.0
 
 
+def test_index_put_along_an_inner_dim_updates_a_static_kv_cache():
+    # cache[:, :, positions] = keys: a static cache's update, negative positions from the end,
+    # values broadcast along a dim of one.
+    g = torch.Generator().manual_seed(12)
+    cache = torch.randn(2, 3, 40, 8, generator=g)
+    dev = cache.to("neuron")
+    positions = torch.tensor([5, 6, 39, -2])
+    keys = torch.randn(2, 1, 4, 8, generator=g)
+    with neuronsim.strict_mode():
+        dev[:, :, positions.to("neuron")] = keys.to("neuron")
+    cache[:, :, positions] = keys
+    assert torch.equal(dev.cpu(), cache)
+    with pytest.raises(IndexError, match="index 40 is out of bounds for dimension 2 with size 40"):
+        dev[:, :, torch.tensor([40]).to("neuron")] = keys[:, :, :1].to("neuron")
+
+
 def test_accumulating_index_put_sums_repeated_rows_on_the_device():
     y = torch.zeros(5, 3)
     d = y.to("neuron")
