@@ -48,6 +48,10 @@ def test_symmetric_ranks_take_the_time_of_every_rank_run(tiny_config):
     text = project.report(symmetric)
     for needed in ("tokens/s", "MFU", "busy ms", "collectives", "peak HBM", "fits", "host"):
         assert needed in text, text
+    rows = {metric: value for _, metric, value in project.gate_rows(symmetric, "tiny")}
+    assert rows["simulated_us_per_step"] == pytest.approx(symmetric["step_s"] * 1e6)
+    assert rows["fits"] == 1.0 and rows["fallbacks"] == 0.0
+    assert 0 < rows["mfu"] < 1 and rows["tokens_per_s"] > 0
 
 
 def test_micro_batches_counted_rather_than_run_give_the_update_run_in_full(tiny_config):
