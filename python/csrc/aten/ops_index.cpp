@@ -347,7 +347,7 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
 // loss's gradient, tokens x vocabulary) scatters in slabs of its leading rows, as gather_in_slabs
 // gathers. `values` is index-shaped.
 bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                  const at::Tensor& values, const at::Tensor& out) {
+                  const at::Tensor& values, const at::Tensor& out, bool wraps = false) {
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
   if (d != 0 && self.dim() >= 2 && self.numel() >= kExactInFp32 && index.dim() == self.dim() &&
       index.size(0) > 0 && index.size(0) <= self.size(0) && values.sizes() == index.sizes() &&
@@ -360,7 +360,7 @@ bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at:
     for (int64_t r0 = 0; r0 < index.size(0); r0 += slab) {
       const int64_t n = std::min(slab, index.size(0) - r0);
       const at::Tensor part = out.narrow(0, r0, n);
-      if (!scatter_into(op, part, d, index.narrow(0, r0, n), values.narrow(0, r0, n), part))
+      if (!scatter_into(op, part, d, index.narrow(0, r0, n), values.narrow(0, r0, n), part, wraps))
         return false;
     }
     return true;
@@ -371,7 +371,7 @@ bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at:
   at::native::resize_output(out, self.sizes());
   if (!out.is_contiguous()) return false;
   if (!out.is_same(self)) out.copy_(self);
-  const auto offsets = element_offsets(op, index, out, d);
+  const auto offsets = element_offsets(op, index, out, d, wraps);
   return offsets && move_elements(op, true, out, *offsets, values.contiguous());
 }
 
@@ -859,8 +859,9 @@ bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at:
 }
 
 // self[:, ..., index, ...] = values for one 1-D integer index at dim d, the other dims whole
-// (a static KV cache's update, cache[:, :, positions] = keys): index_copy along d of the index
-// with its negative values counted from the end.
+// (a static KV cache's update, cache[:, :, positions] = keys): a scatter along d of the index
+// spread over the other dims, its negative values counted from the end (element_offsets checks
+// and wraps them in the same kernel).
 bool index_put_one_dim(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
   int64_t d = -1;
@@ -881,11 +882,10 @@ bool index_put_one_dim(at::Tensor& self, const c10::List<std::optional<at::Tenso
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[static_cast<size_t>(d)] = index.numel();
   if (!at::is_expandable_to(values.sizes(), sizes)) return false;
-  const int64_t size = self.size(d);
-  const at::Tensor named = index.to(at::kFloat);
-  check_in_range("aten::index_put_", index, named, d, size, true);
-  self.index_copy_(d, wrapped(named, size).to(at::kLong), values.expand(sizes));
-  return true;
+  std::vector<int64_t> along(static_cast<size_t>(self.dim()), 1);
+  along[static_cast<size_t>(d)] = index.numel();
+  return scatter_into("aten::index_put_", self, d, index.reshape(along).expand(sizes),
+                      values.expand(sizes), self, /*wraps=*/true);
 }
 
 // self[mask] = value for a boolean mask of self's leading dims and one value (an

@@ -17,12 +17,20 @@ whole group, placed as torchrun places the ranks, with every rank arriving when 
 (stragglers, uneven shards, data-dependent routing) arrive together, and the per-rank figures are
 rank 0's.
 
-The report gives the step time (the last of ``--steps``, once kernels are built and graphs
-compiled), tokens/s, model FLOPs utilisation (``6 N`` per token for the weights' products, plus
-the causal attention's products, over the simulated cores' TensorE peak), the breakdown of the
-step (each engine's busy time, the collectives, launches, idle), the peak HBM of a rank against
-the HBM stack it allocates in, and the host time the projection took. ``--trace`` writes the
-step's Perfetto trace (rank 0, standing for every rank).
+A step is measured in phases, the last of ``--steps`` times (once kernels are built and graphs
+compiled), each in a profile session of its own: a training step is its first micro-batch (which
+writes the gradients), one more micro-batch counted for each of the update's others (they run
+the same program on the same shapes and add to the gradients) and the update, exactly the step
+run in full (``--full-accum``) at a fraction of the host time; a generation is its prefill (time
+to first token) and its decode.
+
+The report gives the step time, tokens/s, model FLOPs utilisation (``6 N`` per token for the
+weights' products, plus the causal attention's products, over the simulated cores' TensorE peak),
+the breakdown of the step (each engine's busy time, the runtime's launches, the collectives,
+kernels and idle), the peak HBM of a rank against the HBM stack it allocates in, CPU fallbacks,
+the graph nodes that split compiled programs, and the host time the projection took.
+``--trace job.json`` writes a Perfetto trace per phase (``job.<phase>.json``; rank 0, standing
+for every rank), ``--json`` every figure, ``--csv`` the dashboard's.
 """
 
 from __future__ import annotations
@@ -216,6 +224,7 @@ def _trace_path(job: Job, phase: str) -> str | None:
     if not job.trace:
         return None
     path = Path(job.trace)
+    path.parent.mkdir(parents=True, exist_ok=True)
     phase = phase.replace(" ", "-")
     return str(path.with_name(f"{path.stem}.{phase}{path.suffix or '.json'}"))
 
