@@ -95,6 +95,7 @@ class Job:
     dtype: str = "bfloat16"
     compile: bool = False
     checkpointing: bool = False  # activation checkpointing (TRL's SFTConfig turns it on)
+    launch: bool = True  # the runtime's launch of each kernel or program (NEURONSIM_LAUNCH)
     steps: int = 2
     trace: str | None = None
     every_rank: bool = False  # run every rank as a process (torchrun) instead of symmetric ones
@@ -415,6 +416,7 @@ def _environment(job: Job) -> dict[str, str]:
     )
     if job.lnc is not None:
         env["NEURON_RT_VIRTUAL_CORE_SIZE"] = str(job.lnc)
+    env["NEURONSIM_LAUNCH"] = "1" if job.launch else "0"
     if job.world > 1 and not job.every_rank:
         env.update(
             NEURONSIM_SYMMETRIC_RANKS="1",
@@ -556,6 +558,12 @@ def _parser() -> argparse.ArgumentParser:
         help="activation checkpointing (TRL's SFTConfig default)",
     )
     p.add_argument("--steps", type=int, default=d.steps, help="steps run; the last is reported")
+    p.add_argument(
+        "--no-launch",
+        dest="launch",
+        action="store_false",
+        help="leave the runtime's launch of each kernel or program (the host's dispatch) out",
+    )
     p.add_argument("--trace", default=None, help="write the step's Perfetto trace here")
     p.add_argument(
         "--full-accum",

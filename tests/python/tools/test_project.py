@@ -62,6 +62,15 @@ def test_micro_batches_counted_rather_than_run_give_the_update_run_in_full(tiny_
     assert counted["phases_s"]["micro-batch"] * 2 < counted["step_s"]
 
 
+def test_the_runtimes_launches_are_a_row_of_the_breakdown_that_a_switch_leaves_out(tiny_config):
+    job = project.Job(model=tiny_config, seq=64, steps=1)
+    launched = project.project(job)
+    bare = project.project(project.Job(**{**vars(job), "launch": False}))
+    assert launched["launch_s"] > 0 and bare["launch_s"] == 0
+    assert bare["step_s"] == pytest.approx(launched["step_s"] - launched["launch_s"], rel=1e-6)
+    assert "runtime launches" in project.report(launched)
+
+
 def test_a_job_past_the_hbm_of_a_core_does_not_fit():
     # Qwen3-8B's 8.2 B parameters in BF16 on one core of 12 GiB (two cores per 24 GiB stack).
     result = project.project(project.Job(model="Qwen3-8B", seq=128, steps=1))
