@@ -875,9 +875,9 @@ bool index_put_one_dim(at::Tensor& self, const c10::List<std::optional<at::Tenso
       values.scalar_type() != self.scalar_type() || values.device() != self.device())
     return false;
   const at::Tensor index = *indices.get(static_cast<size_t>(d));
-  if (index.dim() != 1 || !is_limb_integer(index.scalar_type()) ||
-      index.scalar_type() == at::kBool || index.device() != self.device() ||
-      self.size(d) >= kExactInFp32)
+  // int64 or int32 positions; a uint8 or bool index is a mask, which torch expands later.
+  if (index.dim() != 1 || (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) ||
+      index.device() != self.device() || self.size(d) >= kExactInFp32)
     return false;
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[static_cast<size_t>(d)] = index.numel();

@@ -441,7 +441,9 @@ struct ProcessGroupNeuron::Impl {
   // node g / LOCAL_WORLD_SIZE, device g mod LOCAL_WORLD_SIZE of that node.
   std::vector<cc::CoreId> symmetric_cores() const {
     pytorch::Backend& b = pytorch::Backend::get();
-    const int per_node = std::max(1, std::atoi(env_or("LOCAL_WORLD_SIZE", "1").c_str()));
+    // torchrun's LOCAL_WORLD_SIZE; else the whole world (WORLD_SIZE, or this group) on one node.
+    const std::string world = env_or("WORLD_SIZE", std::to_string(R()));
+    const int per_node = std::max(1, std::atoi(env_or("LOCAL_WORLD_SIZE", world).c_str()));
     const uint32_t per_chip = b.env().instance.cores_per_chip;
     std::vector<cc::CoreId> cores;
     for (int r = 0; r < R(); ++r) {
@@ -481,8 +483,17 @@ struct ProcessGroupNeuron::Impl {
             const std::vector<at::Tensor>& tensors, bool hold_always = false) {
     std::lock_guard lock(mu);
     if (broken) fail(op, "the group failed earlier: " + *broken);
-    if (setup.symmetric)
+    if (setup.symmetric) {
+      for (const at::Tensor& t : tensors)
+        if (t.defined() && !t.device().is_privateuseone())
+          refuse(op,
+                 "symmetric ranks (NEURONSIM_SYMMETRIC_RANKS) time the collectives of neuron "
+                 "tensors; one of " +
+                     t.device().str() +
+                     " tensors has values that need "
+                     "its peers, which are not run");
       return run_symmetric(op, spec, spec.input_bytes(R(), me()), tensors, hold_always);
+    }
     const uint64_t arrival = arrival_ps();
     const uint64_t in_bytes = input.size();
     try {

@@ -243,14 +243,15 @@ class HbmAllocator final : public c10::DeviceAllocator {
       const size_t held = reserved_on_stack(device);
       TORCH_CHECK_WITH(
           OutOfMemoryError, false,
-          fmt::format("neuron:{}: out of memory (NRT_RESOURCE): tried to allocate {} ({} bytes); "
-                      "the HBM stack of NeuronCore {} holds {}, of which {} is reserved (this "
-                      "device: {}, {} in tensors) and {} bytes free; the HBM of chip {} has {} in "
-                      "use of {}",
-                      device, human_bytes(n), n, device, human_bytes(stack), human_bytes(held),
-                      human_bytes(reserved(device)), human_bytes(static_cast<size_t>(a.current)),
-                      stack - std::min(stack, held), chip, human_bytes(use.used),
-                      human_bytes(use.capacity)));
+          fmt::format(
+              "neuron:{}: out of memory (NRT_RESOURCE): tried to allocate {} ({} bytes); "
+              "the HBM stack of neuron:{} (physical core {}) holds {}, of which {} is "
+              "reserved (this device: {}, {} in tensors) and {} bytes free; the HBM of chip "
+              "{} has {} in use of {}",
+              device, human_bytes(n), n, device, b.core_of(device), human_bytes(stack),
+              human_bytes(held), human_bytes(reserved(device)),
+              human_bytes(static_cast<size_t>(a.current)), stack - std::min(stack, held), chip,
+              human_bytes(use.used), human_bytes(use.capacity)));
     }
     ++d.stats.num_device_alloc;
     stats_add(d.stats.segment, size, 1);

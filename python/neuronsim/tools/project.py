@@ -436,7 +436,8 @@ def project(job: Job) -> dict:
         out = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "neuronsim.tools.project", "--worker", str(out)]
         if job.every_rank and job.world > 1:
-            command[1:1] = ["-m", "torch.distributed.run", f"--nproc-per-node={job.world}"]
+            torchrun = ["-m", "torch.distributed.run", "--standalone"]
+            command[1:1] = [*torchrun, f"--nproc-per-node={job.world}"]
         command += ["--job", json.dumps(dataclasses.asdict(job))]
         done = subprocess.run(command, env=_environment(job), check=False)
         if done.returncode != 0 or not out.exists():
@@ -444,6 +445,16 @@ def project(job: Job) -> dict:
         result = json.loads(out.read_text())
     result["job"] = dataclasses.asdict(job)
     return result
+
+
+def _capacity(result: dict) -> float:
+    """The HBM a rank may hold: its stack shared by the ranks at it (the process sees only its
+    own allocations, so a neighbour rank's share is taken here)."""
+    return result["hbm_stack_bytes"] / result["cores_per_stack"]
+
+
+def _fits(result: dict) -> bool:
+    return not result.get("out_of_memory") and result["peak_hbm_bytes"] <= _capacity(result)
 
 
 def _gib(n: float) -> str:
@@ -459,7 +470,7 @@ def report(result: dict) -> str:
         + (", compiled" if job.compile else ", eager")
         + (", activation checkpointing" if job.checkpointing else "")
     ]
-    capacity = result["hbm_stack_bytes"] / result["cores_per_stack"]
+    capacity = _capacity(result)
     peak = result["peak_hbm_bytes"]
     if result.get("out_of_memory"):
         lines.append(f"  does not fit: {result['out_of_memory']}")
@@ -491,7 +502,7 @@ def report(result: dict) -> str:
         f"  collectives {collective_s * 1e3:.1f} ms (exposed: the backend runs each one "
         f"after the work before it); kernels and idle {rest_ms:.1f} ms"
     )
-    fits = "fits" if peak <= capacity else "does NOT fit"
+    fits = "fits" if _fits(result) else "does NOT fit"
     lines.append(f"  peak HBM {_gib(peak)} per rank of {_gib(capacity)}: {fits}")
     fallbacks = sum(result["fallbacks"].values())
     lines.append(f"  CPU fallbacks: {fallbacks}" + (f" {result['fallbacks']}" if fallbacks else ""))
@@ -510,7 +521,7 @@ def gate_rows(result: dict, name: str) -> list[tuple[str, str, float]]:
         return rows + [(name, "fits", 0.0)]
     job = Job(**result["job"])
     rows += [
-        (name, "fits", 1.0),
+        (name, "fits", 1.0 if _fits(result) else 0.0),
         (name, "simulated_us_per_step", result["step_s"] * 1e6),
         (name, "collectives_us_per_step", result["collective_s"] * 1e6),
         (name, "launch_us_per_step", result["launch_s"] * 1e6),

@@ -96,7 +96,9 @@ def test_a_neuroncore_allocates_in_the_hbm_stack_beside_it(device_works):
     # chip, not the stack of a core.
     free, total = torch.neuron.mem_get_info()
     assert total == 24 * GIB
-    with pytest.raises(torch.OutOfMemoryError, match=r"HBM stack of NeuronCore 0 holds 24\.00 GiB"):
+    with pytest.raises(
+        torch.OutOfMemoryError, match=r"HBM stack of neuron:0 \(physical core 0\) holds 24\.00 GiB"
+    ):
         torch.empty(25 * GIB, dtype=torch.uint8, device="neuron")
     device_works()
 

@@ -98,6 +98,16 @@ def test_index_put_along_an_inner_dim_updates_a_static_kv_cache():
         dev[:, :, torch.tensor([40]).to("neuron")] = keys[:, :, :1].to("neuron")
 
 
+def test_a_uint8_index_at_an_inner_dim_is_a_mask_not_positions():
+    x, m = torch.zeros(2, 4), torch.tensor([1, 0, 1, 1], dtype=torch.uint8)
+    d = x.to("neuron")
+    # torch's deprecation of uint8 indices, on both sides; the device may run it on the CPU.
+    with neuronsim.strict_mode(False), pytest.warns(UserWarning):
+        x[:, m] = torch.ones(2, 1)
+        d[:, m.to("neuron")] = torch.ones(2, 1, device="neuron")
+    assert torch.equal(d.cpu(), x)
+
+
 def test_accumulating_index_put_sums_repeated_rows_on_the_device():
     y = torch.zeros(5, 3)
     d = y.to("neuron")

@@ -6,6 +6,9 @@ user asks for."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -86,3 +89,27 @@ def test_a_generation_reports_time_to_first_token_and_tokens_per_second(tiny_con
     assert 0 < result["prefill_s"] < result["step_s"]
     assert result["tokens_per_s"] > 0
     assert "time to first token" in project.report(result)
+
+
+# One process standing for 4 ranks: a collective of neuron tensors is timed for the group; one
+# of CPU tensors, whose values would need the peers, is refused by name.
+_SYMMETRIC = """
+import torch, torch.distributed as dist, neuronsim
+dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=4)
+before = neuronsim.simulated_time()
+dist.all_reduce(torch.ones(1024, device="neuron"))
+assert neuronsim.simulated_time() > before
+try:
+    dist.all_reduce(torch.ones(1))
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_symmetric_ranks_refuse_a_collective_of_cpu_tensors():
+    env = {**os.environ, "NEURONSIM_MODE": "timing-only", "NEURONSIM_SYMMETRIC_RANKS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SYMMETRIC], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused:" in done.stdout and "cpu tensors" in done.stdout, done.stdout
