@@ -108,6 +108,7 @@ PYBIND11_MODULE(_C, m) {
       "The device clock: simulated picoseconds of work done on the device.");
   m.def("kernels_run", [] { return Backend::get().kernels_run(); });
   m.def("kernels_built", [] { return Backend::get().kernels_built(); });
+  m.def("program_hbm_bytes", [](int index) { return Backend::get().program_bytes(index); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
   m.def("executed_ops", [] { return Backend::get().executed_ops(); });

@@ -203,11 +203,14 @@ class HbmAllocator final : public c10::DeviceAllocator {
     const auto& r = devices_[device].stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)];
     return static_cast<size_t>(r.current);
   }
-  // Bytes reserved by this process's devices whose cores share `device`'s HBM stack.
+  // Bytes held in `device`'s HBM stack by this process's devices whose cores share it: their
+  // reserved blocks and their loaded programs' constants and scratch (the compiler's buffers).
   size_t reserved_on_stack(c10::DeviceIndex device) {
+    Backend& b = Backend::get();
     size_t sum = 0;
-    for (auto& [other, d] : devices_)
-      if (hbm_stack_of(other) == hbm_stack_of(device)) sum += reserved(other);
+    for (int other = 0; other < b.device_count(); ++other)
+      if (hbm_stack_of(static_cast<c10::DeviceIndex>(other)) == hbm_stack_of(device))
+        sum += reserved(static_cast<c10::DeviceIndex>(other)) + b.program_bytes(other);
     return sum;
   }
 
@@ -246,12 +249,13 @@ class HbmAllocator final : public c10::DeviceAllocator {
           fmt::format(
               "neuron:{}: out of memory (NRT_RESOURCE): tried to allocate {} ({} bytes); "
               "the HBM stack of neuron:{} (physical core {}) holds {}, of which {} is "
-              "reserved (this device: {}, {} in tensors) and {} bytes free; the HBM of chip "
-              "{} has {} in use of {}",
+              "held (this device: {} reserved, {} in tensors, {} in its programs' buffers) and "
+              "{} bytes free; the HBM of chip {} has {} in use of {}",
               device, human_bytes(n), n, device, b.core_of(device), human_bytes(stack),
               human_bytes(held), human_bytes(reserved(device)),
-              human_bytes(static_cast<size_t>(a.current)), stack - std::min(stack, held), chip,
-              human_bytes(use.used), human_bytes(use.capacity)));
+              human_bytes(static_cast<size_t>(a.current)), human_bytes(b.program_bytes(device)),
+              stack - std::min(stack, held), chip, human_bytes(use.used),
+              human_bytes(use.capacity)));
     }
     ++d.stats.num_device_alloc;
     stats_add(d.stats.segment, size, 1);

@@ -83,8 +83,19 @@ sim::ProgramRef Backend::program(int index, const std::string& key,
     return kept(programs_.emplace(full, Built{nullptr, refused.what()}).first->second);
   }
   sim::ProgramRef loaded = device_->load(core_of(index), std::move(built), key);
+  uint64_t held = 0;  // its constants and scratch, in HBM while the program stays loaded
+  for (const isa::TensorDecl& t : loaded->program().tensors)
+    if (t.kind == isa::TensorKind::constant || t.kind == isa::TensorKind::scratch)
+      held += t.size_bytes();
   std::lock_guard lock(mu_);
+  program_bytes_[index] += held;
   return kept(programs_.emplace(full, Built{std::move(loaded), {}}).first->second);
+}
+
+uint64_t Backend::program_bytes(int index) const {
+  std::lock_guard lock(mu_);
+  const auto it = program_bytes_.find(index);
+  return it == program_bytes_.end() ? 0 : it->second;
 }
 
 void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,

@@ -54,6 +54,9 @@ class Backend {
   sim::ProgramRef program(int index, const std::string& key,
                           const std::function<isa::Program()>& build,
                           std::string* refusal = nullptr);
+  // HBM the programs kept loaded for device `index` hold (their constants and scratch: the
+  // compiler's buffers), which the core's HBM stack holds beside its tensors.
+  uint64_t program_bytes(int index) const;
   // Runs `program` on its core with the named tensors bound to their device memory,
   // and waits. The execution is named `op` on traces; a fault is rethrown as c10::Error
   // naming the op.
@@ -85,8 +88,9 @@ class Backend {
     sim::ProgramRef program;  // null: the kernel refused the case
     std::string refusal;      // its reason
   };
-  std::mutex mu_;  // guards programs_
+  mutable std::mutex mu_;  // guards programs_ and program_bytes_
   std::unordered_map<std::string, Built> programs_;
+  std::unordered_map<int, uint64_t> program_bytes_;  // by device index
   std::atomic<uint64_t> kernels_run_{0};
   std::mutex executed_mu_;  // guards executed_
   std::set<std::string> executed_;

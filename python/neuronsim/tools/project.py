@@ -360,7 +360,7 @@ def worker(job: Job) -> dict:
     import torch
 
     import neuronsim
-    from neuronsim import compiler
+    from neuronsim import _C, compiler
 
     host_start = time.perf_counter()
     if job.world > 1:
@@ -379,7 +379,9 @@ def worker(job: Job) -> dict:
             figures, error = {}, str(e).splitlines()[0]
     props = torch.neuron.get_device_properties(0)
     figures.update(
-        peak_hbm_bytes=torch.neuron.max_memory_reserved(),
+        # The allocator's peak, and the programs' buffers, which stay while they are loaded.
+        peak_hbm_bytes=torch.neuron.max_memory_reserved() + _C.program_hbm_bytes(0),
+        program_hbm_bytes=_C.program_hbm_bytes(0),
         hbm_stack_bytes=props.total_memory,
         cores_per_stack=_cores_per_stack(job, props),
         peak_flops_per_core=props.peak_bf16_flops,
@@ -503,7 +505,11 @@ def report(result: dict) -> str:
         f"after the work before it); kernels and idle {rest_ms:.1f} ms"
     )
     fits = "fits" if _fits(result) else "does NOT fit"
-    lines.append(f"  peak HBM {_gib(peak)} per rank of {_gib(capacity)}: {fits}")
+    programs = _gib(result["program_hbm_bytes"])
+    lines.append(
+        f"  peak HBM {_gib(peak)} per rank of {_gib(capacity)} ({programs} in the programs' "
+        f"buffers): {fits}"
+    )
     fallbacks = sum(result["fallbacks"].values())
     lines.append(f"  CPU fallbacks: {fallbacks}" + (f" {result['fallbacks']}" if fallbacks else ""))
     if job.compile and result["eager_nodes"]:
