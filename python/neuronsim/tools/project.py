@@ -132,11 +132,22 @@ def _hf_config(job: Job):
     return config
 
 
-def _matmul_weights(model) -> int:
-    """Elements of the weights that multiply (every Linear's), the N of 6 N FLOPs per token."""
+def _matmul_weights(model, config=None) -> float:
+    """Weights that multiply each token, the N of 6 N FLOPs per token: every Linear's, and of a
+    mixture of experts' routed experts (3-D parameters or Linears under ``experts``), the share
+    a token is routed to (top-k of the experts)."""
     import torch.nn as nn
 
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    dense = experts = 0
+    for name, p in model.named_parameters():
+        if "experts" in name.split(".") and (p.dim() == 3 or id(p) in linear):
+            experts += p.numel()
+        elif id(p) in linear:
+            dense += p.numel()
+    count = getattr(config, "num_experts", None) or getattr(config, "n_routed_experts", None)
+    top_k = getattr(config, "num_experts_per_tok", None)
+    return dense + (experts * top_k / count if experts and count and top_k else experts)
 
 
 def _attention_flops_per_token(layers: int, heads: int, head_dim: int, seq: int) -> float:
@@ -168,7 +179,7 @@ def _build(job: Job):
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     attention = _attention_flops_per_token(config.num_hidden_layers, heads, head_dim, job.seq)
-    return model, 6 * _matmul_weights(model) + attention, config.vocab_size, config
+    return model, 6 * _matmul_weights(model, config) + attention, config.vocab_size, config
 
 
 def _distribute(model, job: Job):

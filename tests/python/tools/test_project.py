@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from neuronsim.tools import project
 
@@ -113,3 +114,27 @@ def test_symmetric_ranks_refuse_a_collective_of_cpu_tensors():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "refused:" in done.stdout and "cpu tensors" in done.stdout, done.stdout
+
+
+def test_model_flops_count_the_experts_a_token_is_routed_to(tmp_path):
+    # A mixture of 8 experts, 2 per token: the experts' weights count a quarter; the dense
+    # weights (attention, router, head) in full.
+    config = {
+        **TINY_QWEN3,
+        "model_type": "qwen3_moe",
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "decoder_sparse_step": 1,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    model, flops_per_token, _, _ = project._build(project.Job(model=str(path), seq=64))
+    routed = [p for n, p in model.named_parameters() if "experts" in n.split(".")]
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    expert_weights = sum(p.numel() for p in routed)
+    dense = sum(w.numel() for w in linears if all(w is not p for p in routed))
+    assert expert_weights > 0
+    attention = project._attention_flops_per_token(2, 4, 64, 64)
+    assert flops_per_token == pytest.approx(6 * (dense + expert_weights * 2 / 8) + attention)
