@@ -41,6 +41,7 @@ py::dict device_properties(int index) {
   d["physical_cores_per_device"] = env.lnc;
   // The HBM stack beside the core, which its tensors are allocated in (allocator.h).
   d["total_memory"] = neuronsim::pytorch::hbm_stack_bytes();
+  d["physical_cores_per_hbm_stack"] = neuronsim::pytorch::cores_per_hbm_stack();
   // The rates a roofline takes, from the chip config: TensorE's BF16 peak of the physical core
   // the device's kernels run on, its DMA engines together, and its HBM stack.
   const auto& g = env.generation;

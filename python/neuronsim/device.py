@@ -113,6 +113,7 @@ class _DeviceProperties:
     physical_core: int
     physical_cores_per_device: int
     total_memory: int  # the HBM stack beside the core, where its tensors live
+    physical_cores_per_hbm_stack: int  # the cores that share that stack
     peak_bf16_flops: float  # TensorE's BF16 peak, FLOP/s, of the core the kernels run on
     dma_bytes_per_s: float  # the core's DMA engines together
     hbm_bytes_per_s: float  # the core's HBM stack

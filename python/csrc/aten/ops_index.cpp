@@ -825,18 +825,24 @@ bool index_leading(const at::Tensor& self, const c10::List<std::optional<at::Ten
   return true;
 }
 
+// The dim of the one index tensor among `indices` (the others None: whole dims), or -1.
+int64_t only_index_dim(const c10::List<std::optional<at::Tensor>>& indices) {
+  int64_t d = -1;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t || !t->defined()) continue;
+    if (d >= 0) return -1;
+    d = static_cast<int64_t>(k);
+  }
+  return d;
+}
+
 // self[:, ..., index, ...] = value for one integer index tensor at dim d and one value
 // (a logits processor's scores[:, banned] = -inf): the positions along d that the index
 // names, as a mask, and a where; indices are checked and wrapped as torch does.
 bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                              const at::Tensor& values, bool accumulate) {
-  int64_t d = -1;
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const std::optional<at::Tensor> t = indices.get(k);
-    if (!t || !t->defined()) continue;
-    if (d >= 0) return false;
-    d = static_cast<int64_t>(k);
-  }
+  const int64_t d = only_index_dim(indices);
   if (d < 0 || accumulate || values.numel() != 1 || !self.device().is_privateuseone() ||
       d >= self.dim())
     return false;
@@ -864,13 +870,7 @@ bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at:
 // and wraps them in the same kernel).
 bool index_put_one_dim(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
-  int64_t d = -1;
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const std::optional<at::Tensor> t = indices.get(k);
-    if (!t || !t->defined()) continue;
-    if (d >= 0) return false;
-    d = static_cast<int64_t>(k);
-  }
+  const int64_t d = only_index_dim(indices);
   if (d < 0 || accumulate || !self.device().is_privateuseone() || d >= self.dim() ||
       values.scalar_type() != self.scalar_type() || values.device() != self.device())
     return false;

@@ -437,6 +437,8 @@ struct ProcessGroupNeuron::Impl {
     stats.simulated_ps += finish > arrival ? finish - arrival : 0;
   }
 
+  std::vector<cc::CoreId> placement;  // symmetric ranks: the core of each rank of the group
+
   // The core of each rank of the group as torchrun places symmetric ranks: global rank g on
   // node g / LOCAL_WORLD_SIZE, device g mod LOCAL_WORLD_SIZE of that node.
   std::vector<cc::CoreId> symmetric_cores() const {
@@ -469,7 +471,7 @@ struct ProcessGroupNeuron::Impl {
                       const std::vector<at::Tensor>& tensors, bool hold_always) {
     const uint64_t arrival = arrival_ps();
     cc::RunOptions options;
-    options.cores = symmetric_cores();
+    options.cores = placement;
     const cc::CollectiveOutcome out =
         cc::simulate_timing(pytorch::Backend::get().env().instance, spec,
                             std::vector<cc::Picos>(static_cast<size_t>(R()), arrival), options);
@@ -695,7 +697,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
                     "symmetric ranks (NEURONSIM_SYMMETRIC_RANKS=1) need timing-only mode "
                     "(NEURONSIM_MODE=timing-only): their peers are not run, so no collective "
                     "has the values it would have");
-    impl_->symmetric_cores();  // refuses a placement the instance cannot hold, now
+    impl_->placement = impl_->symmetric_cores();  // refuses one the instance cannot hold
     return;
   }
   // Every rank of the job takes part in making a group (torch's new_group is collective), so
@@ -1012,7 +1014,7 @@ void register_distributed(pybind11::module_& m) {
                s.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
                s.name = std::move(name);
                s.global_ranks = std::move(global_ranks);
-               s.symmetric = env_or("NEURONSIM_SYMMETRIC_RANKS", "0") == "1";
+               s.symmetric = symmetric_process();
                return c10::make_intrusive<ProcessGroupNeuron>(std::move(s));
              }),
              pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"),

@@ -311,13 +311,18 @@ size_t hbm_stack_bytes() {
   return static_cast<size_t>(g.hbm_bytes / std::max<uint32_t>(1, g.hbm_stacks));
 }
 
+uint32_t cores_per_hbm_stack() {
+  const sim::Environment& env = Backend::get().env();
+  return std::max<uint32_t>(
+      1, env.instance.cores_per_chip / std::max<uint32_t>(1, env.generation.hbm_stacks));
+}
+
 uint32_t hbm_stack_of(c10::DeviceIndex device) {
   const Backend& b = Backend::get();
   const uint32_t per_chip = std::max<uint32_t>(1, b.env().instance.cores_per_chip);
-  const uint32_t stacks = std::max<uint32_t>(1, b.env().generation.hbm_stacks);
-  const uint32_t cores_per_stack = std::max<uint32_t>(1, per_chip / stacks);
+  const uint32_t per_stack = cores_per_hbm_stack();
   const uint32_t core = b.core_of(device);
-  return core / per_chip * stacks + core % per_chip / cores_per_stack;
+  return core / per_chip * (per_chip / per_stack) + core % per_chip / per_stack;
 }
 
 const Block& block_of(const c10::DataPtr& ptr) {

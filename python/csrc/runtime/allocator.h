@@ -38,6 +38,7 @@ c10::DeviceAllocator& hbm_allocator();
 // a Trn1 stack of 16 GiB: one core). An allocation fails when the stack is full, however much
 // the chip's other stacks hold. The bytes of one stack, and the instance-wide stack of a device.
 size_t hbm_stack_bytes();
+uint32_t cores_per_hbm_stack();  // physical cores
 uint32_t hbm_stack_of(c10::DeviceIndex device);
 
 // Memory history and snapshots, as CUDA's allocator gives them to PyTorch's memory tools

@@ -411,7 +411,7 @@ def worker(job: Job) -> dict:
 def _cores_per_stack(job: Job, props) -> int:
     """How many ranks share the HBM stack of rank 0 when the job fills its node's cores in
     order (two physical cores per stack on Trn2: two ranks at LNC=1, one at LNC=2)."""
-    per_stack = {"trn1": 1, "trn2": 2, "trn3": 2}.get(props.generation, 1)
+    per_stack = props.physical_cores_per_hbm_stack
     ranks_on_node = job.nproc_per_node or job.world
     return max(1, min(per_stack // props.physical_cores_per_device, ranks_on_node))
 
@@ -470,6 +470,12 @@ def _fits(result: dict) -> bool:
     return not result.get("out_of_memory") and result["peak_hbm_bytes"] <= _capacity(result)
 
 
+def _mfu(result: dict) -> float:
+    """Model FLOPs of the step over the peak of every rank's core for the step's time."""
+    world = Job(**result["job"]).world
+    return result["flops"] / (result["step_s"] * world * result["peak_flops_per_core"])
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -491,7 +497,7 @@ def report(result: dict) -> str:
         return "\n".join(lines)
     step = result["step_s"]
     if job.task == "train":
-        mfu = result["flops"] / (step * job.world * result["peak_flops_per_core"])
+        mfu = _mfu(result)
         lines.append(
             f"  step {step * 1e3:.1f} ms simulated; {result['tokens'] / step:,.0f} tokens/s; "
             f"MFU {100 * mfu:.1f} %"
@@ -545,7 +551,7 @@ def gate_rows(result: dict, name: str) -> list[tuple[str, str, float]]:
         (name, "fallbacks", float(sum(result["fallbacks"].values()))),
     ]
     if job.task == "train":
-        mfu = result["flops"] / (result["step_s"] * job.world * result["peak_flops_per_core"])
+        mfu = _mfu(result)
         rows += [(name, "tokens_per_s", result["tokens"] / result["step_s"]), (name, "mfu", mfu)]
     else:
         rows += [
