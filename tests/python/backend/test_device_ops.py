@@ -551,3 +551,13 @@ def test_scatter_add_of_a_nan_reaches_its_own_position_only():
     src[0, 1] = float("nan")
     index = torch.tensor([[0, 1, 2], [2, 1, 0]])
     _same(lambda s, i, v: s.scatter_add(1, i, v), torch.zeros(2, 4), index, src)
+
+
+def test_cat_into_a_given_tensor_stays_on_the_device():
+    # FSDP2 packs its reduce-scatter with torch.cat(..., out=): bf16 blocks of gradients.
+    g = torch.Generator().manual_seed(13)
+    a, b = torch.randn(2, 3, generator=g), torch.randn(2, 5, generator=g)
+    out = torch.empty(2, 8, device="neuron", dtype=torch.bfloat16)
+    with neuronsim.strict_mode():
+        torch.cat([a.to("neuron").bfloat16(), b.to("neuron").bfloat16()], dim=1, out=out)
+    assert torch.equal(out.cpu(), torch.cat([a, b], dim=1).bfloat16())
