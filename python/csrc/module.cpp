@@ -48,6 +48,8 @@ py::dict device_properties(int index) {
   d["peak_bf16_flops"] = g.peak_bf16_flops();
   d["dma_bytes_per_s"] = g.dma_engines * g.dma_engine_bytes_per_ns * 1e9;
   d["hbm_bytes_per_s"] = g.hbm_bytes_per_ns * 1e9 / std::max<uint32_t>(1, g.hbm_stacks);
+  // The host's dispatch of one op (0 when NEURONSIM_HOST_DISPATCH=0 leaves it out).
+  d["host_dispatch_s"] = static_cast<double>(b.host_op_ps()) / 1e12;
   return d;
 }
 
@@ -89,6 +91,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("synchronize", [] {
     py::gil_scoped_release release;
     Backend::get().device().synchronize();
+  });
+  m.def("drain", [] {  // the work queued done, the simulated host not waiting for it
+    py::gil_scoped_release release;
+    Backend::get().drain();
   });
   m.def("device_properties", &device_properties);
   // The instance's generation from the environment, without starting the device.

@@ -185,7 +185,7 @@ def profile(path: str | os.PathLike | None, summary_json: str | os.PathLike | No
     def _path(p) -> str:
         return os.fspath(p).replace("{rank}", os.environ.get("RANK", "0")) if p else ""
 
-    torch.neuron.synchronize()
+    _C.drain()  # the work before the block is done; the simulated host did not wait for it
     session = _C.start_trace()
     try:
         yield

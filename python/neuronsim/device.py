@@ -117,6 +117,7 @@ class _DeviceProperties:
     peak_bf16_flops: float  # TensorE's BF16 peak, FLOP/s, of the core the kernels run on
     dma_bytes_per_s: float  # the core's DMA engines together
     hbm_bytes_per_s: float  # the core's HBM stack
+    host_dispatch_s: float  # the host's dispatch of one op (0 with NEURONSIM_HOST_DISPATCH=0)
     type: str = _TYPE
 
     def __repr__(self) -> str:

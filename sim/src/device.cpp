@@ -99,7 +99,8 @@ struct Work {
   std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
   size_t group_size = 0;
   std::vector<Range> reads, writes;  // computed once, when queued
-  uint64_t after_ps = 0;  // starts no earlier (earlier conflicting work, what the host saw)
+  uint64_t after_ps = 0;             // starts no earlier: the end of earlier work it conflicts with
+  uint64_t submit_ps = 0;  // the host clock when it was enqueued: the device starts no earlier
 };
 
 bool any_overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
@@ -183,10 +184,11 @@ struct Session {
   std::map<uint32_t, uint64_t> core_events;  // the records kept of each core
   std::shared_ptr<const RunResult> last_window;
   bool records(const LoadedProgram* p) const { return programs.empty() || programs.count(p); }
+  bool in_window(uint64_t start, uint64_t end) const {
+    return !(limits.from_ps && end <= limits.from_ps) && !(limits.to_ps && start >= limits.to_ps);
+  }
   bool wants(const Work& w, uint64_t start, uint64_t end) const {
-    if (limits.from_ps && end <= limits.from_ps) return false;
-    if (limits.to_ps && start >= limits.to_ps) return false;
-    return records(w.execution.program.get());
+    return in_window(start, end) && records(w.execution.program.get());
   }
 };
 
@@ -222,7 +224,9 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   std::thread worker;
   std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
   uint64_t clock_ps = 0;
-  uint64_t host_floor_ps = 0;  // the latest end the host has waited for: later work starts after
+  // The host's clock: its own work (host_work) and the ends it waited for move it on; work
+  // enqueued starts no earlier on the device.
+  uint64_t host_ps = 0;
   bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
@@ -262,7 +266,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
 
   uint64_t push(Work w, bool wake_worker = true) {
     place(w);
-    w.after_ps = host_floor_ps;
+    w.submit_ps = host_ps;
     w.seq = next_seq++;
     pending.insert(w.seq);
     const uint32_t core = w.core;
@@ -379,15 +383,22 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   }
 
   // When work may start: after its queue, what it must follow (after_ps), the last writes of
-  // what it reads, and the last reads and writes of what it writes (mu held).
-  uint64_t start_of(const Work& w) const {
-    uint64_t start = std::max(core_free_ps[w.core], w.after_ps);
-    std::lock_guard l(mem_mu);
-    for (const Range& r : w.reads)
-      start = std::max(start, allocators[r.chip].readable_ps(r.hbm_addr));
-    for (const Range& r : w.writes)
-      start = std::max(start, allocators[r.chip].writable_ps(r.hbm_addr));
-    return start;
+  // what it reads, the last reads and writes of what it writes, and its submission by the
+  // host; and how long of that the device waited for the host alone (mu held).
+  struct Start {
+    uint64_t at_ps = 0, host_bound_ps = 0;
+  };
+  Start start_of(const Work& w) const {
+    uint64_t ready = std::max(core_free_ps[w.core], w.after_ps);
+    {
+      std::lock_guard l(mem_mu);
+      for (const Range& r : w.reads)
+        ready = std::max(ready, allocators[r.chip].readable_ps(r.hbm_addr));
+      for (const Range& r : w.writes)
+        ready = std::max(ready, allocators[r.chip].writable_ps(r.hbm_addr));
+    }
+    if (options.mode == Mode::functional_only) return {ready, 0};
+    return {std::max(ready, w.submit_ps), w.submit_ps > ready ? w.submit_ps - ready : 0};
   }
 
   // Work that is done moves its core's queue and the times of what it touched on, and queued
@@ -411,8 +422,21 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // Runs a batch with mu released; returns the completions (mu held again).
   std::vector<Completion> run_batch(const std::vector<Work*>& batch,
                                     std::unique_lock<std::mutex>& lock) {
-    std::vector<uint64_t> starts;
-    for (Work* w : batch) starts.push_back(start_of(*w));
+    std::vector<uint64_t> starts, host_bound;
+    for (Work* w : batch) {
+      const Start s = start_of(*w);
+      starts.push_back(s.at_ps);
+      host_bound.push_back(s.host_bound_ps);
+    }
+    std::vector<Completion> out = run_batch_at(batch, starts, lock);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!out[i].error) out[i].host_bound_ps = host_bound[i];
+    return out;
+  }
+
+  std::vector<Completion> run_batch_at(const std::vector<Work*>& batch,
+                                       const std::vector<uint64_t>& starts,
+                                       std::unique_lock<std::mutex>& lock) {
     if (batch.front()->is_copy) {
       lock.unlock();
       std::vector<Completion> out;
@@ -590,7 +614,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       }
       d.result.executions.push_back(
           {w.core, w.seq, w.execution.name.empty() ? w.execution.program->name() : w.execution.name,
-           &w.execution.program->program(), c.start_ps, c.end_ps, c.launch_ps});
+           &w.execution.program->program(), c.start_ps, c.end_ps, c.launch_ps, c.host_bound_ps});
       if (std::find(d.programs.begin(), d.programs.end(), w.execution.program) == d.programs.end())
         d.programs.push_back(w.execution.program);
     }
@@ -822,7 +846,7 @@ bool Device::done(uint64_t seq) const {
   return seq < impl_->next_seq && !impl_->pending.count(seq);
 }
 
-Completion Device::wait(uint64_t seq) {
+Completion Device::wait(uint64_t seq, Host host) {
   std::unique_lock lock(impl_->mu);
   if (seq == 0 || seq >= impl_->next_seq)
     throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
@@ -833,8 +857,8 @@ Completion Device::wait(uint64_t seq) {
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));
   Completion c = std::move(it->second);
   impl_->finished.erase(it);
-  // The host has seen this finish: what it queues from now on starts no earlier.
-  impl_->host_floor_ps = std::max(impl_->host_floor_ps, c.end_ps);
+  // The host has waited for this: what it queues from now on starts no earlier.
+  if (host == Host::waits) impl_->host_ps = std::max(impl_->host_ps, c.end_ps);
   return c;
 }
 
@@ -844,7 +868,7 @@ Completion Device::run(Execution execution) {
   return c;
 }
 
-Completion Device::complete(Execution execution) {
+Completion Device::complete(Execution execution, Host host) {
   if (!execution.program) throw std::invalid_argument("run: an execution without a program");
   uint64_t seq = 0;
   {
@@ -860,18 +884,33 @@ Completion Device::complete(Execution execution) {
     seq = impl_->push(std::move(w), !inline_run);
     if (inline_run) impl_->step(lock);
   }
-  return wait(seq);
+  return wait(seq, host);
 }
 
-void Device::synchronize() {
+void Device::synchronize(Host host) {
   std::unique_lock lock(impl_->mu);
   impl_->done_cv.wait(lock, [&] { return impl_->pending.empty(); });
-  impl_->host_floor_ps = std::max(impl_->host_floor_ps, impl_->clock_ps);
+  if (host == Host::waits) impl_->host_ps = std::max(impl_->host_ps, impl_->clock_ps);
 }
 
 uint64_t Device::now_ps() const {
   std::lock_guard lock(impl_->mu);
   return impl_->clock_ps;
+}
+
+void Device::host_work(uint64_t ps, std::string name) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->options.mode == Mode::functional_only || ps == 0) return;
+  const uint64_t start = impl_->host_ps;
+  impl_->host_ps += ps;
+  for (auto& [id, s] : impl_->sessions)
+    if (s.programs.empty() && s.in_window(start, impl_->host_ps))
+      s.data.result.host.push_back({name, start, impl_->host_ps});
+}
+
+uint64_t Device::host_ps() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->host_ps;
 }
 
 uint64_t Device::start_trace(TraceLimits limits) {

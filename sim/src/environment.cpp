@@ -169,11 +169,14 @@ std::optional<std::string> read_environment(Environment& e) {
       v != nullptr && upper(v) == "CRITICAL")
     e.fail_on_nan = true;
 
-  if (const char* v = env("NEURONSIM_LAUNCH")) {
-    const auto launch = parse_env_bool(v);
-    if (!launch) return fmt::format("NEURONSIM_LAUNCH='{}' is not 0 or 1", v);
-    e.launch = *launch;
-  }
+  for (auto [variable, flag] : {std::pair{"NEURONSIM_LAUNCH", &e.launch},
+                                std::pair{"NEURONSIM_HOST_DISPATCH", &e.host_dispatch},
+                                std::pair{"NEURON_LAUNCH_BLOCKING", &e.launch_blocking}})
+    if (const char* v = env(variable)) {
+      const auto on = parse_env_bool(v);
+      if (!on) return fmt::format("{}='{}' is not 0 or 1", variable, v);
+      *flag = *on;
+    }
   return std::nullopt;
 }
 

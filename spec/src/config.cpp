@@ -387,6 +387,7 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   }
   g.launch_fixed_ns = r.non_negative("launch_fixed_ns");
   g.launch_per_tensor_ns = r.non_negative("launch_per_tensor_ns");
+  g.host_op_ns = r.non_negative("host_op_ns");
 
   g.cores_per_chip = r.u32("cores_per_chip");
   g.hbm_stacks = r.u32("hbm_stacks");

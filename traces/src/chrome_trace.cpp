@@ -43,6 +43,9 @@ constexpr int kKernelLocalTid = 0;
 int pid_of(uint32_t core) {
   return static_cast<int>(core) + 1;
 }
+// The host that drives the device: a process of its own above the cores, one row.
+constexpr int kHostPid = 10000;
+constexpr int kHostTid = kHostPid * kTidsPerCore;
 int tid_of(uint32_t core, int local) {
   return pid_of(core) * kTidsPerCore + local;
 }
@@ -554,6 +557,11 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
     emit(metadata("thread_name", pid_of(t.core), t.tid, "name", t.name));
     emit(metadata("thread_sort_index", pid_of(t.core), t.tid, "sort_index", t.sort_index));
   }
+  if (!r.host.empty()) {
+    emit(metadata("process_name", kHostPid, kHostPid, "name", "Host"));
+    emit(metadata("process_sort_index", kHostPid, kHostPid, "sort_index", -1));
+    emit(metadata("thread_name", kHostPid, kHostTid, "name", "Dispatch"));
+  }
 
   const OpNameIndex op_names(options.op_names);
   // The program of the execution that covers a record, else TraceOptions::programs.
@@ -577,12 +585,25 @@ json emit_trace(const sim::RunResult& r, const TraceOptions& options, const Sink
              .take());
   };
 
+  // Host slices: the dispatch of each op, on the host's row.
+  for (const sim::HostRecord& h : r.host)
+    emit(Obj()
+             .add("name", h.name)
+             .add("cat", "Host")
+             .add("ph", "X")
+             .add("ts", ps_to_us(h.start_ps))
+             .add("dur", ps_to_us(h.end_ps - h.start_ps))
+             .add("pid", kHostPid)
+             .add("tid", kHostTid)
+             .take());
+
   // Kernel slices: one per execution.
   for (size_t i = 0; i < r.executions.size(); ++i) {
     const sim::ExecutionRecord& e = r.executions[i];
     Obj args;
     args.add("seq", e.seq)
         .add("instructions", e.program != nullptr ? e.program->num_instructions() : 0);
+    if (e.host_bound_ps > 0) args.add("waited_for_host_ns", detail::ps_to_ns(e.host_bound_ps));
     slice(e.name, "Execution", e.start_ps, e.end_ps, e.core, exec_tid[i], args);
     // The runtime's launch, inside the execution's slice before its first instruction.
     if (e.launch_ps > 0) {

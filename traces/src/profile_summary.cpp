@@ -83,6 +83,13 @@ json core_summary(const sim::RunResult& r, size_t i) {
   const double total = seconds(total_ps);
   json out = {{"total_time", total}, {"instance_type", r.instance}, {"nc_idx", core}};
   out["launch_time"] = seconds(c.launch_ps);  // the runtime's launches, which total_time omits
+  // The host's dispatch of the ops (all cores'), and how long this core sat ready for it.
+  uint64_t host_ps = 0, host_bound_ps = 0;
+  for (const sim::HostRecord& h : r.host) host_ps += h.end_ps - h.start_ps;
+  for (const sim::ExecutionRecord& e : r.executions)
+    if (e.core == core) host_bound_ps += e.host_bound_ps;
+  out["host_dispatch_time"] = seconds(host_ps);
+  out["host_bound_time"] = seconds(host_bound_ps);
   for (isa::Engine e : detail::kEngineOrder) {
     const sim::EngineStats& s = c.engines[static_cast<size_t>(e)];
     const std::string n = fmt::format("{}_engine", engine_metric_name(e));

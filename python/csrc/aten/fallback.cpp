@@ -197,6 +197,7 @@ void count(const std::string& op, const std::function<std::string()>& what) {
     TORCH_WARN(what(),
                ": it runs on the CPU (counted in neuronsim.fallback_counts(); "
                "NEURONSIM_STRICT=1 makes it an error)");
+  Backend::get().host_reads();  // the CPU computes on what the device wrote
 }
 
 // What sent `op` on `tensors` to the CPU: the kernel's own reason when it refused the case

@@ -91,7 +91,7 @@ bool forward(const at::Tensor& self, const at::Tensor& target, int64_t reduction
   if (!run_reduce(op, kernels::ReduceOp::sum, picked, 1, rows[0]) ||
       !run_reduce(op, kernels::ReduceOp::sum, rows, 1, sums))
     return false;
-  if (!values_unspecified() && sums[2].item<float>() > 0) bad_target(target, classes, ignore_index);
+  if (host_can_check() && sums[2].item<float>() > 0) bad_target(target, classes, ignore_index);
 
   kernels::PointwiseExpr e;
   if (reduction == 0) {

@@ -100,7 +100,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
     count_fallback("aten::copy_ (between devices, of int64/float64, or conjugated)");
   if (src.device().is_privateuseone() && !dst.device().is_privateuseone() && values_unspecified())
     refuse_host_read(fmt::format("aten::copy_ of a neuron tensor to {}", dst.device().str()));
-  // To or from the host, or a conversion: the host's copy on the same bytes.
+  // To or from the host, or a conversion: the host's copy on the same bytes, once the device's
+  // work is done (as a synchronous copy waits).
+  Backend::get().host_reads();
   host_alias(dst).copy_(host_alias(src));
   return dst;
 }
@@ -112,6 +114,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   if (values_unspecified()) refuse_host_read("aten::_local_scalar_dense (Tensor.item())");
+  Backend::get().host_reads();
   return host_alias(self).item();
 }
 

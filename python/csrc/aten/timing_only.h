@@ -2,7 +2,8 @@
 // arithmetic, so a real training step is projected in seconds, and device tensors hold no
 // values. Whatever needs their values on the host (a copy to the CPU, Tensor.item(), an op
 // whose output shape depends on them) fails, naming itself and the mode; checks of values
-// that only guard against bad inputs (indices in range) are skipped.
+// that only guard against bad inputs (indices in range) are skipped, though the host still
+// waits for them (host_can_check).
 #pragma once
 
 #include <string>
@@ -15,6 +16,14 @@ namespace neuronsim::pytorch {
 
 inline bool values_unspecified() {
   return Backend::get().env().mode == sim::Mode::timing_only;
+}
+
+// Whether the host can read a check's result (an index's range) from the device: not in
+// timing-only mode, where the check passes. Either way the host waits for the device's work,
+// as the read would, so that both modes take the same simulated time.
+inline bool host_can_check() {
+  Backend::get().host_reads();
+  return !values_unspecified();
 }
 
 // Throws c10::Error: `what` needs device values, which timing-only mode does not compute.

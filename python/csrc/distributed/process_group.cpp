@@ -394,10 +394,11 @@ struct ProcessGroupNeuron::Impl {
     return text(setup.store->get(key));
   }
 
-  // Where the collective starts on this rank: the device clock, once its work is done.
+  // Where the collective starts on this rank: once the work before it is done and the host
+  // has dispatched it (the host queues it and goes on, as for a kernel).
   static uint64_t arrival_ps() {
     pytorch::Backend& b = pytorch::Backend::get();
-    b.device().synchronize();
+    b.drain();
     return b.now_ps();
   }
 

@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
@@ -29,6 +31,16 @@ Backend::Backend() : env_(read_env_or_throw()) {
   options.fail_on_nan = env_.fail_on_nan;
   options.launch = env_.launch;
   device_ = std::make_unique<sim::Device>(env_.instance, env_.generation, options);
+  if (env_.host_dispatch)
+    host_op_ps_ = static_cast<uint64_t>(std::llround(env_.generation.host_op_ns * 1000));
+}
+
+void Backend::dispatch(const std::string& op) {
+  device_->host_work(host_op_ps_, op);
+}
+
+void Backend::host_reads() {
+  device_->synchronize();
 }
 
 namespace {
@@ -104,7 +116,8 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   for (const auto& [name, binding] : tensors)
     execution.tensors[program->tensor(name).var_id] = binding;
   const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
-  const sim::Completion done = device_->complete(std::move(execution));
+  dispatch(op);
+  const sim::Completion done = device_->complete(std::move(execution), host_waits());
   ++kernels_run_;
   {
     std::lock_guard lock(executed_mu_);
@@ -123,7 +136,9 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
 void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes) {
   sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_"};
   const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
-  const sim::Completion done = device_->wait(device_->enqueue(core_of(dst_index), std::move(c)));
+  dispatch(c.name);
+  const sim::Completion done =
+      device_->wait(device_->enqueue(core_of(dst_index), std::move(c)), host_waits());
   if (done.error) std::rethrow_exception(done.error);
   if (launched) profile(done, "copy", launched);
 }

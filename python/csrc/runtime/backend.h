@@ -8,6 +8,7 @@
 // tensors: place.h turns a tensor into the place its bytes have on the device.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -59,17 +60,29 @@ class Backend {
   uint64_t program_bytes(int index) const;
   // Runs `program` on its core with the named tensors bound to their device memory,
   // and waits. The execution is named `op` on traces; a fault is rethrown as c10::Error
-  // naming the op.
+  // naming the op. On the simulated clocks the host dispatches it (host_op_ns, a slice on
+  // the host row) and goes on without waiting for it, as TorchNeuron's queue does, unless
+  // NEURON_LAUNCH_BLOCKING=1.
   void run_kernel(const std::string& op, const sim::ProgramRef& program,
                   const std::vector<NamedBinding>& tensors);
-  // A DMA copy of `bytes` between two device places, on the destination's queue.
+  // A DMA copy of `bytes` between two device places, on the destination's queue (dispatched
+  // as an op).
   void copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes);
+  // The host's dispatch of one op, in picoseconds (0: left out).
+  uint64_t host_op_ps() const { return host_op_ps_; }
+  // Waits for the work queued, as the simulator's caller: the simulated host does not wait
+  // (a collective's arrival, a profile's start), so its clock stays where it was.
+  void drain() { device_->synchronize(sim::Host::runs_ahead); }
+  // The host reads what the device computed (a copy to the CPU, .item(), an op run on the
+  // CPU): on the simulated clocks it waits for the device's work first.
+  void host_reads();
   // The device index of a physical core of this process; -1 when it sees no such core.
   int index_of_core(uint32_t core) const;
   // Hands finished work launched at host time `launched_ns` to the profiler (profiler.h).
   void profile(const sim::Completion& done, const char* kind, int64_t launched_ns);
-  // The device clock, in picoseconds: where the simulated work of every core has reached.
-  uint64_t now_ps() const { return device_->now_ps(); }
+  // Simulated time, in picoseconds: where the work of every core and the host's dispatch
+  // have reached (the later of the device and host clocks).
+  uint64_t now_ps() const { return std::max(device_->now_ps(), device_->host_ps()); }
   uint64_t kernels_run() const { return kernels_run_; }
   // The ops whose kernels ran on the device since the last clear (TorchNeuron's op tracking).
   std::vector<std::string> executed_ops();
@@ -82,8 +95,14 @@ class Backend {
 
  private:
   Backend();
+  // The host's dispatch of one op named `op`, on the host clock.
+  void dispatch(const std::string& op);
+  sim::Host host_waits() const {
+    return env_.launch_blocking ? sim::Host::waits : sim::Host::runs_ahead;
+  }
   sim::Environment env_;
   std::unique_ptr<sim::Device> device_;
+  uint64_t host_op_ps_ = 0;  // the host's dispatch of one op (0: left out)
   struct Built {
     sim::ProgramRef program;  // null: the kernel refused the case
     std::string refusal;      // its reason

@@ -26,9 +26,10 @@ to first token) and its decode.
 
 The report gives the step time, tokens/s, model FLOPs utilisation (``6 N`` per token for the
 weights' products, plus the causal attention's products, over the simulated cores' TensorE peak),
-the breakdown of the step (each engine's busy time, the runtime's launches, the collectives,
-kernels and idle), the peak HBM of a rank against the HBM stack it allocates in, CPU fallbacks,
-the graph nodes that split compiled programs, and the host time the projection took.
+the breakdown of the step (each engine's busy time, the runtime's launches, the host's dispatch of
+the ops and how long the device waited for it, the collectives, kernels and idle), the peak HBM of
+a rank against the HBM stack it allocates in, CPU fallbacks, the graph nodes that split compiled
+programs, and the host time the projection took.
 ``--trace job.json`` writes a Perfetto trace per phase (``job.<phase>.json``; rank 0, standing
 for every rank), ``--json`` every figure, ``--csv`` the dashboard's.
 """
@@ -96,6 +97,8 @@ class Job:
     compile: bool = False
     checkpointing: bool = False  # activation checkpointing (TRL's SFTConfig turns it on)
     launch: bool = True  # the runtime's launch of each kernel or program (NEURONSIM_LAUNCH)
+    host_dispatch: bool = True  # the host's dispatch of each op (NEURONSIM_HOST_DISPATCH)
+    blocking: bool = False  # the host waits for each op (NEURON_LAUNCH_BLOCKING)
     steps: int = 2
     trace: str | None = None
     every_rank: bool = False  # run every rank as a process (torchrun) instead of symmetric ones
@@ -221,7 +224,8 @@ def _collective_ps() -> int:
 
 
 def _summary(path: str) -> dict:
-    """Each engine's busy seconds, the DMA queues' and the launches' from a profile summary."""
+    """Each engine's busy seconds, the DMA queues', the launches', the host's dispatch and the
+    device's wait for it, from a profile summary."""
     with open(path) as f:
         core = next(iter(json.load(f).values()), {})
     suffix = "_engine_active_time"
@@ -229,6 +233,8 @@ def _summary(path: str) -> dict:
         "engines_s": {k[: -len(suffix)]: v for k, v in core.items() if k.endswith(suffix)},
         "dma_s": core.get("dma_packet_time", 0.0),
         "launch_s": core.get("launch_time", 0.0),
+        "host_dispatch_s": core.get("host_dispatch_time", 0.0),
+        "host_bound_s": core.get("host_bound_time", 0.0),
     }
 
 
@@ -255,15 +261,18 @@ def _measure(phases: list, job: Job, tmp: str) -> dict:
             call()
         torch.neuron.synchronize()
         _progress(f"warm-up step {i + 1}/{job.steps - 1}: {time.perf_counter() - start:.1f} s host")
-    out = {"step_s": 0.0, "step_host_s": 0.0, "collective_s": 0.0, "dma_s": 0.0, "launch_s": 0.0}
+    out = {"step_s": 0.0, "step_host_s": 0.0, "collective_s": 0.0, "dma_s": 0.0}
+    out.update(launch_s=0.0, host_dispatch_s=0.0, host_bound_s=0.0)
     out.update(engines_s={}, phases_s={})
+    # The step starts as a loop's does after a step whose loss was read (the host waited), and
+    # its phases follow each other as in the loop: the host, running ahead of the device, does
+    # not wait at their boundaries.
+    torch.neuron.synchronize()
     for name, call, weight in phases:
         summary = os.path.join(tmp, f"{name.replace(' ', '-')}.json")
-        torch.neuron.synchronize()
         begin, start, cc = neuronsim.simulated_time(), time.perf_counter(), _collective_ps()
         with neuronsim.profile(_trace_path(job, name), summary):
             call()
-            torch.neuron.synchronize()
         took, host = neuronsim.simulated_time() - begin, time.perf_counter() - start
         _progress(f"{name}: {took * 1e3:.1f} ms simulated, {host:.1f} s host")
         out["phases_s"][name] = took
@@ -272,7 +281,8 @@ def _measure(phases: list, job: Job, tmp: str) -> dict:
         out["collective_s"] += weight * (_collective_ps() - cc) / 1e12
         figures = _summary(summary)
         out["dma_s"] += weight * figures["dma_s"]
-        out["launch_s"] += weight * figures["launch_s"]
+        for key in ("launch_s", "host_dispatch_s", "host_bound_s"):
+            out[key] += weight * figures[key]
         for engine, busy in figures["engines_s"].items():
             out["engines_s"][engine] = out["engines_s"].get(engine, 0.0) + weight * busy
     return out
@@ -430,6 +440,8 @@ def _environment(job: Job) -> dict[str, str]:
     if job.lnc is not None:
         env["NEURON_RT_VIRTUAL_CORE_SIZE"] = str(job.lnc)
     env["NEURONSIM_LAUNCH"] = "1" if job.launch else "0"
+    env["NEURONSIM_HOST_DISPATCH"] = "1" if job.host_dispatch else "0"
+    env["NEURON_LAUNCH_BLOCKING"] = "1" if job.blocking else "0"
     if job.world > 1 and not job.every_rank:
         env.update(
             NEURONSIM_SYMMETRIC_RANKS="1",
@@ -513,10 +525,16 @@ def report(result: dict) -> str:
     lines.append(f"  busy ms: {', '.join(parts)}; DMA queues {dma_ms:.1f} (summed over queues)")
     launch_s = result["launch_s"]
     lines.append(
-        f"  runtime launches {launch_s * 1e3:.1f} ms (one per kernel or program: the host's "
-        f"dispatch, {100 * launch_s / step:.0f} % of the step)"
+        f"  runtime launches {launch_s * 1e3:.1f} ms (the start of each kernel or program on "
+        f"its core, {100 * launch_s / step:.0f} % of the step)"
     )
-    rest_ms = (step - collective_s - launch_s) * 1e3
+    bound_s = result.get("host_bound_s", 0.0)
+    how = "waiting for each op" if job.blocking else "running ahead of the device"
+    lines.append(
+        f"  host dispatch {result.get('host_dispatch_s', 0.0) * 1e3:.1f} ms ({how}); the device "
+        f"waited for it {bound_s * 1e3:.1f} ms ({100 * bound_s / step:.0f} % of the step)"
+    )
+    rest_ms = (step - collective_s - launch_s - bound_s) * 1e3
     lines.append(
         f"  collectives {collective_s * 1e3:.1f} ms (exposed: the backend runs each one "
         f"after the work before it); kernels and idle {rest_ms:.1f} ms"
@@ -548,6 +566,7 @@ def gate_rows(result: dict, name: str) -> list[tuple[str, str, float]]:
         (name, "simulated_us_per_step", result["step_s"] * 1e6),
         (name, "collectives_us_per_step", result["collective_s"] * 1e6),
         (name, "launch_us_per_step", result["launch_s"] * 1e6),
+        (name, "host_bound_us_per_step", result.get("host_bound_s", 0.0) * 1e6),
         (name, "fallbacks", float(sum(result["fallbacks"].values()))),
     ]
     if job.task == "train":
@@ -596,7 +615,18 @@ def _parser() -> argparse.ArgumentParser:
         "--no-launch",
         dest="launch",
         action="store_false",
-        help="leave the runtime's launch of each kernel or program (the host's dispatch) out",
+        help="leave the runtime's launch of each kernel or program on its core out",
+    )
+    p.add_argument(
+        "--no-host-dispatch",
+        dest="host_dispatch",
+        action="store_false",
+        help="leave the host's dispatch of each op out (NEURONSIM_HOST_DISPATCH=0)",
+    )
+    p.add_argument(
+        "--blocking",
+        action="store_true",
+        help="the host waits for each op before the next (NEURON_LAUNCH_BLOCKING=1)",
     )
     p.add_argument("--trace", default=None, help="write the step's Perfetto trace here")
     p.add_argument(

@@ -155,6 +155,61 @@ TEST(Device, TheLaunchDoesNotChangeTheKernelBody) {
   EXPECT_EQ(body(true), body(false));
 }
 
+// The host that enqueues the work has a clock of its own (docs/cost-model.md §6.1): its work
+// moves it on, work enqueued after starts no earlier, and the device's wait for it is told.
+TEST(Device, WorkStartsNoEarlierThanTheHostSubmitsIt) {
+  DeviceOptions options;
+  options.launch = false;  // the body alone, so that the host's share is plain
+  auto dev = Device::open("trn2.3xlarge", options);
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const uint64_t session = dev->start_trace();
+  const Completion first = dev->complete({p, io, "first"}, Host::runs_ahead);
+  EXPECT_EQ(first.host_bound_ps, 0u);
+  EXPECT_EQ(dev->host_ps(), 0u);  // it ran ahead: the host did not wait for the first
+  const uint64_t later = first.end_ps + 5'000'000;
+  dev->host_work(later, "dispatch");  // the host is busy past the first's end
+  EXPECT_EQ(dev->host_ps(), later);
+  const Completion second = dev->complete({p, io, "second"}, Host::runs_ahead);
+  EXPECT_EQ(second.start_ps, later);
+  EXPECT_EQ(second.host_bound_ps, later - first.end_ps);  // the core sat ready for 5 us
+  EXPECT_EQ(dev->host_ps(), later);
+  // A host that waits moves on to the end of what it waited for.
+  const Completion third = dev->complete({p, io, "third"}, Host::waits);
+  EXPECT_EQ(third.start_ps, second.end_ps);
+  EXPECT_EQ(third.host_bound_ps, 0u);
+  EXPECT_EQ(dev->host_ps(), third.end_ps);
+  const TraceSession trace = dev->stop_trace(session);
+  ASSERT_EQ(trace.result.host.size(), 1u);
+  EXPECT_EQ(trace.result.host[0].name, "dispatch");
+  EXPECT_EQ(trace.result.host[0].start_ps, 0u);
+  EXPECT_EQ(trace.result.host[0].end_ps, later);
+  ASSERT_EQ(trace.result.executions.size(), 3u);
+  EXPECT_EQ(trace.result.executions[1].host_bound_ps, second.host_bound_ps);
+}
+
+// Functional-only mode has no clocks: the host's work takes no time and is not recorded.
+TEST(Device, TheHostTakesNoTimeWhenNothingIsTimed) {
+  DeviceOptions options;
+  options.mode = Mode::functional_only;
+  auto dev = Device::open("trn2.3xlarge", options);
+  const uint64_t session = dev->start_trace();
+  dev->host_work(1'000'000, "dispatch");
+  EXPECT_EQ(dev->host_ps(), 0u);
+  EXPECT_TRUE(dev->stop_trace(session).result.host.empty());
+}
+
+// synchronize is the host's wait for everything queued.
+TEST(Device, SynchronizeBringsTheHostToTheDevicesEnd) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const Completion c = dev->complete({p, io, "square"}, Host::runs_ahead);
+  EXPECT_LT(dev->host_ps(), c.end_ps);
+  dev->synchronize();
+  EXPECT_EQ(dev->host_ps(), c.end_ps);
+}
+
 TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");

@@ -121,5 +121,41 @@ TEST(ChromeTraceExecutions, FlowsStayInsideTheirExecution) {
   }
 }
 
+// The host's dispatch is a row of its own, in a process above the cores; an execution the
+// core was ready for before the host submitted it says how long it waited.
+TEST(ChromeTraceExecutions, TheHostsDispatchIsARowOfItsOwn) {
+  Session s;
+  s.result.host.push_back({"aten::mul", 0, 400'000});
+  s.result.host.push_back({"aten::add", 400'000, 3'400'000});
+  s.result.executions[1].host_bound_ps = 400'000;
+  const json t = chrome_trace(s.result);
+  int host_pid = 0;
+  for (const json& e : with_phase(t, "M"))
+    if (e.at("name") == "process_name" && e.at("args").at("name") == "Host") host_pid = e.at("pid");
+  ASSERT_NE(host_pid, 0);
+  const int row = tid_named(t, host_pid, "Dispatch");
+  ASSERT_NE(row, 0);
+  std::vector<json> slices;
+  for (const json& e : with_phase(t, "X"))
+    if (e.at("pid") == host_pid) slices.push_back(e);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[1].at("name"), "aten::add");
+  EXPECT_EQ(slices[1].at("tid"), row);
+  EXPECT_EQ(us_to_ps(slices[1].at("ts")), 400'000u);
+  EXPECT_EQ(us_to_ps(slices[1].at("dur")), 3'000'000u);
+  for (const json& e : with_phase(t, "X")) {
+    if (e.at("cat") == "Execution" && e.at("name") == "second")
+      EXPECT_DOUBLE_EQ(e.at("args").at("waited_for_host_ns").get<double>(), 400.0);
+  }
+}
+
+// Without host work, no host process.
+TEST(ChromeTraceExecutions, NoHostRowWithoutHostWork) {
+  const Session s;
+  for (const json& e : with_phase(chrome_trace(s.result), "M")) {
+    if (e.at("name") == "process_name") EXPECT_NE(e.at("args").at("name"), "Host");
+  }
+}
+
 }  // namespace
 }  // namespace neuronsim::traces

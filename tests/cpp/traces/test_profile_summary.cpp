@@ -51,5 +51,18 @@ TEST(ProfileSummary, WithoutRecordsOrStacksTheFiguresThatNeedThemAreAbsent) {
   EXPECT_TRUE(s.contains("total_time"));
 }
 
+// The host's dispatch (every core's host) and each core's wait for it.
+TEST(ProfileSummary, TheHostsDispatchAndTheCoresWaitForIt) {
+  auto sample = make_sample_run();
+  sample->result.host = {{"aten::mul", 0, 2'000'000}, {"aten::add", 2'000'000, 2'500'000}};
+  sample->result.executions.push_back({5, 1, "aten::mul", nullptr, 2'000'000, 3'000'000});
+  sample->result.executions.back().host_bound_ps = 1'500'000;
+  const json all = profile_summary_json(sample->result, {"s"});
+  EXPECT_DOUBLE_EQ(all.at("s_nc5").at("host_dispatch_time").get<double>(), 2.5e-6);
+  EXPECT_DOUBLE_EQ(all.at("s_nc5").at("host_bound_time").get<double>(), 1.5e-6);
+  EXPECT_DOUBLE_EQ(all.at("s_nc2").at("host_dispatch_time").get<double>(), 2.5e-6);
+  EXPECT_DOUBLE_EQ(all.at("s_nc2").at("host_bound_time").get<double>(), 0.0);
+}
+
 }  // namespace
 }  // namespace neuronsim::traces

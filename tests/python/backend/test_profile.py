@@ -16,9 +16,10 @@ def test_profile_writes_one_trace_with_a_kernel_per_aten_op(run_json, tmp_path):
             y = torch.relu(x @ w) + 1
             z = y.softmax(-1).sum()
         trace = json.load(open({str(path)!r}))
-        names = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"]
-        kernels = [n for n in names if n.startswith("aten::")]
-        print(json.dumps({{"kernels": kernels, "events": len(names)}}))
+        slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        kernels = [e["name"] for e in slices if e["cat"] == "Execution"]
+        host = [e["name"] for e in slices if e["cat"] == "Host"]
+        print(json.dumps({{"kernels": kernels, "host": host, "events": len(slices)}}))
         """,
         env={"NEURONSIM_MODE": "functional-and-timing"},
     )
@@ -26,4 +27,5 @@ def test_profile_writes_one_trace_with_a_kernel_per_aten_op(run_json, tmp_path):
     for op in ("aten::mm", "aten::relu", "aten::add", "aten::_softmax", "aten::sum"):
         assert op in kernels, f"{op} missing from {kernels}"
     assert kernels.count("aten::mm") == 1  # the matmul before the block is not recorded
+    assert got["host"] == kernels  # the host dispatched each, in order
     assert got["events"] > len(kernels)  # the engines' instructions are there too

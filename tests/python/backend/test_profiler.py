@@ -1,6 +1,7 @@
 """torch.profiler on "neuron": with ProfilerActivity.PrivateUse1, every kernel the device
 runs is a device event linked to the op that launched it, lasting its simulated time; the
-ops' device totals add up to the device clock. The device is timed only in the timing
+ops' device totals add up to the simulated clock, less the device's wait for the host's first
+dispatch. The device is timed only in the timing
 modes, chosen when it opens, so the profiled step runs in a process of its own."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ averages = prof.key_averages()
 ops = [e for e in averages if e.device_type == torch.autograd.DeviceType.CPU]
 print(json.dumps({
     "clock_us": clock * 1e6,
+    "dispatch_us": torch.neuron.get_device_properties().host_dispatch_s * 1e6,
     "kernels": kernels,
     "device_total_us": sum(e.self_device_time_total for e in ops),
     "ops_with_device_time": sorted(e.key for e in ops if e.self_device_time_total > 0),
@@ -101,7 +103,11 @@ def test_a_profiled_training_step_has_one_device_event_per_kernel(tmp_path):
 def test_per_op_device_totals_add_up_to_the_device_clock(tmp_path):
     result, _ = _profiled_step(tmp_path)
     assert result["clock_us"] > 0
-    assert abs(result["device_total_us"] - result["clock_us"]) <= 1e-3 * result["clock_us"]
+    # After the synchronize the device waits for the first op's dispatch; the host, running
+    # ahead, hides every other dispatch behind the kernels (docs/cost-model.md §6.1).
+    assert result["dispatch_us"] > 0
+    idle = result["clock_us"] - result["device_total_us"]
+    assert abs(idle - result["dispatch_us"]) <= 1e-3 * result["clock_us"]
     assert {"aten::addmm", "aten::mm"} & set(result["ops_with_device_time"])
     assert "Self NEURON" in result["table"]
 

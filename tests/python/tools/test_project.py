@@ -67,12 +67,32 @@ def test_micro_batches_counted_rather_than_run_give_the_update_run_in_full(tiny_
 
 
 def test_the_runtimes_launches_are_a_row_of_the_breakdown_that_a_switch_leaves_out(tiny_config):
-    job = project.Job(model=tiny_config, seq=64, steps=1)
+    # Without the host's dispatch, the launches are all the device's overhead: leaving them
+    # out shortens the step by exactly their sum.
+    job = project.Job(model=tiny_config, seq=64, steps=1, host_dispatch=False)
     launched = project.project(job)
     bare = project.project(project.Job(**{**vars(job), "launch": False}))
     assert launched["launch_s"] > 0 and bare["launch_s"] == 0
     assert bare["step_s"] == pytest.approx(launched["step_s"] - launched["launch_s"], rel=1e-6)
+    assert launched["host_dispatch_s"] == 0 and launched["host_bound_s"] == 0
     assert "runtime launches" in project.report(launched)
+
+
+def test_the_hosts_dispatch_is_a_row_of_the_breakdown_hidden_unless_kernels_are_short(tiny_config):
+    job = project.Job(model=tiny_config, seq=64, steps=1)
+    dispatched = project.project(job)
+    none = project.project(project.Job(**{**vars(job), "host_dispatch": False}))
+    assert dispatched["host_dispatch_s"] > 0
+    # The host runs ahead: behind the launches, the device waits for the first op's dispatch.
+    assert dispatched["host_bound_s"] < 0.01 * dispatched["step_s"]
+    assert dispatched["step_s"] - none["step_s"] == pytest.approx(dispatched["host_bound_s"])
+    # A host that waits for each op pays every dispatch.
+    blocking = project.project(project.Job(**{**vars(job), "blocking": True}))
+    assert blocking["step_s"] - none["step_s"] == pytest.approx(blocking["host_dispatch_s"])
+    # Without launches the small kernels are shorter than their dispatch: the device waits.
+    bare = project.project(project.Job(**{**vars(job), "launch": False}))
+    assert bare["host_bound_s"] > 0.1 * bare["step_s"]
+    assert "host dispatch" in project.report(bare)
 
 
 def test_a_job_past_the_hbm_of_a_core_does_not_fit():

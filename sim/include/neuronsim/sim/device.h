@@ -104,6 +104,9 @@ struct Completion {
   std::string name;
   uint64_t start_ps = 0, end_ps = 0;  // on the device clock
   uint64_t launch_ps = 0;             // of which the launch, from start_ps
+  // How long the core, ready for this work, waited for the host to submit it (the host's
+  // dispatch left the device idle).
+  uint64_t host_bound_ps = 0;
   // The simulated window the execution ran in, shared with the executions that ran
   // beside it (null for copies). Its records are relative to run->start_ps.
   std::shared_ptr<const RunResult> run;
@@ -134,6 +137,11 @@ struct TraceSession {
   std::vector<ProgramRef> programs;  // keeps the records' instructions alive
   uint64_t dropped_events = 0;
 };
+
+// Whether the host waits for the work it takes the completion of. A caller that simulates
+// each op at once but stands for a host that queues ops and goes on (TorchNeuron's default,
+// as CUDA's) takes completions with Host::runs_ahead: the host clock stays where it was.
+enum class Host { waits, runs_ahead };
 
 class Device {
  public:
@@ -204,16 +212,26 @@ class Device {
   // Whether the work is done (true for numbers whose completion was taken).
   bool done(uint64_t seq) const;
   // Blocks until the work is done and hands its completion over (once).
-  Completion wait(uint64_t seq);
+  Completion wait(uint64_t seq, Host host = Host::waits);
   // Enqueues, waits and hands the completion over (its fault in `error`). On an idle
   // functional-only device the execution runs on the caller's thread.
-  Completion complete(Execution execution);
+  Completion complete(Execution execution, Host host = Host::waits);
   // The same, rethrowing the work's fault.
   Completion run(Execution execution);
-  // Blocks until every queue is empty.
-  void synchronize();
+  // Blocks until every queue is empty; with Host::waits the host has waited for all of it.
+  void synchronize(Host host = Host::waits);
   // The latest time any finished work reached on the device clock.
   uint64_t now_ps() const;
+
+  // ---- the host -----------------------------------------------------------
+  // The simulated host thread that enqueues the work (one per Device). Work starts on the
+  // device no earlier than the host clock when it was enqueued; the clock moves on by the
+  // host's own work and, when the host waits (wait, complete and run with Host::waits,
+  // synchronize), to the end of what it waited for. In functional-only mode it stays at 0.
+  // `ps` of host work named `name` (a framework's dispatch of an op): a slice on the host
+  // row of the trace sessions that record every program.
+  void host_work(uint64_t ps, std::string name);
+  uint64_t host_ps() const;
 
   // ---- traces -------------------------------------------------------------
   // Starts a session; the windows that finish from now on are recorded.

@@ -2,8 +2,10 @@
 // environment variables choose the real one: which instance (NEURONSIM_INSTANCE),
 // how many physical cores make one logical core (NEURON_RT_VIRTUAL_CORE_SIZE),
 // which logical cores are visible (NEURON_RT_VISIBLE_CORES or NEURON_RT_NUM_CORES),
-// the simulation mode (NEURONSIM_MODE), NaN checking (NEURON_FAIL_ON_NAN) and whether
-// executions pay the runtime's launch cost (NEURONSIM_LAUNCH).
+// the simulation mode (NEURONSIM_MODE), NaN checking (NEURON_FAIL_ON_NAN), whether
+// executions pay the runtime's launch cost (NEURONSIM_LAUNCH), whether a framework's ops
+// cost the host their dispatch (NEURONSIM_HOST_DISPATCH) and whether the framework's host
+// waits for each op (NEURON_LAUNCH_BLOCKING, TorchNeuron's switch).
 // libnrt and the PyTorch backend both read it here, so both see the same cores.
 #pragma once
 
@@ -26,6 +28,11 @@ struct Environment {
   Mode mode = Mode::functional_and_timing;
   bool fail_on_nan = false;
   bool launch = true;  // executions pay the runtime's launch cost (NEURONSIM_LAUNCH, default 1)
+  // Each op a framework runs costs the host its dispatch (NEURONSIM_HOST_DISPATCH, default 1).
+  bool host_dispatch = true;
+  // The framework's host waits for each op's kernel before the next (NEURON_LAUNCH_BLOCKING,
+  // default 0: it queues them and goes on, as TorchNeuron does).
+  bool launch_blocking = false;
 
   // Logical cores of the instance, visible or not.
   uint32_t total_logical_cores() const { return instance.total_cores() / lnc; }

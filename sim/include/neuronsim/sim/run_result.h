@@ -89,7 +89,15 @@ struct ExecutionRecord {
   std::string name;                       // the op or model name the caller gave
   const isa::Program* program = nullptr;  // kept alive by whoever holds the records
   uint64_t start_ps = 0, end_ps = 0;
-  uint64_t launch_ps = 0;  // the runtime's launch, from start_ps, before the first instruction
+  uint64_t launch_ps = 0;      // the runtime's launch, from start_ps, before the first instruction
+  uint64_t host_bound_ps = 0;  // the core was ready this long before the host submitted it
+};
+
+// Work of the host that drives the device (a framework's dispatch of an op), on the device
+// clock.
+struct HostRecord {
+  std::string name;
+  uint64_t start_ps = 0, end_ps = 0;
 };
 
 struct RunResult {
@@ -107,6 +115,7 @@ struct RunResult {
   std::vector<DmaRecord> dmas;
   std::vector<FlowRecord> flows;
   std::vector<ExecutionRecord> executions;  // filled by sim::Device
+  std::vector<HostRecord> host;             // filled by sim::Device::host_work
 };
 
 }  // namespace neuronsim::sim

@@ -74,6 +74,10 @@ struct GenerationConfig {
   // a fixed part and a part per input and output tensor (docs/cost-model.md §6).
   double launch_fixed_ns = 0;
   double launch_per_tensor_ns = 0;
+  // The host's cost of dispatching one op of a framework to the device (PyTorch's dispatcher
+  // and autograd, from Python): host time that overlaps the device's work (docs/cost-model.md
+  // §6.1).
+  double host_op_ns = 0;
 
   // HBM, §1, §2.3.
   uint32_t cores_per_chip = 0;

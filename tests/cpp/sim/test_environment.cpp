@@ -1,0 +1,57 @@
+// The runtime's switches sim::read_environment reads for every entrance (libnrt, PyTorch).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "neuronsim/sim/environment.h"
+
+namespace neuronsim::sim {
+namespace {
+
+// Sets one variable for a test's length and restores what was there.
+class Variable {
+ public:
+  Variable(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~Variable() {
+    if (old_.empty())
+      unsetenv(name_);
+    else
+      setenv(name_, old_.c_str(), 1);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+TEST(Environment, TheHostDispatchesAndRunsAheadByDefault) {
+  Environment e;
+  ASSERT_EQ(read_environment(e), std::nullopt);
+  EXPECT_TRUE(e.launch);
+  EXPECT_TRUE(e.host_dispatch);
+  EXPECT_FALSE(e.launch_blocking);
+}
+
+TEST(Environment, TheHostSwitchesAreRead) {
+  Variable dispatch("NEURONSIM_HOST_DISPATCH", "0");
+  Variable blocking("NEURON_LAUNCH_BLOCKING", "1");
+  Environment e;
+  ASSERT_EQ(read_environment(e), std::nullopt);
+  EXPECT_FALSE(e.host_dispatch);
+  EXPECT_TRUE(e.launch_blocking);
+}
+
+TEST(Environment, ABadSwitchIsNamedWithItsValue) {
+  Variable blocking("NEURON_LAUNCH_BLOCKING", "sometimes");
+  Environment e;
+  const auto error = read_environment(e);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(*error, "NEURON_LAUNCH_BLOCKING='sometimes' is not 0 or 1");
+}
+
+}  // namespace
+}  // namespace neuronsim::sim
