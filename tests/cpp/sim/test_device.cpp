@@ -199,12 +199,14 @@ TEST(Device, TheHostTakesNoTimeWhenNothingIsTimed) {
   EXPECT_TRUE(dev->stop_trace(session).result.host.empty());
 }
 
-// synchronize is the host's wait for everything queued.
+// synchronize is the host's wait for everything queued, unless the caller says it is not.
 TEST(Device, SynchronizeBringsTheHostToTheDevicesEnd) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");
   const Bindings io = dev->allocate_io(*p);
   const Completion c = dev->complete({p, io, "square"}, Host::runs_ahead);
+  EXPECT_LT(dev->host_ps(), c.end_ps);
+  dev->synchronize(Host::runs_ahead);  // the caller's wait, not the simulated host's
   EXPECT_LT(dev->host_ps(), c.end_ps);
   dev->synchronize();
   EXPECT_EQ(dev->host_ps(), c.end_ps);
