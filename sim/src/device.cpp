@@ -94,6 +94,8 @@ struct Work {
   bool is_copy = false;  // a copy, or a hold (a copy of no bytes that ends at hold_until_ps)
   bool is_hold = false;
   uint64_t hold_until_ps = 0;
+  std::vector<TensorBinding> hold_touches;  // a hold beside the kernels: what it reads and writes
+  uint32_t queue = 0;  // the core's queue, or (a hold beside the kernels) its side queue
   Execution execution;
   Copy copy;
   std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
@@ -200,8 +202,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     for (uint32_t c = 0; c < sim.instance().chips; ++c)
       allocators.emplace_back(sim.generation().hbm_bytes);
     for (uint32_t c = 0; c < sim.instance().chips; ++c) sim.hbm(c);  // before other threads
-    queues.resize(sim.num_cores());
-    core_free_ps.assign(sim.num_cores(), 0);
+    // Each core has a queue for its kernels and copies and a side queue for holds that run
+    // beside them (Hold::touches).
+    queues.resize(2 * sim.num_cores());
+    core_free_ps.assign(2 * sim.num_cores(), 0);
   }
 
   Simulator sim;
@@ -222,7 +226,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   uint64_t next_seq = 1;
   bool stop = false;
   std::thread worker;
-  std::vector<uint64_t> core_free_ps;  // when each core's queue is free on the device clock
+  std::vector<uint64_t> core_free_ps;  // when each queue is free on the device clock
   uint64_t clock_ps = 0;
   // The host's clock: its own work (host_work) and the ends it waited for move it on; work
   // enqueued starts no earlier on the device.
@@ -268,9 +272,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     place(w);
     w.submit_ps = host_ps;
     w.seq = next_seq++;
+    w.queue = w.hold_touches.empty() ? w.core : sim.num_cores() + w.core;
     pending.insert(w.seq);
-    const uint32_t core = w.core;
-    queues[core].push_back(std::move(w));
+    const uint32_t queue = w.queue;
+    queues[queue].push_back(std::move(w));
     if (wake_worker) notify_worker();  // work a caller runs itself is not the worker's
     return next_seq - 1;
   }
@@ -289,7 +294,14 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     return {chip, addr, size, chip, addr};
   }
   void place(Work& w) {
-    if (w.is_hold) return;  // touches no memory
+    if (w.is_hold) {  // touches what it says it does (a collective's tensors), both ways
+      const uint32_t chip = chip_of(w.core);
+      for (const TensorBinding& t : w.hold_touches) {
+        w.reads.push_back(range(chip, t.address, t.size));
+        w.writes.push_back(range(chip, t.address, t.size));
+      }
+      return;
+    }
     if (w.is_copy) {
       w.reads.push_back(range(w.copy.src_chip, w.copy.src, w.copy.bytes));
       w.writes.push_back(range(w.copy.dst_chip, w.copy.dst, w.copy.bytes));
@@ -364,12 +376,12 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         c.seq = w->seq;
         c.core = w->core;
         c.error = std::current_exception();
-        c.start_ps = c.end_ps = core_free_ps[w->core];
+        c.start_ps = c.end_ps = core_free_ps[w->queue];
         done.push_back(std::move(c));
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) finish(*batch[i], done[i]);
-    for (Work* w : batch) queues[w->core].pop_front();
+    for (Work* w : batch) queues[w->queue].pop_front();
     for (Completion& c : done) {
       pending.erase(c.seq);
       clock_ps = std::max(clock_ps, c.end_ps);
@@ -389,7 +401,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     uint64_t at_ps = 0, host_bound_ps = 0;
   };
   Start start_of(const Work& w) const {
-    uint64_t ready = std::max(core_free_ps[w.core], w.after_ps);
+    uint64_t ready = std::max(core_free_ps[w.queue], w.after_ps);
     {
       std::lock_guard l(mem_mu);
       for (const Range& r : w.reads)
@@ -405,7 +417,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // work that conflicts with it starts no earlier than its end (mu held).
   void finish(const Work& w, Completion& c) {
     if (!w.is_copy) c.program = w.execution.program;
-    core_free_ps[w.core] = std::max(core_free_ps[w.core], c.end_ps);
+    core_free_ps[w.queue] = std::max(core_free_ps[w.queue], c.end_ps);
     {
       std::lock_guard l(mem_mu);
       for (const Range& r : w.reads) allocators[r.chip].touched(r.hbm_addr, false, c.end_ps);
@@ -813,9 +825,20 @@ uint64_t Device::enqueue(uint32_t core, Hold hold) {
   w.core = core;
   w.is_copy = w.is_hold = true;
   w.hold_until_ps = hold.until_ps;
+  w.hold_touches = std::move(hold.touches);
   w.copy.name = std::move(hold.name);
   std::lock_guard lock(impl_->mu);
   return impl_->push(std::move(w));
+}
+
+uint64_t Device::side_ready_ps(uint32_t core, const std::vector<TensorBinding>& touches) const {
+  const uint32_t chip = chip_of(core);
+  std::lock_guard lock(impl_->mu);
+  uint64_t ready = std::max(impl_->host_ps, impl_->core_free_ps[impl_->sim.num_cores() + core]);
+  std::lock_guard memory(impl_->mem_mu);
+  for (const TensorBinding& t : touches)
+    ready = std::max(ready, impl_->allocators[chip].writable_ps(t.address));
+  return ready;
 }
 
 std::vector<uint64_t> Device::enqueue_group(std::vector<Execution> executions,

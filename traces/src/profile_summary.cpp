@@ -68,6 +68,20 @@ void add_recorded(const sim::RunResult& r, uint32_t core, double total_s, json& 
   out["activate_instruction_time"] = seconds(activate_ps);
 }
 
+// The core's holds (executions without a program: collectives whose data moves outside the
+// simulator) and how much of them no kernel of the core ran beside: the exposed part, which
+// the step waits for (|holds U kernels| - |kernels|).
+void add_collectives(const sim::RunResult& r, uint32_t core, json& out) {
+  std::vector<std::pair<uint64_t, uint64_t>> holds, kernels;
+  for (const sim::ExecutionRecord& e : r.executions)
+    if (e.core == core) (e.program == nullptr ? holds : kernels).push_back({e.start_ps, e.end_ps});
+  if (holds.empty()) return;
+  const uint64_t kernel_ps = union_ps(kernels);
+  kernels.insert(kernels.end(), holds.begin(), holds.end());
+  out["collective_time"] = seconds(union_ps(std::move(holds)));
+  out["collective_exposed_time"] = seconds(union_ps(std::move(kernels)) - kernel_ps);
+}
+
 json core_summary(const sim::RunResult& r, size_t i) {
   const sim::CoreStats& c = r.cores[i];
   const uint32_t core = detail::core_id(r, i);
@@ -90,6 +104,7 @@ json core_summary(const sim::RunResult& r, size_t i) {
     if (e.core == core) host_bound_ps += e.host_bound_ps;
   out["host_dispatch_time"] = seconds(host_ps);
   out["host_bound_time"] = seconds(host_bound_ps);
+  add_collectives(r, core, out);
   for (isa::Engine e : detail::kEngineOrder) {
     const sim::EngineStats& s = c.engines[static_cast<size_t>(e)];
     const std::string n = fmt::format("{}_engine", engine_metric_name(e));

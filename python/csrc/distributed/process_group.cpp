@@ -394,12 +394,35 @@ struct ProcessGroupNeuron::Impl {
     return text(setup.store->get(key));
   }
 
-  // Where the collective starts on this rank: once the work before it is done and the host
-  // has dispatched it (the host queues it and goes on, as for a kernel).
-  static uint64_t arrival_ps() {
+  // The device of the first neuron tensor among `tensors` (or the current device when
+  // `always`); none for a collective of CPU tensors.
+  static std::optional<int> device_of(const std::vector<at::Tensor>& tensors, bool always) {
+    for (const at::Tensor& t : tensors)
+      if (t.defined() && t.device().is_privateuseone()) return t.device().index();
+    if (always) return current_device();
+    return std::nullopt;
+  }
+
+  // The HBM a collective of neuron `tensors` reads and writes.
+  static std::vector<sim::TensorBinding> touches_of(const std::vector<at::Tensor>& tensors) {
+    std::vector<sim::TensorBinding> out;
+    for (const at::Tensor& t : tensors)
+      if (t.defined() && t.device().is_privateuseone() && t.numel() > 0)
+        out.push_back({pytorch::device_place(t).address, pytorch::extent_bytes(t)});
+    return out;
+  }
+
+  // Where the collective starts on this rank. One of neuron tensors runs beside the kernels,
+  // as the collective engines' DMA rings do: once the host has issued it, the rank's earlier
+  // collectives are done and the work that reads or writes its tensors has finished. Others
+  // (CPU tensors) start once all the work before them is done.
+  static uint64_t arrival_ps(const std::vector<at::Tensor>& tensors) {
     pytorch::Backend& b = pytorch::Backend::get();
     b.drain();
-    return b.now_ps();
+    const std::vector<sim::TensorBinding> touches = touches_of(tensors);
+    const std::optional<int> index = device_of(tensors, false);
+    if (touches.empty() || !index) return b.now_ps();
+    return b.device().side_ready_ps(b.core_of(*index), touches);
   }
 
   // Holds the core of the first device tensor among `tensors` (or of the current device when
@@ -409,16 +432,9 @@ struct ProcessGroupNeuron::Impl {
   void account(const std::string& op, const std::vector<at::Tensor>& tensors, uint64_t arrival,
                uint64_t finish, uint64_t bytes_in, bool always, const std::string& link = {}) {
     const std::string name = link.empty() ? op : fmt::format("{} [{}]", op, link);
-    std::optional<int> index;
-    for (const at::Tensor& t : tensors)
-      if (t.defined() && t.device().is_privateuseone()) {
-        index = t.device().index();
-        break;
-      }
-    if (!index && always) index = current_device();
-    if (index) {
+    if (const std::optional<int> index = device_of(tensors, always)) {
       pytorch::Backend& b = pytorch::Backend::get();
-      b.device().enqueue(b.core_of(*index), sim::Hold{finish, name});
+      b.device().enqueue(b.core_of(*index), sim::Hold{finish, name, touches_of(tensors)});
       if (pytorch::profiling::recording()) {  // its time on the fabric, as the core waits
         pytorch::profiling::DeviceEvent e;
         e.name = name;
@@ -470,7 +486,7 @@ struct ProcessGroupNeuron::Impl {
   // (symmetric_process), so the output is empty.
   Bytes run_symmetric(const std::string& op, const cc::CollectiveSpec& spec, uint64_t in_bytes,
                       const std::vector<at::Tensor>& tensors, bool hold_always) {
-    const uint64_t arrival = arrival_ps();
+    const uint64_t arrival = arrival_ps(tensors);
     cc::RunOptions options;
     options.cores = placement;
     const cc::CollectiveOutcome out =
@@ -497,7 +513,7 @@ struct ProcessGroupNeuron::Impl {
                      "its peers, which are not run");
       return run_symmetric(op, spec, spec.input_bytes(R(), me()), tensors, hold_always);
     }
-    const uint64_t arrival = arrival_ps();
+    const uint64_t arrival = arrival_ps(tensors);
     const uint64_t in_bytes = input.size();
     try {
       if (!comm) comm = connect("neuronsim/root", me(), R());
@@ -642,7 +658,7 @@ struct ProcessGroupNeuron::Impl {
              "symmetric ranks (NEURONSIM_SYMMETRIC_RANKS) time collectives only: a send or "
              "receive pairs two ranks that do different things");
     if (broken) fail(op, "the group failed earlier: " + *broken);
-    const uint64_t arrival = arrival_ps();
+    const uint64_t arrival = arrival_ps({t});
     // A permute takes the same size from every rank; the receiver's bytes are not sent.
     auto input = std::make_shared<Bytes>(sending ? bytes_of(t) : Bytes(nbytes(t), 0));
     FuturePtr future = new_future();

@@ -228,6 +228,26 @@ TEST(Device, AHoldKeepsItsCoreUntilItsTimeAndTheNextWorkStartsAfter) {
   EXPECT_EQ(late.end_ps, late.start_ps);
 }
 
+// A hold that says what it touches runs on the core's side queue (a collective's DMA rings):
+// kernels that touch other bytes run beside it; one that reads its bytes waits for its end.
+TEST(Device, AHoldThatTouchesTensorsRunsBesideTheKernels) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRef p = dev->load(0, square_plus_one(), "square");
+  const Bindings io = dev->allocate_io(*p);
+  const Bindings other = dev->allocate_io(*p);
+  const Completion first = dev->run({p, io, "a"});
+  const TensorBinding x = io.at(p->tensor("x").var_id);
+  EXPECT_EQ(dev->side_ready_ps(0, {x}), first.end_ps);  // the host waited for the kernel
+  const uint64_t until = first.end_ps + 50'000'000;
+  dev->enqueue(0, Hold{until, "all_gather", {x}});
+  const Completion beside = dev->run({p, other, "b"});  // other bytes: no wait
+  EXPECT_EQ(beside.start_ps, first.end_ps);
+  EXPECT_LT(beside.end_ps, until);
+  EXPECT_GE(dev->side_ready_ps(0, {}), until);      // the side queue is busy until then
+  const Completion after = dev->run({p, io, "c"});  // reads x: after the hold
+  EXPECT_EQ(after.start_ps, until);
+}
+
 TEST(Device, AHoldIsASliceOfItsOwnInATraceBesideTheExecutions) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, square_plus_one(), "square");

@@ -64,5 +64,23 @@ TEST(ProfileSummary, TheHostsDispatchAndTheCoresWaitForIt) {
   EXPECT_DOUBLE_EQ(all.at("s_nc2").at("host_bound_time").get<double>(), 0.0);
 }
 
+// A collective (a hold: an execution without a program) is exposed where no kernel of its core
+// runs beside it: here [2, 3) of [1, 4) us beside a kernel over [0, 2) and [3, 5) us.
+TEST(ProfileSummary, CollectivesExposedWhereNoKernelRunsBesideThem) {
+  auto sample = make_sample_run();
+  sample->result.executions = {{5, 1, "aten::mm", nullptr, 0, 2'000'000},
+                               {5, 2, "all_gather", nullptr, 1'000'000, 4'000'000},
+                               {5, 3, "aten::mm", nullptr, 3'000'000, 5'000'000}};
+  static const isa::Program program;
+  sample->result.executions[0].program = &program;
+  sample->result.executions[2].program = &program;
+  const json s = profile_summary_json(sample->result, {"s"}).at("s_nc5");
+  EXPECT_DOUBLE_EQ(s.at("collective_time").get<double>(), 3e-6);
+  EXPECT_DOUBLE_EQ(s.at("collective_exposed_time").get<double>(), 1e-6);
+  EXPECT_FALSE(profile_summary_json(make_sample_run()->result, {"s"})
+                   .at("s_nc5")
+                   .contains("collective_time"));  // no collectives, no figure
+}
+
 }  // namespace
 }  // namespace neuronsim::traces

@@ -62,7 +62,9 @@ def test_micro_batches_counted_rather_than_run_give_the_update_run_in_full(tiny_
     job = project.Job(model=tiny_config, fsdp=2, seq=64, accum=3)
     counted = project.project(job)
     full = project.project(project.Job(**{**vars(job), "full_accum": True}))
-    assert counted["step_s"] == pytest.approx(full["step_s"], rel=1e-6)
+    # Equal but for what one micro-batch leaves running into the next (the host's lead, a
+    # reduce-scatter beside the next forward), which the counted one repeats: 0.01 % here.
+    assert counted["step_s"] == pytest.approx(full["step_s"], rel=1e-3)
     assert counted["phases_s"]["micro-batch"] * 2 < counted["step_s"]
 
 
@@ -134,6 +136,50 @@ def test_symmetric_ranks_refuse_a_collective_of_cpu_tensors():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "refused:" in done.stdout and "cpu tensors" in done.stdout, done.stdout
+
+
+# A collective beside the kernels: an all-gather into 128 MiB over 8 ranks, then a matmul that
+# does not touch its tensors, or a sum that reads its output; the simulated time of each.
+_OVERLAP = """
+import json, torch, torch.distributed as dist, neuronsim
+dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=8)
+shard = torch.ones(4 * 2**20, device="neuron")
+gathered = torch.empty(8 * shard.numel(), device="neuron")
+a = torch.ones(2048, 2048, device="neuron", dtype=torch.bfloat16)
+a @ a
+torch.neuron.synchronize()
+
+def timed(call):
+    torch.neuron.synchronize()
+    start = neuronsim.simulated_time()
+    call()
+    torch.neuron.synchronize()
+    return neuronsim.simulated_time() - start
+
+alone = {
+    "gather": timed(lambda: dist.all_gather_into_tensor(gathered, shard)),
+    "matmul": timed(lambda: a @ a),
+}
+both = timed(lambda: (dist.all_gather_into_tensor(gathered, shard), a @ a))
+after = timed(lambda: (dist.all_gather_into_tensor(gathered, shard), gathered.sum()))
+print(json.dumps({"alone": alone, "both": both, "after": after,
+                  "sum": timed(lambda: gathered.sum())}))
+"""
+
+
+def test_a_collective_runs_beside_the_kernels_that_do_not_touch_its_tensors():
+    env = {**os.environ, "NEURONSIM_MODE": "timing-only", "NEURONSIM_SYMMETRIC_RANKS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _OVERLAP], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    t = json.loads(done.stdout.strip().splitlines()[-1])
+    gather, matmul = t["alone"]["gather"], t["alone"]["matmul"]
+    assert min(gather, matmul) > 0.2 * max(gather, matmul)  # both matter
+    # The matmul hides behind the all-gather (or the other way): the pair takes the longer.
+    assert t["both"] == pytest.approx(max(gather, matmul), rel=0.02)
+    # A kernel that reads the gathered tensor waits for it.
+    assert t["after"] == pytest.approx(gather + t["sum"], rel=0.02)
 
 
 def test_model_flops_count_the_experts_a_token_is_routed_to(tmp_path):

@@ -90,11 +90,15 @@ struct Copy {
 };
 
 // Time a core spends on work outside the simulator (a collective whose data another process
-// moves): it holds the core's queue, after what is ahead of it, until the device clock reaches
-// `until_ps`; it moves no data. In functional-only mode it takes no time.
+// moves) until the device clock reaches `until_ps`; it moves no data. With no `touches`, it
+// holds the core's queue, after what is ahead of it. With `touches` (HBM of the core's chip), it
+// runs on the core's side queue, beside the kernels, as a collective's DMA rings do: work that
+// reads or writes those bytes waits for it, other work does not. In functional-only mode it
+// takes no time.
 struct Hold {
   uint64_t until_ps = 0;
   std::string name;
+  std::vector<TensorBinding> touches;
 };
 
 // What one piece of work did, once it is done.
@@ -209,6 +213,9 @@ class Device {
   // (the cores of a collective job). Returns their sequence numbers in order.
   std::vector<uint64_t> enqueue_group(std::vector<Execution> executions,
                                       CollectiveBinding collectives);
+  // When a hold beside the kernels of `core` touching `touches` could start: after the host
+  // clock, the holds on the side queue and the finished work that reads or writes those bytes.
+  uint64_t side_ready_ps(uint32_t core, const std::vector<TensorBinding>& touches) const;
   // Whether the work is done (true for numbers whose completion was taken).
   bool done(uint64_t seq) const;
   // Blocks until the work is done and hands its completion over (once).
