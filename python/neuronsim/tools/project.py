@@ -32,8 +32,9 @@ the breakdown of the step (each engine's busy time, the runtime's launches, the 
 the ops and how long the device waited for it, the collectives, kernels and idle), the peak HBM of
 a rank against the HBM stack it allocates in, CPU fallbacks, the graph nodes that split compiled
 programs, and the host time the projection took.
-``--trace job.json`` writes a Perfetto trace per phase (``job.<phase>.json``; rank 0, standing
-for every rank), ``--json`` every figure, ``--csv`` the dashboard's.
+``--trace job.json`` writes a Perfetto trace per phase (``job.<phase>.json``: rank 0, standing
+for every rank; with ``--every-rank`` the ranks' traces merged into one, each rank's row apart
+and its collectives linked to the other ranks'), ``--json`` every figure, ``--csv`` the dashboard's.
 """
 
 from __future__ import annotations
@@ -242,12 +243,31 @@ def _summary(path: str) -> dict:
 
 
 def _trace_path(job: Job, phase: str) -> str | None:
+    """Where a phase's trace goes: ``job.<phase>.json``; with --every-rank each rank writes
+    ``job.<phase>.rank<r>.json`` (neuronsim.profile fills in the rank), merged after."""
     if not job.trace:
         return None
     path = Path(job.trace)
     path.parent.mkdir(parents=True, exist_ok=True)
     phase = phase.replace(" ", "-")
-    return str(path.with_name(f"{path.stem}.{phase}{path.suffix or '.json'}"))
+    rank = ".rank{rank}" if job.every_rank and job.world > 1 else ""
+    return str(path.with_name(f"{path.stem}.{phase}{rank}{path.suffix or '.json'}"))
+
+
+def _merge_rank_traces(job: Job) -> None:
+    """--every-rank: each phase's per-rank traces joined into one job trace per phase, the
+    ranks' collectives linked (neuronsim.tools.merge_traces)."""
+    from neuronsim.tools import merge_traces
+
+    path = Path(job.trace)
+    suffix = path.suffix or ".json"
+    phases: dict[str, list[Path]] = {}
+    for ranked in path.parent.glob(f"{path.stem}.*.rank*{suffix}"):
+        phase = ranked.name[len(path.stem) + 1 : ranked.name.rindex(".rank")]
+        phases.setdefault(phase, []).append(ranked)
+    for phase, ranked in phases.items():
+        merged = merge_traces.merge(sorted(ranked))
+        path.with_name(f"{path.stem}.{phase}{suffix}").write_text(json.dumps(merged))
 
 
 def _measure(phases: list, job: Job, tmp: str) -> dict:
@@ -472,6 +492,8 @@ def project(job: Job) -> dict:
             raise RuntimeError(f"project: the worker failed (exit {done.returncode}); see above")
         result = json.loads(out.read_text())
     result["job"] = dataclasses.asdict(job)
+    if job.trace and job.every_rank and job.world > 1:
+        _merge_rank_traces(job)
     return result
 
 
@@ -499,7 +521,7 @@ def report(result: dict) -> str:
     job = Job(**result["job"])
     lines = [
         f"{job.model} {job.task}, {job.instance}, TP {job.tp} x FSDP {job.fsdp} x DP {job.dp} "
-        f"({job.world} ranks), {job.batch} x {job.seq} tokens per rank"
+        f"({job.world} rank{'s' if job.world > 1 else ''}), {job.batch} x {job.seq} tokens per rank"
         + (f", {job.accum} micro-batches per update" if job.task == "train" else "")
         + (", compiled" if job.compile else ", eager")
         + (", activation checkpointing" if job.checkpointing else "")

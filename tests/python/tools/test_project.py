@@ -37,11 +37,17 @@ def tiny_config(tmp_path_factory):
     return str(path)
 
 
-def test_symmetric_ranks_take_the_time_of_every_rank_run(tiny_config):
+def test_symmetric_ranks_take_the_time_of_every_rank_run(tiny_config, tmp_path):
     # TP 2 x FSDP 2: one process standing for four against four processes under torchrun.
     job = project.Job(model=tiny_config, tp=2, fsdp=2, seq=128)
     symmetric = project.project(job)
-    every = project.project(project.Job(**{**vars(job), "every_rank": True}))
+    trace = tmp_path / "job.json"
+    every = project.project(project.Job(**{**vars(job), "every_rank": True, "trace": str(trace)}))
+    # Every rank's trace of the micro-batch, merged into the job's: four ranks, collectives
+    # linked.
+    merged = json.loads((tmp_path / "job.first-micro-batch.json").read_text())
+    assert merged["otherData"]["ranks"] == [0, 1, 2, 3]
+    assert merged["otherData"]["collectives_linked"] > 0
     assert symmetric["step_s"] > 0
     assert symmetric["step_s"] == pytest.approx(every["step_s"], rel=1e-9)
     assert symmetric["collectives"]["collectives"] == every["collectives"]["collectives"] > 0
