@@ -6,7 +6,8 @@
 // rows of equal indices into the table's rows: an indirect scatter whose DMAs read, add and
 // write back (kernels::scatter_add_rows), so its traffic is the batch's rows whatever the
 // vocabulary. scatter_add and scatter_reduce, which index single elements, build a one-hot
-// of each line on the engines; one beyond kMaxOneHot elements falls back to the CPU, counted.
+// of each line on the engines; past kMaxOneHot elements scatter_add adds each element by the
+// same read-add-write DMA, and scatter_reduce falls back to the CPU, counted.
 //
 // Indices are int64 in PyTorch; the engines read 32-bit words, so the kernel reads the
 // low word of each index. That is the index exactly when the high word is zero, which
@@ -340,14 +341,23 @@ at::Tensor& index_tensor_out(const at::Tensor& self,
   return Fallback<ATEN_OP2(index, Tensor_out)>::call(self, indices, out);
 }
 
+bool scatter_add_rows_into(const char* op, const at::Tensor& table, const at::Tensor& index,
+                           const at::Tensor& values);
+
+enum class Scatter { assign, add };
+
 // scatter(self, dim, index, src): out = self, then out[i with index[i] at dim] = src[i]
 // (a repeated index keeps the last element, in index order): the element offsets, the
-// index-shaped part of src packed, one indirect scatter DMA. A table of 2^24 elements or more (a
-// loss's gradient, tokens x vocabulary) scatters in slabs of its leading rows, as gather_in_slabs
-// gathers. `values` is index-shaped.
+// index-shaped part of src packed, one indirect scatter DMA. With Scatter::add (scatter_add),
+// src[i] is added there instead, by the DMA's read-add-write of rows of one element, in index
+// order, in FP32 (engine float dtypes only). A table of 2^24 elements or more (a loss's gradient,
+// tokens x vocabulary) scatters in slabs of its leading rows, as gather_in_slabs gathers. `values`
+// is index-shaped.
 bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                  const at::Tensor& values, const at::Tensor& out, bool wraps = false) {
+                  const at::Tensor& values, const at::Tensor& out, bool wraps = false,
+                  Scatter how = Scatter::assign) {
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  if (how == Scatter::add && !is_engine_float(self.scalar_type())) return false;
   if (d != 0 && self.dim() >= 2 && self.numel() >= kExactInFp32 && index.dim() == self.dim() &&
       index.size(0) > 0 && index.size(0) <= self.size(0) && values.sizes() == index.sizes() &&
       self.device().is_privateuseone() && out.device() == self.device() &&
@@ -359,7 +369,8 @@ bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at:
     for (int64_t r0 = 0; r0 < index.size(0); r0 += slab) {
       const int64_t n = std::min(slab, index.size(0) - r0);
       const at::Tensor part = out.narrow(0, r0, n);
-      if (!scatter_into(op, part, d, index.narrow(0, r0, n), values.narrow(0, r0, n), part, wraps))
+      if (!scatter_into(op, part, d, index.narrow(0, r0, n), values.narrow(0, r0, n), part, wraps,
+                        how))
         return false;
     }
     return true;
@@ -371,7 +382,17 @@ bool scatter_into(const char* op, const at::Tensor& self, int64_t dim, const at:
   if (!out.is_contiguous()) return false;
   if (!out.is_same(self)) out.copy_(self);
   const auto offsets = element_offsets(op, index, out, d, wraps);
-  return offsets && move_elements(op, true, out, *offsets, values.contiguous());
+  if (!offsets) return false;
+  if (how == Scatter::assign) return move_elements(op, true, out, *offsets, values.contiguous());
+  // The CPU's scatter_add sums a 16-bit float's elements in FP32 and rounds once: so do these,
+  // through an FP32 copy.
+  const bool narrow = out.scalar_type() != at::kFloat;
+  const at::Tensor table = narrow ? out.to(at::kFloat) : out;
+  if (!scatter_add_rows_into(op, table.view({table.numel(), 1}), offsets->view({-1}),
+                             values.to(at::kFloat).contiguous().view({-1, 1})))
+    return false;
+  if (narrow) out.copy_(table);
+  return true;
 }
 
 at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -465,8 +486,6 @@ bool index_put_rows(at::Tensor& self, const c10::List<std::optional<at::Tensor>>
   return false;
 }
 
-bool scatter_add_rows_into(const char* op, const at::Tensor& table, const at::Tensor& index,
-                           const at::Tensor& values);
 void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size);
 
 // grad_weight[indices[i], :] += grad[i, :] into a zeroed table, by the DMA's read-add-write
@@ -693,11 +712,21 @@ bool scatter_reduce_into(const char* op, const at::Tensor& self, int64_t d, cons
   return true;
 }
 
+// scatter_add: within the one-hot's limit, on the engines (scatter_reduce_into); past it (a
+// loss's gradient over a vocabulary), each element added by the DMA (scatter_into).
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                             const at::Tensor& src, at::Tensor& out) {
+  const char* op = "aten::scatter_add";
   const int64_t d = self.dim() > 0 ? at::maybe_wrap_dim(dim, self.dim()) : 0;
-  if (scatter_reduce_into("aten::scatter_add", self, d, index, src, LineReduce::sum, true, out))
+  const int64_t size = self.dim() > 0 ? self.size(d) : 1;
+  bool fits = src.dim() == index.dim() && src.scalar_type() == self.scalar_type() &&
+              src.device() == self.device() && index.numel() * size > kMaxOneHot;
+  for (int64_t k = 0; fits && k < src.dim(); ++k) fits = index.size(k) <= src.size(k);
+  if (fits && scatter_into(op, self, d, index,
+                           src.as_strided(index.sizes(), src.strides(), src.storage_offset()), out,
+                           false, Scatter::add))
     return out;
+  if (scatter_reduce_into(op, self, d, index, src, LineReduce::sum, true, out)) return out;
   return Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
 }
 

@@ -154,6 +154,27 @@ def test_index_add_and_accumulating_index_put_over_a_real_vocabulary_and_batch()
     torch.testing.assert_close(got.cpu(), table.clone().index_put_((ids,), rows, accumulate=True))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scatter_add_of_single_elements_over_a_real_vocabulary_and_batch(dtype):
+    # A batch's counts and sums per token id, column by column: 16,384 x 4 elements into a
+    # 151,936 x 4 table (a one-hot of 10^10 elements), each element added by the DMA in index
+    # order, as the CPU adds them, so bf16 rounds alike.
+    ids = _batch_ids(11)
+    index = torch.stack([ids, ids.roll(1), ids.flip(0), ids], dim=1)  # [16384, 4]
+    g = torch.Generator().manual_seed(12)
+    table = torch.randn(VOCAB, 4, generator=g).to(dtype)
+    src = torch.randn(BATCH_TOKENS, 4, generator=g).to(dtype)
+    got = table.to("neuron").scatter_add(0, index.to("neuron"), src.to("neuron"))
+    assert torch.equal(got.cpu(), table.scatter_add(0, index, src))
+    # Along the vocabulary of 256 tokens' logits (38.9 M elements): in slabs of rows.
+    target = ids[:256].reshape(256, 1)
+    grad = torch.randn(256, 1, generator=g).to(dtype)
+    got = torch.zeros(256, VOCAB, dtype=dtype, device="neuron").scatter_add(
+        1, target.to("neuron"), grad.to("neuron")
+    )
+    assert torch.equal(got.cpu(), torch.zeros(256, VOCAB, dtype=dtype).scatter_add(1, target, grad))
+
+
 def test_a_loss_gathers_and_scatters_logits_past_two_to_the_24_elements():
     # 256 tokens x 151,936 logits (38.9 M elements): the gather's element offsets go past
     # what FP32 holds exactly, so the rows are gathered in slabs.
