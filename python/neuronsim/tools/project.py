@@ -96,6 +96,7 @@ class Job:
     seq: int = 1024
     accum: int = 1  # micro-batches per update
     new_tokens: int = 16
+    prefill_chunk: int | None = None  # prompt tokens per prefill forward (the seed's 512)
     dtype: str = "bfloat16"
     compile: bool = False
     checkpointing: bool = False  # activation checkpointing (TRL's SFTConfig turns it on)
@@ -374,11 +375,17 @@ def _generate(job: Job, tmp: str) -> dict:
     forward = torch.compile(model, backend="neuron") if job.compile else model
     last = {}
 
+    chunk = job.prefill_chunk or job.seq
+
     @torch.no_grad()
-    def prefill():
+    def prefill():  # in chunks of the prompt, as generate(prefill_chunk_size=...) runs it
         cache.reset()
-        positions = torch.arange(job.seq, device="neuron")
-        out = forward(input_ids=ids, past_key_values=cache, cache_position=positions)
+        for start in range(0, job.seq, chunk):
+            end = min(start + chunk, job.seq)
+            positions = torch.arange(start, end, device="neuron")
+            out = forward(
+                input_ids=ids[:, start:end], past_key_values=cache, cache_position=positions
+            )
         last["token"] = out.logits[:, -1:].argmax(-1)
 
     @torch.no_grad()
@@ -523,6 +530,7 @@ def report(result: dict) -> str:
         f"{job.model} {job.task}, {job.instance}, TP {job.tp} x FSDP {job.fsdp} x DP {job.dp} "
         f"({job.world} rank{'s' if job.world > 1 else ''}), {job.batch} x {job.seq} tokens per rank"
         + (f", {job.accum} micro-batches per update" if job.task == "train" else "")
+        + (f", prefill in chunks of {job.prefill_chunk}" if job.prefill_chunk else "")
         + (", compiled" if job.compile else ", eager")
         + (", activation checkpointing" if job.checkpointing else "")
     ]
@@ -631,6 +639,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq", type=int, default=d.seq, help="tokens per sequence (the prompt)")
     p.add_argument("--accum", type=int, default=d.accum, help="micro-batches per update")
     p.add_argument("--new-tokens", type=int, default=d.new_tokens)
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        help="prompt tokens per prefill forward (the seed's PREFILL_CHUNK_SIZE); default: all",
+    )
     p.add_argument("--dtype", default=d.dtype)
     p.add_argument("--compile", action="store_true", help="torch.compile(backend='neuron')")
     p.add_argument(

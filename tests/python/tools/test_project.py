@@ -118,6 +118,11 @@ def test_a_generation_reports_time_to_first_token_and_tokens_per_second(tiny_con
     assert 0 < result["prefill_s"] < result["step_s"]
     assert result["tokens_per_s"] > 0
     assert "time to first token" in project.report(result)
+    # The prompt in two chunks, as the seed's generate_tp.py prefills: two forwards, so two
+    # rounds of the TP all-reduces, and the same decode.
+    chunked = project.project(project.Job(**{**result["job"], "prefill_chunk": 32}))
+    assert chunked["collectives"]["collectives"] > result["collectives"]["collectives"]
+    assert "prefill in chunks of 32" in project.report(chunked)
 
 
 # One process standing for 4 ranks: a collective of neuron tensors is timed for the group; one
