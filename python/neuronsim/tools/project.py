@@ -436,6 +436,7 @@ def worker(job: Job) -> dict:
         hbm_stack_bytes=props.total_memory,
         cores_per_stack=_cores_per_stack(job, props),
         peak_flops_per_core=props.peak_bf16_flops,
+        physical_cores_per_rank=props.physical_cores_per_device,
         out_of_memory=error,
         fallbacks=neuronsim.fallback_counts(),
         eager_nodes=dict(compiler.stats().eager_nodes),
@@ -585,6 +586,12 @@ def report(result: dict) -> str:
     if job.compile and result["eager_nodes"]:
         eager = sum(result["eager_nodes"].values())
         lines.append(f"  graph nodes run eagerly on the device (the programs split there): {eager}")
+    if result.get("physical_cores_per_rank", 1) > 1:
+        lines.append(
+            f"  caution: a rank of {result['physical_cores_per_rank']} physical cores (LNC) runs "
+            "its kernels on one core's engines here, where the hardware splits them over all: "
+            "compute-bound time is up to that many times too long, and MFU is against one core"
+        )
     lines.append(f"  host {result['host_s']:.0f} s")
     return "\n".join(lines)
 
