@@ -25,3 +25,21 @@ def get_lnc_setting() -> str:
 
 
 get_logical_neuron_cores = get_lnc_setting
+
+
+def is_sync_mode_enabled() -> bool:
+    """Whether the host waits for each op before dispatching the next (NEURON_LAUNCH_BLOCKING
+    set to 1, TorchNeuron's switch). Off, the simulated host queues ops and runs ahead of the
+    device (docs/cost-model.md section 6.1)."""
+    return os.environ.get("NEURON_LAUNCH_BLOCKING", "0").strip().lower() in (
+        "1",
+        "true",
+        "yes",
+        "on",
+    )
+
+
+def use_mlir_aten_ops() -> bool:
+    """Whether TORCH_NEURONX_MLIR_ATEN_OPS asks for TorchNeuron's torch-mlir lowering of aten
+    ops (set to 1). neuronsim's kernels are its own either way: this reports the setting."""
+    return os.environ.get("TORCH_NEURONX_MLIR_ATEN_OPS", "0") == "1"

@@ -81,6 +81,21 @@ def test_utils_report_the_platform_and_the_logical_core_size(monkeypatch):
     assert torch_neuronx.utils.get_lnc_setting() == "2"
 
 
+def test_utils_report_the_launch_and_lowering_switches(monkeypatch):
+    # The names TorchNeuron's shared test helper imports: NEURON_LAUNCH_BLOCKING (which the
+    # simulated host honours) and TORCH_NEURONX_MLIR_ATEN_OPS (reported only).
+    monkeypatch.delenv("NEURON_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.delenv("TORCH_NEURONX_MLIR_ATEN_OPS", raising=False)
+    assert torch_neuronx.utils.is_sync_mode_enabled() is False
+    assert torch_neuronx.utils.use_mlir_aten_ops() is False
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "1")
+    monkeypatch.setenv("TORCH_NEURONX_MLIR_ATEN_OPS", "1")
+    assert torch_neuronx.utils.is_sync_mode_enabled() is True
+    assert torch_neuronx.utils.use_mlir_aten_ops() is True
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "0")
+    assert torch_neuronx.utils.is_sync_mode_enabled() is False
+
+
 def test_memory_history_and_snapshots_in_cudas_form_read_by_pytorchs_tools(tmp_path):
     import pickle
 
