@@ -102,7 +102,8 @@ struct Work {
   size_t group_size = 0;
   std::vector<Range> reads, writes;  // computed once, when queued
   uint64_t after_ps = 0;             // starts no earlier: the end of earlier work it conflicts with
-  uint64_t submit_ps = 0;  // the host clock when it was enqueued: the device starts no earlier
+  uint64_t submit_ps = 0;      // the host clock when it was enqueued: the device starts no earlier
+  uint64_t host_bound_ps = 0;  // of its start, how long the ready core waited for the host
 };
 
 bool any_overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
@@ -272,12 +273,18 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     place(w);
     w.submit_ps = host_ps;
     w.seq = next_seq++;
-    w.queue = w.hold_touches.empty() ? w.core : sim.num_cores() + w.core;
+    w.queue = queue_of(w);
     pending.insert(w.seq);
     const uint32_t queue = w.queue;
     queues[queue].push_back(std::move(w));
     if (wake_worker) notify_worker();  // work a caller runs itself is not the worker's
     return next_seq - 1;
+  }
+
+  // The core's queue, or its side queue for a hold beside the kernels.
+  uint32_t side_queue(uint32_t core) const { return sim.num_cores() + core; }
+  uint32_t queue_of(const Work& w) const {
+    return w.hold_touches.empty() ? w.core : side_queue(w.core);
   }
 
   // Tells the worker there is work, or that the device ends (mu held).
@@ -417,6 +424,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // work that conflicts with it starts no earlier than its end (mu held).
   void finish(const Work& w, Completion& c) {
     if (!w.is_copy) c.program = w.execution.program;
+    if (!c.error) c.host_bound_ps = w.host_bound_ps;
     core_free_ps[w.queue] = std::max(core_free_ps[w.queue], c.end_ps);
     {
       std::lock_guard l(mem_mu);
@@ -434,21 +442,12 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // Runs a batch with mu released; returns the completions (mu held again).
   std::vector<Completion> run_batch(const std::vector<Work*>& batch,
                                     std::unique_lock<std::mutex>& lock) {
-    std::vector<uint64_t> starts, host_bound;
+    std::vector<uint64_t> starts;
     for (Work* w : batch) {
       const Start s = start_of(*w);
       starts.push_back(s.at_ps);
-      host_bound.push_back(s.host_bound_ps);
+      w->host_bound_ps = s.host_bound_ps;
     }
-    std::vector<Completion> out = run_batch_at(batch, starts, lock);
-    for (size_t i = 0; i < out.size(); ++i)
-      if (!out[i].error) out[i].host_bound_ps = host_bound[i];
-    return out;
-  }
-
-  std::vector<Completion> run_batch_at(const std::vector<Work*>& batch,
-                                       const std::vector<uint64_t>& starts,
-                                       std::unique_lock<std::mutex>& lock) {
     if (batch.front()->is_copy) {
       lock.unlock();
       std::vector<Completion> out;
@@ -832,13 +831,16 @@ uint64_t Device::enqueue(uint32_t core, Hold hold) {
 }
 
 uint64_t Device::side_ready_ps(uint32_t core, const std::vector<TensorBinding>& touches) const {
-  const uint32_t chip = chip_of(core);
+  chip_of(core);
+  Work w;  // the hold as it would be queued now, asked when it would start
+  w.core = core;
+  w.is_copy = w.is_hold = true;
+  w.hold_touches = touches;
   std::lock_guard lock(impl_->mu);
-  uint64_t ready = std::max(impl_->host_ps, impl_->core_free_ps[impl_->sim.num_cores() + core]);
-  std::lock_guard memory(impl_->mem_mu);
-  for (const TensorBinding& t : touches)
-    ready = std::max(ready, impl_->allocators[chip].writable_ps(t.address));
-  return ready;
+  impl_->place(w);
+  w.queue = impl_->side_queue(core);
+  w.submit_ps = impl_->host_ps;
+  return impl_->start_of(w).at_ps;
 }
 
 std::vector<uint64_t> Device::enqueue_group(std::vector<Execution> executions,
