@@ -131,6 +131,7 @@ neff::Neff to_neff(const Program& program, const std::string& name) {
   n.target = target.neff_target;
   n.producer = fmt::format("neuronsim {}", NEURONSIM_VERSION);
   n.isa_version = kIsaVersion;
+  n.header.lnc_size = program.lnc;
   n.subgraphs.push_back(make_subgraph(program));
   return n;
 }
@@ -149,6 +150,7 @@ Program from_neff(const neff::Neff& neff, const std::string& source, size_t subg
   if (!target)
     throw NeffError(fmt::format("{}: kelf-0.json: unknown target '{}'", source, neff.target));
   p.target = std::string(*target);
+  p.lnc = neff.header.lnc_size;
   for (const neff::Variable& v : sg.variables)
     if (v.type != "state-buffer") p.tensors.push_back(tensor_from_neff(sg, v, source));
   // def.json keeps variables by name; declaration order is var_id order.

@@ -706,6 +706,11 @@ void validate(const TensorDecl& t) {
 
 void validate(const Program& program) {
   const Target& target = target_by_name(program.target);
+  if (program.lnc != 1 && program.lnc != 2)  // the degrees the Neuron SDK supports
+    throw IsaError(
+        fmt::format("the program is compiled for {} physical cores (LNC); 1 or 2 are "
+                    "supported",
+                    program.lnc));
   std::set<std::string> names;
   std::set<uint16_t> ids;
   for (const TensorDecl& t : program.tensors) {

@@ -21,6 +21,7 @@
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/place.h"
 
 namespace py = pybind11;
 using neuronsim::pytorch::Backend;
@@ -42,11 +43,12 @@ py::dict device_properties(int index) {
   // The HBM stack beside the core, which its tensors are allocated in (allocator.h).
   d["total_memory"] = neuronsim::pytorch::hbm_stack_bytes();
   d["physical_cores_per_hbm_stack"] = neuronsim::pytorch::cores_per_hbm_stack();
-  // The rates a roofline takes, from the chip config: TensorE's BF16 peak of the physical core
-  // the device's kernels run on, its DMA engines together, and its HBM stack.
+  // The rates a roofline takes, from the chip config: TensorE's BF16 peak of the device's
+  // physical cores (its kernels are compiled for all of them), their DMA engines together, and
+  // its HBM stack.
   const auto& g = env.generation;
-  d["peak_bf16_flops"] = g.peak_bf16_flops();
-  d["dma_bytes_per_s"] = g.dma_engines * g.dma_engine_bytes_per_ns * 1e9;
+  d["peak_bf16_flops"] = g.peak_bf16_flops() * env.lnc;
+  d["dma_bytes_per_s"] = g.dma_engines * g.dma_engine_bytes_per_ns * 1e9 * env.lnc;
   d["hbm_bytes_per_s"] = g.hbm_bytes_per_ns * 1e9 / std::max<uint32_t>(1, g.hbm_stacks);
   // The host's dispatch of one op (0 when NEURONSIM_HOST_DISPATCH=0 leaves it out).
   d["host_dispatch_s"] = static_cast<double>(b.host_op_ps()) / 1e12;
@@ -71,11 +73,15 @@ void run_nki(int index, const std::string& name, const std::string& key,
   if (device != index)
     throw std::invalid_argument(
         fmt::format("{}: tensors on neuron:{}, kernel for neuron:{}", op, device, index));
-  if (!neuronsim::pytorch::run_kernel(
-          op.c_str(), device, key, [&] { return *program; }, tensors))
-    throw std::runtime_error(
-        fmt::format("{}: the device refused the kernel: {}", op,
-                    neuronsim::pytorch::take_refusal(op).value_or("no reason given")));
+  // Written for one physical core: on a logical core of two it runs on the first, as an NKI
+  // kernel launched without a grid does.
+  Backend& b = Backend::get();
+  std::string refusal;
+  const auto loaded = b.program(
+      device, key, [&] { return *program; }, &refusal, false);
+  if (!loaded)
+    throw std::runtime_error(fmt::format("{}: the device refused the kernel: {}", op, refusal));
+  b.run_kernel(op, loaded, neuronsim::pytorch::bindings_of(tensors));
 }
 
 }  // namespace

@@ -114,8 +114,8 @@ class _DeviceProperties:
     physical_cores_per_device: int
     total_memory: int  # the HBM stack beside the core, where its tensors live
     physical_cores_per_hbm_stack: int  # the cores that share that stack
-    peak_bf16_flops: float  # TensorE's BF16 peak, FLOP/s, of the core the kernels run on
-    dma_bytes_per_s: float  # the core's DMA engines together
+    peak_bf16_flops: float  # TensorE's BF16 peak, FLOP/s, of the device's physical cores together
+    dma_bytes_per_s: float  # their DMA engines together
     hbm_bytes_per_s: float  # the core's HBM stack
     host_dispatch_s: float  # the host's dispatch of one op (0 with NEURONSIM_HOST_DISPATCH=0)
     type: str = _TYPE

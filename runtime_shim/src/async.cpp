@@ -271,7 +271,7 @@ NRT_STATUS tensor_op(const char* fn, TensorOp kind, const nrt_tensor* src, uint6
     unmap(*s.device, op.temp_maps);
     return NRT_RESOURCE;
   }
-  const sim::Copy copy{from->first, to->first, from->second, to->second, size, fn};
+  const sim::Copy copy{from->first, to->first, from->second, to->second, size, fn, s.config.lnc};
   return schedule(
       fn, s, std::move(op), [&](sim::Device& d) { return d.enqueue(core, copy); }, req_sequence);
 }

@@ -564,12 +564,13 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         (g.launch_fixed_ns + static_cast<double>(tensors) * g.launch_per_tensor_ns) * 1000));
   }
 
-  // A copy's time: the core's DMA engines all at their sustained rate, after the trigger
-  // latency, and never faster than HBM, which reads and writes every byte
-  // (docs/cost-model.md §4.3, "Copies between HBM places").
-  uint64_t copy_ps(uint64_t bytes) const {
+  // A copy's time: the DMA engines of the core (of every core of a logical core) all at their
+  // sustained rate, after the trigger latency, and never faster than HBM, which reads and writes
+  // every byte (docs/cost-model.md §4.3, "Copies between HBM places").
+  uint64_t copy_ps(uint64_t bytes, uint32_t lnc) const {
     const spec::GenerationConfig& g = sim.generation();
-    const double dma_ns = static_cast<double>(bytes) / (g.dma_engines * g.dma_engine_bytes_per_ns);
+    const double dma_ns =
+        static_cast<double>(bytes) / (g.dma_engines * lnc * g.dma_engine_bytes_per_ns);
     const double hbm_ns = 2.0 * static_cast<double>(bytes) / g.hbm_bytes_per_ns;
     return static_cast<uint64_t>(std::llround((g.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
   }
@@ -588,7 +589,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         sim.hbm(k.dst_chip).write(k.dst, bytes.data(), k.bytes);
       }
       if (options.mode != Mode::functional_only)
-        c.end_ps = w.is_hold ? std::max(start, w.hold_until_ps) : start + copy_ps(k.bytes);
+        c.end_ps = w.is_hold ? std::max(start, w.hold_until_ps) : start + copy_ps(k.bytes, k.lnc);
     } catch (...) {
       c.error = std::current_exception();
     }
@@ -720,6 +721,13 @@ ProgramRef Device::load(uint32_t core, isa::Program program, std::string name, i
     throw std::invalid_argument(fmt::format("program '{}' was built for {}, but {} is {}", name,
                                             program.target, instance().name, generation().name));
   isa::validate(program);
+  // A program compiled for a logical core of several physical cores runs on the first of them,
+  // its partners being the next ones on the chip.
+  if (core % program.lnc != 0 || instance().cores_per_chip % program.lnc != 0)
+    throw std::invalid_argument(fmt::format(
+        "program '{}' is compiled for a logical core of {} physical cores, which core {} of {} "
+        "({} per chip) does not begin",
+        name, program.lnc, core, instance().name, instance().cores_per_chip));
   std::shared_ptr<LoadedProgram> p(new LoadedProgram);
   p->program_ = std::move(program);
   p->fp8_ = fp8;

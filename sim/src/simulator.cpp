@@ -124,6 +124,12 @@ struct CoreRun {
   uint64_t* done_instructions = nullptr;
   uint64_t total_instructions = 0;
 
+  // The physical cores the program is split over (isa::Program::lnc).
+  uint32_t lnc() const { return program->lnc; }
+  // An engine's time for an instruction of the logical core: its physical cores' engines share
+  // the work evenly (docs/cost-model.md §6.2).
+  uint64_t split_ps(uint64_t ps) const { return (ps + lnc() - 1) / lnc(); }
+
   void engine_thread(Engine e);
   void dma_thread();
   void complete(const Instruction& in, Engine engine, uint32_t index, bool dma);
@@ -183,7 +189,7 @@ void CoreRun::engine_thread(Engine e) {
         continue;
       }
       const uint64_t start = now_ps();
-      const uint64_t busy = instruction_ps(in, *gen, {waited, previous});
+      const uint64_t busy = split_ps(instruction_ps(in, *gen, {waited, previous}));
       wait_ps(busy);
       if (*abort) return;
       es.busy_ps += busy;
@@ -261,8 +267,11 @@ bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64
 void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
   const uint64_t issue = now_ps() + static_cast<uint64_t>(std::llround(gen->dma_issue_ns * 1000.0));
   uint64_t done = issue;
+  // A logical core's DMA instructions take its physical cores' DMA engines in turn.
+  const uint32_t first_engine = gen->dma_engines * static_cast<uint32_t>(dma_seq % lnc());
   for (const DmaTransfer& t : plan_dma(in, *gen)) {
-    uint64_t& engine_free = dma_engine_free.at(t.dma_engine);
+    const uint32_t dma_engine = first_engine + t.dma_engine;
+    uint64_t& engine_free = dma_engine_free.at(dma_engine);
     const uint64_t start = std::max(issue, engine_free);
     uint64_t end = start + dma_transfer_ps(t.bytes, t.descriptors, *gen, t.bandwidth_fraction);
     if (t.hbm_bytes > 0) {
@@ -279,7 +288,7 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     stats.dma_busy_ps += end - start;
     ++stats.dma_transfers;
     if (options->record)
-      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), t.dma_engine,
+      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), dma_engine,
                               t.bytes, t.hbm_bytes, start - start_ps, end - start_ps,
                               t.descriptors});
   }
@@ -582,7 +591,8 @@ RunResult Simulator::run(const RunOptions& options) {
     if (auto it = options.core_start_ps.find(c); it != options.core_start_ps.end())
       r->offset_ps = it->second;
     r->stats.end_ps = start + r->offset_ps;
-    r->dma_engine_free.assign(generation_.dma_engines, 0);
+    r->dma_engine_free.assign(generation_.dma_engines * r->lnc(), 0);
+    r->stats.physical_cores = r->lnc();
     r->abort = &abort;
     r->error = &error;
     r->done_instructions = &done_instructions;

@@ -48,6 +48,7 @@ inline double mfu_percent(uint64_t matmul_flops, uint64_t ps, double peak_flops_
 // Sums over every core of a run.
 struct Totals {
   size_t cores = 0;
+  size_t physical_cores = 0;  // whose engines did the work (a logical core counts its own)
   std::array<uint64_t, isa::kNumEngines> busy_ps{};  // indexed by isa::Engine
   std::array<uint64_t, isa::kNumEngines> instructions{};
   uint64_t all_instructions = 0;
@@ -58,6 +59,7 @@ struct Totals {
 
 inline void add_core(Totals& t, const sim::CoreStats& c) {
   ++t.cores;
+  t.physical_cores += c.physical_cores;
   for (size_t e = 0; e < c.engines.size(); ++e) {
     t.busy_ps[e] += c.engines[e].busy_ps;
     t.instructions[e] += c.engines[e].instructions;

@@ -46,7 +46,7 @@ json core_details(const sim::RunResult& r, size_t i) {
   d["flops"] = c.flops;
   d["matmul_flops"] = c.matmul_flops;
   d["mfu_estimated_percent"] =
-      detail::mfu_percent(c.matmul_flops, r.total_ps, r.peak_flops_per_core, 1);
+      detail::mfu_percent(c.matmul_flops, r.total_ps, r.peak_flops_per_core, c.physical_cores);
   return d;
 }
 
@@ -141,7 +141,7 @@ json metrics_json(const sim::RunResult& r, const MetricsOptions& options) {
   add("flops", "FLOP", t.flops);
   add("matmul_flops", "FLOP", t.matmul_flops);
   add("mfu_estimated_percent", "%",
-      detail::mfu_percent(t.matmul_flops, r.total_ps, r.peak_flops_per_core, t.cores));
+      detail::mfu_percent(t.matmul_flops, r.total_ps, r.peak_flops_per_core, t.physical_cores));
 
   json cores = json::array();
   for (size_t i = 0; i < r.cores.size(); ++i) cores.push_back(core_details(r, i));

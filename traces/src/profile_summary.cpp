@@ -126,8 +126,8 @@ json core_summary(const sim::RunResult& r, size_t i) {
   }
   // TensorE's FLOPs without its transposes: what neuron-profile calls the model's.
   out["model_flops"] = c.matmul_flops;
-  out["mfu_estimated_percent"] =
-      fraction(static_cast<double>(c.matmul_flops), r.peak_flops_per_core * total);
+  out["mfu_estimated_percent"] = fraction(static_cast<double>(c.matmul_flops),
+                                          r.peak_flops_per_core * c.physical_cores * total);
   out["mm_arithmetic_intensity"] =
       fraction(static_cast<double>(c.matmul_flops), static_cast<double>(hbm));
   if (!r.instructions.empty() || !r.dmas.empty()) add_recorded(r, core, total, out);

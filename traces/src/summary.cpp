@@ -50,7 +50,7 @@ void section(std::string& out, const detail::Totals& t, const sim::RunResult& r)
   out += '\n';
   out += fmt::format(
       "  FLOPs    {} (matmul {}), MFU {:.2f} %\n", grouped(t.flops), grouped(t.matmul_flops),
-      detail::mfu_percent(t.matmul_flops, r.total_ps, r.peak_flops_per_core, t.cores));
+      detail::mfu_percent(t.matmul_flops, r.total_ps, r.peak_flops_per_core, t.physical_cores));
 }
 
 }  // namespace

@@ -76,7 +76,8 @@ void Backend::check_index(int index) const {
 }
 
 sim::ProgramRef Backend::program(int index, const std::string& key,
-                                 const std::function<isa::Program()>& build, std::string* refusal) {
+                                 const std::function<isa::Program()>& build, std::string* refusal,
+                                 bool for_logical_core) {
   const std::string full = fmt::format("{}@{}", key, index);
   const auto kept = [&](const Built& b) {
     if (refusal != nullptr) *refusal = b.refusal;
@@ -94,6 +95,7 @@ sim::ProgramRef Backend::program(int index, const std::string& key,
     std::lock_guard lock(mu_);
     return kept(programs_.emplace(full, Built{nullptr, refused.what()}).first->second);
   }
+  if (for_logical_core) built.lnc = env_.lnc;
   sim::ProgramRef loaded = device_->load(core_of(index), std::move(built), key);
   uint64_t held = 0;  // its constants and scratch, in HBM while the program stays loaded
   for (const isa::TensorDecl& t : loaded->program().tensors)
@@ -134,7 +136,7 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
 }
 
 void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uint64_t bytes) {
-  sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_"};
+  sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_", env_.lnc};
   const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
   dispatch(c.name);
   const sim::Completion done =

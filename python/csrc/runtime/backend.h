@@ -52,9 +52,12 @@ class Backend {
   // The program `build` makes, loaded once per (device, key) and kept; null when the
   // kernel refuses the case (std::invalid_argument), so that the op falls back. The
   // refusal is kept with the kernel's reason, which `refusal` (when given) receives.
+  // The backend's kernels and compiled graphs are compiled for the device's logical core (its
+  // physical cores share the work, as neuronx-cc's --lnc makes them); an NKI kernel
+  // (`for_logical_core` false) runs on the first physical core, as it was written.
   sim::ProgramRef program(int index, const std::string& key,
                           const std::function<isa::Program()>& build,
-                          std::string* refusal = nullptr);
+                          std::string* refusal = nullptr, bool for_logical_core = true);
   // HBM the programs kept loaded for device `index` hold (their constants and scratch: the
   // compiler's buffers), which the core's HBM stack holds beside its tensors.
   uint64_t program_bytes(int index) const;

@@ -27,7 +27,8 @@ collective still running: 0.01 % on the tests' FSDP job); a generation is its pr
 first token) and its decode.
 
 The report gives the step time, tokens/s, model FLOPs utilisation (``6 N`` per token for the
-weights' products, plus the causal attention's products, over the simulated cores' TensorE peak),
+weights' products, plus the causal attention's products, over the TensorE peak of every rank's
+physical cores: with ``--lnc 2`` a rank's kernels are split over its two, as neuronx-cc's are),
 the breakdown of the step (each engine's busy time, the runtime's launches, the host's dispatch of
 the ops and how long the device waited for it, the collectives, kernels and idle), the peak HBM of
 a rank against the HBM stack it allocates in, CPU fallbacks, the graph nodes that split compiled
@@ -435,7 +436,7 @@ def worker(job: Job) -> dict:
         program_hbm_bytes=_C.program_hbm_bytes(0),
         hbm_stack_bytes=props.total_memory,
         cores_per_stack=_cores_per_stack(job, props),
-        peak_flops_per_core=props.peak_bf16_flops,
+        peak_flops_per_rank=props.peak_bf16_flops,  # of its physical cores together
         physical_cores_per_rank=props.physical_cores_per_device,
         out_of_memory=error,
         fallbacks=neuronsim.fallback_counts(),
@@ -516,9 +517,9 @@ def _fits(result: dict) -> bool:
 
 
 def _mfu(result: dict) -> float:
-    """Model FLOPs of the step over the peak of every rank's core for the step's time."""
+    """Model FLOPs of the step over the peak of every rank's cores for the step's time."""
     world = Job(**result["job"]).world
-    return result["flops"] / (result["step_s"] * world * result["peak_flops_per_core"])
+    return result["flops"] / (result["step_s"] * world * result["peak_flops_per_rank"])
 
 
 def _gib(n: float) -> str:
@@ -588,9 +589,9 @@ def report(result: dict) -> str:
         lines.append(f"  graph nodes run eagerly on the device (the programs split there): {eager}")
     if result.get("physical_cores_per_rank", 1) > 1:
         lines.append(
-            f"  caution: a rank of {result['physical_cores_per_rank']} physical cores (LNC) runs "
-            "its kernels on one core's engines here, where the hardware splits them over all: "
-            "compute-bound time is up to that many times too long, and MFU is against one core"
+            f"  a rank is {result['physical_cores_per_rank']} physical cores (LNC): each kernel "
+            "is split evenly over them, with no imbalance or synchronisation between them "
+            "(docs/cost-model.md §6.2), so its compute time is a lower bound"
         )
     lines.append(f"  host {result['host_s']:.0f} s")
     return "\n".join(lines)

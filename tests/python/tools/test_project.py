@@ -84,9 +84,9 @@ def test_the_runtimes_launches_are_a_row_of_the_breakdown_that_a_switch_leaves_o
     assert bare["step_s"] == pytest.approx(launched["step_s"] - launched["launch_s"], rel=1e-6)
     assert launched["host_dispatch_s"] == 0 and launched["host_bound_s"] == 0
     assert "runtime launches" in project.report(launched)
-    # A rank of two physical cores (LNC=2) runs on one core's engines: the report says so.
-    assert launched["physical_cores_per_rank"] == 1 and "caution" not in project.report(launched)
-    assert "caution: a rank of 2 physical cores" in project.report(
+    # A rank of two physical cores (LNC=2) splits its kernels over both: the report says how.
+    assert launched["physical_cores_per_rank"] == 1 and "(LNC)" not in project.report(launched)
+    assert "a rank is 2 physical cores (LNC)" in project.report(
         {**launched, "physical_cores_per_rank": 2}
     )
 

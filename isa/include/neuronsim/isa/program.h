@@ -33,6 +33,10 @@ struct Program {
   std::string target = "trn2";
   std::vector<TensorDecl> tensors;
   std::array<std::vector<Instruction>, kNumEngines> streams;
+  // The physical cores the work is compiled for (a logical NeuronCore, the NEFF's lnc_size: 1
+  // or 2). With 2, the compiler splits every op over the pair, which share the HBM stack; the
+  // simulator runs the streams on the pair as an even split (docs/cost-model.md §6.2).
+  uint32_t lnc = 1;
 
   const TensorDecl* find_tensor(std::string_view name) const;
   const TensorDecl* find_tensor(uint16_t var_id) const;

@@ -87,6 +87,7 @@ struct Copy {
   uint32_t src_chip = 0, dst_chip = 0;
   uint64_t src = 0, dst = 0, bytes = 0;
   std::string name;
+  uint32_t lnc = 1;  // physical cores whose DMA engines carry it (a logical core's)
 };
 
 // Time a core spends on work outside the simulator (a collective whose data another process

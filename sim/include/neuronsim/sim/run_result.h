@@ -4,6 +4,7 @@
 // are exact and identical on every machine.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -63,6 +64,9 @@ struct CoreStats {
   uint64_t hbm_write_bytes = 0;
   uint64_t flops = 0;         // 2 per MAC on TensorE, 1 per element elsewhere
   uint64_t matmul_flops = 0;  // TensorE only (for MFU)
+  // Physical cores whose engines did the work: 2 for a program split over a logical core
+  // (isa::Program::lnc), whose engine times are then those of each core of the pair.
+  uint32_t physical_cores = 1;
 
   // Adds another run's counts of the same core (end_ps is left to the caller: it is a time).
   CoreStats& operator+=(const CoreStats& o) {
@@ -78,6 +82,7 @@ struct CoreStats {
     flops += o.flops;
     matmul_flops += o.matmul_flops;
     launch_ps += o.launch_ps;
+    physical_cores = std::max(physical_cores, o.physical_cores);
     return *this;
   }
 };
