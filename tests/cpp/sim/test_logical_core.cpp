@@ -69,7 +69,9 @@ Ran run(uint32_t lnc) {
   return r;
 }
 
-const CoreStats& stats(const Completion& c) { return c.run->cores.at(0); }
+const CoreStats& stats(const Completion& c) {
+  return c.run->cores.at(0);
+}
 
 TEST(LogicalCore, ThePairSharesEveryEnginesWorkAndComputesTheSameValues) {
   const Ran one = run(1), two = run(2);
