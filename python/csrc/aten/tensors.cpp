@@ -1,6 +1,8 @@
 // The tensor basics of "neuron": creation, views, resizing, copies and scalars. With
 // these, tensors can be made, viewed, moved between the host and the device and
 // printed; every other op is a kernel (ops_*.cpp) or the counted CPU fallback.
+#include <typeinfo>
+
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -156,9 +158,26 @@ at::Tensor unfold_backward(const at::Tensor& grad, c10::IntArrayRef input_sizes,
   return Fallback<ATEN_OP(unfold_backward)>::call(grad, input_sizes, dim, size, step);
 }
 
+// Whether `from`'s data can replace `self`'s in place (`self.data = from`). c10's rule
+// (TensorImpl::has_compatible_shallow_copy_type) allows it between dense tensors of the
+// backends it lists, so that `module.to("cuda")` keeps each Parameter object and swaps its
+// data; PrivateUse1 is not among them. A plain dense tensor of the host or of the device is
+// allowed here too, so that `module.to("neuron")` keeps its Parameters as CUDA's does (an
+// optimizer or hook made before the move still holds them). Anything else keeps c10's rule.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto plain_dense = [](const at::Tensor& t) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    return typeid(*impl) == typeid(c10::TensorImpl) && t.layout() == at::kStrided &&
+           !t.is_quantized() && (t.is_cpu() || t.device().is_privateuseone());
+  };
+  if (plain_dense(self) && plain_dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
