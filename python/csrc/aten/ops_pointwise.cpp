@@ -482,6 +482,27 @@ at::Tensor& pow_tensor_out(const at::Tensor& base, const at::Tensor& exponent, a
   return Fallback<ATEN_OP2(pow, Tensor_Tensor_out)>::call(base, exponent, out);
 }
 
+// a % b with the divisor's sign (torch.remainder, Python's %) for float results: VectorE's mod
+// is C's fmod, exact, then the divisor added where the signs differ (docs/isa.md), in FP32 and
+// rounded once to the dtype, as torch's CPU kernel computes it. Integer results fall back.
+at::Tensor& remainder_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  const c10::ScalarType result = at::result_type(a, b);
+  if (is_engine_float(result) && prepare_out(out, at::infer_size(a.sizes(), b.sizes()), result) &&
+      binary_into("aten::remainder", AluOp::mod, Kind::arithmetic, a, b, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(remainder, Tensor_out)>::call(a, b, out);
+}
+
+// torch.equal: the same sizes and every element equal after type promotion (NaN equals
+// nothing), by the device's ne and any; the host reads the one answer. Both on one device, as
+// CUDA's requires.
+bool equal(const at::Tensor& a, const at::Tensor& b) {
+  op_device("aten::equal", {&a, &b});
+  if (!a.sizes().equals(b.sizes())) return false;
+  if (a.numel() == 0) return true;
+  return !at::ne(a, b).any().item<bool>();
+}
+
 at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
                                 at::Tensor& out) {
   const at::Tensor b = wrapped_number(base);
@@ -1178,6 +1199,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Scalar", pow_scalar);
   m.impl("pow.Tensor_Tensor_out", pow_tensor_out);
   m.impl("pow.Scalar_out", pow_scalar_base_out);
+  m.impl("remainder.Tensor_out", remainder_out);
+  m.impl("equal", equal);
   m.impl("erfinv.out", erfinv_out);
   m.impl("linspace.out", linspace_out);
   m.impl("log1p.out", log1p_out);

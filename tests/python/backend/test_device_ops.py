@@ -1,7 +1,7 @@
 """Ops that real workloads call, on the device in strict mode against the CPU: pow with a
 tensor exponent or a number base (rotary embeddings' inverse frequencies), erfinv
-(trunc_normal_ initialisation), flip, index_add, scatter_add, mse_loss and unfold, with
-their gradients where training takes them."""
+(trunc_normal_ initialisation), flip, index_add, scatter_add, mse_loss, unfold, remainder and
+equal, with their gradients where training takes them."""
 
 from __future__ import annotations
 
@@ -561,3 +561,39 @@ def test_cat_into_a_given_tensor_stays_on_the_device():
     with neuronsim.strict_mode():
         torch.cat([a.to("neuron").bfloat16(), b.to("neuron").bfloat16()], dim=1, out=out)
     assert torch.equal(out.cpu(), torch.cat([a, b], dim=1).bfloat16())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_remainder_takes_the_divisors_sign_exactly_as_the_cpu(dtype):
+    torch.manual_seed(0)
+    a = (torch.randn(64, 33) * 1e3).to(dtype)
+    b = (torch.randn(64, 33) * 7).to(dtype)
+    b[0, 0] = 0  # NaN, as on the CPU
+    a[1, :4] = torch.tensor([1e8, -1e8, 5.0, -5.0]).to(dtype)  # large quotients stay exact
+    got = [
+        torch.remainder(a.to("neuron"), b.to("neuron")),
+        a.to("neuron") % 3,
+        a.to("neuron").t() % -2.5,
+    ]
+    inplace = a.to("neuron")
+    inplace.remainder_(b.to("neuron"))
+    want = [torch.remainder(a, b), a % 3, a.t() % -2.5]
+    for g, w in zip(got + [inplace], want + [want[0]]):
+        torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_equal_compares_sizes_and_every_element_on_the_device():
+    a = torch.arange(12.0).reshape(3, 4)
+    d = a.to("neuron")
+    assert torch.equal(d, a.clone().to("neuron"))
+    assert torch.equal(d.t().contiguous().t(), d)  # layout does not matter
+    assert torch.equal(d.int(), d)  # promoted, as on the CPU
+    assert not torch.equal(d, d.reshape(4, 3))
+    changed = d.clone()
+    changed[2, 3] = -1
+    assert not torch.equal(d, changed)
+    nan = torch.full((2,), float("nan"), device="neuron")
+    assert not torch.equal(nan, nan)  # NaN equals nothing
+    assert torch.equal(d[:0], d[:0])
+    with pytest.raises(RuntimeError, match="aten::equal: expected all tensors on one device"):
+        torch.equal(d, a)

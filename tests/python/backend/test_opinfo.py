@@ -50,6 +50,8 @@ CLAIMED = {
     ("nn.functional.silu", ""),
     ("nn.functional.gelu", ""),
     ("pow", ""),
+    ("remainder", ""),
+    ("equal", ""),
     ("where", ""),
     ("sum", ""),
     ("mean", ""),
