@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/extension.h>
 
 #include "aten/fallback.h"
@@ -53,6 +54,18 @@ py::dict device_properties(int index) {
   // The host's dispatch of one op (0 when NEURONSIM_HOST_DISPATCH=0 leaves it out).
   d["host_dispatch_s"] = static_cast<double>(b.host_op_ps()) / 1e12;
   return d;
+}
+
+// One small backward pass on each device, from C++ (neuronsim/_exit.py says why): each device's
+// autograd thread takes it only after letting go of the passes before it, and no tensor of it
+// has a Python object, so letting go of it needs no GIL.
+void drain_autograd_threads() {
+  for (int i = 0; i < Backend::get().device_count(); ++i) {
+    const at::TensorOptions on(c10::Device(c10::DeviceType::PrivateUse1, i));
+    const at::Tensor leaf = at::zeros({}, on).requires_grad_(true);
+    const at::Tensor out = leaf.clone();  // its backward node runs on device i's thread
+    torch::autograd::backward({out}, {at::ones_like(out)}, false, false, {leaf});
+  }
 }
 
 // An NKI kernel (neuronsim.nki) on tensors of device "neuron": its program, built for this
@@ -120,6 +133,9 @@ PYBIND11_MODULE(_C, m) {
       "simulated_time_ps", [] { return Backend::get().now_ps(); },
       "The device clock: simulated picoseconds of work done on the device.");
   m.def("kernels_run", [] { return Backend::get().kernels_run(); });
+  m.def("backend_opened", &Backend::is_open);
+  m.def("drain_autograd_threads", &drain_autograd_threads,
+        py::call_guard<py::gil_scoped_release>());
   m.def("kernels_built", [] { return Backend::get().kernels_built(); });
   m.def("program_hbm_bytes", [](int index) { return Backend::get().program_bytes(index); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);

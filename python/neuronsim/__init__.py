@@ -83,6 +83,10 @@ from . import _torch_hooks  # noqa: E402
 
 _torch_hooks.install()
 
+from . import _exit  # noqa: E402
+
+_exit.install()
+
 
 @contextlib.contextmanager
 def host_inspection():

@@ -58,6 +58,10 @@ Backend& Backend::get() {
   return *backend;
 }
 
+bool Backend::is_open() {
+  return opened.load() != nullptr;
+}
+
 int Backend::device_count_noexcept() {
   // Until the device opens, the environment is read afresh: a launcher may still set
   // NEURON_RT_VISIBLE_CORES (as TorchNeuron does in init_process_group), and the runtime

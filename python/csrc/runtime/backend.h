@@ -39,6 +39,8 @@ class Backend {
   static Backend& get();
   // The visible device count, or 0 when the environment is invalid (never throws).
   static int device_count_noexcept();
+  // Whether get() has opened the backend (never opens it).
+  static bool is_open();
 
   const sim::Environment& env() const { return env_; }
   sim::Device& device() { return *device_; }
