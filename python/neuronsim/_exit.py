@@ -18,17 +18,28 @@ last pass, and letting go of this one needs no GIL.
 from __future__ import annotations
 
 import atexit
+import threading
 
 from . import _C
+
+# How long the exit waits for the drain: a device thread stuck in a pass that never ends (a
+# collective whose peer died) must not keep the process from exiting.
+_DRAIN_TIMEOUT_S = 30.0
+
+
+def _drain() -> None:
+    try:
+        _C.drain_autograd_threads()
+    except Exception:  # noqa: BLE001 (exiting: a device left in a bad state must not fail it)
+        pass
 
 
 def _drain_autograd_threads() -> None:
     if not _C.backend_opened() or _C.kernels_run() == 0:
         return  # no kernel ran: no backward ran on the device either
-    try:
-        _C.drain_autograd_threads()
-    except Exception:  # noqa: BLE001 (exiting: a device left in a bad state must not fail it)
-        pass
+    drain = threading.Thread(target=_drain, name="neuronsim-exit-drain", daemon=True)
+    drain.start()
+    drain.join(_DRAIN_TIMEOUT_S)
 
 
 def install() -> None:
