@@ -125,6 +125,7 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   dispatch(op);
   const sim::Completion done = device_->complete(std::move(execution), host_waits());
   ++kernels_run_;
+  note_ran_on(index_of_core(program->core()));
   {
     std::lock_guard lock(executed_mu_);
     executed_.insert(op);
@@ -146,6 +147,7 @@ void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uin
   const sim::Completion done =
       device_->wait(device_->enqueue(core_of(dst_index), std::move(c)), host_waits());
   if (done.error) std::rethrow_exception(done.error);
+  note_ran_on(dst_index);
   if (launched) profile(done, "copy", launched);
 }
 

@@ -89,6 +89,10 @@ class Backend {
   // have reached (the later of the device and host clocks).
   uint64_t now_ps() const { return std::max(device_->now_ps(), device_->host_ps()); }
   uint64_t kernels_run() const { return kernels_run_; }
+  // Whether a kernel or copy has run on device `index` (a device no pass has touched).
+  bool ran_on(int index) const {
+    return index >= 0 && index < 64 && (ran_on_ & (uint64_t{1} << index)) != 0;
+  }
   // The ops whose kernels ran on the device since the last clear (TorchNeuron's op tracking).
   std::vector<std::string> executed_ops();
   void clear_executed_ops();
@@ -116,6 +120,10 @@ class Backend {
   std::unordered_map<std::string, Built> programs_;
   std::unordered_map<int, uint64_t> program_bytes_;  // by device index
   std::atomic<uint64_t> kernels_run_{0};
+  std::atomic<uint64_t> ran_on_{0};  // a bit per device index (ran_on)
+  void note_ran_on(int index) {
+    if (index >= 0 && index < 64) ran_on_ |= uint64_t{1} << index;
+  }
   std::mutex executed_mu_;  // guards executed_
   std::set<std::string> executed_;
 };
