@@ -56,13 +56,13 @@ py::dict device_properties(int index) {
   return d;
 }
 
-// One small backward pass on each device a kernel ran on, from C++ (neuronsim/_exit.py says
+// One small backward pass on each device a kernel was loaded for, from C++ (neuronsim/_exit.py says
 // why): each device's autograd thread takes it only after letting go of the passes before it,
 // and no tensor of it has a Python object, so letting go of it needs no GIL.
 void drain_autograd_threads() {
   Backend& b = Backend::get();
   for (int i = 0; i < b.device_count(); ++i) {
-    if (!b.ran_on(i)) continue;
+    if (!b.used(i)) continue;
     const at::TensorOptions on(c10::Device(c10::DeviceType::PrivateUse1, i));
     const at::Tensor leaf = at::zeros({}, on).requires_grad_(true);
     const at::Tensor out = leaf.clone();  // its backward node runs on device i's thread

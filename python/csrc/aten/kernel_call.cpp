@@ -103,8 +103,7 @@ bool run_kernel_once(const char* op, int device, const std::function<isa::Progra
     note_refusal(op, refused.what());
     return false;
   }
-  built.lnc = b.env().lnc;  // compiled for the logical core, as Backend::program's
-  const sim::ProgramRef program = b.device().load(b.core_of(device), std::move(built), op);
+  const sim::ProgramRef program = b.load(device, std::move(built), op);
   b.run_kernel(op, program, bindings_of(tensors));
   return true;
 }

@@ -253,6 +253,16 @@ bool prepare_out(const at::Tensor& out, at::IntArrayRef sizes, c10::ScalarType r
   return true;
 }
 
+// out <- a <alu> b, broadcast, for ops whose kernel covers float results only (an integer
+// result is not covered: false).
+bool float_binary_into(const char* op, AluOp alu, const at::Tensor& a, const at::Tensor& b,
+                       const at::Tensor& out) {
+  const c10::ScalarType result = at::result_type(a, b);
+  return is_engine_float(result) &&
+         prepare_out(out, at::infer_size(a.sizes(), b.sizes()), result) &&
+         binary_into(op, alu, Kind::arithmetic, a, b, 1.0, out);
+}
+
 at::Tensor& mul_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   if (prepare_out(out, at::infer_size(a.sizes(), b.sizes()), at::result_type(a, b)) &&
       binary_into("aten::mul", AluOp::multiply, Kind::arithmetic, a, b, 1.0, out))
@@ -277,10 +287,7 @@ at::Tensor& sub_out(const at::Tensor& a, const at::Tensor& b, const at::Scalar& 
 }
 
 at::Tensor& div_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  const c10::ScalarType result = at::result_type(a, b);
-  if (is_engine_float(result) && prepare_out(out, at::infer_size(a.sizes(), b.sizes()), result) &&
-      binary_into("aten::div", AluOp::divide, Kind::arithmetic, a, b, 1.0, out))
-    return out;
+  if (float_binary_into("aten::div", AluOp::divide, a, b, out)) return out;
   return Fallback<ATEN_OP2(div, out)>::call(a, b, out);
 }
 
@@ -474,22 +481,25 @@ at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& exponent) {
 // either side (pow.Scalar: a number to a tensor's powers, as rotary embeddings' base **
 // (arange / dim)). Integer powers fall back.
 at::Tensor& pow_tensor_out(const at::Tensor& base, const at::Tensor& exponent, at::Tensor& out) {
-  const c10::ScalarType result = at::result_type(base, exponent);
-  if (is_engine_float(result) &&
-      prepare_out(out, at::infer_size(base.sizes(), exponent.sizes()), result) &&
-      binary_into("aten::pow", AluOp::pow, Kind::arithmetic, base, exponent, 1.0, out))
-    return out;
+  if (float_binary_into("aten::pow", AluOp::pow, base, exponent, out)) return out;
   return Fallback<ATEN_OP2(pow, Tensor_Tensor_out)>::call(base, exponent, out);
+}
+
+at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
+                                at::Tensor& out) {
+  const at::Tensor b = wrapped_number(base);
+  const c10::ScalarType result = at::result_type(base, exponent);
+  if (is_engine_float(result) && prepare_out(out, exponent.sizes(), result) &&
+      binary_into("aten::pow", AluOp::pow, Kind::arithmetic, b, exponent, 1.0, out))
+    return out;
+  return Fallback<ATEN_OP2(pow, Scalar_out)>::call(base, exponent, out);
 }
 
 // a % b with the divisor's sign (torch.remainder, Python's %) for float results: VectorE's mod
 // is C's fmod, exact, then the divisor added where the signs differ (docs/isa.md), in FP32 and
 // rounded once to the dtype, as torch's CPU kernel computes it. Integer results fall back.
 at::Tensor& remainder_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  const c10::ScalarType result = at::result_type(a, b);
-  if (is_engine_float(result) && prepare_out(out, at::infer_size(a.sizes(), b.sizes()), result) &&
-      binary_into("aten::remainder", AluOp::mod, Kind::arithmetic, a, b, 1.0, out))
-    return out;
+  if (float_binary_into("aten::remainder", AluOp::mod, a, b, out)) return out;
   return Fallback<ATEN_OP2(remainder, Tensor_out)>::call(a, b, out);
 }
 
@@ -501,16 +511,6 @@ bool equal(const at::Tensor& a, const at::Tensor& b) {
   if (!a.sizes().equals(b.sizes())) return false;
   if (a.numel() == 0) return true;
   return !at::ne(a, b).any().item<bool>();
-}
-
-at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
-                                at::Tensor& out) {
-  const at::Tensor b = wrapped_number(base);
-  const c10::ScalarType result = at::result_type(base, exponent);
-  if (is_engine_float(result) && prepare_out(out, exponent.sizes(), result) &&
-      binary_into("aten::pow", AluOp::pow, Kind::arithmetic, b, exponent, 1.0, out))
-    return out;
-  return Fallback<ATEN_OP2(pow, Scalar_out)>::call(base, exponent, out);
 }
 
 // erfinv by Giles' single-precision approximation ("Approximating the erfinv function",

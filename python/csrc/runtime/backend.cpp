@@ -99,8 +99,7 @@ sim::ProgramRef Backend::program(int index, const std::string& key,
     std::lock_guard lock(mu_);
     return kept(programs_.emplace(full, Built{nullptr, refused.what()}).first->second);
   }
-  if (for_logical_core) built.lnc = env_.lnc;
-  sim::ProgramRef loaded = device_->load(core_of(index), std::move(built), key);
+  sim::ProgramRef loaded = load(index, std::move(built), key, for_logical_core);
   uint64_t held = 0;  // its constants and scratch, in HBM while the program stays loaded
   for (const isa::TensorDecl& t : loaded->program().tensors)
     if (t.kind == isa::TensorKind::constant || t.kind == isa::TensorKind::scratch)
@@ -108,6 +107,15 @@ sim::ProgramRef Backend::program(int index, const std::string& key,
   std::lock_guard lock(mu_);
   program_bytes_[index] += held;
   return kept(programs_.emplace(full, Built{std::move(loaded), {}}).first->second);
+}
+
+sim::ProgramRef Backend::load(int index, isa::Program built, const std::string& name,
+                              bool for_logical_core) {
+  if (for_logical_core) built.lnc = env_.lnc;
+  sim::ProgramRef loaded = device_->load(core_of(index), std::move(built), name);
+  std::lock_guard lock(mu_);
+  used_.insert(index);
+  return loaded;
 }
 
 uint64_t Backend::program_bytes(int index) const {
@@ -125,7 +133,6 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   dispatch(op);
   const sim::Completion done = device_->complete(std::move(execution), host_waits());
   ++kernels_run_;
-  note_ran_on(index_of_core(program->core()));
   {
     std::lock_guard lock(executed_mu_);
     executed_.insert(op);
@@ -147,7 +154,6 @@ void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uin
   const sim::Completion done =
       device_->wait(device_->enqueue(core_of(dst_index), std::move(c)), host_waits());
   if (done.error) std::rethrow_exception(done.error);
-  note_ran_on(dst_index);
   if (launched) profile(done, "copy", launched);
 }
 

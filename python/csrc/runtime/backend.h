@@ -60,6 +60,10 @@ class Backend {
   sim::ProgramRef program(int index, const std::string& key,
                           const std::function<isa::Program()>& build,
                           std::string* refusal = nullptr, bool for_logical_core = true);
+  // Loads `built` onto device `index`'s core, compiled for its logical core unless
+  // `for_logical_core` is false (program()'s rule); for programs made for one call.
+  sim::ProgramRef load(int index, isa::Program built, const std::string& name,
+                       bool for_logical_core = true);
   // HBM the programs kept loaded for device `index` hold (their constants and scratch: the
   // compiler's buffers), which the core's HBM stack holds beside its tensors.
   uint64_t program_bytes(int index) const;
@@ -89,9 +93,10 @@ class Backend {
   // have reached (the later of the device and host clocks).
   uint64_t now_ps() const { return std::max(device_->now_ps(), device_->host_ps()); }
   uint64_t kernels_run() const { return kernels_run_; }
-  // Whether a kernel or copy has run on device `index` (a device no pass has touched).
-  bool ran_on(int index) const {
-    return index >= 0 && index < 64 && (ran_on_ & (uint64_t{1} << index)) != 0;
+  // Whether a program was ever loaded for device `index` (no kernel has run on the others).
+  bool used(int index) const {
+    std::lock_guard lock(mu_);
+    return used_.count(index) != 0;
   }
   // The ops whose kernels ran on the device since the last clear (TorchNeuron's op tracking).
   std::vector<std::string> executed_ops();
@@ -116,14 +121,12 @@ class Backend {
     sim::ProgramRef program;  // null: the kernel refused the case
     std::string refusal;      // its reason
   };
-  mutable std::mutex mu_;  // guards programs_ and program_bytes_
+  mutable std::mutex mu_;  // guards programs_, program_bytes_ and used_
   std::unordered_map<std::string, Built> programs_;
   std::unordered_map<int, uint64_t> program_bytes_;  // by device index
+  std::set<int> used_;                               // device indices a program was loaded for
   std::atomic<uint64_t> kernels_run_{0};
-  std::atomic<uint64_t> ran_on_{0};  // a bit per device index (ran_on)
-  void note_ran_on(int index) {
-    if (index >= 0 && index < 64) ran_on_ |= uint64_t{1} << index;
-  }
+
   std::mutex executed_mu_;  // guards executed_
   std::set<std::string> executed_;
 };
