@@ -365,7 +365,10 @@ std::vector<OpcodeInfo> make_opcode_table() {
         {"transpose", P::flag, kDmaTranspose,
          "src's rows are walked innermost: dst [F, R] = src [R, F] transposed"},
         {"add", P::flag, kAddToDst,
-         "dst = dst + src, read, added in FP32 and written back by the DMA (FP32 or BF16 dst)"}},
+         "dst = dst + src, read, added in FP32 and written back by the DMA (FP32 or BF16 dst)"},
+        {"hwdge", P::flag, kHwDge,
+         "the descriptors are made at run time by the triggering engine's hardware DGE "
+         "(NeuronCore-v3+, sp or act), not read pre-built from HBM"}},
        "dst = src (cast between dtypes via FP32); with index, src row r = index[r] "
        "(scatter: dst row index[r] = src's r-th row, in index order, so that with add a "
        "repeated index sums its rows); with transpose, src is read column by column"},

@@ -598,6 +598,17 @@ class Checker {
     const AccessPattern& src = get(Role::src);
     const AccessPattern& dst = get(Role::dst);
     if (in_.has_flag(kScatter) && !opt(Role::index)) fail("scatter needs an index operand");
+    if (in_.has_flag(kHwDge)) {
+      if (t_.core_version < 3)
+        fail(
+            fmt::format("the hardware DGE (hwdge) needs NeuronCore-v3 or newer; {} is "
+                        "NeuronCore-v{}",
+                        t_.name, t_.core_version));
+      if (in_.engine != Engine::SP && in_.engine != Engine::ACT)
+        fail("the hardware DGE (hwdge) is triggered by sp or act");
+      if (opt(Role::index))
+        fail("the hardware DGE (hwdge) does not gather or scatter (the software DGE on pool does)");
+    }
     if (in_.has_flag(kDmaTranspose) && opt(Role::index))
       fail("a DMA transpose takes no index (gather-transposes are not supported)");
     if (in_.has_flag(kAddToDst)) {

@@ -565,12 +565,14 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   }
 
   // A copy's time: the DMA engines of the core (of every core of a logical core) all at their
-  // sustained rate, after the trigger latency, and never faster than HBM, which reads and writes
-  // every byte (docs/cost-model.md §4.3, "Copies between HBM places").
+  // sustained rate, no faster than the core's engines move together, after the trigger latency,
+  // and never faster than HBM, which reads and writes every byte (docs/cost-model.md §4.3,
+  // "Copies between HBM places").
   uint64_t copy_ps(uint64_t bytes, uint32_t lnc) const {
     const spec::GenerationConfig& g = sim.generation();
-    const double dma_ns =
-        static_cast<double>(bytes) / (g.dma_engines * lnc * g.dma_engine_bytes_per_ns);
+    const double core_bytes_per_ns =
+        std::min(g.dma_engines * g.dma_engine_bytes_per_ns, g.dma_core_bytes_per_ns);
+    const double dma_ns = static_cast<double>(bytes) / (lnc * core_bytes_per_ns);
     const double hbm_ns = 2.0 * static_cast<double>(bytes) / g.hbm_bytes_per_ns;
     return static_cast<uint64_t>(std::llround((g.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
   }

@@ -108,6 +108,12 @@ struct CoreRun {
   sc_core::sc_event dma_issued;
 
   std::vector<uint64_t> dma_engine_free;
+  // Per physical core: when its DMA engines together can take the next byte
+  // (dma_core_bytes_per_ns, served in issue order like HBM; 0 ps per byte: no such limit).
+  std::vector<uint64_t> dma_core_free;
+  // When each triggering engine's hardware DGE is free (dma_copy hwdge=true).
+  std::array<uint64_t, isa::kNumEngines> dge_free{};
+  double dma_core_ps_per_byte = 0;
   std::map<std::pair<int, int>, uint64_t> queue_done;  // (engine, queue) -> last completion
   std::priority_queue<PendingDma, std::vector<PendingDma>, std::greater<>> pending;
   uint64_t dma_seq = 0;
@@ -265,7 +271,17 @@ bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64
 }
 
 void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
-  const uint64_t issue = now_ps() + static_cast<uint64_t>(std::llround(gen->dma_issue_ns * 1000.0));
+  uint64_t triggered = now_ps();
+  if (in.has_flag(isa::kHwDge)) {
+    // The engine's DGE makes the descriptors, one instruction after another, before the
+    // transfer can start.
+    uint64_t& dge = dge_free[static_cast<size_t>(engine)];
+    dge =
+        std::max(dge, triggered) + static_cast<uint64_t>(std::llround(gen->dma_hwdge_ns * 1000.0));
+    triggered = dge;
+  }
+  const uint64_t issue =
+      triggered + static_cast<uint64_t>(std::llround(gen->dma_issue_ns * 1000.0));
   uint64_t done = issue;
   // A logical core's DMA instructions take its physical cores' DMA engines in turn.
   const uint32_t first_engine = gen->dma_engines * static_cast<uint32_t>(dma_seq % lnc());
@@ -274,6 +290,14 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     uint64_t& engine_free = dma_engine_free.at(dma_engine);
     const uint64_t start = std::max(issue, engine_free);
     uint64_t end = start + dma_transfer_ps(t.bytes, t.descriptors, *gen, t.bandwidth_fraction);
+    if (dma_core_ps_per_byte > 0) {
+      // The core's engines share what they move together.
+      uint64_t& core_free = dma_core_free.at(dma_engine / gen->dma_engines);
+      core_free =
+          std::max(start, core_free) +
+          static_cast<uint64_t>(std::llround(static_cast<double>(t.bytes) * dma_core_ps_per_byte));
+      end = std::max(end, core_free);
+    }
     if (t.hbm_bytes > 0) {
       // HBM serves the chip's transfers in issue order at its bandwidth.
       const uint64_t hbm_start = std::max(start, chip->free_ps);
@@ -592,6 +616,13 @@ RunResult Simulator::run(const RunOptions& options) {
       r->offset_ps = it->second;
     r->stats.end_ps = start + r->offset_ps;
     r->dma_engine_free.assign(generation_.dma_engines * r->lnc(), 0);
+    r->dma_core_free.assign(r->lnc(), 0);
+    // No limit beyond the engines' own where the core's rate is their sum.
+    r->dma_core_ps_per_byte =
+        generation_.dma_core_bytes_per_ns <
+                generation_.dma_engines * generation_.dma_engine_bytes_per_ns * (1 - 1e-9)
+            ? 1000.0 / generation_.dma_core_bytes_per_ns
+            : 0;
     r->stats.physical_cores = r->lnc();
     r->abort = &abort;
     r->error = &error;

@@ -373,8 +373,14 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
          fmt::format("{} is outside 16..256 (dma_copy addresses queues 0-15)",
                      g.dma_queues_per_engine));
   g.dma_engine_bytes_per_ns = r.positive("dma_engine_bytes_per_ns");
+  g.dma_core_bytes_per_ns = r.positive("dma_core_bytes_per_ns");
+  if (g.dma_core_bytes_per_ns > g.dma_engines * g.dma_engine_bytes_per_ns * (1 + 1e-9))
+    fail(file, "dma_core_bytes_per_ns",
+         fmt::format("{} is more than the core's {} engines move at {} B/ns each",
+                     g.dma_core_bytes_per_ns, g.dma_engines, g.dma_engine_bytes_per_ns));
   g.dma_fixed_ns = r.non_negative("dma_fixed_ns");
   g.dma_issue_ns = r.non_negative("dma_issue_ns");
+  g.dma_hwdge_ns = r.non_negative("dma_hwdge_ns");
   g.dma_descriptor_ns = r.non_negative("dma_descriptor_ns");
   g.dma_descriptor_max_bytes = r.integer("dma_descriptor_max_bytes", 1, uint64_t{1} << 32);
   for (auto [key, field] :

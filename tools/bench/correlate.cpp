@@ -2,6 +2,7 @@
 #include "correlate.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -81,9 +82,11 @@ std::vector<CorrelationCase> read_cases(const fs::path& file) {
     if (c.group == "all")
       throw CorrelationError(
           fmt::format("{}: group 'all' is the total of every case: name it otherwise", where));
-    if (c.kind != "asm" && c.kind != "neff" && c.kind != "cc")
-      throw CorrelationError(fmt::format("{}: kind '{}': expected asm, neff or cc", where, c.kind));
-    if (c.metric.empty()) c.metric = c.kind == "cc" ? "time_us" : "total_time_ns";
+    if (c.kind != "asm" && c.kind != "neff" && c.kind != "cc" && c.kind != "nki")
+      throw CorrelationError(
+          fmt::format("{}: kind '{}': expected asm, neff, cc or nki", where, c.kind));
+    if (c.metric.empty())
+      c.metric = c.kind == "cc" ? "time_us" : c.kind == "nki" ? "latency_ns" : "total_time_ns";
     if (!f[5].empty()) c.per = number(f[5], where, "per");
     c.measured_ns = number(f[6], where, "measured") * unit_ns(f[7], where);
     out.push_back(std::move(c));
@@ -235,15 +238,25 @@ document.body.dataset.rendered = "1";
 }
 
 double simulate_case(const CorrelationCase& c, const fs::path& case_dir, const fs::path& neuron_sim,
-                     const fs::path& scratch) {
+                     const fs::path& scratch, const fs::path& configs) {
   fs::create_directories(scratch);
   const fs::path out = scratch / "metrics.json", log = scratch / "log.txt";
   fs::remove(out);
   const std::string ns = shell_quoted(neuron_sim.string());
   std::string command;
+  if (!configs.empty())
+    command = fmt::format("export NEURONSIM_CONFIG_DIR={}; ",
+                          shell_quoted(fs::absolute(configs).string()));
   if (c.kind == "cc") {
-    command = fmt::format("{} cc-bench {} --timing-only --metrics {}", ns, c.spec,
-                          shell_quoted(out.string()));
+    command += fmt::format("{} cc-bench {} --timing-only --metrics {}", ns, c.spec,
+                           shell_quoted(out.string()));
+  } else if (c.kind == "nki") {
+    // A path is taken from where neuron-sim runs; the cases run in their file's folder.
+    const char* set = std::getenv("NEURONSIM_PYTHON");
+    std::string python = set && *set ? set : "python3";
+    if (python.find('/') != std::string::npos) python = fs::absolute(python).string();
+    command += fmt::format("{} -m neuronsim.tools.calibration {} --metrics {}",
+                           shell_quoted(python), c.spec, shell_quoted(out.string()));
   } else {
     std::istringstream words(c.spec);
     std::string program, rest, w;
@@ -252,7 +265,7 @@ double simulate_case(const CorrelationCase& c, const fs::path& case_dir, const f
     std::string neff = program;
     if (c.kind == "asm") {
       neff = (scratch / "case.neff").string();
-      command = fmt::format("{} asm {} -o {} && ", ns, shell_quoted(program), shell_quoted(neff));
+      command += fmt::format("{} asm {} -o {} && ", ns, shell_quoted(program), shell_quoted(neff));
     }
     command += fmt::format("{} run {} --random-inputs -q --metrics {}{}", ns, shell_quoted(neff),
                            shell_quoted(out.string()), rest);

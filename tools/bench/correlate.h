@@ -5,14 +5,15 @@
 // the mean absolute percentage error and Pearson's r of the raw and the log values, and draws
 // simulated against measured on log axes.
 //
-// The case file (bench/calibration/micro.csv): `#` comments, the header
+// The case file (spec/calibration/micro.csv): `#` comments, the header
 //   group,case,kind,spec,metric,per,measured,unit,source
 // then a row per case. The source is the rest of the line (it may hold commas; no other field
 // may). kind: `asm` (spec: an assembly file and `neuron-sim run` options), `neff` (a NEFF and run
-// options), `cc` (cc-bench arguments giving one size). metric: a figure of the run's metrics
-// (default total_time_ns; cc: time_us); per: the simulated figure is divided by it (a stream of
-// N instructions against a per-instruction latency); unit: ns, us or ms. Paths in specs are
-// relative to the case file's folder.
+// options), `cc` (cc-bench arguments giving one size), `nki` (a kernel of the calibration set and
+// its options: python -m neuronsim.tools.calibration). metric: a figure of the run's metrics
+// (default total_time_ns; cc: time_us; nki: latency_ns); per: the simulated figure is divided by it
+// (a stream of N instructions against a per-instruction latency); unit: ns, us or ms. Paths in
+// specs are relative to the case file's folder.
 #pragma once
 
 #include <cstddef>
@@ -68,9 +69,13 @@ std::string format_correlation(const std::vector<CaseResult>& results,
 std::string correlation_plot_html(const std::vector<CaseResult>& results,
                                   const std::vector<GroupStats>& stats, const std::string& chartjs);
 
-// Simulates one case with the neuron-sim at `neuron_sim`, working in `scratch`; returns the
-// figure in ns, divided by `per`. Throws CorrelationError naming the case and what failed.
+// Simulates one case with the neuron-sim at `neuron_sim`, working in `scratch`, with the chip
+// configurations of `configs` (NEURONSIM_CONFIG_DIR) unless it is empty; returns the figure in
+// ns, divided by `per`. A case of kind nki runs `python -m neuronsim.tools.calibration SPEC`
+// with $NEURONSIM_PYTHON (default python3). Throws CorrelationError naming the case and what
+// failed.
 double simulate_case(const CorrelationCase& c, const std::filesystem::path& case_dir,
-                     const std::filesystem::path& neuron_sim, const std::filesystem::path& scratch);
+                     const std::filesystem::path& neuron_sim, const std::filesystem::path& scratch,
+                     const std::filesystem::path& configs = {});
 
 }  // namespace neuronsim::bench

@@ -48,8 +48,10 @@ std::map<FigureKey, Series> series_of(const std::vector<RecordedFigure>& history
 }
 
 Better better_direction(const std::string& metric, const std::string& unit) {
-  // The memory a workload needs and the share of its time spent waiting are costs.
-  if (has(metric, "peak_memory") || ends_with(metric, "_share")) return Better::lower;
+  // The memory a workload needs, the share of its time spent waiting and the simulator's error
+  // against measured figures (neuron-sim correlate --figures) are costs.
+  if (has(metric, "peak_memory") || ends_with(metric, "_share") || has(metric, "mape"))
+    return Better::lower;
   // A theoretical peak is a property of the configuration, not a result.
   if (metric.rfind("peak_", 0) == 0) return Better::neither;
   if (has(metric, "per_s") || has(metric, "achieved_") || has(metric, "fraction_of_peak") ||

@@ -15,6 +15,9 @@ class engine:  # noqa: N801 (NKI's name)
     tensor, vector, scalar, gpsimd, sync, unknown = "pe", "dve", "act", "pool", "sp", None
 
 
+engine_ns = engine  # dma_copy's `engine` parameter hides the class
+
+
 _ENGINES = {None: None, "pe": "pe", "dve": "dve", "act": "act", "pool": "pool", "sp": "sp"}
 
 
@@ -50,18 +53,35 @@ def _same_shape(what: str, a: NkiTensor, b: NkiTensor) -> None:
         raise NkiError(f"{what}: {a.name} has shape {a.shape} and {b.name} has shape {b.shape}")
 
 
-def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, name: str = "") -> None:
-    """dst <- src by DMA: HBM to SBUF, SBUF to HBM, or between on-chip buffers."""
+def _dma_trigger(what: str, mode, engine) -> tuple[str, dict]:
+    """The engine that triggers a DMA and its flags, from NKI's dge_mode and engine: static
+    descriptors (the default) from the Sync engine; the hardware DGE (NeuronCore-v3+) of the
+    Sync or Scalar engine; the software DGE on GpSimd."""
+    if mode in (None, dge_mode.unknown, dge_mode.none):
+        return "sp", {}
+    if mode == dge_mode.hwdge:
+        if engine not in (None, engine_ns.sync, engine_ns.scalar):
+            raise NkiError(f"{what}: the hardware DGE is triggered by the Sync or Scalar engine")
+        return engine or "sp", {"hwdge": True}
+    if mode == dge_mode.swdge:
+        return "pool", {}
+    raise NkiError(f"{what}: dge_mode {mode!r} is not one of nki.isa.dge_mode's")
+
+
+def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, engine=None, name: str = "") -> None:
+    """dst <- src by DMA: HBM to SBUF, SBUF to HBM, or between on-chip buffers. `dge_mode`
+    says who makes the descriptors (docs/nki.md, "DMA descriptors")."""
     if dst.buffer == HBM and src.buffer == HBM:
         raise NkiError(f"dma_copy: {dst.name} and {src.name} are both in HBM")
     if _elems(dst) != _elems(src):
         raise NkiError(
             f"dma_copy: {dst.name} {dst.shape} and {src.name} {src.shape} differ in size"
         )
+    trigger, flags = _dma_trigger("dma_copy", dge_mode, engine)
     trace = _trace.current()
-    # Spread over the Sync engine's 16 queues, round robin, as a compiler spreads DMAs:
-    # transfers on one queue complete in order.
-    trace.emit("sp", "dma_copy", dst=dst, src=src, queue=trace.next_queue())
+    # Spread over the engine's 16 queues, round robin, as a compiler spreads DMAs: transfers on
+    # one queue complete in order.
+    trace.emit(trigger, "dma_copy", dst=dst, src=src, queue=trace.next_queue(), **flags)
 
 
 def _elems(t: NkiTensor) -> int:
@@ -497,7 +517,9 @@ _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
 class dge_mode:  # noqa: N801 (NKI's name)
-    """How DMA descriptors are made; the simulator's DMA model does not depend on it."""
+    """Who makes a DMA's descriptors: unknown and none, pre-built (no cost on the device);
+    hwdge, the triggering engine's hardware DGE (about 600 ns per instruction, v3+); swdge,
+    GpSimd."""
 
     unknown, none, swdge, hwdge = 0, 1, 2, 3
 
@@ -519,7 +541,16 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     trace = _trace.current()
     # The rows are walked innermost (the flag); the free dims in the order dst walks them.
     reordered = src.permute_free([a - 1 for a in expected[:-1]])
-    trace.emit("sp", "dma_copy", dst=dst, src=reordered, queue=trace.next_queue(), transpose=True)
+    trigger, flags = _dma_trigger("dma_transpose", dge_mode, None)
+    trace.emit(
+        trigger,
+        "dma_copy",
+        dst=dst,
+        src=reordered,
+        queue=trace.next_queue(),
+        transpose=True,
+        **flags,
+    )
 
 
 # -- GpSimd's index patterns ------------------------------------------------------------------

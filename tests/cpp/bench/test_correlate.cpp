@@ -60,7 +60,7 @@ TEST_F(Correlate, ReadsCasesWithUnitsDefaultsAndASourceWithCommas) {
 TEST_F(Correlate, AMalformedCaseFileNamesTheLineAndTheField) {
   EXPECT_THAT(error_of("group,case\n"), HasSubstr(":1: expected the header"));
   EXPECT_THAT(error_of(std::string(kHeader) + "g,c,sim,x,,,1,ns,s\n"),
-              HasSubstr(":2: kind 'sim': expected asm, neff or cc"));
+              HasSubstr(":2: kind 'sim': expected asm, neff, cc or nki"));
   EXPECT_THAT(error_of(std::string(kHeader) + "g,c,asm,x,,,1,s,src\n"),
               HasSubstr(":2: unit 's': expected ns, us or ms"));
   EXPECT_THAT(error_of(std::string(kHeader) + "g,c,asm,x,,,-3,ns,src\n"),

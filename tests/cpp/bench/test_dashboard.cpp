@@ -129,6 +129,8 @@ TEST_F(Dashboard, TimesGetBetterDownRatesUpAndCountsOnlyChange) {
   EXPECT_EQ(classify("fraction_of_peak", "1", 0.9, 0.8, exact), "regression");
   EXPECT_EQ(classify("collectives_share", "1", 0.02, 0.03, exact), "regression");
   EXPECT_EQ(classify("peak_memory_bytes", "bytes", 10, 11, exact), "regression");
+  EXPECT_EQ(classify("mape_percent", "", 10, 11, exact), "regression");  // correlate --figures
+  EXPECT_EQ(classify("mape_percent", "", 11, 10, exact), "improvement");
   EXPECT_EQ(classify("instructions", "count", 42, 43, exact), "change");
   EXPECT_EQ(classify("peak_tflops", "TFLOP/s", 78, 90, exact), "change");
   EXPECT_EQ(classify("total_ns", "ns", 100, 100.00001, Margin{Margin::Kind::relative, 1e-6}), "");

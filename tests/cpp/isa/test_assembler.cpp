@@ -279,7 +279,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "the DMA adds into FP32 or BF16 only"},
         BadSource{"sp dma_copy dst=psum.fp32[0:128]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]] "
                   "add=true",
-                  "the DMA adds into HBM or SBUF, not PSUM"}));
+                  "the DMA adds into HBM or SBUF, not PSUM"},
+        BadSource{"pool dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]] "
+                  "hwdge=true",
+                  "the hardware DGE (hwdge) is triggered by sp or act"},
+        BadSource{"sp dma_copy dst=sbuf.fp32[0:4]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]] "
+                  "index=sbuf.i32[0:4]+128[[1,1]] hwdge=true",
+                  "the hardware DGE (hwdge) does not gather or scatter"}));
 
 TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
   EXPECT_THAT(assemble_error(".target trn1\npool rng dst=sbuf.u16[0:128]+0[[1,8]]\n"),
@@ -287,6 +293,17 @@ TEST(Assembler, NeuronCoreV2HasNoGpSimdGeneratorAndNoStateSetting) {
   EXPECT_THAT(assemble_error(".target trn1\ndve rand_set_state src=sbuf.u32[0:128]+0[[1,6]]\n"),
               HasSubstr("rand_set_state needs NeuronCore-v3 or later"));
   EXPECT_NO_THROW(assemble(".target trn1\ndve rng dst=sbuf.u16[0:128]+0[[1,8]]\n"));
+}
+
+TEST(Assembler, NeuronCoreV2HasNoHardwareDge) {
+  const std::string copy =
+      "act dma_copy dst=sbuf.fp32[0:128]+0[[1,16]] src=sbuf.fp32[0:128]+64[[1,16]] hwdge=true\n";
+  EXPECT_THAT(assemble_error(".target trn1\n" + copy),
+              HasSubstr("the hardware DGE (hwdge) needs NeuronCore-v3 or newer; trn1 is "
+                        "NeuronCore-v2"));
+  const Program p = assemble(".target trn2\n" + copy);
+  EXPECT_TRUE(p.stream(Engine::ACT)[0].has_flag(kHwDge));
+  EXPECT_THAT(disassemble(p), HasSubstr("hwdge=true"));
 }
 
 TEST(Assembler, ActivationScaleDefaultsToOne) {

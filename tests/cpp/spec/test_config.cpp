@@ -201,7 +201,7 @@ TEST(Config, EveryFigureHasASource) {
   }
   EXPECT_EQ(
       figures,
-      3 * 46);  // the 40 figures of GenerationConfig and 6 more of its ISA target, in each file
+      3 * 48);  // the 42 figures of GenerationConfig and 6 more of its ISA target, in each file
   const ordered_json inst = read_json(source_configs() / "instances.json");
   ASSERT_TRUE(inst.contains("instances"));
   for (const auto& [name, entry] : inst["instances"].items()) {
@@ -298,6 +298,21 @@ TEST_F(ConfigErrors, MissingField) {
   const std::string e = break_generation("trn2", [](ordered_json& j) { j.erase("dma_issue_ns"); });
   EXPECT_THAT(e, HasSubstr("trn2.json"));
   EXPECT_THAT(e, HasSubstr("'dma_issue_ns'"));
+  EXPECT_THAT(e, HasSubstr("missing"));
+}
+
+TEST_F(ConfigErrors, ACoresDmaRateIsAtMostItsEnginesAndTheDgeTimeNotNegative) {
+  // trn1: 16 engines at 17 B/ns move 272 B/ns together at most.
+  std::string e =
+      break_generation("trn1", [](ordered_json& j) { j["dma_core_bytes_per_ns"]["value"] = 300; });
+  EXPECT_THAT(e, HasSubstr("'dma_core_bytes_per_ns'"));
+  EXPECT_THAT(e, HasSubstr("more than the core's 16 engines move at 17 B/ns each"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_core_bytes_per_ns"]["value"] = 0; });
+  EXPECT_THAT(e, HasSubstr("'dma_core_bytes_per_ns'"));
+  e = break_generation("trn2", [](ordered_json& j) { j["dma_hwdge_ns"]["value"] = -1; });
+  EXPECT_THAT(e, HasSubstr("'dma_hwdge_ns'"));
+  e = break_generation("trn3", [](ordered_json& j) { j.erase("dma_hwdge_ns"); });
+  EXPECT_THAT(e, HasSubstr("'dma_hwdge_ns'"));
   EXPECT_THAT(e, HasSubstr("missing"));
 }
 

@@ -614,7 +614,7 @@ TEST_F(NeuronSimCli, CorrelateRunsTheCalibrationSetAndDrawsThePlot) {
   std::ofstream(chartjs) << "// stand-in";
   const fs::path plot = tmp_ / "correlation.html";
   const test::Result r =
-      run({"correlate", (test::source_dir() / "bench/calibration/micro.csv").string(), "--plot",
+      run({"correlate", (test::source_dir() / "spec/calibration/micro.csv").string(), "--plot",
            plot.string(), "--chartjs", chartjs.string()});
   ASSERT_EQ(r.code(), 0) << r.describe();
   for (const char* c : {"dma/trn2_1engine_32KiB", "instruction/trn1_act_dependent_1elem",
@@ -642,6 +642,86 @@ TEST_F(NeuronSimCli, CorrelateRunsTheCalibrationSetAndDrawsThePlot) {
   const test::Result failed = run({"correlate", bad.string()});
   EXPECT_EQ(failed.code(), 1);
   EXPECT_THAT(failed.err, ::testing::HasSubstr("case g/missing (line 2)")) << failed.describe();
+}
+
+// The fit of a free figure: two dependent 64-byte copies on trn2 take 2 x (dma_issue_ns + a few
+// ns); measured at 2,000 ns each, the fit finds dma_issue_ns near 1,935 ns and writes it with its
+// source into the configurations it was given, leaving every other figure as it was.
+TEST_F(NeuronSimCli, CorrelateFitsAFreeFigureAndWritesItsSource) {
+  const fs::path configs = tmp_ / "configs";
+  fs::create_directories(configs);
+  for (const auto& e : fs::directory_iterator(test::source_dir() / "spec/configs"))
+    fs::copy_file(e.path(), configs / e.path().filename());
+  fs::copy_file(test::source_dir() / "spec/calibration/dma_start_64B.s", tmp_ / "start.s");
+  const fs::path cases = tmp_ / "fit.csv";
+  std::ofstream(cases) << "group,case,kind,spec,metric,per,measured,unit,source\n"
+                       << "dma,start,asm,start.s --no-launch,total_time_ns,2,2000,ns,a test\n";
+  const std::string figure = "trn2.json#/dma_issue_ns=100..5000";
+  const test::Result dry =
+      run({"correlate", cases.string(), "--configs", configs.string(), "--fit", figure});
+  ASSERT_EQ(dry.code(), 0) << dry.describe();
+  EXPECT_THAT(dry.out, ::testing::HasSubstr("trn2.json#/dma_issue_ns")) << dry.describe();
+  const auto issue = [&] {
+    std::ifstream in(configs / "trn2.json");
+    return nlohmann::json::parse(in)["dma_issue_ns"];
+  };
+  EXPECT_EQ(issue()["value"], 1300);  // without --write nothing changes
+  const test::Result r =
+      run({"correlate", cases.string(), "--configs", configs.string(), "--fit", figure, "--write"});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_NEAR(issue()["value"].get<double>(), 1935, 1935 * 0.02) << r.describe();
+  const std::string source = issue()["source"];
+  EXPECT_THAT(source, ::testing::StartsWith("fitted on " + cases.string() + " (1 points"));
+  EXPECT_THAT(source, ::testing::HasSubstr("MAPE"));
+  std::ifstream in(configs / "trn2.json");
+  const nlohmann::json after = nlohmann::json::parse(in);
+  std::ifstream original(test::source_dir() / "spec/configs/trn2.json");
+  nlohmann::json before = nlohmann::json::parse(original);
+  before["dma_issue_ns"] = after["dma_issue_ns"];
+  EXPECT_EQ(after, before);
+
+  const test::Result bad = run(
+      {"correlate", cases.string(), "--configs", configs.string(), "--fit", "trn2.json#/x=1..2"});
+  EXPECT_EQ(bad.code(), 1);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("/x is not a figure")) << bad.describe();
+  const test::Result no_fit = run({"correlate", cases.string(), "--write"});
+  EXPECT_EQ(no_fit.code(), 1);
+  EXPECT_THAT(no_fit.err, ::testing::HasSubstr("--write writes fitted figures: it needs --fit"));
+}
+
+// The collective model against nccom-test's published examples (spec/calibration/): the fitting
+// points (the few free figures, the runtime releases' fixed costs, are fitted on these) and the
+// held-out ones. Before the runtime's floor per collective, the reductions' DMA time and the
+// release's algorithms the model was off by 66 % on average on the fitting points and 79 % on
+// the held-out ones (2-rank all-reduces 5x too fast, the two-host one 17x at 8 B).
+TEST_F(NeuronSimCli, CorrelateJudgesTheCollectivesOnNccomTest) {
+  // The MAPE of the "all" row of correlate's group table.
+  auto all_mape = [](const std::string& out) {
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream row(line);
+      std::string group, mape;
+      int cases = 0;
+      if (row >> group >> cases >> mape && group == "all" && !mape.empty() && mape.back() == '%')
+        return std::stod(mape);
+    }
+    return -1.0;
+  };
+  const test::Result fit =
+      run({"correlate", (test::source_dir() / "spec/calibration/nccom-fit.csv").string()});
+  ASSERT_EQ(fit.code(), 0) << fit.describe();
+  for (const char* group : {"allreduce_2ranks_r2.10", "allgather_32ranks_r2.10",
+                            "allgather_32ranks_r2.24", "allreduce_2hosts_64ranks_r2.10"})
+    EXPECT_THAT(fit.out, ::testing::HasSubstr(group)) << fit.describe();
+  const double fitted = all_mape(fit.out);
+  EXPECT_GE(fitted, 0) << fit.describe();
+  EXPECT_LT(fitted, 12.0) << fit.describe();
+  const test::Result held_out =
+      run({"correlate", (test::source_dir() / "spec/calibration/nccom-validate.csv").string()});
+  ASSERT_EQ(held_out.code(), 0) << held_out.describe();
+  const double validated = all_mape(held_out.out);
+  EXPECT_GE(validated, 0) << held_out.describe();
+  EXPECT_LT(validated, 30.0) << held_out.describe();
 }
 
 }  // namespace

@@ -269,6 +269,7 @@ enum Flag : uint16_t {
   kScatter = 1u << 7,        // dma_copy: `index` names rows of dst (scatter), not of src
   kDmaTranspose = 1u << 8,   // dma_copy: src's rows are walked innermost (the DMA transpose)
   kAddToDst = 1u << 9,       // dma_copy: dst = dst + src, the DMA's read-add-write (FP32, BF16)
+  kHwDge = 1u << 10,         // dma_copy: descriptors made at run time by the hardware DGE (v3+)
 };
 
 // What an instruction does with VectorE's accumulator (one value per partition, kept from one

@@ -56,8 +56,14 @@ struct GenerationConfig {
   uint32_t dma_engines = 16;  // per core
   uint32_t dma_queues_per_engine = 16;
   double dma_engine_bytes_per_ns = 0;  // sustained per engine
+  // What all of a core's DMA engines move together at most (a limit shared by its engines,
+  // beyond each engine's own rate); dma_engines * dma_engine_bytes_per_ns where none is known.
+  double dma_core_bytes_per_ns = 0;
   double dma_fixed_ns = 0;             // per transfer (descriptor processing)
   double dma_issue_ns = 0;             // trigger to first byte (DGE / cross-engine latency)
+  // What one dma_copy keeps its triggering engine's hardware DGE busy (dma_copy hwdge=true;
+  // 0 where the generation has none).
+  double dma_hwdge_ns = 0;
   // Per descriptor, a contiguous piece of at most dma_descriptor_max_bytes: why small rows run
   // below the sustained rate.
   double dma_descriptor_ns = 0;
