@@ -13,6 +13,11 @@ since those decide what the DMA engines and TensorE do:
 * ``matmul_fully_optimized``: blocks of 16 x 2 x 8 tiles (M x N x K), the partial sums
   accumulated in SBUF by VectorE, each output row block stored once.
 
+The three versions of the fused Mamba tutorial (a selective-scan layer over delta, u
+[batch, channels, seq_len], A [channels, states], B, C [batch, states, seq_len], fp32):
+``mamba_v1`` (states outside channel tiles), ``mamba_v2`` (channel tiles outside, delta and u
+loaded once), ``mamba_v3`` (the sequence in chunks of 512, the scan carried between them).
+
 Command (what ``neuron-sim correlate`` runs for a case of kind ``nki``)::
 
     python -m neuronsim.tools.calibration matmul_tiled --target trn1 \\
@@ -27,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+import numpy as np
 
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
@@ -169,23 +176,124 @@ def matmul_fully_optimized(lhs_t, rhs, tiles_m: int = 16, tiles_n: int = 2, tile
     return out
 
 
-KERNELS = {
-    f.__name__: f
-    for f in (matmul_tiled, matmul_hoist_load, matmul_block_free, matmul_fully_optimized)
-}
+def _mamba_state_step(d, u, a_col, b_row, c_row, accum, initial=0.0):
+    """One state of the selective scan on [128, L] tiles of delta and u, accumulated into
+    `accum`: exp(delta * A) and delta * u * B (VectorE), the scan, its product with C and the
+    sum over states. Returns the scan's tile (its last column carries into the next one)."""
+    rows, length = d.shape
+    decay = nl.ndarray((rows, length), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=decay, op=nl.exp, data=d, scale=a_col)
+    du = nl.ndarray((rows, length), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=du, data1=d, data2=u, op=nl.multiply)
+    dbu = nl.ndarray((rows, length), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=dbu, data1=du, data2=b_row.broadcast_to((rows, length)), op=nl.multiply)
+    scan = nl.ndarray((rows, length), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(
+        dst=scan, data0=decay, data1=dbu, initial=initial, op0=nl.multiply, op1=nl.add
+    )
+    sc = nl.ndarray((rows, length), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=sc, data1=scan, data2=c_row.broadcast_to((rows, length)), op=nl.multiply)
+    nisa.tensor_tensor(dst=accum, data1=accum, data2=sc, op=nl.add)
+    return scan
 
 
-def _operands(m: int, k: int, n: int):
-    """Zero bf16 operands: timing-only runs read no values."""
+def mamba_v1(delta, u, a, b, c):
+    """The fused Mamba tutorial's first kernel: states outside channel tiles, so delta and u
+    are loaded again for every state; the sums of all channel tiles kept in SBUF."""
+    batch, channels, length = delta.shape
+    states, tiles = a.shape[1], channels // 128
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for bi in nl.affine_range(batch):
+        accum = nl.ndarray((tiles, nl.par_dim(128), length), dtype=nl.float32, buffer=nl.sbuf)
+        for t in range(tiles):
+            nisa.memset(accum[t], 0.0)
+        for s in nl.affine_range(states):
+            for t in nl.affine_range(tiles):
+                rows = slice(t * 128, (t + 1) * 128)
+                d, uu = nl.load(delta[bi, rows, :]), nl.load(u[bi, rows, :])
+                a_col = nl.load(a[rows, s : s + 1])
+                b_row, c_row = nl.load(b[bi, s : s + 1, :]), nl.load(c[bi, s : s + 1, :])
+                _mamba_state_step(d, uu, a_col, b_row, c_row, accum[t])
+        for t in nl.affine_range(tiles):
+            nl.store(out[bi, t * 128 : (t + 1) * 128, :], accum[t])
+    return out
+
+
+def mamba_v2(delta, u, a, b, c):
+    """The second: channel tiles outside states, delta and u loaded once per tile."""
+    batch, channels, length = delta.shape
+    states = a.shape[1]
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for bi in nl.affine_range(batch):
+        for t in nl.affine_range(channels // 128):
+            rows = slice(t * 128, (t + 1) * 128)
+            accum = nl.ndarray((128, length), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(accum, 0.0)
+            d, uu = nl.load(delta[bi, rows, :]), nl.load(u[bi, rows, :])
+            for s in nl.affine_range(states):
+                a_col = nl.load(a[rows, s : s + 1])
+                b_row, c_row = nl.load(b[bi, s : s + 1, :]), nl.load(c[bi, s : s + 1, :])
+                _mamba_state_step(d, uu, a_col, b_row, c_row, accum)
+            nl.store(out[bi, rows, :], accum)
+    return out
+
+
+def mamba_v3(delta, u, a, b, c, chunk: int = 512):
+    """The third: the sequence in chunks of 512 inside each state, the scan carried from one
+    chunk to the next."""
+    batch, channels, length = delta.shape
+    states = a.shape[1]
+    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
+    for bi in nl.affine_range(batch):
+        for t in nl.affine_range(channels // 128):
+            rows = slice(t * 128, (t + 1) * 128)
+            accum = nl.ndarray((128, length), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(accum, 0.0)
+            d, uu = nl.load(delta[bi, rows, :]), nl.load(u[bi, rows, :])
+            for s in nl.affine_range(states):
+                a_col = nl.load(a[rows, s : s + 1])
+                carry = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.memset(carry, 0.0)
+                for q in nl.sequential_range(length // chunk):
+                    cols = slice(q * chunk, (q + 1) * chunk)
+                    b_row = nl.load(b[bi, s : s + 1, cols])
+                    c_row = nl.load(c[bi, s : s + 1, cols])
+                    scan = _mamba_state_step(
+                        d[:, cols], uu[:, cols], a_col, b_row, c_row, accum[:, cols], carry
+                    )
+                    nisa.tensor_copy(carry, scan[:, chunk - 1 : chunk])
+            nl.store(out[bi, rows, :], accum)
+    return out
+
+
+MATMULS = (matmul_tiled, matmul_hoist_load, matmul_block_free, matmul_fully_optimized)
+MAMBAS = (mamba_v1, mamba_v2, mamba_v3)
+KERNELS = {f.__name__: f for f in MATMULS + MAMBAS}
+
+
+def _operands(name: str, shape: tuple[int, ...]):
+    """Zero operands (timing-only runs read no values): bf16 lhsT [K, M] and rhs [K, N] for
+    a matmul of MxKxN; fp32 delta, u [B, C, L], A [C, S], B, C [B, S, L] for a Mamba layer of
+    BxCxLxS."""
     import torch
 
-    return torch.zeros((k, m), dtype=torch.bfloat16), torch.zeros((k, n), dtype=torch.bfloat16)
+    if name.startswith("matmul"):
+        if len(shape) != 3:
+            raise ValueError(f"{name}: the shape is MxKxN, not {'x'.join(map(str, shape))}")
+        m, k, n = shape
+        return torch.zeros((k, m), dtype=torch.bfloat16), torch.zeros((k, n), dtype=torch.bfloat16)
+    if len(shape) != 4:
+        raise ValueError(f"{name}: the shape is BxCxLxS, not {'x'.join(map(str, shape))}")
+    batch, channels, length, states = shape
+    seq = np.zeros((batch, channels, length), np.float32)
+    per_state = np.zeros((batch, states, length), np.float32)
+    return seq, seq.copy(), np.zeros((channels, states), np.float32), per_state, per_state.copy()
 
 
-def time_kernel(name: str, target: str, m: int, k: int, n: int) -> dict:
+def time_kernel(name: str, target: str, *shape: int) -> dict:
     """The kernel's simulated figures on `target`, in timing-only mode."""
     kernel = nki.jit(KERNELS[name], target=target, sim_mode="timing-only")
-    kernel(*_operands(m, k, n))
+    kernel(*_operands(name, shape))
     run = kernel.last_run
     return {
         "latency_ns": run.latency_us * 1e3,
@@ -195,12 +303,13 @@ def time_kernel(name: str, target: str, m: int, k: int, n: int) -> dict:
     }
 
 
-def _shape(text: str) -> tuple[int, int, int]:
+def _shape(text: str) -> tuple[int, ...]:
     try:
-        m, k, n = (int(x) for x in text.lower().split("x"))
+        return tuple(int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--shape {text!r}: expected MxKxN") from None
-    return m, k, n
+        raise argparse.ArgumentTypeError(
+            f"--shape {text!r}: expected MxKxN (matmuls) or BxCxLxS (Mamba)"
+        ) from None
 
 
 def main(argv=None) -> int:
@@ -210,10 +319,21 @@ def main(argv=None) -> int:
     )
     parser.add_argument("kernel", choices=sorted(KERNELS))
     parser.add_argument("--target", default="trn1", help="chip generation (default trn1)")
-    parser.add_argument("--shape", type=_shape, default=(4096, 8192, 8192), help="MxKxN")
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        help="MxKxN for a matmul (default the tutorial's 4096x8192x8192); BxCxLxS for Mamba "
+        "(batch, channels, sequence, states; default 1x4096x512x16)",
+    )
     parser.add_argument("--metrics", help="write the figures here as a metrics file")
     args = parser.parse_args(argv)
-    figures = time_kernel(args.kernel, args.target, *args.shape)
+    shape = args.shape or (
+        (4096, 8192, 8192) if args.kernel.startswith("matmul") else (1, 4096, 512, 16)
+    )
+    try:
+        figures = time_kernel(args.kernel, args.target, *shape)
+    except ValueError as err:
+        parser.error(str(err))
     units = {"latency_ns": "ns"}
     doc = {
         "metrics": [

@@ -89,4 +89,37 @@ def test_the_calibration_command_writes_a_metrics_file(tmp_path):
         text=True,
         check=False,
     )
-    assert bad.returncode == 2 and "expected MxKxN" in bad.stderr
+    assert bad.returncode == 2 and "the shape is MxKxN, not 1x2" in bad.stderr
+
+
+def _mamba_reference(delta, u, a, b, c):
+    """The selective scan in NumPy: h = exp(delta * A) * h + delta * u * B, summed over
+    states after the product with C."""
+    batch, channels, length = delta.shape
+    out = np.zeros_like(delta)
+    for bi in range(batch):
+        for s in range(a.shape[1]):
+            decay = np.exp(delta[bi] * a[:, s : s + 1])
+            drive = delta[bi] * u[bi] * b[bi, s]
+            h = np.zeros(channels, np.float32)
+            for t in range(length):
+                h = decay[:, t] * h + drive[:, t]
+                out[bi, :, t] += h * c[bi, s, t]
+    return out
+
+
+@pytest.mark.parametrize("name", ["mamba_v1", "mamba_v2", "mamba_v3"])
+def test_the_calibration_mamba_kernels_scan(name):
+    import neuronsim.nki as nki
+    from neuronsim.tools import calibration
+
+    rng = np.random.default_rng(0)
+    batch, channels, length, states = 1, 256, 1024, 3
+    delta = rng.uniform(0.0, 0.1, (batch, channels, length)).astype(np.float32)
+    u = rng.standard_normal((batch, channels, length)).astype(np.float32)
+    a = -rng.uniform(0.5, 1.5, (channels, states)).astype(np.float32)
+    b = rng.standard_normal((batch, states, length)).astype(np.float32)
+    c = rng.standard_normal((batch, states, length)).astype(np.float32)
+    kernel = nki.jit(calibration.KERNELS[name], target="trn1", sim_mode="functional-and-timing")
+    out = np.asarray(kernel(delta, u, a, b, c))
+    np.testing.assert_allclose(out, _mamba_reference(delta, u, a, b, c), rtol=1e-4, atol=1e-4)
