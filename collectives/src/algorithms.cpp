@@ -229,6 +229,7 @@ void ring_reduce_scatter(RankPlan& p, int R, int r, const Chunks& c, uint64_t ta
     uint64_t tag = tag0 + static_cast<uint64_t>(s);
     st.sends.push_back({mod(r + 1, R), 0, c.off(sc), c.bytes(sc, sc + 1), tag, false});
     st.recvs.push_back({mod(r - 1, R), 0, c.off(rc), c.bytes(rc, rc + 1), tag, true});
+    st.reduction_streams = s + 2 < R;  // the chunk reduced now is sent on at the next step
     p.steps.push_back(std::move(st));
   }
 }
@@ -276,6 +277,7 @@ void rdh_reduce_scatter(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag
     uint64_t tag = tag0 + static_cast<uint64_t>(k);
     st.sends.push_back({partner, 0, c.off(slo), c.bytes(slo, shi), tag, false});
     st.recvs.push_back({partner, 0, c.off(klo), c.bytes(klo, khi), tag, true});
+    st.reduction_streams = k + 1 < L;  // half of what is reduced now is sent at the next step
     p.steps.push_back(std::move(st));
     lo = klo;
     hi = khi;
@@ -315,6 +317,7 @@ void group_ring(RankPlan& p, const std::vector<int>& g, int me, F pieces, uint64
       st.recvs.push_back(
           {g[static_cast<size_t>(mod(me - 1, n))], 0, in[k].first, in[k].second, tag, reduce});
     }
+    st.reduction_streams = reduce && s + 2 < n;
     p.steps.push_back(std::move(st));
   }
 }
@@ -685,6 +688,7 @@ struct Execution : std::enable_shared_from_this<Execution> {
   const std::vector<RankPlan>& plans;
   std::vector<RankBuffers>* buffers;
   uint64_t tag_base = 0;  // keeps apart the messages of collectives that run at once
+  ExecutionCosts costs;
   struct State {
     size_t step = 0;
     size_t pending = 0;
@@ -694,13 +698,14 @@ struct Execution : std::enable_shared_from_this<Execution> {
   std::vector<State> states;
 
   Execution(Network& n, const CollectiveSpec& s, std::vector<int> l, const std::vector<RankPlan>& p,
-            std::vector<RankBuffers>* b, uint64_t tags = 0)
+            std::vector<RankBuffers>* b, uint64_t tags = 0, ExecutionCosts c = {})
       : net(n),
         spec(s),
         local(std::move(l)),
         plans(p),
         buffers(b),
         tag_base(tags),
+        costs(c),
         states(local.size()) {}
 
   uint8_t* addr(size_t i, const Xfer& x) {
@@ -747,13 +752,23 @@ struct Execution : std::enable_shared_from_this<Execution> {
       }
       net.recv(me, x.peer, dst, x.bytes, tag_base + x.tag, done);
     }
-    for (const Xfer& x : s.sends) net.send(me, x.peer, addr(i, x), x.bytes, tag_base + x.tag, done);
+    // After a step whose reductions feed this one, its sends are those reductions.
+    const bool reduced = st.step > 0 && steps[st.step - 1].reduction_streams;
+    for (const Xfer& x : s.sends) {
+      if (reduced)
+        net.send_reduced(me, x.peer, addr(i, x), x.bytes, tag_base + x.tag, done);
+      else
+        net.send(me, x.peer, addr(i, x), x.bytes, tag_base + x.tag, done);
+    }
     done();
   }
 
   void finish(size_t i) {
     State& st = states[i];
     const Step& s = plans[i].steps[st.step];
+    uint64_t reduced = 0;
+    for (const Xfer& x : s.recvs)
+      if (x.reduce) reduced += x.bytes;
     if (buffers) {
       const size_t es = isa::dtype_size(spec.dtype);
       for (size_t k = 0; k < s.recvs.size(); ++k)
@@ -763,7 +778,18 @@ struct Execution : std::enable_shared_from_this<Execution> {
     }
     st.temps.clear();
     ++st.step;
-    start(i);
+    // The rank's DMA engines combine what it received before its next step, unless that step's
+    // sends carry the combining (send_reduced).
+    if (reduced == 0 || costs.reduce_bytes_per_s == 0 || s.reduction_streams) return start(i);
+    net.schedule(transfer_ps(reduced, costs.reduce_bytes_per_s),
+                 [self = shared_from_this(), i]() { self->start(i); });
+  }
+
+  // `bytes` at `bytes_per_s`, rounded up to whole picoseconds.
+  static Picos transfer_ps(uint64_t bytes, uint64_t bytes_per_s) {
+    __extension__ typedef unsigned __int128 u128;
+    return static_cast<Picos>((static_cast<u128>(bytes) * 1000000000000ull + bytes_per_s - 1) /
+                              bytes_per_s);
   }
 };
 
@@ -781,12 +807,12 @@ std::vector<Picos> finish_times(const Execution& ex) {
 
 std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::vector<int>& local,
                            const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers,
-                           const std::vector<Picos>* starts) {
+                           const std::vector<Picos>* starts, const ExecutionCosts& costs) {
   if (plans.size() != local.size() || (buffers && buffers->size() != local.size()) ||
       (starts && starts->size() != local.size()))
     throw std::invalid_argument(
         "execute: one plan (and one set of buffers, one start) per local rank");
-  auto ex = std::make_shared<Execution>(net, spec, local, plans, buffers);
+  auto ex = std::make_shared<Execution>(net, spec, local, plans, buffers, 0, costs);
   for (size_t i = 0; i < local.size(); ++i) {
     if (starts && (*starts)[i] > 0)
       net.schedule((*starts)[i], [ex, i]() { ex->start(i); });
@@ -808,10 +834,16 @@ std::vector<std::vector<Picos>> execute_together(Network& net, const std::vector
     // Plans number their messages below 2^21 (the hierarchical ones' second phase starts at
     // 2^20); each job gets its own range.
     running.push_back(std::make_shared<Execution>(net, *job.spec, local, *job.plans, job.buffers,
-                                                  static_cast<uint64_t>(j) << 40));
+                                                  static_cast<uint64_t>(j) << 40, job.costs));
   }
-  for (auto& ex : running)
-    for (size_t i = 0; i < local.size(); ++i) ex->start(i);
+  for (size_t j = 0; j < jobs.size(); ++j)
+    for (size_t i = 0; i < local.size(); ++i) {
+      auto& ex = running[j];
+      if (jobs[j].start_ps > 0)
+        net.schedule(jobs[j].start_ps, [ex, i]() { ex->start(i); });
+      else
+        ex->start(i);
+    }
   net.run();
   std::vector<std::vector<Picos>> done;
   for (auto& ex : running) done.push_back(finish_times(*ex));

@@ -66,6 +66,7 @@ FabricCommunicator::FabricCommunicator(spec::InstanceConfig inst, int world_size
   if (world_size < 1)
     throw std::invalid_argument(fmt::format("world size {} (must be at least 1)", world_size));
   std::iota(ranks_.begin(), ranks_.end(), 0);
+  if (!options_.runtime) options_.runtime = RuntimeCosts::load();  // read once, not per collective
   if (options_.cores.empty())
     Fabric::make(inst_, world_size, options_.placement,
                  options_.lnc);  // fails now, not at the first collective

@@ -44,9 +44,16 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst,
   p.intra_chip_latency_ps = ns_to_ps(gen.intra_chip_latency_ns);
   p.intra_chip_bytes_per_s = static_cast<uint64_t>(gen.hbm_bytes_per_ns * 1e9 + 0.5);
   // The engines that move collective data (compute-comm-overlap.rst: collectives and compute
-  // share a core's DMA engines) at their sustained rate, both figures from the generation.
-  p.rank_dma_bytes_per_s =
-      static_cast<uint64_t>(gen.dma_engines * gen.dma_engine_bytes_per_ns * 1e9 + 0.5);
+  // share a core's DMA engines) at their sustained rate, at most what the core's engines move
+  // together, all figures from the generation.
+  double dma_bytes_per_ns = gen.dma_engines * gen.dma_engine_bytes_per_ns;
+  if (gen.dma_core_bytes_per_ns > 0)
+    dma_bytes_per_ns = std::min(dma_bytes_per_ns, gen.dma_core_bytes_per_ns);
+  p.rank_dma_bytes_per_s = static_cast<uint64_t>(dma_bytes_per_ns * 1e9 + 0.5);
+  // A reduction is the DMA's read-add-write through its collective compute engines, at this
+  // fraction of a copy (trainium3_arch.rst: 50 % of a DMA copy before NeuronCore-v4).
+  p.reduce_bytes_per_s =
+      static_cast<uint64_t>(dma_bytes_per_ns * gen.dma_add_efficiency * 1e9 + 0.5);
   p.link_bytes_per_s = inst.topology == "none" ? 0 : inst.neuronlink_bytes_per_s;
   if (inst.topology != "none" && p.link_bytes_per_s == 0)
     throw std::invalid_argument(fmt::format("no NeuronLink figures for instance '{}'", inst.name));
@@ -83,6 +90,7 @@ FabricParams FabricParams::for_instance(const spec::InstanceConfig& inst, int ln
   // A logical core drives the DMA engines of all its physical cores (logical-neuroncore-config
   // .rst: LNC=2 joins two physical cores, their engines and their HBM).
   p.rank_dma_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
+  p.reduce_bytes_per_s *= static_cast<uint64_t>(std::max(lnc, 1));
   return p;
 }
 
@@ -288,6 +296,16 @@ Picos Fabric::serialize_ps(uint64_t bytes, uint64_t bytes_per_s) {
 
 void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
                   Callback on_done) {
+  post(src, dst, data, bytes, tag, std::move(on_done), false);
+}
+
+void Fabric::send_reduced(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+                          Callback on_done) {
+  post(src, dst, data, bytes, tag, std::move(on_done), true);
+}
+
+void Fabric::post(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+                  Callback on_done, bool reduced) {
   if (src < 0 || dst < 0 || src >= num_ranks() || dst >= num_ranks())
     throw std::out_of_range(fmt::format("send {} -> {}: no such rank", src, dst));
   Message msg;
@@ -298,10 +316,15 @@ void Fabric::send(int src, int dst, const void* data, uint64_t bytes, uint64_t t
   }
   ++messages_;
   auto path = std::make_shared<std::vector<int>>(route(src, dst));
-  // Data leaves a core through its DMA engines, whatever links it then takes.
-  if (!path->empty() && dma_link(src) >= 0) path->insert(path->begin(), dma_link(src));
-  const uint64_t chunk = chunk_size(bytes);
+  // Data leaves a core through its DMA engines, whatever links it then takes; combined on the
+  // way (send_reduced), at their reduction rate.
   auto m = std::make_shared<Sending>();
+  if (!path->empty() && dma_link(src) >= 0) {
+    path->insert(path->begin(), dma_link(src));
+    m->dma_bytes_per_s = reduced && params_.reduce_bytes_per_s > 0 ? params_.reduce_bytes_per_s
+                                                                   : params_.rank_dma_bytes_per_s;
+  }
+  const uint64_t chunk = chunk_size(bytes);
   m->key = Key{dst, src, tag};
   m->msg = std::move(msg);
   m->on_done = std::move(on_done);
@@ -347,9 +370,11 @@ void Fabric::advance(const std::shared_ptr<Chunk>& c) {
   }
   Link& l = links_[static_cast<size_t>(path[c->hop])];
   const Picos start = std::max(now_, l.free_at);
+  // The sender's DMA engines at the message's own rate (a copy, or a read-add-write).
+  const uint64_t rate =
+      c->hop == 0 && c->message->dma_bytes_per_s ? c->message->dma_bytes_per_s : l.bytes_per_s;
   // Rounded over the message, not per chunk: its chunks together take serialize_ps(bytes).
-  Picos end = start + serialize_ps(c->offset + c->bytes, l.bytes_per_s) -
-              serialize_ps(c->offset, l.bytes_per_s);
+  Picos end = start + serialize_ps(c->offset + c->bytes, rate) - serialize_ps(c->offset, rate);
   if (c->hop > 0) end = std::max(end, c->tail_end + c->tail_lat);
   l.free_at = end;
   l.bytes_carried += c->bytes;

@@ -93,10 +93,11 @@ std::pair<std::string, uint16_t> split_address(const std::string& address, const
 // Everything the ranks of a job must agree on, as text (compared at the rendezvous).
 std::string job_description(const TcpOptions& o) {
   const Thresholds t = o.run.thresholds ? *o.run.thresholds : thresholds_for(o.instance);
-  return fmt::format("instance={} algorithm={} mesh_below={} rdh_below={} placement={} lnc={}",
-                     o.instance.name, algorithm_name(o.run.algorithm), t.mesh_below_bytes,
-                     t.rdh_below_bytes,
-                     o.run.placement == Placement::packed ? "packed" : "one_per_chip", o.run.lnc);
+  return fmt::format(
+      "instance={} algorithm={} mesh_below={} rdh_below={} placement={} lnc={} runtime={}",
+      o.instance.name, algorithm_name(o.run.algorithm), t.mesh_below_bytes, t.rdh_below_bytes,
+      o.run.placement == Placement::packed ? "packed" : "one_per_chip", o.run.lnc,
+      runtime_costs(o.run).release);
 }
 
 std::string describe(const CollectiveSpec& s, bool with_data) {
@@ -842,6 +843,7 @@ std::unique_ptr<TcpCommunicator> TcpCommunicator::connect(TcpOptions options) {
   // Port 0 is for a rank 0 that tells the others where it listens (on_listening).
   split_address(options.root, "NEURON_RT_ROOT_COMM_ID",
                 options.rank == 0 && static_cast<bool>(options.on_listening));
+  if (!options.run.runtime) options.run.runtime = RuntimeCosts::load();  // read once per job
   auto impl = std::make_unique<Impl>(std::move(options));
   if (impl->opt.world_size > 1) impl->join();
   if (impl->opt.run.cores.empty())

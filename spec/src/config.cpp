@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kInstancesFile = "instances.json";
+constexpr const char* kRuntimeFile = "runtime-releases.json";
 
 [[noreturn]] void fail(const fs::path& file, const std::string& field, const std::string& what) {
   if (field.empty()) throw ConfigError(fmt::format("{}: {}", file.string(), what));
@@ -82,7 +83,8 @@ std::vector<std::string> generation_names(const fs::path& dir) {
   std::vector<std::string> names;
   for (const std::string& f : files) {
     const fs::path p(f);
-    if (p.extension() == ".json" && f != kInstancesFile) names.push_back(p.stem().string());
+    if (p.extension() == ".json" && f != kInstancesFile && f != kRuntimeFile)
+      names.push_back(p.stem().string());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -562,6 +564,103 @@ InstanceConfig load_instance(const std::string& name, const fs::path& dir) {
                      gen.name, gen.cores_per_chip));
   inst.generation_config = gen;
   return inst;
+}
+
+bool RuntimeRelease::has_algorithm(std::string_view algorithm) const {
+  return std::find(algorithms.begin(), algorithms.end(), algorithm) != algorithms.end();
+}
+
+namespace {
+
+// runtime-releases.json: {"description": "...", "releases": {"<n.m>": {...}, ...}}; a directory
+// without it falls back to the built-in file.
+ConfigFile runtime_file(const fs::path& dir) {
+  ConfigFile f{dir, kRuntimeFile};
+  if (!f.builtin() && !f.exists()) f.dir.clear();
+  return f;
+}
+
+// "2.10" -> {2, 10}; empty for a name that is not dot-separated numbers.
+std::vector<uint64_t> release_version(const std::string& name) {
+  std::vector<uint64_t> parts;
+  std::string::size_type start = 0;
+  while (true) {
+    const auto dot = name.find('.', start);
+    const std::string part = name.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (part.empty() || part.size() > 9 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      return {};
+    parts.push_back(std::stoull(part));
+    if (dot == std::string::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+// The releases of the file, oldest first; every name checked.
+std::vector<std::string> releases_of(const fs::path& file, const Json& root) {
+  if (!root.is_object() || !root.contains("releases") || !root["releases"].is_object() ||
+      root["releases"].empty())
+    fail(file, "releases", "missing field (an object of runtime releases)");
+  for (const auto& [key, unused] : root.items())
+    if (key != "description" && key != "releases") fail(file, key, "unknown field");
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : root["releases"].items()) {
+    if (release_version(name).empty())
+      fail(file, "releases." + name, "a release is named by its version, such as 2.24");
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return release_version(a) < release_version(b);
+  });
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> runtime_release_names(const fs::path& dir) {
+  const ConfigFile config = runtime_file(dir);
+  return releases_of(config.shown(), read_json(config));
+}
+
+RuntimeRelease load_runtime_release(const std::string& name, const fs::path& dir) {
+  const ConfigFile config = runtime_file(dir);
+  const fs::path file = config.shown();
+  const Json root = read_json(config);
+  const std::vector<std::string> names = releases_of(file, root);
+  const std::string chosen = name.empty() ? names.back() : name;
+  if (!root["releases"].contains(chosen))
+    throw ConfigError(fmt::format("{}: unknown runtime release '{}' (known: {})", file.string(),
+                                  chosen, join(names)));
+  const Json& e = root["releases"][chosen];
+  const std::string prefix = "releases." + chosen + ".";
+  if (!e.is_object()) fail(file, "releases." + chosen, "is not an object");
+  if (!e.contains("source") || !e["source"].is_string() ||
+      e["source"].get<std::string>().find_first_not_of(" \t\n") == std::string::npos)
+    fail(file, prefix + "source", "missing (say which release this is and where it is dated)");
+  FigureReader r(file, e, prefix);
+  r.mark("source");
+  RuntimeRelease rel;
+  rel.name = chosen;
+  rel.collective_fixed_ns = r.non_negative("collective_fixed_ns");
+  rel.across_hosts_fixed_ns = r.non_negative("across_hosts_fixed_ns");
+  const std::string list = r.text("algorithms");
+  static const std::set<std::string> kKnown = {"ring", "mesh", "rdh", "hierarchical"};
+  std::string::size_type start = 0;
+  while ((start = list.find_first_not_of(" ,", start)) != std::string::npos) {
+    const auto end = list.find_first_of(" ,", start);
+    const std::string a = list.substr(start, end == std::string::npos ? end : end - start);
+    if (!kKnown.count(a))
+      fail(file, prefix + "algorithms",
+           fmt::format("unknown algorithm '{}' (known: hierarchical, mesh, rdh, ring)", a));
+    if (rel.has_algorithm(a))
+      fail(file, prefix + "algorithms", fmt::format("'{}' is listed twice", a));
+    rel.algorithms.push_back(a);
+    start = end;
+  }
+  if (!rel.has_algorithm("ring"))
+    fail(file, prefix + "algorithms", "must list ring (the choice falls back to it)");
+  r.reject_unknown();
+  return rel;
 }
 
 }  // namespace neuronsim::spec

@@ -70,7 +70,8 @@ struct CcBenchArgs {
   std::string mesh_below,
       rdh_below;  // overrides of the generation's thresholds (empty: the config's)
   int root = 0;
-  int lnc = 1;  // physical cores per rank (logical NeuronCore size)
+  int lnc = 1;                  // physical cores per rank (logical NeuronCore size)
+  std::string runtime_release;  // empty: the newest of the configs; "none": no runtime costs
   bool check = false, timing_only = false;
   std::string metrics;
   std::string
@@ -483,6 +484,12 @@ Bench check_args(const CcBenchArgs& args) {
         "--rdh-below {} is below --mesh-below {}: mesh, then RDH, then ring as sizes grow",
         t.rdh_below_bytes, t.mesh_below_bytes));
   b.options.thresholds = t;
+  try {
+    b.options.runtime = cc::RuntimeCosts::load(args.runtime_release);
+  } catch (const spec::ConfigError& e) {
+    throw std::runtime_error(
+        fmt::format("--runtime-release {}: {}", args.runtime_release, e.what()));
+  }
   b.placement = normalize(args.placement);
   if (b.placement == "packed")
     b.options.placement = cc::Placement::packed;
@@ -602,6 +609,7 @@ void write_metrics(const CcBenchArgs& args, const Bench& b, const std::vector<Ro
                           {"reduce_op", cc::reduce_op_name(b.reduce)},
                           {"algorithm", cc::algorithm_name(b.algorithm)},
                           {"placement", b.placement},
+                          {"runtime_release", b.options.runtime->release},
                           {"timing_only", args.timing_only},
                           {"processes", args.rank ? b.R : 1},
                           {"bus_bandwidth_factor", cc::bus_bandwidth_factor(b.choice.op, b.R)},
@@ -656,16 +664,18 @@ void cc_bench_command(const CcBenchArgs& args) {
                                : b.inst.name;
     fmt::print(
         "# cc-bench: {} on {} ranks of {} ({} chips x {} cores{}, placement {}), {}{}, algorithm "
-        "{}, {}{}\n",
+        "{}, runtime release {}, {}{}\n",
         b.op_label, R, of, b.inst.chips, b.inst.cores_per_chip,
         b.instances > 1 ? ", joined by EFA" : "", b.placement, isa::dtype_name(b.dtype),
         reduces(b.choice.op) ? fmt::format(", reduce {}", cc::reduce_op_name(b.reduce))
                              : std::string(),
         b.algorithm == Algorithm::auto_select
-            ? fmt::format("auto (mesh below {} B, rdh below {} B)",
-                          b.options.thresholds->mesh_below_bytes,
-                          b.options.thresholds->rdh_below_bytes)
+            ? fmt::format(
+                  "auto (mesh below {} B, rdh below {} B)",
+                  cc::thresholds_for(*b.options.thresholds, *b.options.runtime).mesh_below_bytes,
+                  cc::thresholds_for(*b.options.thresholds, *b.options.runtime).rdh_below_bytes)
             : std::string(cc::algorithm_name(b.algorithm)),
+        b.options.runtime->release,
         args.timing_only ? "timing only"
         : args.check     ? "with data, checked"
                          : "with data",
@@ -798,6 +808,8 @@ void run_processes(const CcBenchArgs& args) {
                                   std::to_string(args.lnc)};
   if (!args.mesh_below.empty()) common.insert(common.end(), {"--mesh-below", args.mesh_below});
   if (!args.rdh_below.empty()) common.insert(common.end(), {"--rdh-below", args.rdh_below});
+  if (!args.runtime_release.empty())
+    common.insert(common.end(), {"--runtime-release", args.runtime_release});
   if (args.check) common.push_back("--check");
   if (args.show_algorithm) common.push_back("--show-algorithm");
   if (!args.stepbytes.empty()) common.insert(common.end(), {"--stepbytes", args.stepbytes});
@@ -896,6 +908,10 @@ void add_cc_bench_command(CLI::App& app) {
   cmd->add_option("--rdh-below", args->rdh_below,
                   "automatic choice: recursive halving-doubling below this size, ring above "
                   "(default: the config's, 56 MB)");
+  cmd->add_option("--runtime-release", args->runtime_release,
+                  "the Neuron runtime release whose collective costs and algorithms to model "
+                  "(spec/configs/runtime-releases.json; default: the newest; none: the fabric "
+                  "model alone)");
   cmd->add_option("--root", args->root, "root rank of broadcast and reduce")->default_val(0);
   cmd->add_option("--lnc", args->lnc,
                   "physical cores per rank (logical NeuronCore size; trn2: 2 gives 4 ranks per "

@@ -1,6 +1,7 @@
 // The fabric model: routes, link timing, contention, bus bandwidth, and the size-based choice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -87,14 +88,20 @@ TEST(Fabric, ContentionOnASharedLink) {
   auto apart = deliver(g, {{0, 1}, {5, 4}}, bytes);
   EXPECT_EQ(apart[0], apart[1]);
   EXPECT_GT(shared[1], apart[1]);
-  // 0->1 (+x) and 0->4 (+y): different links, but one rank's DMA engines (16 x 17 B/ns on trn1)
-  // feed both. The links (96 GiB/s each) could take 206 GB/s together; the engines give 272 GB/s,
-  // so both finish by their links, the second a chunk later at most.
+  // 0->1 (+x) and 0->4 (+y): different links, but one rank's DMA engines feed both, a chunk of
+  // each in turn. The links (96 GiB/s each) could take 206 GB/s together; the second message
+  // finishes by whichever is slower, the two links or the engines carrying both (trn1: what the
+  // core's engines move together, dma_core_bytes_per_ns, below 16 x 17 B/ns), a chunk later at
+  // most. (Until 2026-12 the engines were 16 x 17 B/ns, faster than both links, and the first
+  // message finished exactly by its link.)
   Fabric d = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
   auto fed = deliver(d, {{0, 1}, {0, 4}}, bytes);
-  EXPECT_EQ(fed[0], kSer + 1500 * kPicosPerNs);
+  const uint64_t engines = d.params().rank_dma_bytes_per_s;
+  const Picos last = std::max(kSer, Fabric::serialize_ps(2 * bytes, engines)) + 1500 * kPicosPerNs;
+  EXPECT_GE(fed[0], kSer + 1500 * kPicosPerNs);
   EXPECT_GT(fed[1], fed[0]);
-  EXPECT_LE(fed[1], fed[0] + Fabric::serialize_ps(64 * 1024, 272'000'000'000));
+  EXPECT_GE(fed[1] + Fabric::serialize_ps(64 * 1024, engines), last);
+  EXPECT_LE(fed[1], last + Fabric::serialize_ps(64 * 1024, 96 * kGiB));
   // Opposite directions of one chip pair are separate links.
   Fabric h = Fabric::make(inst("trn1.32xlarge"), 16, Placement::one_per_chip);
   auto both = deliver(h, {{0, 1}, {1, 0}}, bytes);
@@ -121,17 +128,30 @@ double bus_bw(const CollectiveResult& r, Op op, int ranks, uint64_t bytes) {
   return static_cast<double>(bytes) / r.seconds() * bus_bandwidth_factor(op, ranks);
 }
 
+// The ranks of `ranks` on trn1.32xlarge, one per chip, with reductions that take no time: the
+// link model alone (the reductions' own time: Fabric.ReductionsTakeTheDmaEnginesTime).
+CollectiveResult time_without_reductions(int ranks, const CollectiveSpec& spec,
+                                         const RunOptions& opt) {
+  const auto& trn1 = inst("trn1.32xlarge");
+  FabricParams p = FabricParams::for_instance(trn1);
+  p.reduce_bytes_per_s = 0;
+  Fabric f(trn1, p, Fabric::place(trn1, ranks, Placement::one_per_chip));
+  return run_collective(f, spec, nullptr, opt);
+}
+
 TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
-  // Two ranks on neighbouring chips of trn1.32xlarge: bus bandwidth -> 96 GiB/s as size grows.
+  // Two ranks on neighbouring chips of trn1.32xlarge: bus bandwidth -> 96 GiB/s as size grows,
+  // the reductions free and no runtime cost (both apart: ReductionsTakeTheDmaEnginesTime,
+  // RuntimeRelease.*).
   const double link = 96.0 * static_cast<double>(kGiB);
   RunOptions opt;
   opt.algorithm = Algorithm::ring;
-  opt.placement = Placement::one_per_chip;
+  opt.runtime = RuntimeCosts::none();
   double prev = 0;
   for (uint64_t bytes :
        {uint64_t{1} << 10, uint64_t{1} << 20, uint64_t{1} << 26, uint64_t{1} << 32}) {
     CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
-    auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);
+    auto r = time_without_reductions(2, spec, opt);
     double bw = bus_bw(r, Op::all_reduce, 2, bytes);
     EXPECT_GT(bw, prev) << bytes;
     EXPECT_LE(bw, link * 1.0000001) << bytes;
@@ -140,7 +160,7 @@ TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
   EXPECT_GT(prev, link * 0.999);  // 4 GiB
   // 1 KiB is latency-bound: two steps of one hop each, ~3 us, a tiny fraction of the link.
   CollectiveSpec small{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, 256, 0, {}, {}};
-  auto r = time_collective(inst("trn1.32xlarge"), 2, small, opt);
+  auto r = time_without_reductions(2, small, opt);
   EXPECT_GE(r.duration_ps, 2 * 1500 * kPicosPerNs);
   EXPECT_LT(r.duration_ps, 2 * 1500 * kPicosPerNs + 100 * kPicosPerNs);
   EXPECT_LT(bus_bw(r, Op::all_reduce, 2, 1024), link * 0.01);
@@ -149,13 +169,67 @@ TEST(Fabric, RingAllReduceBusBandwidthApproachesTheLink) {
 TEST(Fabric, IntraChipGoesAtTheRanksDmaRate) {
   RunOptions opt;
   opt.algorithm = Algorithm::ring;
-  CollectiveSpec spec{
-      Op::all_reduce, ReduceOp::sum, isa::DType::fp32, (uint64_t{1} << 32) / 4, 0, {}, {}};
+  opt.runtime = RuntimeCosts::none();
+  const uint64_t bytes = uint64_t{1} << 32;
+  CollectiveSpec spec{Op::all_gather, ReduceOp::sum, isa::DType::fp32, bytes / 8, 0, {}, {}};
   auto r = time_collective(inst("trn1.32xlarge"), 2, spec, opt);  // packed: both cores of chip 0
-  double bw = bus_bw(r, Op::all_reduce, 2, uint64_t{1} << 32);
-  // Each way is its rank's DMA engines, 16 x 17 B/ns = 272 GB/s on trn1 (the chip's HBM, 820 GB/s
-  // shared by both ways, has room for 410 each): not HBM's rate.
-  EXPECT_NEAR(bw, 272e9, 272e9 * 0.002);
+  double bw = bus_bw(r, Op::all_gather, 2, bytes);
+  // Each way is its rank's DMA engines: on trn1 what a core's engines move together
+  // (dma_core_bytes_per_ns, at most 16 x 17 B/ns); the chip's HBM, 820 GB/s shared by both
+  // ways, has room for 410 each: not HBM's rate. (An all-reduce until 2026-12, when its
+  // reductions took no time.)
+  const spec::GenerationConfig& g = spec::load_generation("trn1");
+  const double engines =
+      std::min(g.dma_engines * g.dma_engine_bytes_per_ns, g.dma_core_bytes_per_ns) * 1e9;
+  EXPECT_LT(engines, 410e9);
+  EXPECT_NEAR(bw, engines, engines * 0.002);
+}
+
+// A rank combines what it receives with its DMA engines (read, read, add, write) at
+// dma_add_efficiency of their copy rate (trainium3_arch.rst: 50 % before NeuronCore-v4): a large
+// all-reduce of two ranks in a chip sends half the buffer each way twice and reduces half, so its
+// bus bandwidth is 2 / (2 + 1 / efficiency) of the engines' rate, a third below a copy's at 50 %.
+TEST(Fabric, ReductionsTakeTheDmaEnginesTime) {
+  RunOptions opt;
+  opt.algorithm = Algorithm::ring;
+  opt.runtime = RuntimeCosts::none();
+  const uint64_t bytes = uint64_t{1} << 32;
+  CollectiveSpec spec{Op::all_reduce, ReduceOp::sum, isa::DType::fp32, bytes / 4, 0, {}, {}};
+  const auto& trn1 = inst("trn1.32xlarge");
+  const FabricParams p = FabricParams::for_instance(trn1);
+  const spec::GenerationConfig& g = generation_of(trn1);
+  EXPECT_EQ(p.reduce_bytes_per_s,
+            static_cast<uint64_t>(
+                static_cast<double>(p.rank_dma_bytes_per_s) * g.dma_add_efficiency + 0.5));
+  const double engines = static_cast<double>(p.rank_dma_bytes_per_s);
+  const double bw = bus_bw(time_collective(trn1, 2, spec, opt), Op::all_reduce, 2, bytes);
+  EXPECT_NEAR(bw, engines * 2 / (2 + 1 / g.dma_add_efficiency), engines * 0.002);
+  // Without the reductions' time the same all-reduce runs at the engines' rate.
+  FabricParams free = p;
+  free.reduce_bytes_per_s = 0;
+  Fabric f(trn1, free, Fabric::place(trn1, 2, Placement::packed));
+  EXPECT_NEAR(bus_bw(run_collective(f, spec, nullptr, opt), Op::all_reduce, 2, bytes), engines,
+              engines * 0.002);
+  // A message combined on its way out (a reduce-scatter step that feeds the next) crosses the
+  // sender's engines at the reduction rate, then its link: on trn2 the engines' 184 GB/s
+  // (16 x 23 x 50 %) are slower than a 256 GB/s link, so they set its time.
+  const auto& trn2 = inst("trn2.48xlarge");
+  const uint64_t msg = uint64_t{64} << 20;
+  Fabric plain = Fabric::make(trn2, 2, Placement::one_per_chip);
+  Fabric reduced = Fabric::make(trn2, 2, Placement::one_per_chip);
+  Picos sent = 0, combined = 0;
+  plain.recv(1, 0, nullptr, msg, 0, nullptr);
+  plain.send(0, 1, nullptr, msg, 0, [&] { sent = plain.now(); });
+  plain.run();
+  reduced.recv(1, 0, nullptr, msg, 0, nullptr);
+  reduced.send_reduced(0, 1, nullptr, msg, 0, [&] { combined = reduced.now(); });
+  reduced.run();
+  const Picos hop = static_cast<Picos>(trn2.generation_config.neuronlink_latency_ns) * kPicosPerNs;
+  EXPECT_EQ(sent, Fabric::serialize_ps(msg, plain.params().link_bytes_per_s) + hop);
+  EXPECT_LT(reduced.params().reduce_bytes_per_s, reduced.params().link_bytes_per_s);
+  EXPECT_GE(combined, Fabric::serialize_ps(msg, reduced.params().reduce_bytes_per_s) + hop);
+  EXPECT_LE(combined, Fabric::serialize_ps(msg, reduced.params().reduce_bytes_per_s) + hop +
+                          Fabric::serialize_ps(64 * 1024, reduced.params().link_bytes_per_s));
 }
 
 TEST(Fabric, MeshBeatsRingForSmallMessages) {

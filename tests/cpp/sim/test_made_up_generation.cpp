@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -236,10 +237,13 @@ TEST_F(MadeUpGeneration, FabricUsesItsLinkFigures) {
   EXPECT_EQ(one_message(slow, cc::Placement::one_per_chip),
             hop + cc::Fabric::serialize_ps(bytes, kSlowLink));
   // Core to core inside a chip: the generation's intra-chip latency, and the slower of its HBM
-  // (1,000 B/ns) and the sending core's DMA engines (16 x 46 B/ns = 736 B/ns).
+  // (1,000 B/ns) and the sending core's DMA engines (16 x 46 B/ns = 736 B/ns, at most what they
+  // move together, dma_core_bytes_per_ns: trn2's 368 B/ns in this file, which the fabric
+  // follows since 2026-12).
+  const double engines = std::min(16.0 * 46, fast.generation_config.dma_core_bytes_per_ns);
   EXPECT_EQ(one_message(fast, cc::Placement::packed),
             static_cast<cc::Picos>(kIntraChipNs) * cc::kPicosPerNs +
-                cc::Fabric::serialize_ps(bytes, uint64_t{16 * 46} * 1'000'000'000));
+                cc::Fabric::serialize_ps(bytes, static_cast<uint64_t>(engines * 1e9 + 0.5)));
   EXPECT_EQ(one_message(slow, cc::Placement::packed), one_message(fast, cc::Placement::packed));
 }
 
@@ -263,6 +267,7 @@ TEST_F(MadeUpGeneration, CollectiveOnItsFabric) {
   }
   cc::RunOptions one_per_chip;
   one_per_chip.placement = cc::Placement::one_per_chip;
+  one_per_chip.runtime = cc::RuntimeCosts::none();  // the fabric alone, no runtime release's cost
   const cc::CollectiveResult f = cc::run_collective(fast, R, all_reduce, inputs, one_per_chip);
   EXPECT_EQ(f.algorithm, cc::Algorithm::ring);
   ASSERT_EQ(f.outputs.size(), static_cast<size_t>(R));
@@ -271,13 +276,17 @@ TEST_F(MadeUpGeneration, CollectiveOnItsFabric) {
     for (uint64_t i = 0; i < count; i += 1001)
       EXPECT_EQ(out[i], static_cast<float>(10 * (i % 7))) << r << " " << i;
   }
-  // A ring all-reduce on 4 ranks is 2 x 3 steps, each one hop of a quarter of the data; halving
-  // the link bandwidth doubles the serialization and leaves the hops.
+  // A ring all-reduce on 4 ranks is 2 x 3 steps, each one hop of a quarter of the data, and the
+  // last reduction of the reduce-scatter at the DMA engines' reduction rate (the others travel
+  // with the next step's sends, faster than the link; since 2026-12); halving the link bandwidth
+  // doubles the serialization and leaves the hops and the reduction.
   const cc::CollectiveResult s = cc::run_collective(slow, R, all_reduce, inputs, one_per_chip);
   EXPECT_EQ(s.outputs, f.outputs);
   const cc::Picos hops = 6 * static_cast<cc::Picos>(kHopNs) * cc::kPicosPerNs;
-  EXPECT_EQ(f.duration_ps, hops + 6 * cc::Fabric::serialize_ps(count * 4 / R, kFastLink));
-  EXPECT_EQ(s.duration_ps, hops + 6 * cc::Fabric::serialize_ps(count * 4 / R, kSlowLink));
+  const cc::Picos reduce = cc::Fabric::serialize_ps(
+      count * 4 / R, cc::FabricParams::for_instance(fast).reduce_bytes_per_s);
+  EXPECT_EQ(f.duration_ps, hops + 6 * cc::Fabric::serialize_ps(count * 4 / R, kFastLink) + reduce);
+  EXPECT_EQ(s.duration_ps, hops + 6 * cc::Fabric::serialize_ps(count * 4 / R, kSlowLink) + reduce);
 }
 
 // The same all-reduce as an instruction of a program, on core 0 of each of the 4 chips, through

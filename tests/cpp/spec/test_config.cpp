@@ -212,6 +212,38 @@ TEST(Config, EveryFigureHasASource) {
   }
 }
 
+// spec/configs/runtime-releases.json: the runtime releases whose collective costs the model knows,
+// oldest first, the newest by default, every figure sourced, and the algorithms of each.
+TEST(Config, RuntimeReleasesLoadTheNewestByDefault) {
+  const std::vector<std::string> names = runtime_release_names(source_configs());
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names.front(), "2.10");
+  EXPECT_EQ(runtime_release_names(fs::path()), names);  // the built-in file is the source file
+  EXPECT_EQ(load_runtime_release("", source_configs()).name, names.back());
+  EXPECT_EQ(load_runtime_release().name, names.back());
+  const RuntimeRelease old = load_runtime_release("2.10", source_configs());
+  EXPECT_EQ(old.algorithms, (std::vector<std::string>{"ring", "hierarchical"}));
+  EXPECT_FALSE(old.has_algorithm("mesh"));
+  EXPECT_GT(old.collective_fixed_ns, 0);
+  EXPECT_GT(old.across_hosts_fixed_ns, old.collective_fixed_ns);
+  const RuntimeRelease newer = load_runtime_release("2.24", source_configs());
+  EXPECT_TRUE(newer.has_algorithm("mesh") && newer.has_algorithm("rdh"));
+  EXPECT_LT(newer.collective_fixed_ns, old.collective_fixed_ns);
+  const ordered_json j = read_json(source_configs() / "runtime-releases.json");
+  for (const auto& [name, release] : j["releases"].items()) {
+    EXPECT_FALSE(release["source"].get<std::string>().empty()) << name;
+    for (const auto& [key, value] : release.items())
+      if (value.is_object() && key != "algorithms") expect_sourced(value, name + "." + key);
+    EXPECT_FALSE(release["algorithms"]["source"].get<std::string>().empty()) << name;
+    // Fitted figures say on which points.
+    for (const char* key : {"collective_fixed_ns", "across_hosts_fixed_ns"}) {
+      const std::string source = release[key]["source"];
+      if (source.find("fitted") != std::string::npos)
+        EXPECT_THAT(source, HasSubstr("fitted on spec/calibration/nccom-fit.csv (")) << name;
+    }
+  }
+}
+
 TEST(Config, ConfigDirFollowsTheEnvironment) {
   const char* old = std::getenv("NEURONSIM_CONFIG_DIR");
   const std::string saved = old ? old : "";
@@ -583,6 +615,51 @@ TEST_F(ConfigErrors, InstanceLinkFigures) {
   EXPECT_THAT(e, HasSubstr("'neuronlink_latency_ns'"));
   e = break_generation("trn2", [](ordered_json& j) { j["intra_chip_latency_ns"]["value"] = -5; });
   EXPECT_THAT(e, HasSubstr("'intra_chip_latency_ns'"));
+}
+
+TEST_F(ConfigErrors, RuntimeReleases) {
+  auto broken = [&](const std::function<void(ordered_json&)>& edit,
+                    const std::string& name = "2.10") {
+    ordered_json j = read_json(source_configs() / "runtime-releases.json");
+    edit(j);
+    write_json(dir_ / "runtime-releases.json", j);
+    return config_error([&] { load_runtime_release(name, dir_); });
+  };
+  std::string e = config_error([&] { load_runtime_release("1.0", dir_); });
+  EXPECT_THAT(e, HasSubstr("runtime-releases.json"));
+  EXPECT_THAT(e, HasSubstr("unknown runtime release '1.0' (known: 2.10, 2.24"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"].erase("source"); });
+  EXPECT_THAT(e, HasSubstr("'releases.2.10.source'"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"]["collective_fixed_ns"]["value"] = -1; });
+  EXPECT_THAT(e, HasSubstr("'releases.2.10.collective_fixed_ns'"));
+  EXPECT_THAT(e, HasSubstr("negative"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"]["across_hosts_fixed_ns"] = 5; });
+  EXPECT_THAT(e, HasSubstr("has no source"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"]["algorithms"]["value"] = "ring kanga"; });
+  EXPECT_THAT(e, HasSubstr("unknown algorithm 'kanga'"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"]["algorithms"]["value"] = "mesh rdh"; });
+  EXPECT_THAT(e, HasSubstr("must list ring"));
+  e = broken([](ordered_json& j) { j["releases"]["2.10"]["algorithms"]["value"] = "ring, ring"; });
+  EXPECT_THAT(e, HasSubstr("'ring' is listed twice"));
+  e = broken([](ordered_json& j) {
+    j["releases"]["2.10"]["fixed_ns"] = j["releases"]["2.10"]["collective_fixed_ns"];
+  });
+  EXPECT_THAT(e, HasSubstr("'releases.2.10.fixed_ns'"));
+  EXPECT_THAT(e, HasSubstr("unknown field"));
+  e = broken([](ordered_json& j) { j["releases"]["latest"] = j["releases"]["2.10"]; });
+  EXPECT_THAT(e, HasSubstr("named by its version"));
+  e = broken([](ordered_json& j) { j.erase("releases"); });
+  EXPECT_THAT(e, HasSubstr("'releases'"));
+  // Versions order by number, not text: 2.9 is older than 2.10.
+  broken([](ordered_json& j) {
+    j["releases"]["2.9"] = j["releases"]["2.10"];
+    j["releases"].erase("2.24");
+  });
+  EXPECT_EQ(runtime_release_names(dir_), (std::vector<std::string>{"2.9", "2.10"}));
+  EXPECT_EQ(load_runtime_release("", dir_).name, "2.10");
+  // A directory without the file (a made-up generation's) uses the built-in releases.
+  fs::remove(dir_ / "runtime-releases.json");
+  EXPECT_EQ(runtime_release_names(dir_), runtime_release_names(fs::path()));
 }
 
 TEST_F(ConfigErrors, UnknownInstanceListsKnownOnes) {

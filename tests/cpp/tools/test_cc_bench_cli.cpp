@@ -226,9 +226,12 @@ TEST_F(CcBenchCli, TimingOnlyAtOneGibIsQuick) {
 
 // One rank per chip: two ranks on neighbouring trn1 chips approach the 96 GiB/s link
 // (docs/collectives.md, "Runner"); packed, they share a chip and go through HBM instead.
+// An all-gather, whose data only moves: since 2026-12 an all-reduce's reductions take its DMA
+// engines' time (docs/collectives.md, "Fabric model"), which a link of 96 GiB/s outruns.
 TEST_F(CcBenchCli, OnePerChipPlacementCrossesNeuronLink) {
-  const Result r = run({"cc-bench", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes",
-                        "1G", "--maxbytes", "1G", "--timing-only", "--placement", "one-per-chip"});
+  const Result r =
+      run({"cc-bench", "allg", "--ranks", "2", "--instance", "trn1.32xlarge", "--minbytes", "1G",
+           "--maxbytes", "1G", "--timing-only", "--placement", "one-per-chip"});
   ASSERT_EQ(r.code(), 0) << r.describe();
   const std::vector<Row> rows = parse_table(r.out);
   ASSERT_EQ(rows.size(), 1u) << r.describe();
@@ -237,6 +240,43 @@ TEST_F(CcBenchCli, OnePerChipPlacementCrossesNeuronLink) {
   expect_error({"--instance", "inf2.48xlarge", "--ranks", "13", "--placement", "one-per-chip"},
                "no EFA figure");
   expect_error({"--placement", "scattered"}, "--placement 'scattered'");
+}
+
+// --runtime-release: the runtime release whose fixed cost per collective and algorithms apply
+// (spec/configs/runtime-releases.json), the newest by default, none for the fabric model alone.
+TEST_F(CcBenchCli, RuntimeReleaseSetsTheFloorAndTheAlgorithms) {
+  const std::vector<std::string> cmd{
+      "cc-bench", "allr", "-r", "2",  "--instance",    "trn1.32xlarge",
+      "-b",       "1K",   "-e", "1K", "--timing-only", "--show-algorithm"};
+  const Result newest = run(cmd);
+  ASSERT_EQ(newest.code(), 0) << newest.describe();
+  EXPECT_THAT(newest.out, HasSubstr(", runtime release 2.")) << newest.describe();
+  auto with = [&](const std::string& release) {
+    std::vector<std::string> args = cmd;
+    args.insert(args.end(), {"--runtime-release", release});
+    return run(args);
+  };
+  // Release 2.10: ring only inside a host, and the floor of its nccom-test example (58 us).
+  const Result old = with("2.10");
+  ASSERT_EQ(old.code(), 0) << old.describe();
+  EXPECT_THAT(old.out, HasSubstr("runtime release 2.10")) << old.describe();
+  EXPECT_THAT(old.out, HasSubstr("mesh below 0 B, rdh below 0 B")) << old.describe();
+  std::vector<Row> rows = parse_table(old.out);
+  ASSERT_EQ(rows.size(), 1u) << old.describe();
+  EXPECT_EQ(rows[0].algo, "ring");
+  EXPECT_NEAR(rows[0].time_us, 58, 58 * 0.05) << old.describe();
+  // none: the fabric model alone, two hops of 1.5 us by mesh.
+  const Result bare = with("none");
+  ASSERT_EQ(bare.code(), 0) << bare.describe();
+  rows = parse_table(bare.out);
+  ASSERT_EQ(rows.size(), 1u) << bare.describe();
+  EXPECT_EQ(rows[0].algo, "mesh");
+  EXPECT_LT(rows[0].time_us, 4) << bare.describe();
+  // The newest release's floor lies between.
+  rows = parse_table(newest.out);
+  ASSERT_EQ(rows.size(), 1u) << newest.describe();
+  EXPECT_LT(rows[0].time_us, 58);
+  expect_error({"--runtime-release", "1.0"}, "unknown runtime release '1.0' (known: 2.10, 2.24");
 }
 
 TEST_F(CcBenchCli, MetricsJsonHasOneRecordPerSize) {

@@ -109,6 +109,10 @@ struct Xfer {
 struct Step {
   std::vector<Xfer> recvs;
   std::vector<Xfer> sends;
+  // Its reductions feed the next step's sends (a reduce-scatter step followed by another): on the
+  // device one DMA operation reads both, adds and writes to the peer, so the next step sends
+  // with Network::send_reduced (ExecutionCosts).
+  bool reduction_streams = false;
 };
 struct RankPlan {
   std::vector<Step> steps;
@@ -131,6 +135,17 @@ RankBuffers prepare_buffers(const CollectiveSpec& spec, int ranks, int rank,
 std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int ranks, int rank,
                                     RankBuffers& buffers);
 
+// What a step costs besides its messages, where time is simulated (the fabric model; a transport
+// that moves data between processes passes none and takes its times from the model).
+struct ExecutionCosts {
+  // A rank combines what its step received (the receives with `reduce`) at this rate, its DMA
+  // engines' read-add-write (FabricParams::reduce_bytes_per_s), before its next step starts;
+  // 0: at once. After a step whose reductions feed the next step's sends
+  // (Step::reduction_streams) there is no wait: those sends are the reduction
+  // (Network::send_reduced).
+  uint64_t reduce_bytes_per_s = 0;
+};
+
 // Executes the plans of the ranks in `local` (all ranks in-process; one rank per process over a
 // transport) on `net`. `buffers[i]` belongs to `local[i]`; with `buffers` null only time is
 // simulated (messages carry sizes, no data). `starts`, when given, delays local rank i's first
@@ -138,7 +153,8 @@ std::vector<uint8_t> extract_output(const CollectiveSpec& spec, int ranks, int r
 // net.run() does, with the time each local rank finished its last step.
 std::vector<Picos> execute(Network& net, const CollectiveSpec& spec, const std::vector<int>& local,
                            const std::vector<RankPlan>& plans, std::vector<RankBuffers>* buffers,
-                           const std::vector<Picos>* starts = nullptr);
+                           const std::vector<Picos>* starts = nullptr,
+                           const ExecutionCosts& costs = {});
 
 // Several collectives at once on one network (all starting now, every rank in `local`): their
 // messages share the links, so each may take longer than alone. Returns each job's finish
@@ -147,6 +163,8 @@ struct ExecutionJob {
   const CollectiveSpec* spec = nullptr;
   const std::vector<RankPlan>* plans = nullptr;  // one per local rank
   std::vector<RankBuffers>* buffers = nullptr;   // null: time only
+  Picos start_ps = 0;                            // every rank's first step this long after now
+  ExecutionCosts costs;
 };
 std::vector<std::vector<Picos>> execute_together(Network& net, const std::vector<int>& local,
                                                  const std::vector<ExecutionJob>& jobs);

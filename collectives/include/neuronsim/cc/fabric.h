@@ -24,9 +24,14 @@ struct FabricParams {
   Picos link_latency_ps = 0;            // per hop between chips
   uint64_t intra_chip_bytes_per_s = 0;  // core-to-core inside a chip, through HBM
   Picos intra_chip_latency_ps = 0;
-  // What one rank's DMA engines move at once (engines per core × sustained rate per engine):
-  // collective data leaves a core only through them, whatever links it goes on to.
+  // What one rank's DMA engines move at once (engines per core × sustained rate per engine, at
+  // most what the core's engines move together): collective data leaves a core only through
+  // them, whatever links it goes on to.
   uint64_t rank_dma_bytes_per_s = 0;
+  // What one rank combines per second: received data reduced into its buffer by its DMA
+  // engines' collective compute (read, read, add, write), at the generation's
+  // dma_add_efficiency of their copy rate; 0: reductions take no time.
+  uint64_t reduce_bytes_per_s = 0;
   // Messages cross the fabric in chunks of this size, each taking a link when it reaches it, so
   // messages sharing a link interleave instead of waiting for each other's whole length: the
   // default DMA packet of collectives, 64 KiB (compute-comm-overlap.rst, Neuron SDK 2.32: "64 KiB
@@ -90,6 +95,10 @@ class Fabric final : public Network {
   Picos now() const override { return now_; }
   void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
             Callback on_done) override;
+  // Crosses the sender's DMA engines at params().reduce_bytes_per_s (their read-add-write), then
+  // the links as any message.
+  void send_reduced(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+                    Callback on_done) override;
   void recv(int dst, int src, void* buffer, uint64_t bytes, uint64_t tag,
             Callback on_done) override;
   void schedule(Picos delay, Callback fn) override;
@@ -152,6 +161,7 @@ class Fabric final : public Network {
     Callback on_done;
     std::shared_ptr<const std::vector<int>> path;
     uint64_t bytes = 0, chunks = 0, next_chunk = 0, chunks_left = 0;
+    uint64_t dma_bytes_per_s = 0;  // its rate on the sender's DMA engines (the path's first link)
   };
   // One chunk: the links it still has to cross and where its tail is.
   struct Chunk {
@@ -169,6 +179,8 @@ class Fabric final : public Network {
   // Reserves the next link of the chunk's path now, when its head reaches it.
   void advance(const std::shared_ptr<Chunk>& c);
   void deliver(const Key& key, Message msg);
+  void post(int src, int dst, const void* data, uint64_t bytes, uint64_t tag, Callback on_done,
+            bool reduced);
   static void complete(Message& msg, PostedRecv& r);
   void check_cores() const;
   void add_links();

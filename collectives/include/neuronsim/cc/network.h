@@ -33,6 +33,15 @@ class Network {
   virtual void send(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
                     Callback on_done) = 0;
 
+  // The same for data the sender combines on its way out: what it received in its previous step
+  // reduced with its own, read, added and written to `dst` by one DMA operation (a reduce-scatter
+  // step that feeds the next). A model of time moves it at the sender's reduction rate; a
+  // transport that only carries data sends it as send() does.
+  virtual void send_reduced(int src, int dst, const void* data, uint64_t bytes, uint64_t tag,
+                            Callback on_done) {
+    send(src, dst, data, bytes, tag, std::move(on_done));
+  }
+
   // Posts a receive at rank `dst` for the message from `src` with `tag`. `buffer` may be null
   // (timing only); otherwise `bytes` are written there before `on_done` runs. Messages that
   // arrive before their receive is posted wait at the receiver. Sizes must match.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "neuronsim/cc/algorithms.h"
@@ -10,13 +11,38 @@
 
 namespace neuronsim::cc {
 
+// What the runtime's collectives library adds to a collective besides moving its data, for one
+// of its releases (spec/configs/runtime-releases.json, every figure with its source;
+// docs/collectives.md, "Runtime releases"): a fixed cost per collective from its start, more
+// for one whose ranks span hosts joined only by EFA, and the algorithms its automatic choice has.
+struct RuntimeCosts {
+  std::string release;        // the Neuron SDK release ("2.24"); "none" for none()
+  Picos fixed_ps = 0;         // every collective
+  Picos across_hosts_ps = 0;  // more, when its ranks span hosts joined only by EFA
+  bool mesh = true;           // the automatic choice may pick mesh,
+  bool rdh = true;            // recursive halving-doubling,
+  bool hierarchical = true;   // and the hierarchy across hosts (ring it always may)
+
+  // No runtime: the fabric model alone, every algorithm (what the model gave before releases).
+  static RuntimeCosts none();
+  static RuntimeCosts of(const spec::RuntimeRelease& release);
+  // A release of the configs (spec::load_runtime_release; "" the newest, "none" none()), read
+  // once per config directory and release. Throws spec::ConfigError for an unknown release.
+  static RuntimeCosts load(const std::string& release = "");
+};
+
 struct RunOptions {
   Algorithm algorithm = Algorithm::auto_select;
   std::optional<Thresholds> thresholds;  // default: the instance generation's (thresholds_for)
   Placement placement = Placement::packed;
   std::vector<CoreId> cores;  // explicit placement (core of each rank); overrides `placement`
   int lnc = 1;                // physical cores per rank (logical NeuronCore size, Trn2: 1 or 2)
+  // The runtime release; unset: the newest of the configs (RuntimeCosts::load()).
+  std::optional<RuntimeCosts> runtime;
 };
+
+// options.runtime, or the newest release of the configs.
+RuntimeCosts runtime_costs(const RunOptions& options);
 
 struct CollectiveResult {
   std::vector<std::vector<uint8_t>> outputs;     // per rank (empty in timing-only runs)
@@ -28,6 +54,8 @@ struct CollectiveResult {
 };
 
 // Runs `spec` on `ranks` ranks of `inst`; `inputs[r]` is rank r's input (see CollectiveSpec).
+// Every collective starts with its runtime cost (options.runtime: fixed, and across hosts more),
+// and each rank's reductions take its DMA engines' time (FabricParams::reduce_bytes_per_s).
 CollectiveResult run_collective(const spec::InstanceConfig& inst, int ranks,
                                 const CollectiveSpec& spec,
                                 const std::vector<std::vector<uint8_t>>& inputs,
@@ -54,8 +82,12 @@ std::vector<CollectiveResult> run_together(
 // The automatic choice's thresholds of the instance's generation (spec/configs/<gen>.json, as it
 // came with the instance: generation_of).
 Thresholds thresholds_for(const spec::InstanceConfig& inst);
+// The thresholds left of `t` for a runtime release without mesh (its band goes to RDH or ring)
+// or without RDH (its band goes to ring).
+Thresholds thresholds_for(Thresholds t, const RuntimeCosts& runtime);
 // The algorithm that runs: options.algorithm, or the automatic choice with options.thresholds
-// (the generation's when unset); `group` is Fabric::ranks_per_entry() of the job.
+// (the generation's when unset) and the algorithms of the runtime release; `group` is
+// Fabric::ranks_per_entry() of the job.
 Algorithm resolve_algorithm(const CollectiveSpec& spec, int ranks, const spec::InstanceConfig& inst,
                             const RunOptions& options, int group = 0);
 

@@ -59,8 +59,8 @@ struct GenerationConfig {
   // What all of a core's DMA engines move together at most (a limit shared by its engines,
   // beyond each engine's own rate); dma_engines * dma_engine_bytes_per_ns where none is known.
   double dma_core_bytes_per_ns = 0;
-  double dma_fixed_ns = 0;             // per transfer (descriptor processing)
-  double dma_issue_ns = 0;             // trigger to first byte (DGE / cross-engine latency)
+  double dma_fixed_ns = 0;  // per transfer (descriptor processing)
+  double dma_issue_ns = 0;  // trigger to first byte (DGE / cross-engine latency)
   // What one dma_copy keeps its triggering engine's hardware DGE busy (dma_copy hwdge=true;
   // 0 where the generation has none).
   double dma_hwdge_ns = 0;
@@ -138,6 +138,19 @@ struct InstanceConfig {
   uint32_t cores_per_instance() const { return chips_per_instance() * cores_per_chip; }
 };
 
+// One release of the Neuron runtime and its collectives library, as far as it shows in the time
+// of a collective (spec/configs/runtime-releases.json; docs/collectives.md, "Runtime releases"):
+// what every collective costs besides moving its data, and which algorithms the library's
+// automatic choice has. Named by its Neuron SDK release ("2.24").
+struct RuntimeRelease {
+  std::string name;
+  double collective_fixed_ns = 0;    // every collective, from its start
+  double across_hosts_fixed_ns = 0;  // more, where its ranks span hosts joined only by EFA
+  // Of ring, mesh, rdh, hierarchical (ring always): what the automatic choice picks from.
+  std::vector<std::string> algorithms;
+  bool has_algorithm(std::string_view algorithm) const;
+};
+
 // Where the configs come from: a directory, or the empty path for the files built into the
 // library (spec/configs/*.json as they were at build time; builtin_configs).
 // config_dir() is $NEURONSIM_CONFIG_DIR when it is set, else the empty path.
@@ -151,8 +164,17 @@ GenerationConfig load_generation(const std::string& name,
 InstanceConfig load_instance(const std::string& name,
                              const std::filesystem::path& dir = config_dir());
 std::vector<std::string> instance_names(const std::filesystem::path& dir = config_dir());
-// The generations in `dir` (its *.json files but instances.json), sorted.
+// The generations in `dir` (its *.json files but instances.json and runtime-releases.json),
+// sorted.
 std::vector<std::string> generation_names(const std::filesystem::path& dir = config_dir());
+
+// Loads one release of <dir>/runtime-releases.json; the empty name is the newest. A directory
+// without that file uses the built-in one (the releases are not hardware). Throws ConfigError
+// (an unknown release lists the known ones).
+RuntimeRelease load_runtime_release(const std::string& name = "",
+                                    const std::filesystem::path& dir = config_dir());
+// The releases in that file, oldest first.
+std::vector<std::string> runtime_release_names(const std::filesystem::path& dir = config_dir());
 
 // The files built into the library: file name -> contents.
 const std::map<std::string, std::string_view>& builtin_configs();
