@@ -13,6 +13,7 @@
 #include "correlate.h"
 #include "fit.h"
 #include "report.h"
+#include "shell.h"
 
 namespace neuronsim::bench {
 namespace {
@@ -24,16 +25,6 @@ struct CorrelateArgs {
   double max_error = 0;  // percent; 0: no gate
   std::vector<std::string> fit;
   bool write = false;
-};
-
-// Removes the scratch folder however the command ends.
-struct Scratch {
-  fs::path path = fs::temp_directory_path() /
-                  fmt::format("neuronsim-correlate-{}", static_cast<long>(::getpid()));
-  ~Scratch() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
 };
 
 std::vector<CaseResult> simulate_all(const std::vector<CorrelationCase>& cases, const fs::path& dir,
@@ -132,10 +123,10 @@ void run(const CorrelateArgs& args) {
     chartjs = buf.str();
   }
   const fs::path dir = fs::absolute(args.cases).parent_path();
-  const Scratch scratch;
-  if (!args.fit.empty()) return run_fit(args, cases, dir, scratch.path);
+  const ScratchDir scratch("neuronsim-correlate");
+  if (!args.fit.empty()) return run_fit(args, cases, dir, scratch.path());
   if (args.write) throw CorrelationError("--write writes fitted figures: it needs --fit");
-  const std::vector<CaseResult> results = simulate_all(cases, dir, scratch.path, {});
+  const std::vector<CaseResult> results = simulate_all(cases, dir, scratch.path(), {});
   const std::vector<GroupStats> stats = group_stats(results);
   fmt::print("{}", format_correlation(results, stats));
   if (!args.figures.empty())

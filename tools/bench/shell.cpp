@@ -2,6 +2,7 @@
 #include "shell.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -51,6 +52,15 @@ std::string tail_of_file(const std::filesystem::path& path, size_t lines) {
     at = nl;
   }
   return at < text.size() ? text.substr(at + (text[at] == '\n')) : text;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix)
+    : path_(std::filesystem::temp_directory_path() /
+            fmt::format("{}-{}", prefix, static_cast<long>(::getpid()))) {}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 }  // namespace neuronsim::bench

@@ -20,6 +20,20 @@ std::string expand_placeholders(std::string command,
 int run_shell(const std::string& command, const std::filesystem::path& cwd,
               const std::filesystem::path& log);
 
+// A folder <temp>/<prefix>-<pid>, removed however the scope that holds it ends (a failed
+// benchmark or case throws; its output is in the error, so nothing is kept).
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 // The last `lines` lines of a file (what to show of a failed command's output).
 std::string tail_of_file(const std::filesystem::path& path, size_t lines);
 

@@ -93,8 +93,8 @@ SuiteResult run_suite(const Suite& suite, const SuiteSelection& selection, const
     throw SuiteError(fmt::format("{}: no benchmark selected", suite.file.string()));
 
   SuiteResult result;
-  const fs::path scratch =
-      fs::temp_directory_path() / fmt::format("neuronsim-suite-{}", static_cast<long>(::getpid()));
+  const ScratchDir scratch_dir("neuronsim-suite");
+  const fs::path& scratch = scratch_dir.path();
   for (size_t i = 0; i < chosen.size(); ++i) {
     const SuiteEntry& e = *chosen[i];
     const fs::path tmp = scratch / std::to_string(i);
@@ -125,7 +125,6 @@ SuiteResult run_suite(const Suite& suite, const SuiteSelection& selection, const
     progress(fmt::format("      {} figures in {:.1f} s", figures.size(), seconds));
     result.figures.insert(result.figures.end(), figures.begin(), figures.end());
   }
-  fs::remove_all(scratch);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "correlate.h"
+#include "shell.h"
 
 namespace neuronsim::bench {
 namespace {
@@ -112,6 +113,24 @@ TEST(CorrelateStats, ErrorMapeAndPearsonRawAndLog) {
   EXPECT_THAT(page, HasSubstr("doc &amp; &lt;script&gt;x&lt;/script&gt;"));
   EXPECT_THAT(page, ::testing::Not(HasSubstr("<b>g</b></td>")));
   EXPECT_THAT(html, HasSubstr("{\"label\":\"x\",\"x\":10.0,\"y\":20.0}"));
+}
+
+// The scratch folder of correlate and of the suite runner goes however its scope ends: a failed
+// case or benchmark throws, and its output is already in the error.
+TEST(ScratchDir, IsRemovedWhenItsScopeEndsByAnException) {
+  fs::path kept;
+  try {
+    const ScratchDir scratch("neuronsim-scratch-test");
+    kept = scratch.path();
+    EXPECT_THAT(kept.filename().string(),
+                ::testing::StartsWith("neuronsim-scratch-test-" + std::to_string(::getpid())));
+    fs::create_directories(kept / "case" / "0");
+    std::ofstream(kept / "case" / "0" / "log.txt") << "output";
+    throw CorrelationError("a case failed");
+  } catch (const CorrelationError&) {
+  }
+  ASSERT_FALSE(kept.empty());
+  EXPECT_FALSE(fs::exists(kept));
 }
 
 }  // namespace
