@@ -570,9 +570,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // "Copies between HBM places").
   uint64_t copy_ps(uint64_t bytes, uint32_t lnc) const {
     const spec::GenerationConfig& g = sim.generation();
-    const double core_bytes_per_ns =
-        std::min(g.dma_engines * g.dma_engine_bytes_per_ns, g.dma_core_bytes_per_ns);
-    const double dma_ns = static_cast<double>(bytes) / (lnc * core_bytes_per_ns);
+    // At most the engines' sum (the loader refuses more).
+    const double dma_ns = static_cast<double>(bytes) / (lnc * g.dma_core_bytes_per_ns);
     const double hbm_ns = 2.0 * static_cast<double>(bytes) / g.hbm_bytes_per_ns;
     return static_cast<uint64_t>(std::llround((g.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
   }

@@ -1,6 +1,4 @@
 // `neuron-sim correlate cases.csv`: simulated against measured figures (correlate.h).
-#include <unistd.h>
-
 #include <fmt/ranges.h>
 #include <cmath>
 #include <fstream>
@@ -94,12 +92,9 @@ void run_fit(const CorrelateArgs& args, const std::vector<CorrelationCase>& case
   if (!args.write) return;
   for (size_t i = 0; i < figures.size(); ++i) {
     const fs::path file = fs::path(args.configs) / figures[i].file;
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream buf;
-    buf << in.rdbuf();
     const double value = std::stod(fmt::format("{:.4g}", r.after[i]));
     const std::string text =
-        replace_figure(buf.str(), figures[i].pointer, value,
+        replace_figure(read_text(file), figures[i].pointer, value,
                        fitted_source(args.cases, r, i, cases.size()), file.string());
     std::ofstream out(file, std::ios::binary);
     out << text;

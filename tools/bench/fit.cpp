@@ -5,23 +5,16 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "shell.h"
 
 namespace neuronsim::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw CorrelationError(fmt::format("{}: cannot read", file.string()));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 // The end of the JSON value that starts at `at` (one past its last character).
 size_t value_end(const std::string& t, size_t at) {

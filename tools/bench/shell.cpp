@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,14 @@ std::string tail_of_file(const std::filesystem::path& path, size_t lines) {
     at = nl;
   }
   return at < text.size() ? text.substr(at + (text[at] == '\n')) : text;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot read", path.string()));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
 }
 
 ScratchDir::ScratchDir(const std::string& prefix)

@@ -34,6 +34,9 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// A whole file as it is; std::runtime_error naming it when it cannot be read.
+std::string read_text(const std::filesystem::path& path);
+
 // The last `lines` lines of a file (what to show of a failed command's output).
 std::string tail_of_file(const std::filesystem::path& path, size_t lines);
 

@@ -26,13 +26,6 @@ std::string required_text(const nlohmann::json& e, const char* key, const std::s
   return e[key];
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 }  // namespace
 
 Suite read_suite(const fs::path& file) {
