@@ -22,6 +22,7 @@
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/op_tracking.h"
 #include "runtime/place.h"
 
 namespace py = pybind11;
@@ -103,6 +104,7 @@ void run_nki(int index, const std::string& name, const std::string& key,
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim's PyTorch backend (device 'neuron' over the simulator)";
+  neuronsim::pytorch::op_tracking::install();
   m.def("device_count", &Backend::device_count_noexcept);
   m.def("init", [] { Backend::get(); });
   m.def("current_device", [] { return static_cast<int>(neuronsim::pytorch::current_device()); });
@@ -142,7 +144,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("program_hbm_bytes", [](int index) { return Backend::get().program_bytes(index); });
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
-  m.def("executed_ops", [] { return Backend::get().executed_ops(); });
+  m.def("executed_ops", &neuronsim::pytorch::op_tracking::executed);
   m.def("record_memory_history", &neuronsim::pytorch::record_memory_history);
   m.def("memory_blocks", [] {
     py::list out;
@@ -170,7 +172,7 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
-  m.def("clear_executed_ops", [] { Backend::get().clear_executed_ops(); });
+  m.def("clear_executed_ops", &neuronsim::pytorch::op_tracking::clear);
   m.def("strict", &neuronsim::pytorch::strict);
   m.def("set_strict", &neuronsim::pytorch::set_strict);
   m.def("begin_host_inspection", &neuronsim::pytorch::begin_host_inspection);

@@ -4,10 +4,13 @@ to find a Trainium device. Importing it registers the simulated ``"neuron"`` dev
 the API is neuronsim's (``import neuronsim``), plus the names TorchNeuron (AWS's native
 PyTorch backend) exposes at the top level: ``torch.neuron``'s device, stream and memory
 functions, its op tracking (``get_fallback_ops``, ``get_executed_ops``,
-``clear_op_tracking``), ``nki_op`` and ``torch_neuronx.utils``.
+``clear_op_tracking``), ``nki_op``, ``torch_neuronx.utils`` and ``torch_neuronx.neuron``
+(the device module itself, ``torch.neuron``, as TorchNeuron names it).
 
 This is not AWS's torch-neuronx, and must never be installed beside it.
 """
+
+import sys
 
 from neuronsim import *  # noqa: F403 (the compatibility name re-exports the API)
 from neuronsim import _C as _C
@@ -41,6 +44,11 @@ from neuronsim.nki import nki_op, wrap_nki  # noqa: F401 (NKI kernels from PyTor
 
 from . import utils  # noqa: F401
 
+# torch.neuron under TorchNeuron's name for it: the same module object, so that patching
+# torch_neuronx.neuron.current_device patches torch.neuron's.
+neuron = sys.modules["neuronsim.device"]
+sys.modules[__name__ + ".neuron"] = neuron
+
 # Fallback counts when op tracking was last cleared: get_fallback_ops names what grew since.
 _fallbacks_at_clear: dict[str, int] = {}
 
@@ -58,8 +66,11 @@ def get_fallback_ops() -> list[str]:
 
 
 def get_executed_ops() -> list[str]:
-    """The ops whose kernels ran on the device since op tracking was last cleared, each
-    once (aten names; a compiled graph by its name)."""
+    """The ops dispatched to the device since op tracking was last cleared, each once, by
+    their aten names with and without the overload (``aten::where``, ``aten::where.self``):
+    every op the device did something for (a kernel, a copy, an allocation, a read by the
+    host), composites and factories included, views and CPU fallbacks not; a compiled
+    graph or an NKI kernel run outside any op, by its own name."""
     return list(_C.executed_ops())
 
 

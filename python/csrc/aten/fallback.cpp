@@ -28,6 +28,7 @@
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/op_tracking.h"
 #include "runtime/place.h"
 
 namespace neuronsim::pytorch {
@@ -193,6 +194,7 @@ void count(const std::string& op, const std::function<std::string()>& what) {
                        what()));
     first = g_counts[op]++ == 0;
   }
+  op_tracking::falls_back();
   if (first)
     TORCH_WARN(what(),
                ": it runs on the CPU (counted in neuronsim.fallback_counts(); "

@@ -19,6 +19,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
+#include "runtime/op_tracking.h"
 #include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
@@ -65,6 +66,7 @@ class HbmAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t n) override {
     const c10::DeviceIndex device = current_device();
     const c10::Device where(c10::DeviceType::PrivateUse1, device);
+    op_tracking::device_works();
     if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_block, where);
     std::lock_guard lock(mu_);
     Block* block = take_cached(device, n);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "runtime/op_tracking.h"
 #include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
@@ -40,6 +41,7 @@ void Backend::dispatch(const std::string& op) {
 }
 
 void Backend::host_reads() {
+  op_tracking::device_works();
   device_->synchronize();
 }
 
@@ -133,10 +135,7 @@ void Backend::run_kernel(const std::string& op, const sim::ProgramRef& program,
   dispatch(op);
   const sim::Completion done = device_->complete(std::move(execution), host_waits());
   ++kernels_run_;
-  {
-    std::lock_guard lock(executed_mu_);
-    executed_.insert(op);
-  }
+  op_tracking::device_works(op);
   if (launched) profile(done, "kernel", launched);
   if (done.error) {
     try {
@@ -151,20 +150,11 @@ void Backend::copy(int dst_index, uint64_t dst, int src_index, uint64_t src, uin
   sim::Copy c{chip_of(src_index), chip_of(dst_index), src, dst, bytes, "aten::copy_", env_.lnc};
   const int64_t launched = profiling::recording() ? profiling::host_now_ns() : 0;
   dispatch(c.name);
+  op_tracking::device_works(c.name);
   const sim::Completion done =
       device_->wait(device_->enqueue(core_of(dst_index), std::move(c)), host_waits());
   if (done.error) std::rethrow_exception(done.error);
   if (launched) profile(done, "copy", launched);
-}
-
-std::vector<std::string> Backend::executed_ops() {
-  std::lock_guard lock(executed_mu_);
-  return {executed_.begin(), executed_.end()};
-}
-
-void Backend::clear_executed_ops() {
-  std::lock_guard lock(executed_mu_);
-  executed_.clear();
 }
 
 int Backend::index_of_core(uint32_t core) const {

@@ -98,9 +98,6 @@ class Backend {
     std::lock_guard lock(mu_);
     return used_.count(index) != 0;
   }
-  // The ops whose kernels ran on the device since the last clear (TorchNeuron's op tracking).
-  std::vector<std::string> executed_ops();
-  void clear_executed_ops();
   // Distinct programs built and loaded so far (a model's steady state builds none).
   size_t kernels_built() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,9 +123,6 @@ class Backend {
   std::unordered_map<int, uint64_t> program_bytes_;  // by device index
   std::set<int> used_;                               // device indices a program was loaded for
   std::atomic<uint64_t> kernels_run_{0};
-
-  std::mutex executed_mu_;  // guards executed_
-  std::set<std::string> executed_;
 };
 
 }  // namespace neuronsim::pytorch

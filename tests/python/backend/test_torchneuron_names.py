@@ -54,7 +54,71 @@ def test_op_tracking_lists_each_op_once_since_the_last_clear():
     torch_neuronx.clear_op_tracking()
     assert torch_neuronx.get_executed_ops() == [] and torch_neuronx.get_fallback_ops() == []
     x + 1
-    assert [op.split(".")[0] for op in torch_neuronx.get_executed_ops()] == ["aten::add"]
+    assert torch_neuronx.get_executed_ops() == ["aten::add", "aten::add.Tensor"]
+
+
+def _tracked(run):
+    torch_neuronx.clear_op_tracking()
+    run()
+    torch.neuron.synchronize()
+    return set(torch_neuronx.get_executed_ops()), set(torch_neuronx.get_fallback_ops())
+
+
+def test_op_tracking_names_the_dispatched_op_kernel_or_not():
+    x = torch.randn(4, 8, device="neuron")
+    w = torch.randn(3, 8, device="neuron")
+    # A composite and the ops it calls on the way down; with and without the overload.
+    executed, _ = _tracked(lambda: torch.nn.functional.linear(x, w))
+    assert {"aten::linear", "aten::mm"} <= executed
+    executed, _ = _tracked(lambda: torch.where(x > 0, x, 0.0))
+    assert {"aten::where", "aten::where.self", "aten::gt", "aten::gt.Scalar"} <= executed
+    # Factories and ops with no kernel of their own: an allocation or a read is the device's.
+    executed, _ = _tracked(lambda: torch.full((3,), 2.0, device="neuron"))
+    assert executed == {"aten::full"}  # not its fill_ or empty: those are full's own
+    for op, run in {
+        "aten::clone": lambda: x.clone(),
+        "aten::new_empty": lambda: x.new_empty(3),
+        "aten::empty_strided": lambda: torch.empty_strided((2, 3), (3, 1), device="neuron"),
+        "aten::_local_scalar_dense": lambda: x[0, 0].item(),
+    }.items():
+        assert op in _tracked(run)[0], op
+    t = torch.empty(0, device="neuron")
+    assert "aten::resize_" in _tracked(lambda: t.resize_(4))[0]
+    # A backward op, dispatched by the autograd engine.
+    xg = x.clone().requires_grad_()
+    loss = torch.log_softmax(xg, 1).sum()
+    assert "aten::_log_softmax_backward_data" in _tracked(loss.backward)[0]
+
+
+def test_op_tracking_leaves_out_views_kernels_insides_and_fallbacks():
+    x = torch.randn(4, 8, device="neuron")
+    scalar = torch.randn(5, device="neuron")[0]
+    # Views do nothing on the device, and neither does an op made only of them.
+    assert _tracked(lambda: torch.atleast_2d(scalar)) == (set(), set())
+    assert _tracked(lambda: x.unsqueeze(0).mT) == (set(), set())
+    assert _tracked(lambda: x.contiguous()) == (set(), set())  # already contiguous
+    # A transposed operand is the kernel's business, not a contiguous() of the caller's.
+    executed, _ = _tracked(lambda: x.T + x.T)
+    assert executed == {"aten::add", "aten::add.Tensor"}
+    # An op that ran on the CPU is a fallback only, and so is the composite above it.
+    c = x.to(torch.complex64)
+    executed, fallen = _tracked(lambda: torch.fft.fft(c))
+    assert "aten::_fft_c2c" in fallen
+    assert not {"aten::_fft_c2c", "aten::fft_fft"} & executed
+    # In inference mode only the caller's outermost op is listed.
+    with torch.inference_mode():
+        executed, _ = _tracked(lambda: torch.nn.functional.linear(x, x[:3]))
+    assert executed == {"aten::linear"}
+
+
+def test_torch_neuronx_neuron_is_the_device_module():
+    import importlib
+
+    assert torch_neuronx.neuron is torch.neuron
+    assert importlib.import_module("torch_neuronx.neuron") is torch.neuron
+    from torch_neuronx.neuron import current_device
+
+    assert current_device() == torch.neuron.current_device()
 
 
 def test_memory_stats_in_torchneurons_nested_form_and_cudas_flat_one():

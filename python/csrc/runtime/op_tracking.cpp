@@ -1,0 +1,88 @@
+// The dispatcher's RecordFunction callbacks open a frame per op on the dispatching thread;
+// the backend marks the frames it works for; a frame closing marked lists its op.
+#include "runtime/op_tracking.h"
+
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <mutex>
+#include <set>
+
+namespace neuronsim::pytorch::op_tracking {
+namespace {
+
+struct Frame {
+  bool internal = false;   // dispatched from inside a backend kernel: not the caller's op
+  bool touched = false;    // the device did something for it
+  bool fell_back = false;  // some of it ran on the CPU
+};
+
+thread_local std::vector<Frame> t_frames;
+
+std::mutex g_mu;  // guards g_executed
+std::set<std::string> g_executed;
+
+void list(const std::string& name) {
+  std::lock_guard lock(g_mu);
+  g_executed.insert(name);
+}
+
+std::unique_ptr<at::ObserverContext> open_frame(const at::RecordFunction&) {
+  // Below the autograd keys means inside a kernel: the autograd kernels step below them
+  // before they call the backend's. Inference mode steps below them too, so there only the
+  // outermost op on a thread, always the caller's, is listed.
+  const bool below_autograd =
+      c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutogradFunctionality);
+  const bool internal = !t_frames.empty() && (t_frames.back().internal || below_autograd);
+  t_frames.push_back(Frame{internal});
+  return nullptr;
+}
+
+void close_frame(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (t_frames.empty()) return;  // opened before install()
+  const Frame frame = t_frames.back();
+  t_frames.pop_back();
+  if (!t_frames.empty()) {
+    t_frames.back().touched |= frame.touched;
+    t_frames.back().fell_back |= frame.fell_back;
+  }
+  if (frame.internal || !frame.touched || frame.fell_back) return;
+  const auto op = fn.operator_name();  // none: not an op (the autograd engine's own frames)
+  if (!op) return;
+  list(op->name);
+  if (!op->overload_name.empty()) list(op->name + "." + op->overload_name);
+}
+
+}  // namespace
+
+void install() {
+  static const bool installed = [] {
+    at::addGlobalCallback(
+        at::RecordFunctionCallback(&open_frame, &close_frame).scopes({at::RecordScope::FUNCTION}));
+    return true;
+  }();
+  (void)installed;
+}
+
+void device_works(const std::string& launched) {
+  if (!t_frames.empty())
+    t_frames.back().touched = true;
+  else if (!launched.empty())
+    list(launched);
+}
+
+void falls_back() {
+  if (!t_frames.empty()) t_frames.back().fell_back = true;
+}
+
+std::vector<std::string> executed() {
+  std::lock_guard lock(g_mu);
+  return {g_executed.begin(), g_executed.end()};
+}
+
+void clear() {
+  std::lock_guard lock(g_mu);
+  g_executed.clear();
+}
+
+}  // namespace neuronsim::pytorch::op_tracking
