@@ -159,5 +159,8 @@ bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a
 // float becomes an integer (truncated toward zero, as torch casts).
 bool integer_copy(const at::Tensor& src, const at::Tensor& dst);
+// out <- self % other with the divisor's sign (torch.remainder) of integers, exact while both
+// stay below 2^23 in magnitude; false otherwise and for a divisor of zero (the CPU raises).
+bool integer_remainder_into(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);
 
 }  // namespace neuronsim::pytorch

@@ -962,35 +962,102 @@ at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test_elements
                                                            invert, out);
 }
 
-// ---- nonzero and masked_scatter: a mask's ranks by a cumulative sum -------------------
+// ---- nonzero, masked_select and masked_scatter: a mask's ranks by a cumulative sum ----
 
-// The positions of the nonzero elements, [count, dims] int64 in row-major order. The count
-// is read by the host (the output's size depends on it, as CUDA's nonzero synchronises);
-// each element's rank among the nonzero ones (a cumulative sum, exact in FP32 below 2^24)
-// is the row its coordinates are scattered to, the others going to one spare row.
+// Each element's coordinates in self, [numel, dims] int64, in row-major order.
+at::Tensor coordinates(const at::Tensor& self) {
+  const int64_t n = self.numel();
+  const at::Tensor position = at::arange(n, self.options().dtype(at::kLong));
+  std::vector<at::Tensor> columns;
+  int64_t stride = n;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    stride /= self.size(d);
+    at::Tensor c = at::floor_divide(position, stride);
+    if (d > 0) c = c - at::floor_divide(c, self.size(d)) * self.size(d);
+    columns.push_back(c);
+  }
+  return at::stack(columns, 1);
+}
+
+// The rows of `values` ([n] or [n, k]) where `hit` ([n] bool) is true, in order, as the
+// first rows of `rows` rows filled with `fill`; hits beyond them are dropped. Each hit's rank
+// among the hits (a cumulative sum, exact in FP32 below 2^24) is the row it is written to,
+// the rest going to one spare row.
+at::Tensor hit_rows(const at::Tensor& hit, const at::Tensor& values, int64_t rows,
+                    const at::Scalar& fill) {
+  const at::Tensor rank = hit.to(at::kFloat).cumsum(0);
+  const at::Tensor slot = at::where(hit.logical_and(rank <= static_cast<double>(rows)), rank - 1,
+                                    static_cast<double>(rows))
+                              .to(at::kInt);
+  std::vector<int64_t> sizes = values.sizes().vec();
+  sizes[0] = rows + 1;
+  at::Tensor out = at::full(sizes, fill, values.options());
+  out.index_put_({slot}, values);
+  return out.narrow(0, 0, rows).clone();
+}
+
+bool rows_on_device(const at::Tensor& self) {
+  return self.device().is_privateuseone() &&
+         (engine_dtype(self.scalar_type()) || is_limb_integer(self.scalar_type())) &&
+         self.numel() < (int64_t{1} << 23);
+}
+
+// The positions of the nonzero elements, [count, dims] int64. The count is read by the host
+// (the output's size depends on it, as CUDA's nonzero synchronises).
 at::Tensor nonzero(const at::Tensor& self) {
   const int64_t n = self.numel();
-  if (self.device().is_privateuseone() &&
-      (engine_dtype(self.scalar_type()) || is_limb_integer(self.scalar_type())) && self.dim() > 0 &&
-      n > 0 && n < (int64_t{1} << 23) && !values_unspecified()) {
+  if (rows_on_device(self) && n > 0 && !values_unspecified()) {
     const at::Tensor hit = self.reshape({-1}).ne(0);
-    const at::Tensor rank = hit.to(at::kFloat).cumsum(0);
-    const auto count = static_cast<int64_t>(rank[n - 1].item<float>());
-    const at::Tensor slot = at::where(hit, rank - 1, static_cast<double>(count)).to(at::kInt);
-    const at::Tensor position = at::arange(n, self.options().dtype(at::kLong));
-    std::vector<at::Tensor> coordinates;
-    int64_t stride = n;
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      stride /= self.size(d);
-      at::Tensor c = at::floor_divide(position, stride);
-      if (d > 0) c = c - at::floor_divide(c, self.size(d)) * self.size(d);
-      coordinates.push_back(c);
-    }
-    at::Tensor rows = at::empty({count + 1, self.dim()}, position.options());
-    rows.index_put_({slot}, at::stack(coordinates, 1));
-    return rows.narrow(0, 0, count).clone();
+    const auto count = static_cast<int64_t>(hit.to(at::kFloat).sum().item<float>());
+    if (self.dim() == 0) return at::empty({count, 0}, self.options().dtype(at::kLong));
+    return hit_rows(hit, coordinates(self), count, 0);
   }
   return Fallback<ATEN_OP(nonzero)>::call(self);
+}
+
+// The first `size` positions of the nonzero elements, rows of fill_value after them: a fixed
+// output size, so nothing is read by the host (and timing-only mode runs it).
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  if (rows_on_device(self) && size >= 0) {
+    if (self.numel() == 0 || self.dim() == 0)  // no coordinates to find, or none to give
+      return at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
+    return hit_rows(self.reshape({-1}).ne(0), coordinates(self), size, fill_value);
+  }
+  return Fallback<ATEN_OP(nonzero_static)>::call(self, size, fill_value);
+}
+
+// self's elements where mask (broadcast together) is true, in order, 1-D: the count is read
+// by the host, as for nonzero.
+bool masked_select_into(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  if (!self.device().is_privateuseone() || mask.device() != self.device() ||
+      out.device() != self.device() || mask.scalar_type() != at::kBool ||
+      out.scalar_type() != self.scalar_type() || values_unspecified())
+    return false;
+  const std::vector<int64_t> sizes = at::infer_size(self.sizes(), mask.sizes());
+  const at::Tensor values = self.expand(sizes).reshape({-1});
+  if (!rows_on_device(values)) return false;
+  at::Tensor picked;
+  if (values.numel() == 0) {
+    picked = at::empty({0}, self.options());
+  } else {
+    const at::Tensor hit = mask.expand(sizes).reshape({-1});
+    const auto count = static_cast<int64_t>(hit.to(at::kFloat).sum().item<float>());
+    picked = hit_rows(hit, values, count, 0);
+  }
+  at::native::resize_output(out, picked.sizes());
+  out.copy_(picked);
+  return true;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out = at::empty({0}, self.options());
+  if (masked_select_into(self, mask, out)) return out;
+  return Fallback<ATEN_OP(masked_select)>::call(self, mask);
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  if (masked_select_into(self, mask, out)) return out;
+  return Fallback<ATEN_OP2(masked_select, out)>::call(self, mask, out);
 }
 
 // self[mask] = the first elements of source, in order: each masked element's rank (a
@@ -1034,6 +1101,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_reduce.out", index_reduce_out);
   m.impl("isin.Tensor_Tensor_out", isin_out);
   m.impl("nonzero", nonzero);
+  m.impl("nonzero_static", nonzero_static);
+  m.impl("masked_select", masked_select);
+  m.impl("masked_select.out", masked_select_out);
   m.impl("masked_scatter_", masked_scatter_);
 }
 

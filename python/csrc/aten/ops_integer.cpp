@@ -622,15 +622,18 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
 }
 
-// Integer division rounded toward -inf (floor: torch.floor_divide, //) or toward zero
-// (trunc), of a tensor by a tensor or a Python integer, through FP32: q = floor(a / b),
+// What integer_divide gives: the quotient rounded toward -inf (torch.floor_divide, //) or
+// toward zero (trunc), or the floor's remainder (torch.remainder, %: the divisor's sign).
+enum class IntDivision { floor, trunc, remainder };
+
+// Integer division of a tensor by a tensor or a Python integer, through FP32: q = floor(a / b),
 // corrected by the remainder r = a - q * b (which has b's sign and |r| < |b|), exact while
 // |a| and |b| stay below 2^23; toward zero, q + 1 where r != 0 and the signs differ. The
 // kernel also flags a divisor of zero and every |a| or |b| of 2^23 or more; the host reads
 // the flag (not in timing-only mode) and, if any is set, the op falls back (where the CPU
 // raises its ZeroDivisionError).
 at::Tensor integer_divide(const char* op, const at::Tensor& self, const at::Tensor& other,
-                          bool floor) {
+                          IntDivision what) {
   constexpr float kExact = 8388608.0f;  // 2^23
   const c10::ScalarType type = at::result_type(self, other);
   const std::optional<Layout> layout = layout_of(type);
@@ -652,8 +655,10 @@ at::Tensor integer_divide(const char* op, const at::Tensor& self, const at::Tens
   q = x.op(AluOp::add, q, x.select(b_positive, x.op(AluOp::is_ge, r, b), x.op(AluOp::is_le, r, b)));
   q = x.op(AluOp::subtract, q,
            x.select(b_positive, x.imm(AluOp::is_lt, r, 0.0f), x.imm(AluOp::is_gt, r, 0.0f)));
-  if (!floor) {  // the floor's remainder, after the steps: nonzero where a / b is not whole
-    const Limb rest = x.op(AluOp::subtract, a, x.op(AluOp::multiply, q, b));
+  // The floor's remainder, after the steps: exact, with b's sign, nonzero where a / b is not
+  // whole.
+  const Limb rest = x.op(AluOp::subtract, a, x.op(AluOp::multiply, q, b));
+  if (what == IntDivision::trunc) {
     const Limb signs_differ =
         x.op(AluOp::not_equal, x.imm(AluOp::is_lt, a, 0.0f), x.imm(AluOp::is_lt, b, 0.0f));
     q = x.op(AluOp::add, q,
@@ -661,7 +666,7 @@ at::Tensor integer_divide(const char* op, const at::Tensor& self, const at::Tens
   }
   const Limb magnitude =
       x.op(AluOp::max, x.imm(AluOp::abs_max, a, 0.0f), x.imm(AluOp::abs_max, b, 0.0f));
-  Limbs values = x.from_integral(q);
+  Limbs values = x.from_integral(what == IntDivision::remainder ? rest : q);
   values.push_back(x.op(AluOp::logical_or, x.imm(AluOp::is_ge, magnitude, kExact),
                         x.imm(AluOp::is_equal, b, 0.0f)));
   std::vector<at::Tensor> outs;
@@ -740,7 +745,8 @@ bool divide_rounded_into(const char* op, const at::Tensor& self, const at::Tenso
   if (out.scalar_type() != type || out.device() != self.device()) return false;
   if (!at::isIntegralType(type, /*includeBool=*/false))
     return float_divide_rounded_into(self, other, floor, out);
-  const at::Tensor q = integer_divide(op, self, other, floor);
+  const at::Tensor q =
+      integer_divide(op, self, other, floor ? IntDivision::floor : IntDivision::trunc);
   if (!q.defined()) return false;
   at::native::resize_output(out, q.sizes());
   out.copy_(q);
@@ -756,7 +762,8 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
   if (!at::isIntegralType(type, /*includeBool=*/false)) {
     at::Tensor out = at::empty({0}, self.options().dtype(type));
     if (floor_divide_into(self, other, out)) return out;
-  } else if (at::Tensor q = integer_divide("aten::floor_divide", self, other, true); q.defined()) {
+  } else if (at::Tensor q = integer_divide("aten::floor_divide", self, other, IntDivision::floor);
+             q.defined()) {
     return q;
   }
   return Fallback<ATEN_OP(floor_divide)>::call(self, other);
@@ -846,6 +853,20 @@ at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
 }
 
 }  // namespace
+
+// out <- self % other with the divisor's sign, for integers (floats: ops_pointwise.cpp).
+bool integer_remainder_into(const at::Tensor& self, const at::Tensor& other,
+                            const at::Tensor& out) {
+  const c10::ScalarType type = at::result_type(self, other);
+  if (!at::isIntegralType(type, /*includeBool=*/false) || out.scalar_type() != type ||
+      out.device() != self.device())
+    return false;
+  const at::Tensor r = integer_divide("aten::remainder", self, other, IntDivision::remainder);
+  if (!r.defined()) return false;
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return true;
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", arange_out);

@@ -497,9 +497,10 @@ at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& expone
 
 // a % b with the divisor's sign (torch.remainder, Python's %) for float results: VectorE's mod
 // is C's fmod, exact, then the divisor added where the signs differ (docs/isa.md), in FP32 and
-// rounded once to the dtype, as torch's CPU kernel computes it. Integer results fall back.
+// rounded once to the dtype, as torch's CPU kernel computes it. Integers: integer_remainder_into.
 at::Tensor& remainder_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   if (float_binary_into("aten::remainder", AluOp::mod, a, b, out)) return out;
+  if (integer_remainder_into(a, b, out)) return out;
   return Fallback<ATEN_OP2(remainder, Tensor_out)>::call(a, b, out);
 }
 

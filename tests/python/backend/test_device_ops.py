@@ -597,3 +597,55 @@ def test_equal_compares_sizes_and_every_element_on_the_device():
     assert torch.equal(d[:0], d[:0])
     with pytest.raises(RuntimeError, match="aten::equal: expected all tensors on one device"):
         torch.equal(d, a)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_remainder_takes_the_divisors_sign_on_the_device(dtype):
+    torch.manual_seed(0)
+    a = torch.randint(-5000, 5000, (16, 9), dtype=dtype)
+    b = torch.randint(-40, 40, (16, 9), dtype=dtype)
+    b[b == 0] = 7
+    a[0, :4] = torch.tensor([-7, 7, -(2**22), 2**22], dtype=dtype)
+    d = a.to("neuron")
+    got = [
+        torch.remainder(d, b.to("neuron")),
+        d % 5,
+        d.t() % -3,
+        torch.remainder(d, b.to("neuron").t().contiguous().t()),
+    ]
+    want = [torch.remainder(a, b), a % 5, a.t() % -3, torch.remainder(a, b)]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and torch.equal(g.cpu(), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64])
+def test_masked_select_and_nonzero_static_on_the_device(dtype):
+    torch.manual_seed(0)
+    x = (torch.randn(6, 5) * 9).to(dtype)
+    x[2] = 0
+    d = x.to("neuron")
+    mask = x > 0
+    row_mask = torch.tensor([True, False, False, True, True])  # broadcast over the rows
+    for m in (mask, row_mask):
+        assert torch.equal(torch.masked_select(d, m.to("neuron")).cpu(), torch.masked_select(x, m))
+    assert torch.equal(d.t()[mask.t().to("neuron")].cpu(), x.t()[mask.t()])  # transposed
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    torch.masked_select(d, mask.to("neuron"), out=out)
+    assert torch.equal(out.cpu(), torch.masked_select(x, mask))
+    # nonzero_static: the first `size` positions, fill_value rows after them.
+    for size in (0, 4, 30, 40):
+        got = torch.nonzero_static(d, size=size, fill_value=-1)
+        assert torch.equal(got.cpu(), torch.nonzero_static(x, size=size, fill_value=-1)), size
+    empty = torch.zeros(0, 3, dtype=dtype, device="neuron")
+    assert torch.equal(
+        torch.nonzero_static(empty, size=2, fill_value=9).cpu(), torch.full((2, 2), 9)
+    )
+
+
+def test_masked_select_gradient_reaches_the_selected_elements():
+    x = torch.randn(4, 6, requires_grad=True)
+    d = x.detach().to("neuron").requires_grad_()
+    mask = x.detach() > 0
+    (torch.masked_select(x, mask) * 3).sum().backward()
+    (torch.masked_select(d, mask.to("neuron")) * 3).sum().backward()
+    assert torch.equal(d.grad.cpu(), x.grad)

@@ -51,6 +51,8 @@ CLAIMED = {
     ("nn.functional.gelu", ""),
     ("pow", ""),
     ("remainder", ""),
+    ("masked_select", ""),
+    ("nonzero_static", ""),
     ("equal", ""),
     ("where", ""),
     ("sum", ""),
