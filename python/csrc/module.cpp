@@ -175,6 +175,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("clear_executed_ops", &neuronsim::pytorch::op_tracking::clear);
   m.def("strict", &neuronsim::pytorch::strict);
   m.def("set_strict", &neuronsim::pytorch::set_strict);
+  m.def("rng_source", [] {
+    return std::string(
+        neuronsim::pytorch::rng_source() == neuronsim::pytorch::RngSource::cpu ? "cpu" : "device");
+  });
+  m.def("set_rng_source", [](const std::string& name) {
+    neuronsim::pytorch::set_rng_source(
+        neuronsim::pytorch::parse_rng_source(name, "neuronsim.set_rng_source"));
+  });
   m.def("begin_host_inspection", &neuronsim::pytorch::begin_host_inspection);
   m.def("end_host_inspection", &neuronsim::pytorch::end_host_inspection);
   m.def("start_trace", [] { return Backend::get().device().start_trace(); });

@@ -151,6 +151,31 @@ def strict_mode(on: bool = True):
         set_strict(old)
 
 
+def rng_source() -> str:
+    """Where random ops on "neuron" devices draw from: ``"device"`` (the default: the
+    device's own generators, streams of their own as CUDA's are) or ``"cpu"`` (the host draws
+    with the CPU's generator exactly as the CPU op would and copies the values to the device,
+    as TorchNeuron does today, so that a run seeded with ``torch.manual_seed`` gives the CPU's
+    numbers). Set by ``NEURONSIM_RNG`` and ``set_rng_source``."""
+    return _C.rng_source()
+
+
+def set_rng_source(source: str) -> None:
+    """Chooses where random ops draw from: ``"device"`` or ``"cpu"`` (see ``rng_source``)."""
+    _C.set_rng_source(source)
+
+
+@contextlib.contextmanager
+def rng_source_as(source: str):
+    """``with neuronsim.rng_source_as("cpu"): ...`` draws from ``source`` in a block."""
+    old = rng_source()
+    set_rng_source(source)
+    try:
+        yield
+    finally:
+        set_rng_source(old)
+
+
 def simulated_time() -> float:
     """The device clock in seconds: how far the simulated work of every NeuronCore has
     reached (0 in functional-only mode, which does not time)."""
@@ -205,6 +230,9 @@ __all__ = [
     "mode",
     "profile",
     "reset_fallback_counts",
+    "rng_source",
+    "rng_source_as",
+    "set_rng_source",
     "set_strict",
     "simulated_time",
     "strict",

@@ -12,6 +12,7 @@
 #include "aten/integers.h"
 #include "aten/kernel_call.h"
 #include "neuronsim/kernels/kernels.h"
+#include "runtime/generator.h"
 
 namespace neuronsim::pytorch {
 
@@ -302,13 +303,20 @@ at::Tensor& cat_out(const at::ITensorListRef& list, int64_t dim, at::Tensor& out
 // One kernel draws the mask and applies it: keep = bits < (1 - p) * 2^16 for 16 random
 // bits per element from the engines' generators, seeded from the device's generator
 // (so torch.neuron.manual_seed repeats it); out = x * keep / (1 - p). An element is kept
-// with probability ceil((1 - p) * 2^16) / 2^16, within 2^-16 of 1 - p.
+// with probability ceil((1 - p) * 2^16) / 2^16, within 2^-16 of 1 - p. With
+// NEURONSIM_RNG=cpu the mask is the CPU's (runtime/generator.h).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& x, double p,
                                                   std::optional<bool> train) {
   if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
     if (train.has_value() && !*train)
       return {x.clone(), at::ones_like(x, x.options().dtype(at::kBool))};
     TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+    if (rng_source() == RngSource::cpu && x.numel() > 0) {
+      // The CPU's mask, drawn by the host (bernoulli_ draws there), then the CPU's two
+      // products on the device: the values a seeded CPU run gives.
+      at::Tensor keep = at::empty_like(x, at::MemoryFormat::Contiguous).bernoulli_(1.0 - p);
+      return {x.mul(keep).mul_(p < 1.0 ? 1.0 / (1.0 - p) : 0.0), keep.to(at::kBool)};
+    }
     const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
     Expr e;
     const Expr::Reg keep =

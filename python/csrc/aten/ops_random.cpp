@@ -11,7 +11,12 @@
 //   cumulative sums <= u * total); without replacement it draws one category at a time and
 //   zeroes it. It reads back one flag per call to raise torch's errors on bad inputs.
 // - randperm sorts n uniform keys (kernels::topk).
+// With NEURONSIM_RNG=cpu (RngSource::cpu, TorchNeuron's convention) the host draws instead,
+// with the CPU's generator and the CPU op, and the values are copied to the device: a seeded
+// run then gives the CPU's numbers. A neuron generator passed to an op still draws on the
+// device.
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 #include <ATen/ATen.h>
@@ -55,6 +60,24 @@ std::optional<std::optional<at::Generator>> neuron_generator(
   return std::optional<at::Generator>{*g};
 }
 
+// The host draws self's values as the CPU op `draw` would, from the CPU generator (the
+// default one, or the CPU generator given), and copies them to the device: RngSource::cpu.
+// False when the device draws (its own source, or a neuron generator given).
+using HostDraw = std::function<void(at::Tensor&, const std::optional<at::Generator>&)>;
+bool host_draws(const at::Tensor& self, const std::optional<at::Generator>& generator,
+                const HostDraw& draw) {
+  if (rng_source() != RngSource::cpu || (generator && is_neuron_generator(*generator)))
+    return false;
+  const at::TensorOptions host_options = self.options().device(at::kCPU);
+  // The same strides, so that the CPU op fills the elements in the same order.
+  at::Tensor host = self.is_non_overlapping_and_dense()
+                        ? at::empty_strided(self.sizes(), self.strides(), host_options)
+                        : at::empty(self.sizes(), host_options);
+  draw(host, generator);
+  at::Tensor(self).copy_(host);
+  return true;
+}
+
 // self <- expr, drawn from `generator`, for a float or integer self the engines write.
 bool draw_into(const char* op, const std::string& name, const Expr& e, const at::Tensor& self,
                const std::optional<at::Generator>& generator,
@@ -70,6 +93,8 @@ bool draw_into(const char* op, const std::string& name, const Expr& e, const at:
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to,
                      std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.uniform_(from, to, g); }))
+    return self;
   if (is_engine_float(self.scalar_type())) {
     Expr e;
     e.alu_imm(AluOp::add, e.alu_imm(AluOp::multiply, uniform24(e), static_cast<float>(to - from)),
@@ -83,6 +108,8 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to,
 // Box-Muller: sqrt(-2 log(1 - u1)) * cos(2 pi u2), 1 - u1 in (0, 1].
 at::Tensor& normal_(at::Tensor& self, double mean, double std,
                     std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.normal_(mean, std, g); }))
+    return self;
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (is_engine_float(self.scalar_type())) {
     Expr e;
@@ -100,6 +127,8 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.exponential_(lambd, g); }))
+    return self;
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   if (is_engine_float(self.scalar_type())) {
     Expr e;
@@ -113,6 +142,8 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.bernoulli_(p, g); }))
+    return self;
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   Expr e;
   e.alu_imm(AluOp::is_lt, uniform24(e), static_cast<float>(p));
@@ -123,6 +154,8 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
 
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
                              std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.bernoulli_(p.cpu(), g); }))
+    return self;
   if (p.device() == self.device() && is_engine_float(p.scalar_type()) &&
       at::is_expandable_to(p.sizes(), self.sizes())) {
     Expr e;
@@ -133,6 +166,10 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
 }
 
 at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> generator) {
+  if (at::Tensor out = at::empty_like(self);
+      host_draws(out, generator,
+                 [&](at::Tensor& h, const auto& g) { h.copy_(at::bernoulli(self.cpu(), g)); }))
+    return out;
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   if (is_engine_float(self.scalar_type())) {
     Expr e;
@@ -164,6 +201,8 @@ bool random_range_into(const char* op, at::Tensor& self, double from, double to,
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.random_(from, to, g); }))
+    return self;
   if (to && random_range_into("aten::random_", self, static_cast<double>(from),
                               static_cast<double>(*to), generator))
     return self;
@@ -171,6 +210,8 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
+  if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.random_(to, g); }))
+    return self;
   if (random_range_into("aten::random_", self, 0.0, static_cast<double>(to), generator))
     return self;
   return Fallback<ATEN_OP2(random_, to)>::call(self, to, generator);
@@ -219,6 +260,8 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacemen
   const int64_t n = self.size(-1);
   TORCH_CHECK(replacement || n_sample <= n,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  if (rng_source() == RngSource::cpu && !(generator && is_neuron_generator(*generator)))
+    return at::multinomial(self.cpu(), n_sample, replacement, generator).to(self.device());
   const auto g = neuron_generator(generator);
   const bool covered = g && is_engine_float(self.scalar_type()) && n < (1 << 24) &&
                        (replacement || n_sample <= kMaxDrawsWithoutReplacement);
@@ -267,6 +310,12 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
 // 24-bit keys, keep their positions).
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  if (out.device().is_privateuseone() && rng_source() == RngSource::cpu &&
+      !(generator && is_neuron_generator(*generator))) {
+    at::native::resize_output(out, {n});
+    host_draws(out, generator, [&](at::Tensor& h, const auto& g) { at::randperm_out(h, n, g); });
+    return out;
+  }
   const auto g = neuron_generator(generator);
   if (g && out.device().is_privateuseone() && n < (1 << 24) &&
       (out.scalar_type() == at::kLong || out.scalar_type() == at::kInt)) {

@@ -1,6 +1,8 @@
 // The generators of "neuron" devices (see generator.h).
 #include "runtime/generator.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -109,6 +111,34 @@ uint64_t next_random_key(at::Generator neuron, uint64_t numel) {
 
 at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel) {
   return at::make_generator<at::CPUGeneratorImpl>(next_random_key(std::move(neuron), numel));
+}
+
+RngSource parse_rng_source(const std::string& name, const char* where) {
+  if (name == "device") return RngSource::device;
+  if (name == "cpu") return RngSource::cpu;
+  TORCH_CHECK(false, where, ": '", name,
+              "' is not a random-number source; use 'device' (the device's own generators) or "
+              "'cpu' (the CPU generator's numbers, as TorchNeuron draws them)");
+}
+
+namespace {
+std::atomic<int> g_rng_source{-1};  // -1: not read from the environment yet
+}  // namespace
+
+RngSource rng_source() {
+  int source = g_rng_source.load();
+  if (source < 0) {
+    const char* env = std::getenv("NEURONSIM_RNG");
+    source =
+        static_cast<int>(env && *env ? parse_rng_source(env, "NEURONSIM_RNG") : RngSource::device);
+    int unset = -1;
+    if (!g_rng_source.compare_exchange_strong(unset, source)) source = unset;
+  }
+  return static_cast<RngSource>(source);
+}
+
+void set_rng_source(RngSource source) {
+  g_rng_source = static_cast<int>(source);
 }
 
 }  // namespace neuronsim::pytorch

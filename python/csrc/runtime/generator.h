@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
@@ -22,5 +23,16 @@ at::Generator cpu_generator_for(at::Generator neuron, uint64_t numel);
 // give equal keys, so manual_seed makes device randomness repeatable.
 uint64_t next_random_key(at::Generator neuron, uint64_t numel);
 bool is_neuron_generator(const at::Generator& g);
+
+// Where random ops on "neuron" devices draw from. `device`, the default: the device's own
+// generators on the engines, streams of their own as CUDA's are. `cpu`: the host draws with
+// the CPU's generator exactly as the CPU op would, and copies the values to the device, as
+// TorchNeuron does today, so that a run seeded with torch.manual_seed gives the CPU's numbers.
+// Set by NEURONSIM_RNG (device or cpu) and neuronsim.set_rng_source.
+enum class RngSource { device, cpu };
+RngSource rng_source();
+void set_rng_source(RngSource source);
+// "device" or "cpu"; throws c10::Error naming the accepted names for anything else.
+RngSource parse_rng_source(const std::string& name, const char* where);
 
 }  // namespace neuronsim::pytorch
