@@ -702,6 +702,25 @@ const at::Tensor& single(const ProcessGroupNeuron::Impl& impl, const std::string
   return tensors[0];
 }
 
+// TorchNeuron's form of reduce_scatter's input: one tensor holding every rank's block, R times
+// the output along the one dim where their sizes differ; rank r's block is the r-th slice.
+std::vector<at::Tensor> blocks_by_rank(const ProcessGroupNeuron::Impl& impl, const std::string& op,
+                                       const at::Tensor& input, const at::Tensor& out) {
+  const int64_t ranks = impl.R();
+  std::optional<int64_t> dim;
+  bool fits = input.dim() == out.dim();
+  for (int64_t d = 0; fits && d < input.dim(); ++d) {
+    if (input.size(d) == out.size(d)) continue;
+    fits = !dim && input.size(d) == out.size(d) * ranks;
+    dim = d;
+  }
+  if (!fits || !dim)
+    impl.refuse(op, fmt::format("one input tensor must be {} (the ranks) times the output along "
+                                "one dim; got input {} and output {}",
+                                ranks, c10::str(input.sizes()), c10::str(out.sizes())));
+  return input.chunk(ranks, *dim);
+}
+
 }  // namespace
 
 ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
@@ -920,13 +939,19 @@ WorkPtr ProcessGroupNeuron::reduce_scatter(std::vector<at::Tensor>& outputs,
                                            const c10d::ReduceScatterOptions& opts) {
   const std::string op = "reduce_scatter";
   const at::Tensor& out = single(*impl_, op, outputs);
-  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != impl_->R())
-    impl_->refuse(op, fmt::format("needs one list of {} input tensors", impl_->R()));
-  for (const at::Tensor& t : inputs[0])
+  if (inputs.size() != 1 ||
+      (inputs[0].size() != 1 && static_cast<int>(inputs[0].size()) != impl_->R()))
+    impl_->refuse(op, fmt::format("needs one list of {} input tensors, or of one tensor holding "
+                                  "them all",
+                                  impl_->R()));
+  const std::vector<at::Tensor> blocks = inputs[0].size() == 1 && impl_->R() > 1
+                                             ? blocks_by_rank(*impl_, op, inputs[0][0], out)
+                                             : inputs[0];
+  for (const at::Tensor& t : blocks)
     if (t.numel() != out.numel() || t.scalar_type() != out.scalar_type())
       impl_->refuse(op, "every input must have the output's size and dtype");
   std::vector<at::Tensor> flat;
-  for (const at::Tensor& t : inputs[0]) flat.push_back(host_alias(t).reshape({-1}));
+  for (const at::Tensor& t : blocks) flat.push_back(host_alias(t).reshape({-1}));
   const at::Tensor input = at::cat(flat);
   impl_->reduce_scatter(op, out, input, opts.reduceOp);
   return done(c10d::OpType::REDUCE_SCATTER, outputs);

@@ -161,6 +161,27 @@ def dtype_checks(dtype: torch.dtype) -> None:
 
     check(f"reduce_scatter/{d}", reduce_scatter_list)
 
+    def reduce_scatter_one_tensor():
+        # TorchNeuron's form: a list of one tensor holding every rank's block, R times the
+        # output along the dim where their sizes differ (here the last).
+        blocks = [values(r, dtype, R * N, salt=4).reshape(N, R) for r in range(R)]
+        out = torch.empty(N, 1, dtype=dtype, device=dev)
+        dist.reduce_scatter(out, [blocks[me].to(dev)], op=dist.ReduceOp.SUM)
+        same(out, reference("sum", [b[:, me : me + 1] for b in blocks]))
+
+    check(f"reduce_scatter_one_tensor/{d}", reduce_scatter_one_tensor)
+
+    def reduce_scatter_one_tensor_of_another_size():
+        out = torch.empty(N, 1, dtype=dtype, device=dev)
+        try:
+            dist.reduce_scatter(out, [torch.zeros(N, R + 1, dtype=dtype, device=dev)])
+        except ValueError as e:  # the group's refusals: ValueError naming the op and rank
+            assert "times the output along one dim" in str(e), e
+        else:
+            raise AssertionError("an input of another size was taken")
+
+    check(f"reduce_scatter_one_tensor_refused/{d}", reduce_scatter_one_tensor_of_another_size)
+
     def all_to_all_single():
         ins = [values(r, dtype, R * N, salt=3) for r in range(R)]
         out = torch.empty(R * N, dtype=dtype, device=dev)
