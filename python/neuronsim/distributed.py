@@ -43,12 +43,56 @@ def _bind_local_rank() -> None:
     torch.neuron.set_device(index)
 
 
+# Where each rank of the job meets the ranks of a later group: a rendezvous store every
+# process hosts, their addresses shared when the default group is made, while every rank is
+# surely there. A group's ranks then meet at its first rank's store, not at the job's store,
+# which the job's first process hosts under mp.spawn and takes with it when it leaves: a
+# group of later ranks must not need that process after it has left.
+_own_store = None  # this process's rendezvous store (a TCPStore server)
+_rendezvous: dict[int, str] = {}  # the default group's rank -> "host:port" of its store
+
+
+def _share_rendezvous_stores(options) -> None:
+    import torch.distributed as dist
+
+    global _own_store
+    host = os.environ.get("NEURONSIM_COMM_HOST", "127.0.0.1")
+    _own_store = dist.TCPStore(
+        host, 0, is_master=True, wait_for_workers=False, timeout=options.timeout
+    )
+    options.store.set(f"neuronsim/rendezvous/{options.group_rank}", f"{host}:{_own_store.port}")
+    _rendezvous.clear()
+    for rank in range(options.group_size):
+        _rendezvous[rank] = options.store.get(f"neuronsim/rendezvous/{rank}").decode()
+
+
+def _group_store(options):
+    """The store a group's ranks meet at: the job's for the default group, else a prefix of
+    the store its first rank hosts."""
+    import torch.distributed as dist
+
+    if os.environ.get("NEURONSIM_SYMMETRIC_RANKS") == "1":
+        return options.store  # no peers run
+    if not dist.is_initialized():  # the default group, being made
+        _share_rendezvous_stores(options)
+        return options.store
+    first = int(options.global_ranks_in_group[0])
+    if first not in _rendezvous:  # a default group of another backend: no stores shared
+        return options.store
+    if options.group_rank == 0:
+        store = _own_store
+    else:
+        host, port = _rendezvous[first].rsplit(":", 1)
+        store = dist.TCPStore(host, int(port), is_master=False, timeout=options.timeout)
+    return dist.PrefixStore(f"neuronsim/group/{options.group_id}/", store)
+
+
 def _create_backend(options, _backend_options=None):
     """torch.distributed's creator of the backend for one process group."""
     _C._define_process_group_class(_C)
     _bind_local_rank()
     return _C.ProcessGroupNeuron(
-        options.store,
+        _group_store(options),
         options.group_rank,
         options.group_size,
         options.timeout.total_seconds(),

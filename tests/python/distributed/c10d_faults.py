@@ -1,5 +1,6 @@
 """A rank of a "neuron" process group that dies, hangs or runs a different collective; a
-subgroup whose ranks go on after the others (and the store they host) have left.
+subgroup whose ranks go on after the others (and the store they host) have left, or meet
+only after they have.
 Started as plain processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), not by torchrun,
 whose agent would stop the job at the first failure. Usage: c10d_faults.py CASE TIMEOUT_S.
 Every rank that gets an error prints one JSON line: the error's type and message and the
@@ -39,6 +40,18 @@ try:
             time.sleep(2)
             dist.all_reduce(t, group=sub)
             assert torch.equal(t.cpu(), torch.full((8,), 32.0)), t.cpu()
+    elif case == "left_before_the_subgroup_met":  # ranks 0-1 leave at once, store and all
+        sub = dist.new_group([2, 3])
+        if me in (2, 3):
+            time.sleep(2)  # torch's new_group does not wait for the others: they have left
+            dist.all_reduce(t, group=sub)
+            assert torch.equal(t.cpu(), torch.full((8,), 8.0)), t.cpu()
+            if me == 2:
+                dist.send(t * 2, dst=3, group=sub)
+            else:
+                got = torch.zeros(8, device="neuron")
+                dist.recv(got, src=2, group=sub)
+                assert torch.equal(got.cpu(), torch.full((8,), 16.0)), got.cpu()
     elif case == "bad_root":  # no rank 2 in a group of 2: refused, and the group lives on
         out = torch.zeros(8, device="neuron")
         try:

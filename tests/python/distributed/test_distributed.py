@@ -149,6 +149,15 @@ def test_a_subgroup_works_after_the_ranks_outside_it_have_left():
         assert results[rank]["error"] is None, results[rank]
 
 
+def test_a_subgroup_meets_after_the_ranks_outside_it_have_left():
+    # As a spawned job's non-members do: ranks 0 and 1 return from new_group([2, 3]) and exit
+    # (rank 0 with the job's store) before ranks 2 and 3 have met; they meet at rank 2's own
+    # store, whose address every rank learnt when the default group was made.
+    results = run_fault("left_before_the_subgroup_met", 20, ranks=4)
+    for rank in range(4):
+        assert results[rank]["error"] is None, results[rank]
+
+
 def test_a_root_outside_the_group_is_refused_and_the_group_lives_on():
     # scatter, broadcast and reduce from rank 2 of 2: a ValueError on every rank (as Gloo's
     # "invalid root rank"), where scatter had written past its buffers; then an all_reduce.
