@@ -173,6 +173,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x,
   return FallbackSymInt<ATEN_OP(native_layer_norm)>::call(x, normalized_shape, weight, bias, eps);
 }
 
+// ---- group norm --------------------------------------------------------------------
+
+// Each (sample, group) normalised as layer norm normalises a row, x viewed [N, group, rest] in
+// FP32, then each channel's weight and bias, rounded once to x's dtype, as torch's CPU kernel
+// keeps its intermediates in FP32 (PyTorch's generic decomposition would round every step
+// to a 16-bit dtype).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& x,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          int64_t n, int64_t c, int64_t hxw,
+                                                          int64_t group, double eps) {
+  if (x.device().is_privateuseone() && is_engine_float(x.scalar_type()) && group > 0 &&
+      c % group == 0 && x.numel() == n * c * hxw) {
+    if (x.numel() == 0)  // no sample, or none of its elements: nothing to normalise
+      return {at::empty_like(x), at::empty({n, group}, x.options()),
+              at::empty({n, group}, x.options())};
+    const at::Tensor rows = x.reshape({n, group, -1}).to(at::kFloat);
+    const std::vector<c10::SymInt> row{c10::SymInt(rows.size(2))};
+    auto [y, mean, rstd] = layer_norm(rows, row, std::nullopt, std::nullopt, eps);
+    at::Tensor out = y.view({n, c, hxw});
+    if (weight && weight->defined()) out = out * weight->to(at::kFloat).view({1, c, 1});
+    if (bias && bias->defined()) out = out + bias->to(at::kFloat).view({1, c, 1});
+    const c10::ScalarType type = x.scalar_type();
+    return {out.view(x.sizes()).to(type), mean.view({n, group}).to(type),
+            rstd.view({n, group}).to(type)};
+  }
+  return Fallback<ATEN_OP(native_group_norm)>::call(x, weight, bias, n, c, hxw, group, eps);
+}
+
 // The gradients of layer norm over the last dim, with x^ = (x - mean) * rstd and
 // gw = grad * weight: dx = rstd * (gw - mean(gw) - x^ * mean(gw * x^)) per row,
 // dweight = the column sums of grad * x^, dbias = the column sums of grad. One
@@ -395,6 +424,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("triu.out", triu_out);
   m.impl("native_layer_norm_backward", layer_norm_backward);
   m.impl("native_dropout", native_dropout);
+  m.impl("native_group_norm", group_norm);
   m.impl("native_dropout_backward", native_dropout_backward);
 }
 

@@ -250,7 +250,8 @@ at::Tensor mean_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
 // The variance over dims with torch's correction (N - correction in the divisor), or
 // its square root: the mean (FP32), the squared deviations, their sum, one scale.
 at::Tensor variance(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dim,
-                    const std::optional<at::Scalar>& correction, bool keepdim, bool root) {
+                    const std::optional<at::Scalar>& correction, bool keepdim, bool root,
+                    at::Tensor* mean_of_x = nullptr) {
   if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || x.dim() == 0 ||
       x.numel() == 0)
     return {};
@@ -273,6 +274,7 @@ at::Tensor variance(const char* op, const at::Tensor& x, at::OptionalIntArrayRef
   if (root) scale.activation(isa::ActFunc::sqrt, v);
   at::Tensor out = at::empty(sum.sizes(), x.options());
   if (!run_pointwise(op, fmt::format("/{} root={}", divisor, root), scale, {sum}, out)) return {};
+  if (mean_of_x) *mean_of_x = mean.to(x.scalar_type()).view(without_dims(x, dims, keepdim));
   return out.view(without_dims(x, dims, keepdim));
 }
 
@@ -331,6 +333,18 @@ at::Tensor var(const at::Tensor& x, at::OptionalIntArrayRef dim,
   if (at::Tensor r = variance("aten::var", x, dim, correction, keepdim, false); r.defined())
     return r;
   return Fallback<ATEN_OP2(var, correction)>::call(x, dim, correction, keepdim);
+}
+
+// The variance and the mean in one: the mean the variance is taken about, in FP32, rounded
+// once to x's dtype.
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction,
+                                            bool keepdim) {
+  at::Tensor mean;
+  if (at::Tensor v = variance("aten::var_mean", x, dim, correction, keepdim, false, &mean);
+      v.defined())
+    return {v, mean};
+  return Fallback<ATEN_OP2(var_mean, correction)>::call(x, dim, correction, keepdim);
 }
 
 at::Tensor std_dev(const at::Tensor& x, at::OptionalIntArrayRef dim,
@@ -532,6 +546,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min", min_all);
   m.impl("cumsum.out", cumsum_out);
   m.impl("var.correction", var);
+  m.impl("var_mean.correction", var_mean);
   m.impl("linalg_vector_norm.out", linalg_vector_norm_out);
   m.impl("std.correction", std_dev);
   m.impl("argmax", argmax);

@@ -649,3 +649,35 @@ def test_masked_select_gradient_reaches_the_selected_elements():
     (torch.masked_select(x, mask) * 3).sum().backward()
     (torch.masked_select(d, mask.to("neuron")) * 3).sum().backward()
     assert torch.equal(d.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_group_norm_rounds_once_as_the_cpu_does(dtype):
+    # Statistics and the affine in FP32, rounded once at the end: no farther from the exact
+    # (float64) result than the CPU's kernel, which keeps its intermediates in FP32 too.
+    torch.manual_seed(0)
+    x = (torch.randn(3, 6, 5) * 4 + 3).to(dtype)
+    w, b = torch.randn(6).to(dtype), torch.randn(6).to(dtype)
+    exact = torch.nn.functional.group_norm(x.double(), 3, w.double(), b.double())
+    cpu = torch.nn.functional.group_norm(x, 3, w, b)
+    dev = torch.nn.functional.group_norm(x.to("neuron"), 3, w.to("neuron"), b.to("neuron"))
+    ulp = torch.finfo(dtype).eps * exact.abs().max().item()
+    assert (dev.cpu().double() - exact).abs().max() <= (cpu.double() - exact).abs().max() + ulp
+    out, mean, rstd = torch.native_group_norm(x.to("neuron"), None, None, 3, 6, 5, 2, 1e-5)
+    _, cpu_mean, cpu_rstd = torch.native_group_norm(x, None, None, 3, 6, 5, 2, 1e-5)
+    assert mean.dtype == rstd.dtype == dtype and mean.shape == (3, 2)
+    torch.testing.assert_close(mean.cpu(), cpu_mean)
+    torch.testing.assert_close(rstd.cpu(), cpu_rstd)
+    empty = torch.native_group_norm(x[:0].to("neuron"), None, None, 0, 6, 5, 3, 1e-5)
+    assert [t.shape for t in empty] == [(0, 6, 5), (0, 3), (0, 3)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_mean_on_the_device(dtype):
+    x = (torch.randn(4, 9, 7) * 3).to(dtype)
+    for kwargs in ({"dim": 2}, {"dim": (0, 2), "keepdim": True}, {"correction": 0}):
+        got = torch.var_mean(x.to("neuron"), **kwargs)
+        want = torch.var_mean(x, **kwargs)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            torch.testing.assert_close(g.cpu(), w, atol=2e-2, rtol=2e-2)
