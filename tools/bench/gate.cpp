@@ -52,6 +52,11 @@ Better better_direction(const std::string& metric, const std::string& unit) {
   // against measured figures (neuron-sim correlate --figures) are costs.
   if (has(metric, "peak_memory") || ends_with(metric, "_share") || has(metric, "mape"))
     return Better::lower;
+  // Op tests (neuronsim.tools.opinfo --figures): entries that ran on the device alone are
+  // wanted; those that fell back to the CPU, mismatched or failed are not.
+  if (metric == "no_fallback") return Better::higher;
+  if (metric == "fallback" || metric == "mismatch" || metric == "error" || metric == "fallbacks")
+    return Better::lower;
   // A theoretical peak is a property of the configuration, not a result.
   if (metric.rfind("peak_", 0) == 0) return Better::neither;
   if (has(metric, "per_s") || has(metric, "achieved_") || has(metric, "fraction_of_peak") ||

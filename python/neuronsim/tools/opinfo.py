@@ -427,6 +427,19 @@ def tally(results) -> str:
     return "\n".join(lines)
 
 
+def figures(results, name: str) -> list[tuple[str, str, int]]:
+    """The tally as benchmark figures (what ``neuron-sim bench --suite`` records): entries,
+    those that ran with no fallback, and those that fell back, mismatched or failed."""
+    counts = collections.Counter(r.status for r in results)
+    return [
+        (name, "entries", len(results)),
+        (name, "no_fallback", counts["pass"]),
+        (name, "fallback", counts["fallback"]),
+        (name, "mismatch", counts["mismatch"]),
+        (name, "error", counts["error"] + counts["crash"] + counts["timeout"]),
+    ]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m neuronsim.tools.opinfo", description=__doc__.split("\n\n")[0]
@@ -436,7 +449,19 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", nargs="*", default=list(DTYPE_NAMES), choices=DTYPE_NAMES)
     parser.add_argument("--layouts", nargs="*", default=list(LAYOUTS), choices=LAYOUTS)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--every", type=int, default=1, metavar="N", help="every N-th entry of those selected"
+    )
     parser.add_argument("--csv", help="write every entry's result here")
+    parser.add_argument(
+        "--figures",
+        metavar="PATH",
+        help="write the tally as benchmark,metric,value rows (what `neuron-sim bench --suite` "
+        "records): entries, no_fallback, fallback, mismatch, error",
+    )
+    parser.add_argument(
+        "--figures-name", default="opinfo", help="the benchmark name of --figures' rows"
+    )
     parser.add_argument("--expected", help="the expected-failure list to check against")
     parser.add_argument("--write-expected", help="write this run's failures as the list")
     parser.add_argument("-q", "--quiet", action="store_true", help="no line per failure")
@@ -445,7 +470,7 @@ def main(argv=None) -> int:
         _worker(args.worker)
         return 0
 
-    todo = entries(args.ops, args.dtypes, args.layouts)
+    todo = entries(args.ops, args.dtypes, args.layouts)[:: max(1, args.every)]
     print(f"{len(todo)} entries on {args.jobs} workers", file=sys.stderr, flush=True)
     counter = {"n": 0}
 
@@ -470,6 +495,10 @@ def main(argv=None) -> int:
             writer.writeheader()
             writer.writerows(dataclasses.asdict(r) for r in results)
     print(tally(results))
+    if args.figures:
+        with open(args.figures, "w") as f:
+            f.write("benchmark,metric,value\n")
+            f.writelines(f"{b},{m},{v}\n" for b, m, v in figures(results, args.figures_name))
     status = 0
     if args.expected:
         expected = read_expected(args.expected)

@@ -131,6 +131,10 @@ TEST_F(Dashboard, TimesGetBetterDownRatesUpAndCountsOnlyChange) {
   EXPECT_EQ(classify("peak_memory_bytes", "bytes", 10, 11, exact), "regression");
   EXPECT_EQ(classify("mape_percent", "", 10, 11, exact), "regression");  // correlate --figures
   EXPECT_EQ(classify("mape_percent", "", 11, 10, exact), "improvement");
+  EXPECT_EQ(classify("no_fallback", "", 241, 240, exact), "regression");  // opinfo --figures
+  EXPECT_EQ(classify("fallback", "", 30, 29, exact), "improvement");
+  EXPECT_EQ(classify("mismatch", "", 3, 4, exact), "regression");
+  EXPECT_EQ(classify("entries", "", 600, 610, exact), "change");
   EXPECT_EQ(classify("instructions", "count", 42, 43, exact), "change");
   EXPECT_EQ(classify("peak_tflops", "TFLOP/s", 78, 90, exact), "change");
   EXPECT_EQ(classify("total_ns", "ns", 100, 100.00001, Margin{Margin::Kind::relative, 1e-6}), "");

@@ -28,9 +28,16 @@ def test_the_expected_failures_name_real_entries_and_say_why():
         assert row["status"] in ("mismatch", "error") and len(row["reason"]) > 20, row
 
 
+RESULTS: dict[tuple[str, str, str], str] = {}  # entry -> status, for the tally
+# How many entries of the slice must run on the device alone (status pass, no fallback): the
+# gate of the tally, as the dashboard's torch/opinfo figures follow the same count.
+MIN_NO_FALLBACK = 64
+
+
 @pytest.mark.parametrize("name,dtype,layout", SLICE, ids=lambda v: str(v))
 def test_entry_matches_the_cpu_or_fails_as_listed(name, dtype, layout):
     result = opinfo.run_entry(DATABASE[name], dtype, layout)
+    RESULTS[(name, dtype, layout)] = result.status
     listed = EXPECTED.get((name, dtype, layout))
     if listed:
         assert result.status in ("mismatch", "error"), (
@@ -39,3 +46,45 @@ def test_entry_matches_the_cpu_or_fails_as_listed(name, dtype, layout):
         )
     else:
         assert result.status in ("pass", "fallback", "skip"), f"{result.status}: {result.message}"
+
+
+def test_the_slice_runs_on_the_device_alone_as_often_as_before(capsys):
+    if len(RESULTS) < len(SLICE):
+        pytest.skip("the slice's entries did not all run in this session")
+    no_fallback = sum(status == "pass" for status in RESULTS.values())
+    with capsys.disabled():
+        print(f"\nOpInfo slice: {no_fallback} of {len(RESULTS)} entries with no CPU fallback")
+    assert no_fallback >= MIN_NO_FALLBACK
+
+
+def test_the_tally_becomes_the_dashboards_figures(tmp_path):
+    statuses = ["pass", "pass", "fallback", "mismatch", "crash", "skip"]
+    results = [opinfo.Result(f"op{i}", "float32", "contiguous", s) for i, s in enumerate(statuses)]
+    assert opinfo.figures(results, "torch/opinfo") == [
+        ("torch/opinfo", "entries", 6),
+        ("torch/opinfo", "no_fallback", 2),
+        ("torch/opinfo", "fallback", 1),
+        ("torch/opinfo", "mismatch", 1),
+        ("torch/opinfo", "error", 1),
+    ]
+    out = tmp_path / "figures.csv"
+    assert (
+        opinfo.main(
+            [
+                "--ops",
+                "abs",
+                "--dtypes",
+                "float32",
+                "--every",
+                "2",
+                "-q",
+                "--figures",
+                str(out),
+                "--jobs",
+                "1",
+            ]
+        )
+        == 0
+    )
+    rows = out.read_text().splitlines()
+    assert rows[0] == "benchmark,metric,value" and rows[1] == "opinfo,entries,1"
