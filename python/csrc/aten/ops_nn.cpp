@@ -202,6 +202,126 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& x,
   return Fallback<ATEN_OP(native_group_norm)>::call(x, weight, bias, n, c, hxw, group, eps);
 }
 
+// ---- SyncBatchNorm's pieces -------------------------------------------------------------
+
+// The ops nn.SyncBatchNorm calls on a CUDA or PrivateUse1 input [N, C, ...] (no CPU kernel
+// exists): per-channel statistics over every dim but the channel's, in FP32 on the device,
+// combined across ranks by the caller's collectives.
+
+bool sync_batch_norm_covers(const at::Tensor& x) {
+  return x.device().is_privateuseone() && is_engine_float(x.scalar_type()) && x.dim() >= 2;
+}
+
+std::vector<int64_t> all_but_channel(const at::Tensor& x) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// A per-channel [C] tensor as FP32 shaped [1, C, 1, ...] to broadcast over x.
+at::Tensor per_channel(const at::Tensor& v, const at::Tensor& x) {
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = x.size(1);
+  return v.to(at::kFloat).view(shape);
+}
+
+// This rank's mean and 1 / sqrt(biased variance + eps) per channel (two passes, FP32).
+std::tuple<at::Tensor, at::Tensor> batch_norm_stats(const at::Tensor& input, double eps) {
+  if (sync_batch_norm_covers(input) && input.numel() > 0) {
+    const at::Tensor x = input.to(at::kFloat);
+    const std::vector<int64_t> dims = all_but_channel(x);
+    const at::Tensor mean = x.mean(dims);
+    const at::Tensor var = (x - per_channel(mean, x)).square().mean(dims);
+    return {mean, (var + eps).rsqrt()};
+  }
+  return Fallback<ATEN_OP(batch_norm_stats)>::call(input, eps);
+}
+
+// Every rank's statistics [ranks, C], weighted by their element counts, as one mean and invstd
+// (each rank's variance is 1 / invstd^2 - eps); the running statistics move by momentum, the
+// variance unbiased over the total count.
+std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts(
+    const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    double momentum, double eps, const at::Tensor& counts) {
+  if (sync_batch_norm_covers(input) && mean.device() == input.device() && mean.dim() == 2 &&
+      counts.device() == input.device()) {
+    const at::Tensor n = counts.to(at::kFloat).view({-1, 1});
+    const at::Tensor total = n.sum();
+    const at::Tensor m = mean.to(at::kFloat), rank_var = invstd.to(at::kFloat).pow(-2) - eps;
+    const at::Tensor all_mean = (m * n).sum(0) / total;
+    const at::Tensor var = ((rank_var + (m - all_mean).square()) * n).sum(0) / total;
+    if (running_mean && running_mean->defined())
+      running_mean->copy_(running_mean->to(at::kFloat) * (1 - momentum) + all_mean * momentum);
+    if (running_var && running_var->defined())
+      running_var->copy_(running_var->to(at::kFloat) * (1 - momentum) +
+                         var * total / (total - 1) * momentum);
+    return {all_mean.to(mean.scalar_type()), (var + eps).rsqrt().to(invstd.scalar_type())};
+  }
+  return Fallback<ATEN_OP(batch_norm_gather_stats_with_counts)>::call(
+      input, mean, invstd, running_mean, running_var, momentum, eps, counts);
+}
+
+// (x - mean) * invstd * weight + bias, in FP32, rounded once to x's dtype.
+at::Tensor batch_norm_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& mean,
+                            const at::Tensor& invstd, double eps) {
+  if (sync_batch_norm_covers(input)) {
+    const at::Tensor x = input.to(at::kFloat);
+    at::Tensor y = (x - per_channel(mean, x)) * per_channel(invstd, x);
+    if (weight && weight->defined()) y = y * per_channel(*weight, x);
+    if (bias && bias->defined()) y = y + per_channel(*bias, x);
+    return y.to(input.scalar_type());
+  }
+  return Fallback<ATEN_OP(batch_norm_elemt)>::call(input, weight, bias, mean, invstd, eps);
+}
+
+// This rank's sums of grad and of grad * (x - mean) per channel (the caller all-reduces them),
+// and from them the weight's and bias's gradients; a tensor not asked for is undefined.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g, bool weight_g,
+    bool bias_g) {
+  if (sync_batch_norm_covers(input) && grad_out.device() == input.device()) {
+    const at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
+    const std::vector<int64_t> dims = all_but_channel(x);
+    const at::Tensor sum_dy = g.sum(dims);
+    const at::Tensor sum_dy_xmu = (g * (x - per_channel(mean, x))).sum(dims);
+    const c10::ScalarType type =
+        weight && weight->defined() ? weight->scalar_type() : input.scalar_type();
+    return {input_g ? sum_dy : at::Tensor(), input_g ? sum_dy_xmu : at::Tensor(),
+            weight_g ? (sum_dy_xmu * invstd.to(at::kFloat)).to(type) : at::Tensor(),
+            bias_g ? sum_dy.to(type) : at::Tensor()};
+  }
+  return Fallback<ATEN_OP(batch_norm_backward_reduce)>::call(grad_out, input, mean, invstd, weight,
+                                                             input_g, weight_g, bias_g);
+}
+
+// The input's gradient from every rank's sums (count: each rank's elements per channel):
+// (grad - mean_dy - (x - mean) * invstd^2 * mean_dy_xmu) * invstd * weight.
+at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tensor& input,
+                                     const at::Tensor& mean, const at::Tensor& invstd,
+                                     const std::optional<at::Tensor>& weight,
+                                     const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu,
+                                     const at::Tensor& count) {
+  if (sync_batch_norm_covers(input) && grad_out.device() == input.device() &&
+      count.device() == input.device()) {
+    const at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
+    const at::Tensor total = count.to(at::kFloat).sum();
+    const at::Tensor is = invstd.to(at::kFloat);
+    const at::Tensor mean_dy = sum_dy.to(at::kFloat) / total;
+    const at::Tensor mean_dy_xmu = sum_dy_xmu.to(at::kFloat) / total;
+    at::Tensor scale = is;
+    if (weight && weight->defined()) scale = scale * weight->to(at::kFloat);
+    const at::Tensor grad = (g - per_channel(mean_dy, x) -
+                             (x - per_channel(mean, x)) * per_channel(is * is * mean_dy_xmu, x)) *
+                            per_channel(scale, x);
+    return grad.to(input.scalar_type());
+  }
+  return Fallback<ATEN_OP(batch_norm_backward_elemt)>::call(grad_out, input, mean, invstd, weight,
+                                                            sum_dy, sum_dy_xmu, count);
+}
+
 // The gradients of layer norm over the last dim, with x^ = (x - mean) * rstd and
 // gw = grad * weight: dx = rstd * (gw - mean(gw) - x^ * mean(gw * x^)) per row,
 // dweight = the column sums of grad * x^, dbias = the column sums of grad. One
@@ -425,6 +545,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", layer_norm_backward);
   m.impl("native_dropout", native_dropout);
   m.impl("native_group_norm", group_norm);
+  m.impl("batch_norm_stats", batch_norm_stats);
+  m.impl("batch_norm_gather_stats_with_counts", batch_norm_gather_stats_with_counts);
+  m.impl("batch_norm_elemt", batch_norm_elemt);
+  m.impl("batch_norm_backward_reduce", batch_norm_backward_reduce);
+  m.impl("batch_norm_backward_elemt", batch_norm_backward_elemt);
   m.impl("native_dropout_backward", native_dropout_backward);
 }
 

@@ -356,6 +356,42 @@ def cpu_tensors():
 check("cpu_tensors", cpu_tensors)
 
 
+def sync_batch_norm():
+    # nn.SyncBatchNorm over R ranks, each with 2 samples, against BatchNorm over all of them on
+    # the CPU: output, running statistics and every gradient, with no op on the CPU.
+    import copy
+
+    torch.manual_seed(3)
+    x = torch.randn(2 * R, 3, 5) * 2 + 1
+    grad = torch.randn(2 * R, 3, 5)
+    bn = torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        bn.weight.copy_(torch.randn(3))
+        bn.bias.copy_(torch.randn(3))
+    sync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(bn)).to(dev)
+    xr = x.clone().requires_grad_()
+    want = bn(xr)
+    want.backward(grad)
+    rows = slice(2 * me, 2 * me + 2)
+    mine = x[rows].to(dev).requires_grad_()
+    neuronsim.reset_fallback_counts()
+    got = sync(mine)
+    got.backward(grad[rows].to(dev))
+    assert not neuronsim.fallback_counts(), neuronsim.fallback_counts()
+    close = {"atol": 1e-4, "rtol": 1e-4}
+    torch.testing.assert_close(got.detach().cpu(), want[rows].detach(), **close)
+    torch.testing.assert_close(mine.grad.cpu(), xr.grad[rows], **close)
+    for param in (sync.weight, sync.bias):  # each rank's share, summed as DDP sums them
+        dist.all_reduce(param.grad)
+    torch.testing.assert_close(sync.weight.grad.cpu(), bn.weight.grad, **close)
+    torch.testing.assert_close(sync.bias.grad.cpu(), bn.bias.grad, **close)
+    torch.testing.assert_close(sync.running_mean.cpu(), bn.running_mean, **close)
+    torch.testing.assert_close(sync.running_var.cpu(), bn.running_var, **close)
+
+
+check("sync_batch_norm", sync_batch_norm)
+
+
 def functional_collectives():
     import torch.distributed._functional_collectives as fc
 
