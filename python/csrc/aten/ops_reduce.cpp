@@ -475,10 +475,20 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& x, int64_t dim, boo
 bool truth_reduce_into(const char* op, ReduceOp kind, const at::Tensor& x,
                        at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
   if (!x.device().is_privateuseone() || !out.device().is_privateuseone() ||
-      out.scalar_type() != at::kBool || !exact_in_fp32(x.scalar_type()))
+      out.scalar_type() != at::kBool ||
+      !(exact_in_fp32(x.scalar_type()) || is_limb_integer(x.scalar_type())))
     return false;
+  if (x.numel() == 0) {  // all of nothing is true, any of nothing false
+    const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+    const at::Tensor reduced = at::sum(meta, dim, keepdim);  // only its sizes: torch's rule
+    at::native::resize_output(out, reduced.sizes());
+    out.fill_(kind == ReduceOp::min);
+    return true;
+  }
   at::Tensor truth = x;
-  if (x.scalar_type() != at::kBool) {
+  if (is_limb_integer(x.scalar_type())) {
+    truth = x.ne(0);  // exact on the integers' limbs
+  } else if (x.scalar_type() != at::kBool) {
     truth = at::empty(x.sizes(), x.options().dtype(at::kBool));
     kernels::PointwiseExpr e;
     e.alu_imm(isa::AluOp::not_equal, e.load(0), 0.0f);

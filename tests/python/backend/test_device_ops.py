@@ -681,3 +681,18 @@ def test_var_mean_on_the_device(dtype):
         for g, w in zip(got, want):
             assert g.dtype == w.dtype
             torch.testing.assert_close(g.cpu(), w, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.float32])
+def test_all_and_any_of_integers_and_of_nothing(dtype):
+    x = torch.tensor([[0, 65536, 3], [1, 2, 3]]).to(dtype)  # 65536: a zero low limb, not zero
+    d = x.to("neuron")
+    for f in (torch.all, torch.any):
+        assert torch.equal(f(d).cpu(), f(x))
+        for dim in (0, 1, (0, 1)):
+            assert torch.equal(f(d, dim=dim).cpu(), f(x, dim=dim))
+        assert torch.equal(f(d, dim=1, keepdim=True).cpu(), f(x, dim=1, keepdim=True))
+        empty = torch.zeros(0, 3, dtype=dtype)
+        for kwargs in ({}, {"dim": 0}, {"dim": 1, "keepdim": True}):
+            got, want = f(empty.to("neuron"), **kwargs), f(empty, **kwargs)
+            assert got.shape == want.shape and torch.equal(got.cpu(), want), (f, kwargs)
