@@ -1014,8 +1014,10 @@ at::Tensor& logical_not_out(const at::Tensor& x, at::Tensor& out) {
   return Fallback<ATEN_OP2(logical_not, out)>::call(x, out);
 }
 
-// NaN is the one value not equal to itself.
+// NaN is the one value not equal to itself; integers and bools have none.
 at::Tensor isnan(const at::Tensor& x) {
+  if (x.device().is_privateuseone() && at::isIntegralType(x.scalar_type(), /*includeBool=*/true))
+    return at::zeros(x.sizes(), x.options().dtype(at::kBool));
   if (x.device().is_privateuseone() && is_engine_float(x.scalar_type())) {
     Expr e;
     const Reg v = e.load(0);

@@ -426,12 +426,18 @@ at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_
   return keepdim ? index : index.squeeze(dim);
 }
 
-// argmax/argmin over one dim, or over the flattened tensor when dim is none.
+// argmax/argmin over one dim, or over the flattened tensor when dim is none. A 0-dim tensor's
+// is 0. Integers, which FP32 would round: the first position equal to the max (min) over the
+// dim, found exactly on their limbs.
 at::Tensor arg_reduce_any(const char* op, ReduceOp kind, const at::Tensor& x,
                           std::optional<int64_t> dim, bool keepdim) {
-  if (dim) return arg_reduce(op, kind, x, at::maybe_wrap_dim(*dim, x.dim()), keepdim);
-  if (x.is_contiguous() && x.dim() > 0) return arg_reduce(op, kind, x.view({-1}), 0, false);
-  return {};
+  if (!x.device().is_privateuseone() || x.numel() == 0) return {};
+  if (x.dim() == 0) return at::zeros({}, x.options().dtype(at::kLong));
+  if (!dim) return arg_reduce_any(op, kind, x.reshape({-1}), 0, false);
+  const int64_t d = at::maybe_wrap_dim(*dim, x.dim());
+  if (!is_limb_integer(x.scalar_type())) return arg_reduce(op, kind, x, d, keepdim);
+  const at::Tensor extreme = kind == ReduceOp::argmax ? x.amax(d, true) : x.amin(d, true);
+  return arg_reduce(op, ReduceOp::argmax, x.eq(extreme).to(at::kFloat), d, keepdim);
 }
 
 at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {

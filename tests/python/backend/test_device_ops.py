@@ -696,3 +696,24 @@ def test_all_and_any_of_integers_and_of_nothing(dtype):
         for kwargs in ({}, {"dim": 0}, {"dim": 1, "keepdim": True}):
             got, want = f(empty.to("neuron"), **kwargs), f(empty, **kwargs)
             assert got.shape == want.shape and torch.equal(got.cpu(), want), (f, kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32])
+def test_argmax_and_argmin_of_integers_ties_and_views(dtype):
+    big = 2**40 if dtype == torch.int64 else 2**30  # beyond FP32's integers
+    x = torch.tensor([[3, big + 1, big + 1, -7], [big, big + 1, 5, -(big + 2)]])
+    x = x.to(dtype) if dtype != torch.float32 else torch.randn(2, 4)
+    d = x.to("neuron")
+    for f in (torch.argmax, torch.argmin):
+        assert torch.equal(f(d).cpu(), f(x))  # the first of equal values, as on the CPU
+        for dim in (0, 1, -1):
+            assert torch.equal(f(d, dim=dim).cpu(), f(x, dim=dim))
+        assert torch.equal(f(d.t()).cpu(), f(x.t()))  # flattened from a view
+        assert torch.equal(f(d[0, 1]).cpu(), f(x[0, 1]))  # a 0-dim tensor's is 0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool])
+def test_integers_are_never_nan(dtype):
+    x = torch.tensor([[0, 1], [2, 3]]).to(dtype)
+    got = torch.isnan(x.to("neuron"))
+    assert got.dtype == torch.bool and not got.cpu().any() and got.shape == x.shape
