@@ -1,9 +1,14 @@
 // `neuron-sim correlate cases.csv`: simulated against measured figures (correlate.h).
 #include <fmt/ranges.h>
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -21,17 +26,45 @@ namespace fs = std::filesystem;
 struct CorrelateArgs {
   std::string cases, plot, chartjs, group, figures, configs = "spec/configs";
   double max_error = 0;  // percent; 0: no gate
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::string> fit;
   bool write = false;
 };
 
+// Every case simulated, `jobs` at a time: each is a process of its own in a scratch folder of
+// its own, so they run side by side; the results keep the cases' order, and the first failure
+// (in the cases' order of starting) is the one thrown, after the running ones have ended.
 std::vector<CaseResult> simulate_all(const std::vector<CorrelationCase>& cases, const fs::path& dir,
-                                     const fs::path& scratch, const fs::path& configs) {
+                                     const fs::path& scratch, const fs::path& configs,
+                                     unsigned jobs) {
   const fs::path neuron_sim = fs::read_symlink("/proc/self/exe");
+  std::vector<double> simulated(cases.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr failed;
+  const auto work = [&] {
+    for (size_t i; (i = next++) < cases.size();) {
+      {
+        std::lock_guard lock(mu);
+        if (failed) return;
+      }
+      try {
+        simulated[i] =
+            simulate_case(cases[i], dir, neuron_sim, scratch / std::to_string(i), configs);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!failed) failed = std::current_exception();
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  const size_t count = std::max<size_t>(1, std::min<size_t>(jobs, cases.size()));
+  for (size_t j = 0; j < count; ++j) workers.emplace_back(work);
+  for (std::thread& w : workers) w.join();
+  if (failed) std::rethrow_exception(failed);
   std::vector<CaseResult> results;
-  for (size_t i = 0; i < cases.size(); ++i)
-    results.push_back(
-        {cases[i], simulate_case(cases[i], dir, neuron_sim, scratch / std::to_string(i), configs)});
+  for (size_t i = 0; i < cases.size(); ++i) results.push_back({cases[i], simulated[i]});
   return results;
 }
 
@@ -72,7 +105,8 @@ void run_fit(const CorrelateArgs& args, const std::vector<CorrelationCase>& case
   const auto evaluate = [&](const std::vector<double>& values) {
     const fs::path configs = scratch / fmt::format("configs-{}", evaluation++);
     write_configs(base, configs, figures, values);
-    std::vector<CaseResult> results = simulate_all(cases, dir, scratch / "cases", configs);
+    std::vector<CaseResult> results =
+        simulate_all(cases, dir, scratch / "cases", configs, args.jobs);
     fs::remove_all(configs);
     fmt::print(stderr, "  [{}] {} -> MAPE {:.2f}%\n", evaluation, fmt::join(values, ", "),
                mape_percent(results));
@@ -121,7 +155,7 @@ void run(const CorrelateArgs& args) {
   const ScratchDir scratch("neuronsim-correlate");
   if (!args.fit.empty()) return run_fit(args, cases, dir, scratch.path());
   if (args.write) throw CorrelationError("--write writes fitted figures: it needs --fit");
-  const std::vector<CaseResult> results = simulate_all(cases, dir, scratch.path(), {});
+  const std::vector<CaseResult> results = simulate_all(cases, dir, scratch.path(), {}, args.jobs);
   const std::vector<GroupStats> stats = group_stats(results);
   fmt::print("{}", format_correlation(results, stats));
   if (!args.figures.empty())
@@ -169,6 +203,9 @@ void add_correlate_command(CLI::App& app) {
                   "fit this free figure on the cases: FILE#POINTER=LO..HI, a figure of the "
                   "configurations folder and the range to search (repeat for several), e.g. "
                   "trn1.json#/dma_core_bytes_per_ns=50..368");
+  cmd->add_option("--jobs,-j", args->jobs,
+                  "cases simulated at once, each a process of its own (default: the cores)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--configs", args->configs,
                   "the chip configurations the fit starts from and writes (default spec/configs)");
   cmd->add_flag("--write", args->write,

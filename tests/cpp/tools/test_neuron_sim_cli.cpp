@@ -644,6 +644,25 @@ TEST_F(NeuronSimCli, CorrelateRunsTheCalibrationSetAndDrawsThePlot) {
   EXPECT_THAT(failed.err, ::testing::HasSubstr("case g/missing (line 2)")) << failed.describe();
 }
 
+// Cases run side by side (--jobs): the same table in the same order as one at a time, and a
+// case that fails among running ones still stops the command naming it.
+TEST_F(NeuronSimCli, CorrelateRunsCasesSideBySideWithTheSameTable) {
+  const std::string set = (test::source_dir() / "spec/calibration/micro.csv").string();
+  const test::Result serial = run({"correlate", set, "--jobs", "1"});
+  const test::Result parallel = run({"correlate", set, "--jobs", "4"});
+  ASSERT_EQ(serial.code(), 0) << serial.describe();
+  ASSERT_EQ(parallel.code(), 0) << parallel.describe();
+  EXPECT_EQ(parallel.out, serial.out);
+  const fs::path bad = tmp_ / "bad.csv";
+  std::ofstream(bad) << "group,case,kind,spec,metric,per,measured,unit,source\n"
+                     << "g,ok,cc,allr -r 2 --instance trn2.3xlarge -b 1K -e 1K,,,10,us,x\n"
+                     << "g,missing,asm,no-such.s,,,1,ns,nowhere\n"
+                     << "g,ok2,cc,allg -r 2 --instance trn2.3xlarge -b 1K -e 1K,,,10,us,x\n";
+  const test::Result failed = run({"correlate", bad.string(), "--jobs", "3"});
+  EXPECT_EQ(failed.code(), 1);
+  EXPECT_THAT(failed.err, ::testing::HasSubstr("case g/missing (line 3)")) << failed.describe();
+}
+
 // The fit of a free figure: two dependent 64-byte copies on trn2 take 2 x (dma_issue_ns + a few
 // ns); measured at 2,000 ns each, the fit finds dma_issue_ns near 1,935 ns and writes it with its
 // source into the configurations it was given, leaving every other figure as it was.
