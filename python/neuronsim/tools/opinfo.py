@@ -440,6 +440,12 @@ def figures(results, name: str) -> list[tuple[str, str, int]]:
     ]
 
 
+def write_figures(path, results, name: str) -> None:
+    with open(path, "w") as f:
+        f.write("benchmark,metric,value\n")
+        f.writelines(f"{b},{m},{v}\n" for b, m, v in figures(results, name))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m neuronsim.tools.opinfo", description=__doc__.split("\n\n")[0]
@@ -496,9 +502,7 @@ def main(argv=None) -> int:
             writer.writerows(dataclasses.asdict(r) for r in results)
     print(tally(results))
     if args.figures:
-        with open(args.figures, "w") as f:
-            f.write("benchmark,metric,value\n")
-            f.writelines(f"{b},{m},{v}\n" for b, m, v in figures(results, args.figures_name))
+        write_figures(args.figures, results, args.figures_name)
     status = 0
     if args.expected:
         expected = read_expected(args.expected)
