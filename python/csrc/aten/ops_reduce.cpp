@@ -359,6 +359,8 @@ at::Tensor std_dev(const at::Tensor& x, at::OptionalIntArrayRef dim,
 at::Tensor extreme(const char* op, bool is_max, const at::Tensor& x, at::OptionalIntArrayRef dim,
                    bool keepdim) {
   const ReduceOp kind = is_max ? ReduceOp::max : ReduceOp::min;
+  // One element (a 0-dim tensor, as an index's bounds check reduces) is its own max and min.
+  if (x.device().is_privateuseone() && x.dim() == 0) return x.clone();
   if (exact_in_fp32(x.scalar_type())) return reduce(op, kind, x, dim, keepdim, x.scalar_type());
   if (!is_limb_integer(x.scalar_type()) || !x.device().is_privateuseone() || x.numel() == 0)
     return {};

@@ -717,3 +717,15 @@ def test_integers_are_never_nan(dtype):
     x = torch.tensor([[0, 1], [2, 3]]).to(dtype)
     got = torch.isnan(x.to("neuron"))
     assert got.dtype == torch.bool and not got.cpu().any() and got.shape == x.shape
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_the_max_and_min_of_one_element_are_itself(dtype):
+    x = torch.tensor(5).to(dtype)
+    for f in (torch.max, torch.min, torch.amax, torch.amin):
+        got = f(x.to("neuron"))
+        assert got.dtype == dtype and got.dim() == 0 and torch.equal(got.cpu(), f(x))
+    # What an index_put with a 0-dim index checks its bounds with.
+    t = torch.zeros(4, device="neuron")
+    t[torch.tensor(2, device="neuron")] = 7.0
+    assert t.cpu().tolist() == [0.0, 0.0, 7.0, 0.0]
