@@ -104,7 +104,6 @@ void run_nki(int index, const std::string& name, const std::string& key,
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim's PyTorch backend (device 'neuron' over the simulator)";
-  neuronsim::pytorch::op_tracking::install();
   m.def("device_count", &Backend::device_count_noexcept);
   m.def("init", [] { Backend::get(); });
   m.def("current_device", [] { return static_cast<int>(neuronsim::pytorch::current_device()); });
@@ -145,6 +144,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_counts", &neuronsim::pytorch::fallback_counts);
   m.def("reset_fallback_counts", &neuronsim::pytorch::reset_fallback_counts);
   m.def("executed_ops", &neuronsim::pytorch::op_tracking::executed);
+  m.def("start_op_tracking", &neuronsim::pytorch::op_tracking::start);
+  m.def("stop_op_tracking", &neuronsim::pytorch::op_tracking::stop);
+  m.def("op_tracking", &neuronsim::pytorch::op_tracking::watching);
   m.def("record_memory_history", &neuronsim::pytorch::record_memory_history);
   m.def("memory_blocks", [] {
     py::list out;

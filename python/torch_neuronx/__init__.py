@@ -10,6 +10,7 @@ functions, its op tracking (``get_fallback_ops``, ``get_executed_ops``,
 This is not AWS's torch-neuronx, and must never be installed beside it.
 """
 
+import os
 import sys
 
 from neuronsim import *  # noqa: F403 (the compatibility name re-exports the API)
@@ -53,9 +54,17 @@ sys.modules[__name__ + ".neuron"] = neuron
 _fallbacks_at_clear: dict[str, int] = {}
 
 
+# Op tracking watches every op of the process, which costs each a fifth more host time on a
+# small CPU op, so it starts when a script first asks for it (clear_op_tracking, or a get_*
+# call), or from the import with NEURONSIM_OP_TRACKING=1.
+if os.environ.get("NEURONSIM_OP_TRACKING") == "1":
+    _C.start_op_tracking()
+
+
 def get_fallback_ops() -> list[str]:
     """The ops (aten names) that ran on the CPU since op tracking was last cleared, each
     once, as TorchNeuron lists them. neuronsim.fallback_counts() has how often."""
+    _C.start_op_tracking()
     counts = _C.fallback_counts()
     # A count below its mark was reset since (neuronsim.reset_fallback_counts): all of it is new.
     return sorted(
@@ -70,12 +79,16 @@ def get_executed_ops() -> list[str]:
     their aten names with and without the overload (``aten::where``, ``aten::where.self``):
     every op the device did something for (a kernel, a copy, an allocation, a read by the
     host), composites and factories included, views and CPU fallbacks not; a compiled
-    graph or an NKI kernel run outside any op, by its own name."""
+    graph or an NKI kernel run outside any op, by its own name. Tracking starts at the first
+    call of this, get_fallback_ops or clear_op_tracking (or with NEURONSIM_OP_TRACKING=1 at
+    the import)."""
+    _C.start_op_tracking()
     return list(_C.executed_ops())
 
 
 def clear_op_tracking() -> None:
     """Starts both lists afresh (fallback_counts() keeps counting)."""
     global _fallbacks_at_clear
+    _C.start_op_tracking()
     _fallbacks_at_clear = dict(_C.fallback_counts())
     _C.clear_executed_ops()

@@ -5,7 +5,9 @@
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <atomic>
 #include <mutex>
+#include <optional>
 #include <set>
 
 namespace neuronsim::pytorch::op_tracking {
@@ -39,7 +41,7 @@ std::unique_ptr<at::ObserverContext> open_frame(const at::RecordFunction&) {
 }
 
 void close_frame(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (t_frames.empty()) return;  // opened before install()
+  if (t_frames.empty()) return;  // opened before start()
   const Frame frame = t_frames.back();
   t_frames.pop_back();
   if (!t_frames.empty()) {
@@ -53,18 +55,33 @@ void close_frame(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!op->overload_name.empty()) list(op->name + "." + op->overload_name);
 }
 
+std::mutex g_watch_mu;  // guards g_watch
+std::optional<at::CallbackHandle> g_watch;
+std::atomic<bool> g_on{false};  // g_watch is set: cheap to ask on every kernel
+
 }  // namespace
 
-void install() {
-  static const bool installed = [] {
-    at::addGlobalCallback(
+void start() {
+  std::lock_guard lock(g_watch_mu);
+  if (!g_watch)
+    g_watch = at::addGlobalCallback(
         at::RecordFunctionCallback(&open_frame, &close_frame).scopes({at::RecordScope::FUNCTION}));
-    return true;
-  }();
-  (void)installed;
+  g_on = true;
+}
+
+void stop() {
+  std::lock_guard lock(g_watch_mu);
+  if (g_watch) at::removeCallback(*g_watch);
+  g_watch.reset();
+  g_on = false;
+}
+
+bool watching() {
+  return g_on;
 }
 
 void device_works(const std::string& launched) {
+  if (!g_on) return;
   if (!t_frames.empty())
     t_frames.back().touched = true;
   else if (!launched.empty())

@@ -11,6 +11,7 @@
 // inside themselves is theirs, not the caller's, and is not listed. An op any part of which
 // ran on the CPU is a fallback (get_fallback_ops), not an executed op. Work with no op
 // around it (a compiled graph, an NKI kernel called directly) is listed by its own name.
+// Nothing is listed before start(): see there.
 #pragma once
 
 #include <string>
@@ -18,8 +19,13 @@
 
 namespace neuronsim::pytorch::op_tracking {
 
-// Starts watching the dispatcher (once per process; later calls do nothing).
-void install();
+// Starts watching the dispatcher (later calls do nothing while it watches). Watching costs every
+// op of the process, the CPU's included, a RecordFunction (about 0.7 us of host time, a fifth of
+// a small CPU op), so it starts only when asked: torch_neuronx's op-tracking calls ask.
+void start();
+// Stops watching (the lists stay as they are).
+void stop();
+bool watching();
 // The device did something for the ops being dispatched on this thread. `launched`, the
 // work's own name, is listed instead when no op is being dispatched.
 void device_works(const std::string& launched = {});

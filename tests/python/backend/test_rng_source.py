@@ -14,6 +14,13 @@ import torch
 import neuronsim
 import torch_neuronx
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_tracking_after():
+    yield
+    neuronsim._C.stop_op_tracking()  # started by the dropout test's op tracking
+
+
 DRAWS = {
     "randn": lambda d: torch.randn(5, 7, device=d),
     "rand bf16": lambda d: torch.rand(6, 3, device=d, dtype=torch.bfloat16),

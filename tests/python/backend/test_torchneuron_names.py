@@ -4,10 +4,22 @@ nested memory statistics and their summary, and torch_neuronx.utils."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import pytest
 import torch
 
 import neuronsim
 import torch_neuronx
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_tracking_after():
+    # Op tracking costs every op of the process once started: the later tests go without it.
+    yield
+    neuronsim._C.stop_op_tracking()
 
 
 def test_top_level_names_are_the_device_modules():
@@ -188,3 +200,21 @@ def test_memory_history_and_snapshots_in_cudas_form_read_by_pytorchs_tools(tmp_p
     assert pickle.loads(path.read_bytes())["segments"]
     assert torch.neuron.memory_snapshot() == torch.neuron.memory._snapshot()["segments"]
     del a
+
+
+def test_op_tracking_starts_when_asked_for_or_from_the_environment():
+    code = (
+        "import torch, torch_neuronx, neuronsim\n"
+        "x = torch.ones(3, device='neuron') + 1\n"
+        "before = neuronsim._C.op_tracking()\n"
+        "torch_neuronx.clear_op_tracking()\n"
+        "x * 2\n"
+        "print(before, neuronsim._C.op_tracking(), torch_neuronx.get_executed_ops())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.split(" ", 2)[:2] == ["False", "True"], run.stdout + run.stderr
+    assert "'aten::mul'" in run.stdout
+    env = dict(os.environ, NEURONSIM_OP_TRACKING="1")
+    code = "import torch_neuronx, neuronsim; print(neuronsim._C.op_tracking())"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.stdout.strip() == "True", run.stdout + run.stderr
