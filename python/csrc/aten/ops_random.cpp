@@ -63,11 +63,15 @@ std::optional<std::optional<at::Generator>> neuron_generator(
 // The host draws self's values as the CPU op `draw` would, from the CPU generator (the
 // default one, or the CPU generator given), and copies them to the device: RngSource::cpu.
 // False when the device draws (its own source, or a neuron generator given).
+// Whether the host draws (RngSource::cpu) rather than the device: not for a neuron generator.
+bool host_draws_for(const std::optional<at::Generator>& generator) {
+  return rng_source() == RngSource::cpu && !(generator && is_neuron_generator(*generator));
+}
+
 using HostDraw = std::function<void(at::Tensor&, const std::optional<at::Generator>&)>;
 bool host_draws(const at::Tensor& self, const std::optional<at::Generator>& generator,
                 const HostDraw& draw) {
-  if (rng_source() != RngSource::cpu || (generator && is_neuron_generator(*generator)))
-    return false;
+  if (!host_draws_for(generator)) return false;
   const at::TensorOptions host_options = self.options().device(at::kCPU);
   // The same strides, so that the CPU op fills the elements in the same order.
   at::Tensor host = self.is_non_overlapping_and_dense()
@@ -166,11 +170,10 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
 }
 
 at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> generator) {
-  if (at::Tensor out = at::empty_like(self);
-      host_draws(out, generator,
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  if (host_draws(out, generator,
                  [&](at::Tensor& h, const auto& g) { h.copy_(at::bernoulli(self.cpu(), g)); }))
     return out;
-  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   if (is_engine_float(self.scalar_type())) {
     Expr e;
     e.alu(AluOp::is_lt, uniform24(e), e.load(0));
@@ -260,7 +263,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacemen
   const int64_t n = self.size(-1);
   TORCH_CHECK(replacement || n_sample <= n,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-  if (rng_source() == RngSource::cpu && !(generator && is_neuron_generator(*generator)))
+  if (host_draws_for(generator))
     return at::multinomial(self.cpu(), n_sample, replacement, generator).to(self.device());
   const auto g = neuron_generator(generator);
   const bool covered = g && is_engine_float(self.scalar_type()) && n < (1 << 24) &&
@@ -310,8 +313,7 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
 // 24-bit keys, keep their positions).
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
-  if (out.device().is_privateuseone() && rng_source() == RngSource::cpu &&
-      !(generator && is_neuron_generator(*generator))) {
+  if (out.device().is_privateuseone() && host_draws_for(generator)) {
     at::native::resize_output(out, {n});
     host_draws(out, generator, [&](at::Tensor& h, const auto& g) { at::randperm_out(h, n, g); });
     return out;
