@@ -1006,6 +1006,8 @@ bool rows_on_device(const at::Tensor& self) {
 // (the output's size depends on it, as CUDA's nonzero synchronises).
 at::Tensor nonzero(const at::Tensor& self) {
   const int64_t n = self.numel();
+  if (rows_on_device(self) && n == 0)  // nothing to find: no rows
+    return at::empty({0, self.dim()}, self.options().dtype(at::kLong));
   if (rows_on_device(self) && n > 0 && !values_unspecified()) {
     const at::Tensor hit = self.reshape({-1}).ne(0);
     const auto count = static_cast<int64_t>(hit.to(at::kFloat).sum().item<float>());
@@ -1083,6 +1085,32 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   return Fallback<ATEN_OP(masked_scatter_)>::call(self, mask, source);
 }
 
+// torch.roll: along each rolled dim the last `shift` positions move to the front and the rest
+// follow them, two slice copies on the device per dim; with no dims the flattened tensor rolls.
+at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef sym_shifts, at::IntArrayRef dims) {
+  const at::IntArrayRef shifts = C10_AS_INTARRAYREF_SLOW(sym_shifts);
+  const bool paired = dims.empty() ? shifts.size() == 1 : shifts.size() == dims.size();
+  if (self.device().is_privateuseone() && paired && !shifts.empty() &&
+      (dims.empty() || self.dim() > 0)) {
+    if (self.numel() == 0) return self.clone();
+    if (dims.empty())
+      return roll(self.reshape({-1}), sym_shifts, at::IntArrayRef{0}).view(self.sizes());
+    at::Tensor rolled = self;
+    bool ok = true;
+    for (size_t i = 0; i < dims.size() && ok; ++i) {
+      const int64_t d = at::maybe_wrap_dim(dims[i], self.dim()), n = rolled.size(d);
+      const int64_t s = ((shifts[i] % n) + n) % n;
+      at::Tensor out = at::empty(rolled.sizes(), rolled.options());
+      ok = s == 0 ? copy_on_device(rolled, out)
+                  : copy_on_device(rolled.narrow(d, n - s, s), out.narrow(d, 0, s)) &&
+                        copy_on_device(rolled.narrow(d, 0, n - s), out.narrow(d, s, n - s));
+      rolled = out;
+    }
+    if (ok) return rolled;
+  }
+  return FallbackSymInt<ATEN_OP(roll)>::call(self, sym_shifts, dims);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1101,6 +1129,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_reduce.out", index_reduce_out);
   m.impl("isin.Tensor_Tensor_out", isin_out);
   m.impl("nonzero", nonzero);
+  m.impl("roll", roll);
   m.impl("nonzero_static", nonzero_static);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);

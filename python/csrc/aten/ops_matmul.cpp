@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/library.h>
 
+#include "aten/integers.h"
 #include "aten/kernel_call.h"
 #include "aten/refusal.h"
 #include "aten/timing_only.h"
@@ -81,6 +82,26 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
     if (matmul_into("aten::bmm", a, b, out)) return out;
   }
   return Fallback<ATEN_OP(bmm)>::call(a, b);
+}
+
+// The dot product of two 1-D tensors: floats as the product [1, n] @ [n, 1] on TensorE (FP32
+// accumulation, rounded once); integers as their products summed exactly on limbs, wrapped to
+// the type as the CPU's sum wraps.
+at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
+  if (a.device().is_privateuseone() && b.device() == a.device() && a.dim() == 1 && b.dim() == 1 &&
+      a.numel() == b.numel() && a.scalar_type() == b.scalar_type()) {
+    const c10::ScalarType type = a.scalar_type();
+    if (a.numel() == 0 && (is_engine_float(type) || is_limb_integer(type)))
+      return at::zeros({}, a.options());
+    if (is_engine_float(type)) {
+      at::Tensor out = at::empty({1, 1}, a.options());
+      if (matmul_into("aten::dot", a.unsqueeze(0), b.unsqueeze(1), out))
+        return out.view(at::IntArrayRef{});
+    } else if (is_limb_integer(type) && type != at::kBool) {
+      return at::sum(a * b, type);
+    }
+  }
+  return Fallback<ATEN_OP(dot)>::call(a, b);
 }
 
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
@@ -263,6 +284,7 @@ at::Tensor grouped_mm(const at::Tensor& a, const at::Tensor& b,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_grouped_mm", grouped_mm);
   m.impl("mm", mm);
+  m.impl("dot", dot);
   m.impl("mm.out", mm_out);
   m.impl("bmm", bmm);
   m.impl("addmm", addmm);

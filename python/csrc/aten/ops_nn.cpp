@@ -30,9 +30,17 @@ using Reg = Expr::Reg;
 // a 16-bit input with half_to_float is widened first.
 at::Tensor row_softmax(const char* op, bool log, const at::Tensor& x, int64_t dim,
                        bool half_to_float) {
-  if (!is_engine_float(x.scalar_type()) || !x.device().is_privateuseone() || x.dim() == 0 ||
-      x.numel() == 0)
+  if (!is_engine_float(x.scalar_type()) || !x.device().is_privateuseone() ||
+      (half_to_float && x.scalar_type() == at::kFloat))  // the CPU's error to give
     return {};
+  at::maybe_wrap_dim(dim, x.dim());  // torch's error for a dim out of range
+  if (x.numel() == 0) {              // nothing to normalise, in torch's output dtype
+    return at::empty(x.sizes(), x.options().dtype(half_to_float ? at::kFloat : x.scalar_type()));
+  }
+  if (x.dim() == 0) {  // one element: its own row
+    const at::Tensor out = row_softmax(op, log, x.view({1}), 0, half_to_float);
+    return out.defined() ? out.view(at::IntArrayRef{}) : out;
+  }
   if (half_to_float) {
     if (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16) return {};
     return row_softmax(op, log, x.to(at::kFloat), dim, false);
@@ -322,6 +330,104 @@ at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tenso
                                                             sum_dy, sum_dy_xmu, count);
 }
 
+// ---- batch norm ---------------------------------------------------------------------
+
+// nn.BatchNorm's forward and backward from the same FP32 pieces as SyncBatchNorm's, with the
+// CPU's conventions: the variance that normalises is biased, the running variance moves by the
+// unbiased one; save_mean and save_invstd are the batch's statistics in training and empty in
+// evaluation; statistics are FP32 when FP32 parameters sit beside a 16-bit input ("mixed
+// type"), else in the input's dtype.
+
+bool has(const std::optional<at::Tensor>& t) {
+  return t && t->defined();
+}
+
+// Whether the device covers a batch norm of `input` with these per-channel tensors, and the
+// dtype its statistics take.
+std::optional<c10::ScalarType> batch_norm_stats_type(
+    const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  if (!sync_batch_norm_covers(input) || input.numel() == 0) return std::nullopt;
+  bool mixed = false;
+  for (const std::optional<at::Tensor>* p : params) {
+    if (!has(*p)) continue;
+    const at::Tensor& t = **p;
+    if (t.device() != input.device() || t.dim() != 1 || t.numel() != input.size(1) ||
+        (t.scalar_type() != input.scalar_type() && t.scalar_type() != at::kFloat))
+      return std::nullopt;  // the CPU's checks and errors
+    mixed = mixed || t.scalar_type() != input.scalar_type();
+  }
+  return mixed ? at::kFloat : input.scalar_type();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  const auto type = batch_norm_stats_type(input, {&weight, &bias, &running_mean, &running_var});
+  if (type && training) {
+    const at::Tensor x = input.to(at::kFloat);
+    const std::vector<int64_t> dims = all_but_channel(x);
+    const at::Tensor mean = x.mean(dims);
+    const at::Tensor var = (x - per_channel(mean, x)).square().mean(dims);
+    const at::Tensor invstd = (var + eps).rsqrt();
+    const double n = static_cast<double>(input.numel() / input.size(1));
+    if (has(running_mean))
+      running_mean->copy_(running_mean->to(at::kFloat) * (1 - momentum) + mean * momentum);
+    if (has(running_var))
+      running_var->copy_(running_var->to(at::kFloat) * (1 - momentum) +
+                         var * (n / (n - 1) * momentum));
+    return {pytorch::batch_norm_elemt(input, weight, bias, mean, invstd, eps), mean.to(*type),
+            invstd.to(*type)};
+  }
+  if (type && has(running_mean) && has(running_var)) {
+    const at::Tensor invstd = (running_var->to(at::kFloat) + eps).rsqrt();
+    const at::Tensor none = at::empty({0}, input.options().dtype(*type));
+    return {pytorch::batch_norm_elemt(input, weight, bias, *running_mean, invstd, eps), none,
+            none.clone()};
+  }
+  return Fallback<ATEN_OP(native_batch_norm)>::call(input, weight, bias, running_mean, running_var,
+                                                    training, momentum, eps);
+}
+
+// With xmu = x - mean and n elements per channel: in training
+// dx = (g - sum(g) / n - xmu * invstd^2 * sum(g * xmu) / n) * invstd * weight, the statistics
+// being the batch's; in evaluation dx = g * invstd * weight. dweight = sum(g * xmu) * invstd,
+// dbias = sum(g), per channel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
+    bool train, double eps, std::array<bool, 3> mask) {
+  const auto& mean_from = train ? save_mean : running_mean;
+  const auto& spread_from = train ? save_invstd : running_var;
+  const auto type = batch_norm_stats_type(input, {&weight, &mean_from, &spread_from});
+  if (type && has(mean_from) && has(spread_from) && grad_out.device() == input.device() &&
+      grad_out.sizes() == input.sizes()) {
+    const at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
+    const std::vector<int64_t> dims = all_but_channel(x);
+    const at::Tensor invstd =
+        train ? spread_from->to(at::kFloat) : (spread_from->to(at::kFloat) + eps).rsqrt();
+    const at::Tensor xmu = x - per_channel(*mean_from, x);
+    const at::Tensor sum_dy = g.sum(dims), sum_dy_xmu = (g * xmu).sum(dims);
+    const c10::ScalarType param_type = has(weight) ? weight->scalar_type() : input.scalar_type();
+    at::Tensor dx, dw, db;
+    if (mask[0]) {
+      const at::Tensor scale = has(weight) ? invstd * weight->to(at::kFloat) : invstd;
+      at::Tensor d = g;
+      if (train) {
+        const double n = static_cast<double>(input.numel() / input.size(1));
+        d = g - per_channel(sum_dy / n, x) - xmu * per_channel(invstd * invstd * sum_dy_xmu / n, x);
+      }
+      dx = (d * per_channel(scale, x)).to(input.scalar_type());
+    }
+    if (mask[1]) dw = (sum_dy_xmu * invstd).to(param_type);
+    if (mask[2]) db = sum_dy.to(param_type);
+    return {dx, dw, db};
+  }
+  return Fallback<ATEN_OP(native_batch_norm_backward)>::call(
+      grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, mask);
+}
+
 // The gradients of layer norm over the last dim, with x^ = (x - mean) * rstd and
 // gw = grad * weight: dx = rstd * (gw - mean(gw) - x^ * mean(gw * x^)) per row,
 // dweight = the column sums of grad * x^, dbias = the column sums of grad. One
@@ -432,6 +538,16 @@ at::Tensor cat(const at::ITensorListRef& list, int64_t dim) {
     at::Tensor out = at::empty({0}, tensors.front().options().dtype(cat_dtype(tensors)));
     if (cat_into(tensors, dim, out)) return out;
   }
+  // Only legacy empties ([0] tensors) on one device: torch's result is one more, of their
+  // promoted dtype.
+  std::vector<at::Tensor> all;
+  bool empties = true;
+  for (const at::Tensor& t : list) {
+    empties = empties && t.dim() == 1 && t.size(0) == 0 && t.device().is_privateuseone() &&
+              (all.empty() || t.device() == all.front().device());
+    all.push_back(t);
+  }
+  if (empties && !all.empty()) return at::empty({0}, all.front().options().dtype(cat_dtype(all)));
   return Fallback<ATEN_OP(cat)>::call(list, dim);
 }
 
@@ -546,6 +662,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", native_dropout);
   m.impl("native_group_norm", group_norm);
   m.impl("batch_norm_stats", batch_norm_stats);
+  m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm_backward", native_batch_norm_backward);
   m.impl("batch_norm_gather_stats_with_counts", batch_norm_gather_stats_with_counts);
   m.impl("batch_norm_elemt", batch_norm_elemt);
   m.impl("batch_norm_backward_reduce", batch_norm_backward_reduce);

@@ -5,6 +5,7 @@
 // broadcasting. Type promotion is torch's (at::result_type). Integer arithmetic and
 // comparisons of types FP32 does not hold (int32, int64) go to the exact limb kernels
 // of ops_integer.cpp; integer multiplication and division run on the CPU, counted.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -707,6 +708,50 @@ at::Tensor& clamp_max_out(const at::Tensor& x, const at::Scalar& hi, at::Tensor&
   return Fallback<ATEN_OP2(clamp_max, out)>::call(x, hi, out);
 }
 
+// hardtanh (relu6 is hardtanh(x, 0, 6)) is the CPU's clamp, bool refused as the CPU refuses it.
+at::Tensor& hardtanh_out(const at::Tensor& x, const at::Scalar& lo, const at::Scalar& hi,
+                         at::Tensor& out) {
+  if (x.scalar_type() != at::kBool && (clamp_into("aten::hardtanh", x, lo, hi, out) ||
+                                       integer_clamp_into("aten::hardtanh", x, lo, hi, out)))
+    return out;
+  return Fallback<ATEN_OP2(hardtanh, out)>::call(x, lo, hi, out);
+}
+
+at::Tensor hardtanh(const at::Tensor& x, const at::Scalar& lo, const at::Scalar& hi) {
+  at::Tensor out = at::empty({0}, x.options());
+  return hardtanh_out(x, lo, hi, out);
+}
+
+at::Tensor& hardtanh_inplace(at::Tensor& x, const at::Scalar& lo, const at::Scalar& hi) {
+  return hardtanh_out(x, lo, hi, x);
+}
+
+// grad where lo < x < hi, else 0, chosen rather than multiplied so that a NaN or infinite
+// grad outside the range gives 0 as the CPU's does (x NaN keeps the grad, as there).
+at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
+                                  const at::Scalar& hi, at::Tensor& out) {
+  if (is_engine_float(grad.scalar_type()) && grad.scalar_type() == x.scalar_type() &&
+      grad.device().is_privateuseone() && x.device() == grad.device() &&
+      prepare_out(out, at::infer_size(grad.sizes(), x.sizes()), grad.scalar_type())) {
+    const float l = static_cast<float>(lo.toDouble()), h = static_cast<float>(hi.toDouble());
+    Expr e;
+    const Reg v = e.load(1);
+    const Reg outside =
+        e.alu(AluOp::max, e.alu_imm(AluOp::is_le, v, l), e.alu_imm(AluOp::is_ge, v, h));
+    e.select(outside, e.constant(0.0f), e.load(0));
+    if (run_pointwise("aten::hardtanh_backward", fmt::format("hardtanh' {} {}", l, h), e, {grad, x},
+                      out))
+      return out;
+  }
+  return Fallback<ATEN_OP2(hardtanh_backward, grad_input)>::call(grad, x, lo, hi, out);
+}
+
+at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
+                             const at::Scalar& hi) {
+  at::Tensor out = at::empty({0}, grad.options());
+  return hardtanh_backward_out(grad, x, lo, hi, out);
+}
+
 // log(sigmoid(x)) = -softplus(-x): DPO's and other preference losses' log-probabilities.
 // Softplus gives its argument back past 20, so large |x| stays exact; torch's CPU buffer
 // (used by its own backward) is returned empty, as CUDA's is.
@@ -912,23 +957,55 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Ten
   return Fallback<ATEN_OP2(where, self_out)>::call(cond, a, b, out);
 }
 
+// self <- value on the device: integers on their limbs (any value, wrapped into the type as
+// torch wraps it), engine floats by the fill kernel, float64 and the complex types as bit
+// patterns (wide_fill). False when not covered (a complex value into a real tensor is the
+// CPU's error to give).
+bool fill_into(const at::Tensor& self, const at::Scalar& value);
+
+// float64 and the complex types, which the engines do not hold: a double's bit pattern written
+// as an int64 on limbs, a complex value as a fill of each part (the real view of self), so that
+// every element is the CPU's value bit for bit (a complex<float> or complex<Half> part is the
+// double rounded to float first, as c10's conversions round it).
+bool wide_fill(const at::Tensor& self, const at::Scalar& value) {
+  if (self.scalar_type() == at::kDouble)
+    return integer_fill(self.view(at::kLong), std::bit_cast<int64_t>(value.toDouble()));
+  if (!at::isComplexType(self.scalar_type())) return false;
+  const c10::complex<double> v = value.toComplexDouble();
+  const at::Tensor parts = at::view_as_real(self);
+  return fill_into(parts.select(-1, 0), v.real()) && fill_into(parts.select(-1, 1), v.imag());
+}
+
+bool fill_into(const at::Tensor& self, const at::Scalar& value) {
+  if (!self.device().is_privateuseone()) return false;
+  const c10::ScalarType type = self.scalar_type();
+  if (is_limb_integer(type)) return self.numel() == 0 || integer_fill(self, value);
+  if (value.isComplex() && !at::isComplexType(type)) return false;
+  if (self.numel() == 0) return true;
+  if (!is_engine_float(type)) return wide_fill(self, value);
+  const kernels::View out = view_of(self);
+  const std::string chip = target();
+  const float f = static_cast<float>(value.toDouble());
+  return run_kernel("aten::fill_", self.device().index(),
+                    fmt::format("aten::fill_ {} {}", f, layout_key(self)),
+                    [&] { return kernels::fill(chip, out, f); }, {{"out", self}});
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  if (is_limb_integer(self.scalar_type())) {  // any value, wrapped into the type as torch's
-    if (self.numel() == 0 || integer_fill(self, value)) return self;
-    return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
-  }
-  if (self.device().is_privateuseone() && is_engine_float(self.scalar_type()) &&
-      !value.isComplex()) {
-    if (self.numel() == 0) return self;
-    const kernels::View out = view_of(self);
-    const std::string chip = target();
-    const float f = static_cast<float>(value.toDouble());
-    if (run_kernel("aten::fill_", self.device().index(),
-                   fmt::format("aten::fill_ {} {}", f, layout_key(self)),
-                   [&] { return kernels::fill(chip, out, f); }, {{"out", self}}))
+  if (fill_into(self, value)) return self;
+  return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
+}
+
+// fill_ with a 0-dim tensor's value: a host number filled as fill_.Scalar, a device one
+// broadcast by a copy on the device (no host read).
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  if (value.dim() == 0 && self.device().is_privateuseone()) {
+    if (value.is_cpu() && fill_into(self, value.item())) return self;
+    if (value.device() == self.device() &&
+        (self.numel() == 0 || copy_on_device(value.expand(self.sizes()), self)))
       return self;
   }
-  return Fallback<ATEN_OP2(fill_, Scalar)>::call(self, value);
+  return Fallback<ATEN_OP2(fill_, Tensor)>::call(self, value);
 }
 
 at::Tensor& zero(at::Tensor& self) {
@@ -1241,6 +1318,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addcdiv.out", addcdiv_out);
   m.impl("lerp.Scalar_out", lerp_out);
   m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("hardtanh", hardtanh);
+  m.impl("hardtanh_", hardtanh_inplace);
+  m.impl("hardtanh.out", hardtanh_out);
+  m.impl("hardtanh_backward", hardtanh_backward);
+  m.impl("hardtanh_backward.grad_input", hardtanh_backward_out);
   m.impl("clamp.out", clamp_out);
   m.impl("clamp_min.out", clamp_min_out);
   m.impl("clamp_max.out", clamp_max_out);

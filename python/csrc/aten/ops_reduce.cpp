@@ -311,7 +311,7 @@ at::Tensor vector_norm(const char* op, const at::Tensor& x, double ord, at::Opti
     root.alu_imm(isa::AluOp::pow, root.load(0), static_cast<float>(1.0 / ord));
   at::Tensor out = at::empty(total.sizes(), x.options().dtype(dtype));
   if (!run_pointwise(op, fmt::format("root {}", ord), root, {total}, out)) return {};
-  return x.dim() == 0 ? out.view({}) : out.view(without_dims(v, dims, keepdim));
+  return x.dim() == 0 ? out.view(at::IntArrayRef{}) : out.view(without_dims(v, dims, keepdim));
 }
 
 at::Tensor& linalg_vector_norm_out(const at::Tensor& x, const at::Scalar& ord,
@@ -366,7 +366,12 @@ at::Tensor extreme(const char* op, bool is_max, const at::Tensor& x, at::Optiona
     return {};
   const std::vector<int64_t> dims = reduce_dims(x, dim);
   const bool all = dims.size() == static_cast<size_t>(x.dim());
-  if (!all && dims.size() != 1) return {};
+  if (!all && dims.size() != 1) {  // one dim at a time, each extreme exact
+    at::Tensor r = x;
+    for (const int64_t d : dims)
+      if (r = extreme(op, is_max, r, at::IntArrayRef{d}, true); !r.defined()) return {};
+    return r.view(without_dims(x, dims, keepdim));
+  }
   const at::Tensor in = all ? x.reshape({-1}) : x;
   std::vector<int64_t> sizes(in.sizes().begin(), in.sizes().end());
   if (!sizes.empty()) sizes[all ? 0 : static_cast<size_t>(dims[0])] = 1;
@@ -375,14 +380,56 @@ at::Tensor extreme(const char* op, bool is_max, const at::Tensor& x, at::Optiona
   return out.view(without_dims(x, dims, keepdim));
 }
 
+// amax or amin of an empty x over dims: no values to compare, an empty result of torch's sizes
+// (its meta kernel gives them, and its error for a reduced dim of size 0).
+at::Tensor empty_extreme(bool is_max, const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+  const at::Tensor sizes = is_max ? at::amax(meta, dim, keepdim) : at::amin(meta, dim, keepdim);
+  return at::empty(sizes.sizes(), x.options());
+}
+
 at::Tensor amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  if (x.device().is_privateuseone() && x.numel() == 0) return empty_extreme(true, x, dim, keepdim);
   if (at::Tensor r = extreme("aten::amax", true, x, dim, keepdim); r.defined()) return r;
   return Fallback<ATEN_OP(amax)>::call(x, dim, keepdim);
 }
 
 at::Tensor amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  if (x.device().is_privateuseone() && x.numel() == 0) return empty_extreme(false, x, dim, keepdim);
   if (at::Tensor r = extreme("aten::amin", false, x, dim, keepdim); r.defined()) return r;
   return Fallback<ATEN_OP(amin)>::call(x, dim, keepdim);
+}
+
+// The min and the max in one call, each as amin and amax compute it (over one dim or all).
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optional<int64_t> dim,
+                                                 bool keepdim, at::Tensor& min, at::Tensor& max) {
+  if (x.device().is_privateuseone() && min.device() == x.device() && max.device() == x.device() &&
+      min.scalar_type() == x.scalar_type() && max.scalar_type() == x.scalar_type()) {
+    const std::vector<int64_t> one = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+    const at::OptionalIntArrayRef dims =
+        dim ? at::OptionalIntArrayRef(one) : at::OptionalIntArrayRef();
+    const at::Tensor lo = extreme("aten::aminmax", false, x, dims, keepdim);
+    const at::Tensor hi = lo.defined() ? extreme("aten::aminmax", true, x, dims, keepdim) : lo;
+    if (hi.defined()) {
+      at::native::resize_output(min, lo.sizes());
+      at::native::resize_output(max, hi.sizes());
+      min.copy_(lo);
+      max.copy_(hi);
+      return {min, max};
+    }
+  }
+  return Fallback<ATEN_OP2(aminmax, out)>::call(x, dim, keepdim, min, max);
+}
+
+// The sum with NaNs taken as 0 (integers have none: their plain sum).
+at::Tensor nansum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  if (x.device().is_privateuseone() &&
+      (is_engine_float(x.scalar_type()) || is_limb_integer(x.scalar_type()))) {
+    const at::Tensor terms = at::isFloatingType(x.scalar_type()) ? x.masked_fill(x.isnan(), 0) : x;
+    return at::sum(terms, dim, keepdim, dtype);
+  }
+  return Fallback<ATEN_OP(nansum)>::call(x, dim, keepdim, dtype);
 }
 
 at::Tensor max_all(const at::Tensor& x) {
@@ -559,6 +606,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum", sum_all);
   m.impl("mean", mean_all);
   m.impl("amax", amax);
+  m.impl("aminmax.out", aminmax_out);
+  m.impl("nansum", nansum);
   m.impl("amin", amin);
   m.impl("max", max_all);
   m.impl("min", min_all);

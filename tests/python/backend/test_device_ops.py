@@ -729,3 +729,152 @@ def test_the_max_and_min_of_one_element_are_itself(dtype):
     t = torch.zeros(4, device="neuron")
     t[torch.tensor(2, device="neuron")] = 7.0
     assert t.cpu().tolist() == [0.0, 0.0, 7.0, 0.0]
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.complex128, torch.complex64, torch.complex32, torch.int64]
+)
+def test_fills_of_types_the_engines_do_not_hold_are_the_cpus_bits(dtype):
+    # A double is written as its int64 bit pattern, a complex value part by part.
+    value = {torch.float64: 1 / 3, torch.int64: -(2**62) - 5}.get(dtype, complex(1 / 3, -2.5e-30))
+    for make in (
+        lambda dev: torch.full((3, 4), value, dtype=dtype, device=dev),
+        lambda dev: torch.zeros(5, 6, dtype=dtype, device=dev).t().fill_(value),  # strided
+        lambda dev: torch.ones(2, dtype=dtype, device=dev),
+    ):
+        got, want = make("neuron"), make("cpu")
+        assert got.device.type == "neuron"
+        if dtype.is_complex:
+            got, want = torch.view_as_real(got.cpu()), torch.view_as_real(want)
+        assert torch.equal(
+            got.cpu().contiguous().view(torch.uint8), want.contiguous().view(torch.uint8)
+        )
+
+
+def test_fill_with_a_zero_dim_tensor_from_the_host_or_the_device():
+    for value in (torch.tensor(2.5), torch.tensor(7, device="neuron"), torch.tensor(-3.0)):
+        for dtype in (torch.float32, torch.int64, torch.bfloat16):
+            got = torch.zeros(3, 4, dtype=dtype, device="neuron").fill_(value)
+            want = torch.zeros(3, 4, dtype=dtype).fill_(value.cpu())
+            assert torch.equal(got.cpu(), want), (value, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64])
+def test_hardtanh_relu6_and_their_gradient(dtype):
+    x = torch.tensor([[-3.0, -1.0, 0.0, 0.5], [1.0, 6.0, 7.5, float("nan")]])
+    if dtype != torch.float32:
+        x = torch.tensor([[-3, -1, 0, 2**40 + 1], [1, 6, 7, -(2**40)]]).to(dtype)
+    for f in (F.relu6, lambda t: F.hardtanh(t, -1, 1)):
+        assert torch.equal(f(x.to("neuron")).cpu().nan_to_num(9), f(x).nan_to_num(9))
+    if dtype == torch.float32:  # the gradient is the CPU's, 0 at and past the bounds
+        grad = torch.tensor([[1.0, float("inf"), 2.0, 3.0], [float("nan"), 4.0, 5.0, 6.0]])
+        got = torch.ops.aten.hardtanh_backward(grad.to("neuron"), x.to("neuron"), 0.0, 6.0)
+        want = torch.ops.aten.hardtanh_backward(grad, x, 0.0, 6.0)
+        assert torch.equal(got.cpu().nan_to_num(9), want.nan_to_num(9))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64])
+def test_amax_amin_and_aminmax_over_several_dims_and_of_nothing(dtype):
+    big = 2**40 if dtype == torch.int64 else 2**29
+    x = (torch.randn(3, 4, 5) * big).to(dtype)
+    d = x.to("neuron")
+    for f in (torch.amax, torch.amin):
+        for dim in ((0, 2), (1, 2), (-1, 0, 1)):
+            assert torch.equal(f(d, dim=dim).cpu(), f(x, dim=dim)), (f, dim)
+        assert torch.equal(
+            f(d.transpose(0, 2), dim=(0, 1), keepdim=True).cpu(),
+            f(x.transpose(0, 2), dim=(0, 1), keepdim=True),
+        )
+        empty = torch.zeros(0, 3, dtype=dtype)
+        got = f(empty.to("neuron"), dim=1)
+        assert got.shape == f(empty, dim=1).shape == (0,) and got.device.type == "neuron"
+    for kwargs in ({}, {"dim": 1}, {"dim": -1, "keepdim": True}):
+        for g, w in zip(torch.aminmax(d, **kwargs), torch.aminmax(x, **kwargs)):
+            assert torch.equal(g.cpu(), w), kwargs
+
+
+def test_nansum_and_nanmean_take_nan_as_nothing():
+    x = torch.tensor([[1.0, float("nan"), 2.0], [float("nan"), float("nan"), 4.0]])
+    d = x.to("neuron")
+    for f in (torch.nansum, torch.nanmean):
+        _same(f, x)
+        assert torch.equal(f(d, dim=1).cpu(), f(x, dim=1))
+    ints = torch.tensor([[2**40, 3], [5, -7]])
+    assert torch.equal(torch.nansum(ints.to("neuron"), dim=0).cpu(), torch.nansum(ints, dim=0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64])
+def test_dot_products_of_vectors_and_views(dtype):
+    a = (torch.randn(37) * 5).to(dtype)
+    b = (torch.randn(74) * 5).to(dtype)[::2]  # strided
+    tol = {"atol": 0.5, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
+    _same(torch.dot, a, b, **tol)
+    _same(torch.matmul, a, b, **tol)  # a vector by a vector is a dot
+    _same(torch.dot, a[:0], b[:0])
+
+
+def test_the_vector_norm_of_one_element():
+    for ord in (2, 1, float("inf"), 0.5):
+        _same(torch.linalg.vector_norm, torch.tensor(-3.0), ord)
+
+
+def test_roll_along_dims_and_flattened():
+    x = torch.arange(60).view(3, 4, 5)
+    for shifts, dims in ((1, 0), (-2, 2), ((1, 7), (0, -1)), (3, None), (0, 1), (13, 1)):
+        kwargs = {} if dims is None else {"dims": dims}
+        want = torch.roll(x, shifts, **kwargs)
+        assert torch.equal(torch.roll(x.to("neuron"), shifts, **kwargs).cpu(), want)
+        assert torch.equal(
+            torch.roll(x.to("neuron").float().transpose(0, 2), shifts, **kwargs).cpu(),
+            torch.roll(x.float().transpose(0, 2), shifts, **kwargs),
+        )
+    assert torch.roll(torch.zeros(0, 3, device="neuron"), 1, 1).shape == (0, 3)
+
+
+def test_empty_and_one_element_softmax_nonzero_and_cat():
+    for f in (torch.softmax, torch.log_softmax):
+        _same(f, torch.tensor(2.0), 0)
+        got = f(torch.zeros(5, 0, device="neuron"), 1)
+        assert got.shape == (5, 0) and got.device.type == "neuron"
+    assert torch.nonzero(torch.zeros(5, 0, 5, device="neuron")).shape == (0, 3)
+    both = torch.cat(
+        [torch.zeros(0, device="neuron"), torch.zeros(0, device="neuron", dtype=torch.int32)]
+    )
+    assert both.shape == (0,) and both.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_batch_norm_forward_backward_and_running_statistics(dtype, training):
+    torch.manual_seed(0)
+    cpu = torch.nn.BatchNorm2d(3).train(training)
+    with torch.no_grad():
+        cpu.weight.uniform_(0.5, 1.5)
+        cpu.bias.uniform_(-1, 1)
+        cpu.running_mean.uniform_(-1, 1)
+        cpu.running_var.uniform_(0.5, 2)
+    dev = torch.nn.BatchNorm2d(3).train(training).to("neuron")
+    dev.load_state_dict(cpu.state_dict())
+    x = (torch.randn(4, 3, 5, 6) * 2 + 1).to(dtype)
+    xc = x.clone().requires_grad_()
+    xd = x.to("neuron").requires_grad_()
+    cpu, dev = cpu.to(dtype), dev.to(dtype)
+    grad = torch.randn(4, 3, 5, 6).to(dtype)
+    yc, yd = cpu(xc), dev(xd)
+    yc.backward(grad)
+    yd.backward(grad.to("neuron"))
+    tol = {"atol": 3e-2, "rtol": 3e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
+    torch.testing.assert_close(yd.cpu(), yc, **tol)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    for name in ("weight", "bias"):
+        torch.testing.assert_close(getattr(dev, name).grad.cpu(), getattr(cpu, name).grad, **tol)
+    for name in ("running_mean", "running_var"):
+        torch.testing.assert_close(getattr(dev, name).cpu(), getattr(cpu, name), **tol)
+    out, mean, invstd = torch.native_batch_norm(
+        x.to("neuron"), None, None, None, None, True, 0.1, 1e-5
+    )
+    want = torch.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+    for g, w in zip((out, mean, invstd), want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w, **tol)
