@@ -130,6 +130,51 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
   return Fallback<ATEN_OP(normal_)>::call(self, mean, std, generator);
 }
 
+// normal with a tensor mean or std, in the CPU's order of operations (Distributions.cpp): the
+// output draws N(0, 1) (N(0, std) for a number std) by normal_, then is scaled by std and
+// shifted by mean, so a CPU-generator run (NEURONSIM_RNG=cpu) gives the CPU's numbers. The
+// check that std >= 0 reads one value on the host, as CUDA's does (not in timing-only mode).
+void check_normal_std(const at::Tensor& std) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  if (std.numel() > 0 && !values_unspecified())
+    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+}
+
+bool normal_covers(const at::Tensor& like) {
+  return like.device().is_privateuseone() && is_engine_float(like.scalar_type());
+}
+
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std,
+                               std::optional<at::Generator> generator) {
+  if (normal_covers(mean)) {
+    TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+    at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
+    return out.normal_(0, std, generator).add_(mean);
+  }
+  return Fallback<ATEN_OP2(normal, Tensor_float)>::call(mean, std, generator);
+}
+
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std,
+                               std::optional<at::Generator> generator) {
+  if (normal_covers(std)) {
+    check_normal_std(std);
+    at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
+    return out.normal_(0, 1, generator).mul_(std).add_(mean);
+  }
+  return Fallback<ATEN_OP2(normal, float_Tensor)>::call(mean, std, generator);
+}
+
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std,
+                                std::optional<at::Generator> generator) {
+  if (normal_covers(mean) && std.device() == mean.device() && is_engine_float(std.scalar_type())) {
+    check_normal_std(std);
+    at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options(),
+                               at::MemoryFormat::Contiguous);
+    return out.normal_(0, 1, generator).mul_(std).add_(mean);
+  }
+  return Fallback<ATEN_OP2(normal, Tensor_Tensor)>::call(mean, std, generator);
+}
+
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> generator) {
   if (host_draws(self, generator, [&](at::Tensor& h, const auto& g) { h.exponential_(lambd, g); }))
     return self;
@@ -337,6 +382,9 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
+  m.impl("normal.Tensor_float", normal_tensor_float);
+  m.impl("normal.float_Tensor", normal_float_tensor);
+  m.impl("normal.Tensor_Tensor", normal_tensor_tensor);
   m.impl("exponential_", exponential_);
   m.impl("bernoulli_.float", bernoulli_float);
   m.impl("bernoulli_.Tensor", bernoulli_tensor);

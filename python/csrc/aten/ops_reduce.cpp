@@ -405,6 +405,13 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optio
                                                  bool keepdim, at::Tensor& min, at::Tensor& max) {
   if (x.device().is_privateuseone() && min.device() == x.device() && max.device() == x.device() &&
       min.scalar_type() == x.scalar_type() && max.scalar_type() == x.scalar_type()) {
+    if (x.numel() == 0) {  // no values: torch's sizes (and its error for an empty dim) from meta
+      const auto sized =
+          at::aminmax(at::empty(x.sizes(), x.options().device(at::kMeta)), dim, keepdim);
+      at::native::resize_output(min, std::get<0>(sized).sizes());
+      at::native::resize_output(max, std::get<1>(sized).sizes());
+      return {min, max};
+    }
     const std::vector<int64_t> one = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
     const at::OptionalIntArrayRef dims =
         dim ? at::OptionalIntArrayRef(one) : at::OptionalIntArrayRef();
@@ -505,8 +512,27 @@ at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim)
 std::optional<std::tuple<at::Tensor, at::Tensor>> extreme_dim(const char* op, ReduceOp value,
                                                               ReduceOp index, const at::Tensor& x,
                                                               int64_t dim, bool keepdim) {
-  if (x.dim() == 0 || !exact_in_fp32(x.scalar_type())) return std::nullopt;
+  if (!x.device().is_privateuseone()) return std::nullopt;
+  const bool is_max = value == ReduceOp::max;
+  if (x.dim() == 0) {  // one element: itself, at index 0
+    at::maybe_wrap_dim(dim, int64_t{0});
+    return std::tuple{x.clone(), at::zeros({}, x.options().dtype(at::kLong))};
+  }
   dim = at::maybe_wrap_dim(dim, x.dim());
+  if (x.numel() == 0) {  // no values: torch's sizes (and its error for an empty dim) from meta
+    const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+    const auto sized = is_max ? at::max(meta, dim, keepdim) : at::min(meta, dim, keepdim);
+    return std::tuple{at::empty(std::get<0>(sized).sizes(), x.options()),
+                      at::empty(std::get<1>(sized).sizes(), x.options().dtype(at::kLong))};
+  }
+  if (is_limb_integer(x.scalar_type()) && !exact_in_fp32(x.scalar_type())) {
+    // int32 and int64, which FP32 would round: the extreme and its first index on limbs.
+    at::Tensor values = extreme(op, is_max, x, at::IntArrayRef{dim}, keepdim);
+    at::Tensor indices = values.defined() ? arg_reduce_any(op, index, x, dim, keepdim) : values;
+    if (!indices.defined()) return std::nullopt;
+    return std::tuple{values, indices};
+  }
+  if (!exact_in_fp32(x.scalar_type())) return std::nullopt;
   at::Tensor values = reduce(op, value, x, at::IntArrayRef{dim}, keepdim, x.scalar_type());
   if (!values.defined()) return std::nullopt;
   at::Tensor indices = arg_reduce(op, index, x, dim, keepdim);

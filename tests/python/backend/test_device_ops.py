@@ -792,6 +792,23 @@ def test_amax_amin_and_aminmax_over_several_dims_and_of_nothing(dtype):
     for kwargs in ({}, {"dim": 1}, {"dim": -1, "keepdim": True}):
         for g, w in zip(torch.aminmax(d, **kwargs), torch.aminmax(x, **kwargs)):
             assert torch.equal(g.cpu(), w), kwargs
+    lo, hi = torch.aminmax(torch.zeros(5, 0, 2, dtype=dtype, device="neuron"), dim=0)
+    assert lo.shape == hi.shape == (0, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32])
+def test_max_and_min_over_a_dim_of_integers_of_one_element_and_of_nothing(dtype):
+    big = 2**40 if dtype == torch.int64 else 2**29  # beyond FP32's integers
+    x = torch.tensor([[3, big + 1, big + 1, -7], [big, big + 1, 5, -(big + 2)]])
+    x = x.to(dtype) if dtype != torch.float32 else torch.randn(2, 4)
+    for f in (torch.max, torch.min):
+        for dim, keepdim in ((0, False), (1, False), (-1, True)):
+            got, want = f(x.to("neuron"), dim, keepdim), f(x, dim, keepdim)
+            assert all(torch.equal(g.cpu(), w) for g, w in zip(got, want)), (f, dim)
+        one = torch.tensor(7).to(dtype)
+        assert all(torch.equal(g.cpu(), w) for g, w in zip(f(one.to("neuron"), 0), f(one, 0)))
+        values, indices = f(torch.zeros(0, 3, dtype=dtype, device="neuron"), 1)
+        assert values.shape == indices.shape == (0,) and indices.dtype == torch.int64
 
 
 def test_nansum_and_nanmean_take_nan_as_nothing():

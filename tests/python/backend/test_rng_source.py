@@ -32,6 +32,11 @@ DRAWS = {
     "exponential_": lambda d: torch.empty(8, device=d).exponential_(2.0),
     "native_dropout": lambda d: torch.native_dropout(torch.arange(12.0, device=d), 0.4, True),
     "F.dropout": lambda d: torch.nn.functional.dropout(torch.ones(3, 4, device=d), 0.5),
+    "normal(tensor, tensor)": lambda d: torch.normal(
+        torch.arange(6.0, device=d).view(2, 3), torch.full((3,), 0.5, device=d)
+    ),
+    "normal(tensor, number)": lambda d: torch.normal(torch.ones(4, device=d), 2.0),
+    "normal(number, tensor)": lambda d: torch.normal(1.0, torch.full((5,), 3.0, device=d)),
 }
 
 
@@ -97,3 +102,18 @@ def test_the_source_is_read_from_the_environment_and_checked():
     code = "import torch, neuronsim; torch.randn(2, device='neuron')"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "NEURONSIM_RNG: 'philox'" in out.stderr
+
+
+def test_normal_with_tensor_parameters_draws_on_the_device():
+    with neuronsim.strict_mode():
+        x = torch.normal(
+            torch.full((4, 5000), 3.0, device="neuron"), torch.tensor(2.0, device="neuron")
+        )
+        assert x.shape == (4, 5000) and x.device.type == "neuron"
+        assert abs(x.mean().item() - 3.0) < 0.1 and abs(x.std().item() - 2.0) < 0.1
+        y = torch.normal(-1.0, torch.full((20000,), 0.5, device="neuron"))
+        assert abs(y.mean().item() + 1.0) < 0.05 and abs(y.std().item() - 0.5) < 0.05
+        with pytest.raises(RuntimeError, match="std >= 0"):
+            torch.normal(
+                torch.zeros(3, device="neuron"), torch.tensor([1.0, -1.0, 1.0], device="neuron")
+            )
