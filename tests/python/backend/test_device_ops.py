@@ -895,3 +895,110 @@ def test_batch_norm_forward_backward_and_running_statistics(dtype, training):
     for g, w in zip((out, mean, invstd), want):
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g.cpu(), w, **tol)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": (2, 3), "stride": (2, 1), "ceil_mode": True},
+        {"kernel_size": 2, "dilation": 2, "padding": 1, "ceil_mode": True},
+    ],
+    ids=["padded", "ceil", "dilated"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_max_pooling_values_indices_and_gradient(kwargs, dtype):
+    torch.manual_seed(0)
+    x = (
+        (torch.randn(2, 3, 7, 8) * 2**40).to(dtype)
+        if dtype == torch.int64
+        else torch.randn(2, 3, 7, 8).to(dtype)
+    )
+    if dtype == torch.float32:
+        x[0, 0, 1, 1] = x[0, 0, 2, 2] = float("nan")  # the CPU takes a window's last NaN
+        x[0, 1, :3, :3] = float("-inf")  # a window of -inf takes its first tap inside
+        x[1, 2, 4:, :] = 1.0  # ties take the first maximum
+    got = F.max_pool2d(x.to("neuron"), return_indices=True, **kwargs)
+    want = F.max_pool2d(x, return_indices=True, **kwargs)
+    for g, w in zip(got, want):
+        assert torch.equal(g.cpu().nan_to_num(7), w.nan_to_num(7)), kwargs
+    assert torch.equal(
+        F.max_pool2d(x[0].to("neuron"), **kwargs).cpu().nan_to_num(7),
+        F.max_pool2d(x[0], **kwargs).nan_to_num(7),
+    )  # unbatched [C, H, W]
+    if dtype == torch.float32:
+        xc = x.nan_to_num(0).clamp(-5, 5).requires_grad_()
+        xd = xc.detach().to("neuron").requires_grad_()
+        grad = torch.randn_like(F.max_pool2d(xc, **kwargs))
+        F.max_pool2d(xc, **kwargs).backward(grad)
+        F.max_pool2d(xd, **kwargs).backward(grad.to("neuron"))
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel_size": (2, 3), "stride": 2, "ceil_mode": True, "padding": (1, 1)},
+        {"kernel_size": 2, "divisor_override": 3},
+    ],
+    ids=["padded", "without_pad", "ceil", "divisor"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_average_pooling_and_its_gradient(kwargs, dtype):
+    torch.manual_seed(0)
+    x = (torch.randn(2, 3, 7, 9) * 100).to(dtype)
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
+    got = F.avg_pool2d(x.to("neuron"), **kwargs)
+    torch.testing.assert_close(got.cpu(), F.avg_pool2d(x, **kwargs), **tol)
+    if dtype == torch.float32:
+        xc = x.clone().requires_grad_()
+        xd = x.to("neuron").requires_grad_()
+        grad = torch.randn_like(F.avg_pool2d(x, **kwargs))
+        F.avg_pool2d(xc, **kwargs).backward(grad)
+        F.avg_pool2d(xd, **kwargs).backward(grad.to("neuron"))
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 4), (7, 5)])
+def test_adaptive_average_pooling_and_its_gradient(size):
+    x = torch.randn(2, 3, 7, 10, requires_grad=True)
+    d = x.detach().to("neuron").requires_grad_()
+    grad = torch.randn(2, 3, *size)
+    want, got = F.adaptive_avg_pool2d(x, size), F.adaptive_avg_pool2d(d, size)
+    torch.testing.assert_close(got.cpu(), want)
+    want.backward(grad)
+    got.backward(grad.to("neuron"))
+    torch.testing.assert_close(d.grad.cpu(), x.grad)
+
+
+def test_a_small_convolutional_network_trains_on_the_device_alone():
+    torch.manual_seed(0)
+
+    def net():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU6(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 8, 3),
+            torch.nn.AvgPool2d(2, ceil_mode=True),
+            torch.nn.AdaptiveAvgPool2d((2, 2)),
+            torch.nn.Flatten(),
+            torch.nn.Linear(32, 5),
+        )
+
+    x, y = torch.randn(4, 3, 12, 12), torch.randint(0, 5, (4,))
+    losses = {}
+    for device in ("cpu", "neuron"):
+        model = net().to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x.to(device)), y.to(device))
+            loss.backward()
+            opt.step()
+        losses[device] = loss.item()
+    assert abs(losses["neuron"] - losses["cpu"]) < 1e-3, losses
