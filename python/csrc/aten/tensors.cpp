@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -98,6 +99,13 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
     return dst;
   }
   if (both_neuron && copy_on_device(src, dst)) return dst;
+  // Strided views of one tensor whose spans interleave (a circular pad copies one part of its
+  // output into another): through a temporary on the device, all of src read before dst is
+  // written. Views whose overlap torch can tell (Partial) get the CPU's error.
+  if (both_neuron && at::get_overlap_status(src, dst) == at::MemOverlapStatus::TooHard) {
+    const at::Tensor staged = at::empty(src.sizes(), src.options());
+    if (copy_on_device(src, staged) && copy_on_device(staged, dst)) return dst;
+  }
   if (both_neuron || (lazy && src.device() == dst.device()))
     count_fallback("aten::copy_ (between devices, of int64/float64, or conjugated)");
   if (src.device().is_privateuseone() && !dst.device().is_privateuseone() && values_unspecified())

@@ -1002,3 +1002,41 @@ def test_a_small_convolutional_network_trains_on_the_device_alone():
             opt.step()
         losses[device] = loss.item()
     assert abs(losses["neuron"] - losses["cpu"]) < 1e-3, losses
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize(
+    "shape,pad",
+    [
+        ((2, 3, 7), (2, 3)),
+        ((2, 3, 5, 6), (1, 2, 3, 0)),
+        ((1, 2, 4, 5, 6), (1, 1, 2, 0, 0, 3)),
+        ((1, 3, 4, 4), (-1, 1, -2, 1)),
+    ],
+    ids=["1d", "2d", "3d", "crop"],
+)
+def test_reflection_replication_and_circular_padding_and_gradients(mode, shape, pad):
+    x = torch.randn(*shape, requires_grad=True)
+    d = x.detach().to("neuron").requires_grad_()
+    want, got = F.pad(x, pad, mode=mode), F.pad(d, pad, mode=mode)
+    assert torch.equal(got.detach().cpu(), want.detach())
+    grad = torch.randn_like(want)
+    want.backward(grad)
+    got.backward(grad.to("neuron"))
+    torch.testing.assert_close(d.grad.cpu(), x.grad)
+    ints = torch.arange(24).view(2, 3, 4)
+    assert torch.equal(
+        F.pad(ints.to("neuron"), (1, 2), mode="replicate").cpu(),
+        F.pad(ints, (1, 2), mode="replicate"),
+    )
+
+
+def test_a_convolution_that_pads_by_reflection_trains_on_the_device():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=2, padding_mode="reflect")
+    dev = torch.nn.Conv2d(3, 4, 3, padding=2, padding_mode="reflect").to("neuron")
+    dev.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 3, 8, 9)
+    conv(x).square().sum().backward()
+    dev(x.to("neuron")).square().sum().backward()
+    torch.testing.assert_close(dev.weight.grad.cpu(), conv.weight.grad, atol=1e-3, rtol=1e-4)
