@@ -337,15 +337,20 @@ bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, 
                     {{"in", in}, {"out", out}});
 }
 
-bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Tensor& out) {
+bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Tensor& out,
+                bool product) {
   if (!engine_dtype(in.scalar_type()) || !engine_dtype(out.scalar_type())) return false;
   const int device = op_device(op, {&in, &out});
   if (out.numel() == 0) return true;
   const kernels::View in_view = view_of(in), out_view = view_of(out);
   const std::string chip = target();
-  return run_kernel(
-      op, device, fmt::format("{} dim={} {} ->{}", op, dim, layout_key(in), layout_key(out)),
-      [&] { return kernels::cumsum(chip, in_view, dim, out_view); }, {{"in", in}, {"out", out}});
+  return run_kernel(op, device,
+                    fmt::format("{} dim={} {} ->{}", op, dim, layout_key(in), layout_key(out)),
+                    [&] {
+                      return product ? kernels::cumprod(chip, in_view, dim, out_view)
+                                     : kernels::cumsum(chip, in_view, dim, out_view);
+                    },
+                    {{"in", in}, {"out", out}});
 }
 
 std::optional<at::Tensor> int64_low_words(const at::Tensor& int64) {

@@ -121,7 +121,8 @@ bool run_reduce(const char* op, kernels::ReduceOp reduce, const at::Tensor& in, 
                 const at::Tensor& out);
 
 // out <- the running sums of in along dim (same sizes; in an engine dtype).
-bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Tensor& out);
+bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Tensor& out,
+                bool product = false);
 
 // An int32 view of the low words of an int64 tensor's elements, after zeroing every word:
 // a kernel that writes non-negative int32 values there (indices) leaves a correct

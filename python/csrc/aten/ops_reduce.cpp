@@ -468,6 +468,22 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
   return Fallback<ATEN_OP2(cumsum, out)>::call(self, dim, dtype, out);
 }
 
+// Running products along dim of floats, in one scan kernel (FP32 products, each rounded to
+// out's dtype; the CPU's kernel multiplies in double, so long products may differ in the last
+// FP32 places). Integer products, which would overflow FP32's exact range, run on the CPU.
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,
+                        at::Tensor& out) {
+  if (self.device().is_privateuseone() && out.device() == self.device() &&
+      is_engine_float(self.scalar_type()) && is_engine_float(out.scalar_type())) {
+    at::native::resize_output(out, self.sizes());
+    const at::Tensor in = self.dim() == 0 ? self.view({1}) : self;
+    const at::Tensor dst = self.dim() == 0 ? out.view({1}) : out;
+    if (self.numel() == 0 || run_cumsum("aten::cumprod", in, dim, dst, /*product=*/true))
+      return out;
+  }
+  return Fallback<ATEN_OP2(cumprod, out)>::call(self, dim, dtype, out);
+}
+
 // The int64 index of the max (or min) over one dim, first occurrence.
 at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_t dim,
                       bool keepdim) {
@@ -632,6 +648,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum", sum_all);
   m.impl("mean", mean_all);
   m.impl("amax", amax);
+  m.impl("cumprod.out", cumprod_out);
   m.impl("aminmax.out", aminmax_out);
   m.impl("nansum", nansum);
   m.impl("amin", amin);

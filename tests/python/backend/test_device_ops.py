@@ -1040,3 +1040,19 @@ def test_a_convolution_that_pads_by_reflection_trains_on_the_device():
     conv(x).square().sum().backward()
     dev(x.to("neuron")).square().sum().backward()
     torch.testing.assert_close(dev.weight.grad.cpu(), conv.weight.grad, atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cumprod_along_any_dim_with_its_gradient(dtype):
+    x = (torch.rand(4, 6, 5) + 0.5).to(dtype)
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-5}
+    for dim in (0, 1, -1):
+        _same(torch.cumprod, x, dim, **tol)
+        _same(torch.cumprod, x.transpose(0, 2), dim, **tol)
+    _same(torch.cumprod, torch.tensor(3.0).to(dtype), 0)
+    if dtype == torch.float32:
+        xc = x.clone().requires_grad_()
+        xd = x.to("neuron").requires_grad_()
+        torch.cumprod(xc, 1).sum().backward()
+        torch.cumprod(xd, 1).sum().backward()
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad, atol=1e-4, rtol=1e-4)

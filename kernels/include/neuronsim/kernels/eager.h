@@ -198,6 +198,9 @@ isa::Program topk(std::string_view target, const View& in, int64_t dim, int64_t 
 // partitions, the scanned dim along the free axis in chunks that carry their last
 // sum into the next one (tensor_tensor_scan on VectorE).
 isa::Program cumsum(std::string_view target, const View& in, int64_t dim, const View& out);
+// out[..., j, ...] = in[..., 0, ...] * ... * in[..., j, ...] (torch.cumprod): cumsum's layout,
+// the running products FP32, each rounded to out.dtype once.
+isa::Program cumprod(std::string_view target, const View& in, int64_t dim, const View& out);
 
 // out = a @ b on TensorE: [M, K] x [K, N] -> [M, N], or batched [B, M, K] x
 // [B, K, N] -> [B, M, N], where a or b may have batch stride 0 (broadcast).
