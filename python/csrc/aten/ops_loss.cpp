@@ -10,7 +10,9 @@
 // and one pointwise kernel for -sum (/ total weight for the mean). The one-hot select
 // reads x once more, as the log_softmax before it did; a gather of one element per
 // row would read less, but its index (row * C + t) leaves FP32's exact range for a
-// real vocabulary. Class weights fall back to the CPU, counted.
+// real vocabulary. Class weights w [C] (an input broadcast over the rows) weigh each picked
+// element and replace each kept row's weight of 1 by w[t], so the mean divides by the sum of
+// the targets' weights, as torch's does.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <fmt/format.h>
@@ -32,11 +34,14 @@ constexpr int64_t kMean = 1, kSum = 2;  // at::Reduction: None = 0, Mean = 1, Su
 
 bool covered(const at::Tensor& self, const at::Tensor& target,
              const std::optional<at::Tensor>& weight) {
-  return !(weight && weight->defined()) && self.device().is_privateuseone() &&
-         target.device() == self.device() && is_engine_float(self.scalar_type()) &&
-         self.dim() == 2 && target.dim() == 1 && target.scalar_type() == at::kLong &&
-         target.size(0) == self.size(0) && self.size(0) > 0 && self.size(1) > 0 &&
-         self.size(1) < (int64_t{1} << 24);
+  const bool weighted = weight && weight->defined();
+  if (weighted && (weight->device() != self.device() || weight->dim() != 1 || self.dim() != 2 ||
+                   weight->numel() != self.size(1) || weight->scalar_type() != self.scalar_type()))
+    return false;  // the CPU's checks and errors
+  return self.device().is_privateuseone() && target.device() == self.device() &&
+         is_engine_float(self.scalar_type()) && self.dim() == 2 && target.dim() == 1 &&
+         target.scalar_type() == at::kLong && target.size(0) == self.size(0) && self.size(0) > 0 &&
+         self.size(1) > 0 && self.size(1) < (int64_t{1} << 24);
 }
 
 // 1 where column j of [N, C] is row i's target (and the target is not ignore_index).
@@ -60,8 +65,9 @@ Limb hits(IntExpr& x, const at::Tensor& target, int64_t classes, int64_t ignore_
   fail("aten::nll_loss_forward: the device counted a bad target that the host does not find");
 }
 
-bool forward(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
-             int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+bool forward(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight,
+             int64_t reduction, int64_t ignore_index, at::Tensor& output,
+             at::Tensor& total_weight) {
   const char* op = "aten::nll_loss_forward";
   const int64_t n = self.size(0), classes = self.size(1);
   op_device(op, {&self, &target, &output, &total_weight});
@@ -85,8 +91,19 @@ bool forward(const at::Tensor& self, const at::Tensor& target, int64_t reduction
   IntExpr pick(*layout_of(at::kLong));
   const Limb hit = hits(pick, target, classes, ignore_index);
   const at::Tensor picked = at::empty({n, classes}, rows.options());
-  if (!pick.run_values(op, {picked}, {pick.select(hit, pick.load(self), Limb{-1, 0})}))
-    return false;
+  if (!weight.defined()) {
+    if (!pick.run_values(op, {picked}, {pick.select(hit, pick.load(self), Limb{-1, 0})}))
+      return false;
+  } else {  // each kept row's weight is its target's: the sum of its picked weights
+    const at::Tensor picked_weights = at::empty({n, classes}, rows.options());
+    const Limb w = pick.load(weight.unsqueeze(0));
+    if (!pick.run_values(
+            op, {picked, picked_weights},
+            {pick.select(hit, pick.op(AluOp::multiply, pick.load(self), w), Limb{-1, 0}),
+             pick.select(hit, w, Limb{-1, 0})}) ||
+        !run_reduce(op, kernels::ReduceOp::sum, picked_weights, 1, rows[1]))
+      return false;
+  }
   const at::Tensor sums = at::empty({3}, rows.options());
   if (!run_reduce(op, kernels::ReduceOp::sum, picked, 1, rows[0]) ||
       !run_reduce(op, kernels::ReduceOp::sum, rows, 1, sums))
@@ -99,9 +116,9 @@ bool forward(const at::Tensor& self, const at::Tensor& target, int64_t reduction
     total_weight.zero_();  // as torch's: no total weight without a reduction
     return run_pointwise(op, "-loss", e, {rows[0]}, output);
   }
-  const auto sum = e.load(0), weight = e.load(1);
-  const auto loss = reduction == kMean ? e.alu(AluOp::divide, sum, weight) : sum;
-  e.set_outputs({e.alu_imm(AluOp::multiply, loss, -1.0f), weight});
+  const auto sum = e.load(0), total = e.load(1);
+  const auto loss = reduction == kMean ? e.alu(AluOp::divide, sum, total) : sum;
+  e.set_outputs({e.alu_imm(AluOp::multiply, loss, -1.0f), total});
   return run_pointwise_outputs(op, reduction == kMean ? "-mean" : "-sum", e, {sums[0], sums[1]},
                                {output, total_weight});
 }
@@ -113,8 +130,8 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
       (reduction == 0 || reduction == kMean || reduction == kSum) &&
       output.scalar_type() == self.scalar_type() &&
       total_weight.scalar_type() == self.scalar_type() &&
-      forward(self, target, reduction, ignore_index.guard_int(__FILE__, __LINE__), output,
-              total_weight))
+      forward(self, target, weight ? *weight : at::Tensor(), reduction,
+              ignore_index.guard_int(__FILE__, __LINE__), output, total_weight))
     return {output, total_weight};
   return FallbackSymInt<ATEN_OP2(nll_loss_forward, output)>::call(
       self, target, weight, reduction, ignore_index, output, total_weight);
@@ -135,6 +152,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
     const Limb hit = hits(x, target, self.size(1), ignore);
     Limb g = x.load(reduction == 0 ? grad_output.unsqueeze(1) : grad_output);
     if (reduction == kMean) g = x.op(AluOp::divide, g, x.load(total_weight));
+    if (weight && weight->defined()) g = x.op(AluOp::multiply, g, x.load(weight->unsqueeze(0)));
     if (x.run_values("aten::nll_loss_backward", {grad_input},
                      {x.select(hit, x.imm(AluOp::multiply, g, -1.0f), Limb{-1, 0})}))
       return grad_input;

@@ -153,6 +153,55 @@ at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Ten
   return Fallback<ATEN_OP2(addmm, out)>::call(bias, a, b, beta, alpha, out);
 }
 
+// vdot conjugates its first operand: of real vectors, their dot.
+at::Tensor vdot(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.is_complex() && !b.is_complex() && a.device().is_privateuseone())
+    return pytorch::dot(a, b);
+  return Fallback<ATEN_OP(vdot)>::call(a, b);
+}
+
+// The cross product of 3-vectors along dim, broadcast: (a1 b2 - a2 b1, a2 b0 - a0 b2,
+// a0 b1 - a1 b0), each product and difference in the operands' dtype as the CPU's kernel
+// rounds them; integers exact on their limbs.
+at::Tensor& linalg_cross_out(const at::Tensor& a, const at::Tensor& b, int64_t dim,
+                             at::Tensor& out) {
+  const c10::ScalarType type = a.scalar_type();
+  if (a.device().is_privateuseone() && b.device() == a.device() && out.device() == a.device() &&
+      a.dim() == b.dim() && a.dim() > 0 && b.scalar_type() == type && out.scalar_type() == type &&
+      (is_engine_float(type) || (is_limb_integer(type) && type != at::kBool))) {
+    const int64_t d = at::maybe_wrap_dim(dim, a.dim());
+    if (a.size(d) == 3 && b.size(d) == 3) {
+      const auto at_ = [d](const at::Tensor& t, int64_t i) { return t.narrow(d, i, 1); };
+      const auto term = [&](int64_t i, int64_t j) {
+        return at_(a, i) * at_(b, j) - at_(a, j) * at_(b, i);
+      };
+      const at::Tensor r = at::cat({term(1, 2), term(2, 0), term(0, 1)}, d);
+      at::native::resize_output(out, r.sizes());
+      out.copy_(r);
+      return out;
+    }
+  }
+  return Fallback<ATEN_OP2(linalg_cross, out)>::call(a, b, dim, out);
+}
+
+// beta * self + alpha * (mat @ vec): addmm's product of [n, m] @ [m, 1] and its pointwise, the
+// vector self ([n], [1] or 0-dim) as a column.
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (mat.device().is_privateuseone() && vec.device() == mat.device() &&
+      self.device() == mat.device() && out.device() == mat.device() && mat.dim() == 2 &&
+      vec.dim() == 1 && mat.size(1) == vec.size(0) && self.dim() <= 1 &&
+      is_engine_float(mat.scalar_type()) && vec.scalar_type() == mat.scalar_type() &&
+      self.scalar_type() == mat.scalar_type() && out.scalar_type() == mat.scalar_type()) {
+    const at::Tensor column = self.dim() == 1 ? self.unsqueeze(1) : self;
+    const at::Tensor r = pytorch::addmm(column, mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+  }
+  return Fallback<ATEN_OP2(addmv, out)>::call(self, mat, vec, beta, alpha, out);
+}
+
 // beta * self + alpha * (batch1 @ batch2): the batched product on TensorE, then pointwise.
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                         const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
@@ -285,6 +334,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_grouped_mm", grouped_mm);
   m.impl("mm", mm);
   m.impl("dot", dot);
+  m.impl("vdot", vdot);
+  m.impl("addmv.out", addmv_out);
+  m.impl("linalg_cross.out", linalg_cross_out);
   m.impl("mm.out", mm_out);
   m.impl("bmm", bmm);
   m.impl("addmm", addmm);

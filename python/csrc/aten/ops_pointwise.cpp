@@ -631,6 +631,14 @@ at::Tensor& clamp_tensor_out(const at::Tensor& x, const std::optional<at::Tensor
   return Fallback<ATEN_OP2(clamp, Tensor_out)>::call(x, lo, hi, out);
 }
 
+at::Tensor& clamp_min_tensor_out(const at::Tensor& x, const at::Tensor& lo, at::Tensor& out) {
+  return clamp_tensor_out(x, lo, std::nullopt, out);
+}
+
+at::Tensor& clamp_max_tensor_out(const at::Tensor& x, const at::Tensor& hi, at::Tensor& out) {
+  return clamp_tensor_out(x, std::nullopt, hi, out);
+}
+
 // An identity matrix: 1 where the row equals the column.
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0 && m >= 0, "n and m must be greater or equal to 0, got ", n, " and ", m);
@@ -1286,6 +1294,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log1p.out", log1p_out);
   m.impl("expm1.out", expm1_out);
   m.impl("clamp.Tensor_out", clamp_tensor_out);
+  m.impl("clamp_min.Tensor_out", clamp_min_tensor_out);
+  m.impl("clamp_max.Tensor_out", clamp_max_tensor_out);
   m.impl("eye.m_out", eye_m_out);
   m.impl("eye.out", eye_out);
   m.impl("silu_backward", silu_backward);

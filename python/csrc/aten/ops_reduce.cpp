@@ -484,6 +484,41 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<c10::
   return Fallback<ATEN_OP2(cumprod, out)>::call(self, dim, dtype, out);
 }
 
+// The product over a dim (or all of x): the last running product of cumprod's scan, in FP32,
+// rounded once; of nothing, 1. Integer products run on the CPU.
+at::Tensor float_prod(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                      c10::ScalarType type) {
+  if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || !is_engine_float(type))
+    return {};
+  const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta).dtype(type));
+  const at::Tensor sized = dim ? at::prod(meta, *dim, keepdim) : at::prod(meta);
+  if (x.numel() == 0) return at::ones(sized.sizes(), x.options().dtype(type));
+  const at::Tensor v = dim && x.dim() > 0 ? x : x.reshape({-1});
+  const int64_t d = dim && x.dim() > 0 ? at::maybe_wrap_dim(*dim, x.dim()) : 0;
+  at::Tensor running = at::empty(v.sizes(), v.options().dtype(at::kFloat));
+  if (!run_cumsum("aten::prod", v, d, running, /*product=*/true)) return {};
+  return running.narrow(d, v.size(d) - 1, 1).to(type).view(sized.sizes());
+}
+
+at::Tensor prod_all(const at::Tensor& x, std::optional<c10::ScalarType> dtype) {
+  if (at::Tensor r = float_prod(x, std::nullopt, false, dtype.value_or(x.scalar_type()));
+      r.defined())
+    return r;
+  return Fallback<ATEN_OP(prod)>::call(x, dtype);
+}
+
+at::Tensor& prod_dim_out(const at::Tensor& x, int64_t dim, bool keepdim,
+                         std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  if (out.device() == x.device())
+    if (at::Tensor r = float_prod(x, dim, keepdim, dtype.value_or(out.scalar_type()));
+        r.defined()) {
+      at::native::resize_output(out, r.sizes());
+      out.copy_(r);
+      return out;
+    }
+  return Fallback<ATEN_OP2(prod, int_out)>::call(x, dim, keepdim, dtype, out);
+}
+
 // The int64 index of the max (or min) over one dim, first occurrence.
 at::Tensor arg_reduce(const char* op, ReduceOp kind, const at::Tensor& x, int64_t dim,
                       bool keepdim) {
@@ -649,6 +684,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean", mean_all);
   m.impl("amax", amax);
   m.impl("cumprod.out", cumprod_out);
+  m.impl("prod", prod_all);
+  m.impl("prod.int_out", prod_dim_out);
   m.impl("aminmax.out", aminmax_out);
   m.impl("nansum", nansum);
   m.impl("amin", amin);

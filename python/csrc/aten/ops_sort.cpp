@@ -108,6 +108,16 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
 std::tuple<at::Tensor&, at::Tensor&> sort_values(const at::Tensor& self, std::optional<bool> stable,
                                                  int64_t dim, bool descending, at::Tensor& values,
                                                  at::Tensor& indices) {
+  if (self.dim() == 0 && self.device().is_privateuseone() && values.device() == self.device() &&
+      indices.device() == self.device() && values.scalar_type() == self.scalar_type() &&
+      indices.scalar_type() == at::kLong) {  // one element: itself, at 0
+    at::maybe_wrap_dim(dim, int64_t{0});
+    at::native::resize_output(values, {});
+    at::native::resize_output(indices, {});
+    values.copy_(self);
+    indices.zero_();
+    return {values, indices};
+  }
   const int64_t n = self.dim() == 0 ? 1 : self.size(at::maybe_wrap_dim(dim, self.dim()));
   if (topk_into("aten::sort", self, n, dim, descending, values, indices)) return {values, indices};
   return Fallback<ATEN_OP2(sort, values_stable)>::call(self, stable, dim, descending, values,

@@ -1056,3 +1056,43 @@ def test_cumprod_along_any_dim_with_its_gradient(dtype):
         torch.cumprod(xc, 1).sum().backward()
         torch.cumprod(xd, 1).sum().backward()
         torch.testing.assert_close(xd.grad.cpu(), xc.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_addmv_prod_cross_tensor_clamps_and_the_sort_of_one_element():
+    torch.manual_seed(0)
+    mat, vec, bias = torch.randn(5, 7), torch.randn(7), torch.randn(5)
+    _same(torch.addmv, bias, mat, vec)
+    _same(lambda *t: torch.addmv(*t, beta=0.5, alpha=2.0), bias, mat, vec)
+    _same(lambda *t: torch.addmv(*t, beta=0.0), torch.full((5,), float("nan")), mat, vec)
+    x = torch.rand(3, 4, 5) + 0.5
+    _same(torch.prod, x)
+    for dim in (0, 2, -2):
+        _same(torch.prod, x, dim)
+    _same(lambda t: torch.prod(t, 1, keepdim=True), x.transpose(0, 2))
+    assert torch.equal(torch.prod(torch.zeros(0, 3, device="neuron"), 0).cpu(), torch.ones(3))
+    a, b = torch.randn(4, 3, 2), torch.randn(1, 3, 2)
+    _same(lambda u, v: torch.linalg.cross(u, v, dim=1), a, b)
+    ints = torch.randint(-1000, 1000, (6, 3))
+    _same(torch.linalg.cross, ints, ints.flip(0))
+    lo = torch.randn(4, 1)
+    _same(torch.clamp_min, x[0], lo)
+    _same(torch.clamp_max, x[0], lo)
+    for t in (torch.tensor(2.5), torch.tensor(4)):
+        got, want = torch.sort(t.to("neuron")), torch.sort(t)
+        assert all(torch.equal(g.cpu(), w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_class_weighted_cross_entropy_and_its_gradient(reduction):
+    torch.manual_seed(0)
+    logits = torch.randn(6, 5, requires_grad=True)
+    target = torch.tensor([0, 4, 2, -100, 2, 1])
+    weight = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25])
+    d = logits.detach().to("neuron").requires_grad_()
+    want = F.cross_entropy(logits, target, weight=weight, reduction=reduction)
+    got = F.cross_entropy(d, target.to("neuron"), weight=weight.to("neuron"), reduction=reduction)
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    grad = torch.randn_like(want)
+    want.backward(grad)
+    got.backward(grad.to("neuron"))
+    torch.testing.assert_close(d.grad.cpu(), logits.grad)
