@@ -195,6 +195,27 @@ NEURON_BINARY(logical_and, ATEN_OP(logical_and), AluOp::logical_and, Kind::logic
 NEURON_BINARY(logical_or, ATEN_OP(logical_or), AluOp::logical_or, Kind::logical)
 NEURON_BINARY(logical_xor, ATEN_OP(logical_xor), AluOp::logical_xor, Kind::logical)
 
+// The out= forms of the logical ops: straight into a bool out, else (a float out takes 1 and
+// 0) the bool result copied in.
+#define NEURON_LOGICAL_OUT(fn, ALU)                                                          \
+  at::Tensor& fn##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {          \
+    if (a.device().is_privateuseone() && out.device() == a.device()) {                       \
+      at::native::resize_output(out, at::infer_size(a.sizes(), b.sizes()));                  \
+      if (out.scalar_type() == at::kBool &&                                                  \
+          binary_into("aten::" #fn, ALU, Kind::logical, a, b, 1.0, out))                     \
+        return out;                                                                          \
+      if (at::Tensor r = binary("aten::" #fn, ALU, a, b, 1.0, Kind::logical); r.defined()) { \
+        out.copy_(r);                                                                        \
+        return out;                                                                          \
+      }                                                                                      \
+    }                                                                                        \
+    return Fallback<ATEN_OP2(fn, out)>::call(a, b, out);                                     \
+  }
+
+NEURON_LOGICAL_OUT(logical_and, AluOp::logical_and)
+NEURON_LOGICAL_OUT(logical_or, AluOp::logical_or)
+NEURON_LOGICAL_OUT(logical_xor, AluOp::logical_xor)
+
 // True division: integers divide as floats (torch's rule), so the result is float:
 // integer operands are converted on the device first, as torch converts them, then divided.
 at::Tensor div(const at::Tensor& a, const at::Tensor& b) {
@@ -922,6 +943,10 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x,
 bool where_into(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
                 const at::Tensor& out) {
   if (is_limb_integer(out.scalar_type())) return integer_where_into(cond, a, b, out);
+  // float64, which the engines do not hold: a choice between bit patterns, moved as int64.
+  if (out.scalar_type() == at::kDouble && a.scalar_type() == at::kDouble &&
+      b.scalar_type() == at::kDouble)
+    return integer_where_into(cond, a.view(at::kLong), b.view(at::kLong), out.view(at::kLong));
   const auto x = operand(a), y = operand(b);
   if (!x || !y || !cond.device().is_privateuseone() || cond.scalar_type() != at::kBool ||
       !exact_in_fp32(at::result_type(a, b)))
@@ -1113,9 +1138,19 @@ at::Tensor isnan(const at::Tensor& x) {
   return Fallback<ATEN_OP(isnan)>::call(x);
 }
 
+// value as the CPU's masked_fill converts it to self's dtype: a float into an integer tensor
+// truncates (within the type's range; beyond it the CPU raises), rather than promoting as where
+// would.
+at::Scalar fill_value_for(const at::Tensor& self, const at::Scalar& value) {
+  const c10::ScalarType type = self.scalar_type();
+  if (!value.isFloatingPoint() || !(type == at::kInt || type == at::kLong)) return value;
+  const double v = std::trunc(value.toDouble()), limit = type == at::kInt ? 0x1p31 : 0x1p63;
+  return std::isfinite(v) && v >= -limit && v < limit ? at::Scalar(static_cast<int64_t>(v)) : value;
+}
+
 // self <- mask ? value : self
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
-  const at::Tensor v = wrapped_number(value);
+  const at::Tensor v = wrapped_number(fill_value_for(self, value));
   if (mask.dim() <= self.dim() && at::infer_size(self.sizes(), mask.sizes()) == self.sizes() &&
       c10::canCast(at::result_type(self, v), self.scalar_type()) && where_into(mask, v, self, self))
     return self;
@@ -1259,6 +1294,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lt.Scalar", lt_scalar);
   m.impl("le.Scalar", le_scalar);
   m.impl("logical_and", logical_and);
+  m.impl("logical_and.out", logical_and_out);
+  m.impl("logical_or.out", logical_or_out);
+  m.impl("logical_xor.out", logical_xor_out);
   m.impl("logical_or", logical_or);
   m.impl("logical_xor", logical_xor);
 #define NEURON_REGISTER_ACTIVATION(fn) \

@@ -2,6 +2,7 @@
 // the backend marks the frames it works for; a frame closing marked lists its op.
 #include "runtime/op_tracking.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -9,12 +10,15 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 namespace neuronsim::pytorch::op_tracking {
 namespace {
 
 struct Frame {
   bool internal = false;   // dispatched from inside a backend kernel: not the caller's op
+  bool kernel = false;     // the op has a kernel of the backend's own (not a composite)
   bool touched = false;    // the device did something for it
   bool fell_back = false;  // some of it ran on the CPU
 };
@@ -29,14 +33,31 @@ void list(const std::string& name) {
   g_executed.insert(name);
 }
 
-std::unique_ptr<at::ObserverContext> open_frame(const at::RecordFunction&) {
-  // Below the autograd keys means inside a kernel: the autograd kernels step below them
-  // before they call the backend's. Inference mode steps below them too, so there only the
-  // outermost op on a thread, always the caller's, is listed.
+// Whether the op has a kernel registered for PrivateUse1 itself: one of the backend's, whose
+// inner ops are its own business. A composite (CompositeExplicitAutograd's _to_copy, an
+// implicit linear) has none: its inner ops are what the caller's op became, and are listed.
+bool backend_kernel(const at::RecordFunction& fn) {
+  const auto op = fn.operator_name();
+  if (!op) return false;
+  thread_local std::unordered_map<std::string, bool> known;
+  const std::string key = op->name + "." + op->overload_name;
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  const auto handle = c10::Dispatcher::singleton().findOp(*op);
+  const bool ours = handle && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  known.emplace(key, ours);
+  return ours;
+}
+
+std::unique_ptr<at::ObserverContext> open_frame(const at::RecordFunction& fn) {
+  // Below the autograd keys, inside one of the backend's kernels, means the kernel's own
+  // work: the autograd kernels step below them before they call the backend's. Inference
+  // mode steps below them too, so a composite's inner ops are told apart by their parent.
   const bool below_autograd =
       c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutogradFunctionality);
-  const bool internal = !t_frames.empty() && (t_frames.back().internal || below_autograd);
-  t_frames.push_back(Frame{internal});
+  const bool internal =
+      !t_frames.empty() && (t_frames.back().internal || (below_autograd && t_frames.back().kernel));
+  t_frames.push_back(Frame{internal, !internal && backend_kernel(fn)});
   return nullptr;
 }
 

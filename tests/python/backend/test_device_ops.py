@@ -1096,3 +1096,29 @@ def test_class_weighted_cross_entropy_and_its_gradient(reduction):
     want.backward(grad)
     got.backward(grad.to("neuron"))
     torch.testing.assert_close(d.grad.cpu(), logits.grad)
+
+
+def test_float64_choices_and_fills_move_bit_patterns_and_logical_ops_fill_an_out():
+    x = torch.tensor([1 / 3, -2.5, float("nan"), 1e300], dtype=torch.float64)
+    cond = torch.tensor([True, False, True, False])
+    d = x.to("neuron")
+    assert torch.equal(
+        torch.where(cond.to("neuron"), d, 0.1).cpu().view(torch.int64),
+        torch.where(cond, x, 0.1).view(torch.int64),
+    )
+    assert torch.equal(
+        d.masked_fill(cond.to("neuron"), 1 / 7).cpu().view(torch.int64),
+        x.masked_fill(cond, 1 / 7).view(torch.int64),
+    )
+    ints = torch.tensor([5, -6, 7, 2**40])
+    for value in (42.9, -42.9):  # a float into an integer tensor truncates, as the CPU's
+        assert torch.equal(
+            ints.to("neuron").masked_fill(cond.to("neuron"), value).cpu(),
+            ints.masked_fill(cond, value),
+        )
+    a, b = torch.tensor([0, 1, 2, 0]), torch.tensor([1.0, 0.0, 3.0, 0.0])
+    for f in (torch.logical_and, torch.logical_or, torch.logical_xor):
+        for dtype in (torch.bool, torch.float32):
+            out = torch.empty(4, dtype=dtype, device="neuron")
+            f(a.to("neuron"), b.to("neuron"), out=out)
+            assert torch.equal(out.cpu(), f(a, b, out=torch.empty(4, dtype=dtype)))

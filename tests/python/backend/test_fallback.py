@@ -62,15 +62,15 @@ def test_fallback_values_match_cpu(x, name):
 
 
 def test_fallback_on_neuron_1_stays_on_neuron_1(x):
-    got = torch.cumprod(x.to("neuron:1"), 1)
+    got = torch.logcumsumexp(x.to("neuron:1"), 1)
     assert got.device == torch.device("neuron:1")
-    assert torch.equal(got.cpu(), torch.cumprod(x, 1))
+    assert torch.equal(got.cpu(), torch.logcumsumexp(x, 1))
 
 
 def test_fallback_on_a_non_contiguous_view(x):
     dev = x.to("neuron")
-    got = torch.cumprod(dev.t()[1:], 1)
-    assert torch.equal(got.cpu(), torch.cumprod(x.t()[1:], 1))
+    got = torch.logcumsumexp(dev.t()[1:], 1)
+    assert torch.equal(got.cpu(), torch.logcumsumexp(x.t()[1:], 1))
 
 
 def test_fallback_returning_a_view_aliases_the_device_tensor(x):
@@ -85,14 +85,14 @@ def test_fallback_returning_a_view_aliases_the_device_tensor(x):
 
 def test_fallback_is_counted_by_aten_name(x):
     dev = x.to("neuron")
-    assert _keys_with("cumprod") == []
-    torch.cumprod(dev, 1)
-    keys = _keys_with("cumprod")
+    assert _keys_with("logcumsumexp") == []
+    torch.logcumsumexp(dev, 1)
+    keys = _keys_with("logcumsumexp")
     assert len(keys) == 1, neuronsim.fallback_counts()
     assert keys[0].startswith("aten::"), keys
     assert neuronsim.fallback_counts()[keys[0]] == 1
-    torch.cumprod(dev, 0)
-    torch.cumprod(dev, 1)
+    torch.logcumsumexp(dev, 0)
+    torch.logcumsumexp(dev, 1)
     assert neuronsim.fallback_counts()[keys[0]] == 3
     torch.kthvalue(dev, 2)
     assert len(_keys_with("kthvalue")) == 1
@@ -100,14 +100,14 @@ def test_fallback_is_counted_by_aten_name(x):
 
 
 def test_reset_fallback_counts(x):
-    torch.cumprod(x.to("neuron"), 1)
+    torch.logcumsumexp(x.to("neuron"), 1)
     assert neuronsim.fallback_counts()
     neuronsim.reset_fallback_counts()
     assert neuronsim.fallback_counts() == {}
 
 
 def test_fallback_counts_is_a_copy(x):
-    torch.cumprod(x.to("neuron"), 1)
+    torch.logcumsumexp(x.to("neuron"), 1)
     counts = neuronsim.fallback_counts()
     counts.clear()
     assert neuronsim.fallback_counts()
@@ -117,14 +117,14 @@ def test_fallback_warns_once_per_op(x):
     dev = x.to("neuron")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.cumprod(dev, 1)
-        torch.cumprod(dev, 0)
-        torch.cumprod(dev, 1)
+        torch.logcumsumexp(dev, 1)
+        torch.logcumsumexp(dev, 0)
+        torch.logcumsumexp(dev, 1)
         torch.kthvalue(dev, 2)
         torch.kthvalue(dev, 2)
-    cumprod = _fallback_warnings(caught, "cumprod")
-    assert len(cumprod) == 1, [str(w.message) for w in caught]
-    assert "fallback_counts" in cumprod[0] or "CPU" in cumprod[0]
+    logcumsumexp = _fallback_warnings(caught, "logcumsumexp")
+    assert len(logcumsumexp) == 1, [str(w.message) for w in caught]
+    assert "fallback_counts" in logcumsumexp[0] or "CPU" in logcumsumexp[0]
     assert len(_fallback_warnings(caught, "kthvalue")) == 1
     assert all(issubclass(w.category, UserWarning) for w in caught)
 
@@ -163,18 +163,18 @@ def test_a_case_a_kernel_refuses_says_which_limit_and_shapes():
 
 def test_a_fallback_names_the_dtypes_of_an_op_without_a_kernel(x):
     with neuronsim.strict_mode(), pytest.raises(RuntimeError) as err:
-        torch.cumprod(x.to("neuron").to(torch.bfloat16), 1)
-    # cumprod runs as cumprod.out: its input and its output, each with dtype and sizes.
+        torch.logcumsumexp(x.to("neuron").to(torch.bfloat16), 1)
+    # logcumsumexp runs as _logcumsumexp: its input with its dtype and sizes.
     said = str(err.value)
-    assert "aten::cumprod.out on bfloat16[2, 4], bfloat16[2, 4] has no neuron kernel" in said
+    assert "aten::_logcumsumexp on bfloat16[2, 4] has no neuron kernel" in said
 
 
 def test_strict_mode_refuses_a_fallback(x):
     dev = x.to("neuron")
     with neuronsim.strict_mode():
         assert neuronsim.strict() is True
-        with pytest.raises(RuntimeError, match="cumprod") as err:
-            torch.cumprod(dev, 1)
+        with pytest.raises(RuntimeError, match="logcumsumexp") as err:
+            torch.logcumsumexp(dev, 1)
         assert "strict" in str(err.value).lower() or "NEURONSIM_STRICT" in str(err.value)
         with pytest.raises(RuntimeError, match="kthvalue"):
             torch.kthvalue(dev, 2)
@@ -183,22 +183,22 @@ def test_strict_mode_refuses_a_fallback(x):
         assert torch.equal(dev.cpu(), x)
     assert neuronsim.strict() is False
     # out of strict mode the same op runs again, on the same device tensor
-    assert torch.equal(torch.cumprod(dev, 1).cpu(), torch.cumprod(x, 1))
+    assert torch.equal(torch.logcumsumexp(dev, 1).cpu(), torch.logcumsumexp(x, 1))
     assert torch.equal(torch.ones(3, device="neuron").cpu(), torch.ones(3))
 
 
 def test_refused_fallback_is_not_counted(x):
     dev = x.to("neuron")
     with neuronsim.strict_mode(), pytest.raises(RuntimeError):
-        torch.cumprod(dev, 1)
-    assert _keys_with("cumprod") == []
+        torch.logcumsumexp(dev, 1)
+    assert _keys_with("logcumsumexp") == []
 
 
 def test_set_strict_and_strict_mode_false(x):
     neuronsim.set_strict(True)
     assert neuronsim.strict() is True
     with neuronsim.strict_mode(False):
-        assert torch.equal(torch.cumprod(x.to("neuron"), 1).cpu(), torch.cumprod(x, 1))
+        assert torch.equal(torch.logcumsumexp(x.to("neuron"), 1).cpu(), torch.logcumsumexp(x, 1))
     assert neuronsim.strict() is True
     neuronsim.set_strict(False)
     assert neuronsim.strict() is False
@@ -215,13 +215,13 @@ import json, torch, neuronsim
 out = {"strict": neuronsim.strict()}
 x = torch.tensor([1.0, 2.0, 3.0]).to("neuron")
 try:
-    torch.cumprod(x, 0)
+    torch.logcumsumexp(x, 0)
     out["error"] = None
 except RuntimeError as e:
     out["error"] = str(e)
 out["after"] = (x + x).cpu().tolist()
 neuronsim.set_strict(False)
-out["cumprod"] = torch.cumprod(x, 0).cpu().tolist()
+out["logcumsumexp"] = torch.logcumsumexp(x, 0).cpu().tolist()
 print(json.dumps(out))
 """
 
@@ -231,10 +231,10 @@ def test_neuronsim_strict_environment_variable(spawn_python):
     off = spawn_python(STRICT_SUBPROCESS, {"NEURONSIM_STRICT": "0"})
     got = on.json()
     assert got["strict"] is True
-    assert got["error"] is not None, "NEURONSIM_STRICT=1 let cumprod fall back"
-    assert "cumprod" in got["error"]
+    assert got["error"] is not None, "NEURONSIM_STRICT=1 let logcumsumexp fall back"
+    assert "logcumsumexp" in got["error"]
     assert got["after"] == [2.0, 4.0, 6.0]
-    assert got["cumprod"] == [1.0, 2.0, 6.0]
+    assert got["logcumsumexp"] == pytest.approx([1.0, 2.3132617, 3.4076059])
     got = off.json()
     assert got["strict"] is False
     assert got["error"] is None
@@ -247,20 +247,20 @@ def test_out_argument_is_written_on_the_device(x):
     dev = x.to("neuron")
     out = torch.empty(2, 4, device="neuron")
     ptr = out.untyped_storage().data_ptr()
-    result = torch.cumprod(dev, 1, out=out)
+    result = torch.logcumsumexp(dev, 1, out=out)
     assert result is out
     assert out.device == torch.device("neuron:0")
     assert out.untyped_storage().data_ptr() == ptr
-    assert torch.equal(out.cpu(), torch.cumprod(x, 1))
+    assert torch.equal(out.cpu(), torch.logcumsumexp(x, 1))
 
 
 def test_out_argument_that_must_be_resized(x):
     dev = x.to("neuron")
     out = torch.empty(0, device="neuron")
-    torch.cumprod(dev, 1, out=out)
+    torch.logcumsumexp(dev, 1, out=out)
     assert out.shape == (2, 4)
     assert out.device == torch.device("neuron:0")
-    assert torch.equal(out.cpu(), torch.cumprod(x, 1))
+    assert torch.equal(out.cpu(), torch.logcumsumexp(x, 1))
     values = torch.empty(0, device="neuron")
     indices = torch.empty(0, dtype=torch.int64, device="neuron")
     torch.sort(dev, dim=1, out=(values, indices))
@@ -273,9 +273,9 @@ def test_out_argument_resized_on_neuron_1(x):
     dev = x.to("neuron:1")
     out = torch.empty(0, device="neuron:1")
     before = torch.neuron.memory_allocated(1)
-    torch.cumprod(dev, 1, out=out)
+    torch.logcumsumexp(dev, 1, out=out)
     assert out.device == torch.device("neuron:1")
-    assert torch.equal(out.cpu(), torch.cumprod(x, 1))
+    assert torch.equal(out.cpu(), torch.logcumsumexp(x, 1))
     # the new storage is neuron:1's memory
     assert torch.neuron.memory_allocated(1) > before
 
@@ -283,22 +283,22 @@ def test_out_argument_resized_on_neuron_1(x):
 def test_out_argument_that_is_a_view(x):
     dev = x.to("neuron")
     big = torch.zeros(4, 4, device="neuron")
-    torch.cumprod(dev, 1, out=big[1:3])
+    torch.logcumsumexp(dev, 1, out=big[1:3])
     expected = torch.zeros(4, 4)
-    expected[1:3] = torch.cumprod(x, 1)
+    expected[1:3] = torch.logcumsumexp(x, 1)
     assert torch.equal(big.cpu(), expected)
 
 
 def test_in_place_fallback_writes_the_device_tensor(x):
     dev = x.to("neuron")
     ptr = dev.untyped_storage().data_ptr()
-    result = dev.cumprod_(1)
+    result = dev.lgamma_()
     assert result is dev
     assert dev.untyped_storage().data_ptr() == ptr
-    assert torch.equal(dev.cpu(), x.cumprod(1))
+    assert torch.equal(dev.cpu(), x.lgamma())
     dev.exp2_()
-    assert torch.equal(dev.cpu(), x.cumprod(1).exp2())
-    assert _keys_with("cumprod") and _keys_with("exp2")
+    assert torch.equal(dev.cpu(), x.lgamma().exp2())
+    assert _keys_with("lgamma") and _keys_with("exp2")
 
 
 def test_in_place_fallback_on_views(x):

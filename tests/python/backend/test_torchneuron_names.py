@@ -85,8 +85,12 @@ def test_op_tracking_names_the_dispatched_op_kernel_or_not():
     executed, _ = _tracked(lambda: torch.where(x > 0, x, 0.0))
     assert {"aten::where", "aten::where.self", "aten::gt", "aten::gt.Scalar"} <= executed
     # Factories and ops with no kernel of their own: an allocation or a read is the device's.
+    # A composite's steps are listed too, as the ops it became (full is empty and fill_; a
+    # tensor moved to the device is empty_strided and copy_), as TorchNeuron lists them.
     executed, _ = _tracked(lambda: torch.full((3,), 2.0, device="neuron"))
-    assert executed == {"aten::full"}  # not its fill_ or empty: those are full's own
+    assert {"aten::full", "aten::empty", "aten::fill_", "aten::fill_.Scalar"} <= executed
+    executed, _ = _tracked(lambda: torch.randn(2, 3).to("neuron"))
+    assert {"aten::_to_copy", "aten::empty_strided", "aten::copy_"} <= executed
     for op, run in {
         "aten::clone": lambda: x.clone(),
         "aten::new_empty": lambda: x.new_empty(3),
@@ -117,10 +121,18 @@ def test_op_tracking_leaves_out_views_kernels_insides_and_fallbacks():
     executed, fallen = _tracked(lambda: torch.fft.fft(c))
     assert "aten::_fft_c2c" in fallen
     assert not {"aten::_fft_c2c", "aten::fft_fft"} & executed
-    # In inference mode only the caller's outermost op is listed.
+    # In inference mode too: a composite's steps are listed, a kernel's own insides are not
+    # (batch norm's kernel takes its statistics with mean and rsqrt inside itself).
     with torch.inference_mode():
         executed, _ = _tracked(lambda: torch.nn.functional.linear(x, x[:3]))
-    assert executed == {"aten::linear"}
+        assert {"aten::linear", "aten::mm"} <= executed
+        ones = torch.ones(3, device="neuron")
+        images = torch.randn(2, 3, 4, device="neuron")
+        executed, _ = _tracked(
+            lambda: torch.nn.functional.batch_norm(images, None, None, ones, ones, training=True)
+        )
+    assert "aten::native_batch_norm" in executed
+    assert not {"aten::mean", "aten::rsqrt", "aten::_to_copy"} & executed
 
 
 def test_torch_neuronx_neuron_is_the_device_module():
