@@ -885,13 +885,18 @@ at::Tensor tanh_backward(const at::Tensor& grad, const at::Tensor& y) {
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& x,
                               const at::Scalar& threshold) {
-  // relu's backward: grad where x > threshold, else 0
+  // relu's backward as the CPU's: 0 where x <= threshold, else grad, chosen rather than
+  // multiplied so that a NaN or infinite grad there gives 0 and a NaN x keeps its grad.
   const float t = static_cast<float>(threshold.toDouble());
-  if (at::Tensor out =
-          grad_times("aten::threshold_backward", fmt::format("threshold' {}", t).c_str(), grad, x,
-                     [t](Expr& e, Reg v) { return e.alu_imm(AluOp::is_gt, v, t); });
-      out.defined())
-    return out;
+  if (is_engine_float(grad.scalar_type()) && grad.scalar_type() == x.scalar_type() &&
+      grad.device().is_privateuseone() && grad.sizes() == x.sizes()) {
+    Expr e;
+    e.select(e.alu_imm(AluOp::is_le, e.load(1), t), e.constant(0.0f), e.load(0));
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    if (run_pointwise("aten::threshold_backward", fmt::format("threshold' {}", t), e, {grad, x},
+                      out))
+      return out;
+  }
   return Fallback<ATEN_OP(threshold_backward)>::call(grad, x, threshold);
 }
 

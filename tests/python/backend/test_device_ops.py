@@ -1122,3 +1122,11 @@ def test_float64_choices_and_fills_move_bit_patterns_and_logical_ops_fill_an_out
             out = torch.empty(4, dtype=dtype, device="neuron")
             f(a.to("neuron"), b.to("neuron"), out=out)
             assert torch.equal(out.cpu(), f(a, b, out=torch.empty(4, dtype=dtype)))
+
+
+def test_relus_gradient_is_the_cpus_for_nan_and_infinite_values():
+    x = torch.tensor([-1.0, 0.0, 2.0, float("nan"), -3.0, 4.0])
+    grad = torch.tensor([float("nan"), float("inf"), 1.5, 2.0, float("-inf"), float("nan")])
+    got = torch.ops.aten.threshold_backward(grad.to("neuron"), x.to("neuron"), 0.0)
+    want = torch.ops.aten.threshold_backward(grad, x, 0.0)  # 0 where x <= 0, else grad
+    assert torch.equal(got.cpu().nan_to_num(7), want.nan_to_num(7))
