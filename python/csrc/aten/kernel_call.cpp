@@ -353,6 +353,10 @@ bool run_cumsum(const char* op, const at::Tensor& in, int64_t dim, const at::Ten
                     {{"in", in}, {"out", out}});
 }
 
+at::Tensor meta_twin(const at::Tensor& x) {
+  return at::empty(x.sizes(), x.options().device(at::kMeta));
+}
+
 std::optional<at::Tensor> int64_low_words(const at::Tensor& int64) {
   if (!int64.is_contiguous()) return std::nullopt;
   at::Tensor words = flat_dense(int64).view(at::kInt);

@@ -105,6 +105,9 @@ std::string expr_key(const kernels::PointwiseExpr& expr);
 // dst <- src on one device as one pointwise copy (a cast, or a change of layout). False
 // when not covered (int64, float64, two devices).
 bool copy_on_device(const at::Tensor& src, const at::Tensor& dst);
+// x's sizes and dtype on the meta device, holding nothing: torch's meta kernels give an op's
+// output sizes from it, and raise the op's own errors, without computing.
+at::Tensor meta_twin(const at::Tensor& x);
 
 // out <- a / b rounded toward -inf (floor) or toward zero, of floats (a tensor and a
 // tensor or a Python number), as torch rounds them. False when not covered.

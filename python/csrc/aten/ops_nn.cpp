@@ -233,13 +233,18 @@ at::Tensor per_channel(const at::Tensor& v, const at::Tensor& x) {
   return v.to(at::kFloat).view(shape);
 }
 
-// This rank's mean and 1 / sqrt(biased variance + eps) per channel (two passes, FP32).
+// The mean and the biased variance per channel (two passes, FP32).
+std::tuple<at::Tensor, at::Tensor> channel_moments(const at::Tensor& input) {
+  const at::Tensor x = input.to(at::kFloat);
+  const std::vector<int64_t> dims = all_but_channel(x);
+  const at::Tensor mean = x.mean(dims);
+  return {mean, (x - per_channel(mean, x)).square().mean(dims)};
+}
+
+// This rank's mean and 1 / sqrt(biased variance + eps) per channel.
 std::tuple<at::Tensor, at::Tensor> batch_norm_stats(const at::Tensor& input, double eps) {
   if (sync_batch_norm_covers(input) && input.numel() > 0) {
-    const at::Tensor x = input.to(at::kFloat);
-    const std::vector<int64_t> dims = all_but_channel(x);
-    const at::Tensor mean = x.mean(dims);
-    const at::Tensor var = (x - per_channel(mean, x)).square().mean(dims);
+    const auto [mean, var] = channel_moments(input);
     return {mean, (var + eps).rsqrt()};
   }
   return Fallback<ATEN_OP(batch_norm_stats)>::call(input, eps);
@@ -365,10 +370,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
   const auto type = batch_norm_stats_type(input, {&weight, &bias, &running_mean, &running_var});
   if (type && training) {
-    const at::Tensor x = input.to(at::kFloat);
-    const std::vector<int64_t> dims = all_but_channel(x);
-    const at::Tensor mean = x.mean(dims);
-    const at::Tensor var = (x - per_channel(mean, x)).square().mean(dims);
+    const auto [mean, var] = channel_moments(input);
     const at::Tensor invstd = (var + eps).rsqrt();
     const double n = static_cast<double>(input.numel() / input.size(1));
     if (has(running_mean))
@@ -389,10 +391,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
                                                     training, momentum, eps);
 }
 
-// With xmu = x - mean and n elements per channel: in training
-// dx = (g - sum(g) / n - xmu * invstd^2 * sum(g * xmu) / n) * invstd * weight, the statistics
-// being the batch's; in evaluation dx = g * invstd * weight. dweight = sum(g * xmu) * invstd,
-// dbias = sum(g), per channel.
+// SyncBatchNorm's two backward pieces on one rank: the per-channel sums (and from them the
+// weight's and bias's gradients), then in training the input's gradient from the batch's
+// statistics; in evaluation the statistics are constants, so dx = g * invstd * weight.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
@@ -403,25 +404,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
   const auto type = batch_norm_stats_type(input, {&weight, &mean_from, &spread_from});
   if (type && has(mean_from) && has(spread_from) && grad_out.device() == input.device() &&
       grad_out.sizes() == input.sizes()) {
-    const at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
-    const std::vector<int64_t> dims = all_but_channel(x);
     const at::Tensor invstd =
         train ? spread_from->to(at::kFloat) : (spread_from->to(at::kFloat) + eps).rsqrt();
-    const at::Tensor xmu = x - per_channel(*mean_from, x);
-    const at::Tensor sum_dy = g.sum(dims), sum_dy_xmu = (g * xmu).sum(dims);
-    const c10::ScalarType param_type = has(weight) ? weight->scalar_type() : input.scalar_type();
-    at::Tensor dx, dw, db;
-    if (mask[0]) {
+    auto [sum_dy, sum_dy_xmu, dw, db] = pytorch::batch_norm_backward_reduce(
+        grad_out, input, *mean_from, invstd, weight, mask[0] && train, mask[1], mask[2]);
+    at::Tensor dx;
+    if (mask[0] && train) {
+      const at::Tensor count =
+          at::full({1}, input.numel() / input.size(1), input.options().dtype(at::kFloat));
+      dx = pytorch::batch_norm_backward_elemt(grad_out, input, *mean_from, invstd, weight, sum_dy,
+                                              sum_dy_xmu, count);
+    } else if (mask[0]) {
       const at::Tensor scale = has(weight) ? invstd * weight->to(at::kFloat) : invstd;
-      at::Tensor d = g;
-      if (train) {
-        const double n = static_cast<double>(input.numel() / input.size(1));
-        d = g - per_channel(sum_dy / n, x) - xmu * per_channel(invstd * invstd * sum_dy_xmu / n, x);
-      }
-      dx = (d * per_channel(scale, x)).to(input.scalar_type());
+      dx = (grad_out.to(at::kFloat) * per_channel(scale, input)).to(input.scalar_type());
     }
-    if (mask[1]) dw = (sum_dy_xmu * invstd).to(param_type);
-    if (mask[2]) db = sum_dy.to(param_type);
     return {dx, dw, db};
   }
   return Fallback<ATEN_OP(native_batch_norm_backward)>::call(

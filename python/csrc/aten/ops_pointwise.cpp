@@ -755,23 +755,32 @@ at::Tensor& hardtanh_inplace(at::Tensor& x, const at::Scalar& lo, const at::Scal
   return hardtanh_out(x, lo, hi, x);
 }
 
-// grad where lo < x < hi, else 0, chosen rather than multiplied so that a NaN or infinite
-// grad outside the range gives 0 as the CPU's does (x NaN keeps the grad, as there).
+// grad where the activation passes it, else 0, chosen rather than multiplied so that a NaN or
+// infinite grad where it stops gives 0 as the CPU's does (a NaN x, never "stopped", keeps its
+// grad, as there). `stops(e, x)` is 1 where the gradient stops.
+template <class F>
+bool grad_unless_into(const char* op, const std::string& name, const at::Tensor& grad,
+                      const at::Tensor& x, F stops, const at::Tensor& out) {
+  if (!is_engine_float(grad.scalar_type()) || grad.scalar_type() != x.scalar_type() ||
+      !grad.device().is_privateuseone() || x.device() != grad.device())
+    return false;
+  Expr e;
+  e.select(stops(e, e.load(1)), e.constant(0.0f), e.load(0));
+  return run_pointwise(op, name, e, {grad, x}, out);
+}
+
+// hardtanh's gradient stops at and past its bounds.
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
                                   const at::Scalar& hi, at::Tensor& out) {
-  if (is_engine_float(grad.scalar_type()) && grad.scalar_type() == x.scalar_type() &&
-      grad.device().is_privateuseone() && x.device() == grad.device() &&
-      prepare_out(out, at::infer_size(grad.sizes(), x.sizes()), grad.scalar_type())) {
-    const float l = static_cast<float>(lo.toDouble()), h = static_cast<float>(hi.toDouble());
-    Expr e;
-    const Reg v = e.load(1);
-    const Reg outside =
-        e.alu(AluOp::max, e.alu_imm(AluOp::is_le, v, l), e.alu_imm(AluOp::is_ge, v, h));
-    e.select(outside, e.constant(0.0f), e.load(0));
-    if (run_pointwise("aten::hardtanh_backward", fmt::format("hardtanh' {} {}", l, h), e, {grad, x},
-                      out))
-      return out;
-  }
+  const float l = static_cast<float>(lo.toDouble()), h = static_cast<float>(hi.toDouble());
+  if (prepare_out(out, at::infer_size(grad.sizes(), x.sizes()), grad.scalar_type()) &&
+      grad_unless_into(
+          "aten::hardtanh_backward", fmt::format("hardtanh' {} {}", l, h), grad, x,
+          [&](Expr& e, Reg v) {
+            return e.alu(AluOp::max, e.alu_imm(AluOp::is_le, v, l), e.alu_imm(AluOp::is_ge, v, h));
+          },
+          out))
+    return out;
   return Fallback<ATEN_OP2(hardtanh_backward, grad_input)>::call(grad, x, lo, hi, out);
 }
 
@@ -885,16 +894,13 @@ at::Tensor tanh_backward(const at::Tensor& grad, const at::Tensor& y) {
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& x,
                               const at::Scalar& threshold) {
-  // relu's backward as the CPU's: 0 where x <= threshold, else grad, chosen rather than
-  // multiplied so that a NaN or infinite grad there gives 0 and a NaN x keeps its grad.
+  // relu's backward as the CPU's: 0 where x <= threshold, else grad.
   const float t = static_cast<float>(threshold.toDouble());
-  if (is_engine_float(grad.scalar_type()) && grad.scalar_type() == x.scalar_type() &&
-      grad.device().is_privateuseone() && grad.sizes() == x.sizes()) {
-    Expr e;
-    e.select(e.alu_imm(AluOp::is_le, e.load(1), t), e.constant(0.0f), e.load(0));
+  if (grad.sizes() == x.sizes()) {
     at::Tensor out = at::empty(x.sizes(), x.options());
-    if (run_pointwise("aten::threshold_backward", fmt::format("threshold' {}", t), e, {grad, x},
-                      out))
+    if (grad_unless_into(
+            "aten::threshold_backward", fmt::format("threshold' {}", t), grad, x,
+            [t](Expr& e, Reg v) { return e.alu_imm(AluOp::is_le, v, t); }, out))
       return out;
   }
   return Fallback<ATEN_OP(threshold_backward)>::call(grad, x, threshold);

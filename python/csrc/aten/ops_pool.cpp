@@ -111,8 +111,7 @@ bool max_pool2d_into(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRe
       indices.scalar_type() != at::kLong)
     return false;
   const auto sized =
-      at::max_pool2d_with_indices(at::empty(x.sizes(), x.options().device(at::kMeta)), kernel,
-                                  stride, padding, dilation, ceil_mode);
+      at::max_pool2d_with_indices(meta_twin(x), kernel, stride, padding, dilation, ceil_mode);
   at::native::resize_output(out, std::get<0>(sized).sizes());
   at::native::resize_output(indices, std::get<1>(sized).sizes());
   if (x.numel() == 0) return true;
@@ -225,9 +224,8 @@ bool avg_pool2d_into(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRe
   if (!pool_covers(x) || !(is_engine_float(type) || integer) || out.device() != x.device() ||
       out.scalar_type() != type)
     return false;
-  const at::Tensor sized =
-      at::avg_pool2d(at::empty(x.sizes(), x.options().device(at::kMeta)), kernel, stride, padding,
-                     ceil_mode, count_include_pad, divisor_override);
+  const at::Tensor sized = at::avg_pool2d(meta_twin(x), kernel, stride, padding, ceil_mode,
+                                          count_include_pad, divisor_override);
   at::native::resize_output(out, sized.sizes());
   if (x.numel() == 0) return true;
   const Pool2d p = geometry(x, kernel, stride, padding, {}, sized.sizes());

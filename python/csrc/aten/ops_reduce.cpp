@@ -383,7 +383,7 @@ at::Tensor extreme(const char* op, bool is_max, const at::Tensor& x, at::Optiona
 // amax or amin of an empty x over dims: no values to compare, an empty result of torch's sizes
 // (its meta kernel gives them, and its error for a reduced dim of size 0).
 at::Tensor empty_extreme(bool is_max, const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+  const at::Tensor meta = meta_twin(x);
   const at::Tensor sizes = is_max ? at::amax(meta, dim, keepdim) : at::amin(meta, dim, keepdim);
   return at::empty(sizes.sizes(), x.options());
 }
@@ -406,8 +406,7 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optio
   if (x.device().is_privateuseone() && min.device() == x.device() && max.device() == x.device() &&
       min.scalar_type() == x.scalar_type() && max.scalar_type() == x.scalar_type()) {
     if (x.numel() == 0) {  // no values: torch's sizes (and its error for an empty dim) from meta
-      const auto sized =
-          at::aminmax(at::empty(x.sizes(), x.options().device(at::kMeta)), dim, keepdim);
+      const auto sized = at::aminmax(meta_twin(x), dim, keepdim);
       at::native::resize_output(min, std::get<0>(sized).sizes());
       at::native::resize_output(max, std::get<1>(sized).sizes());
       return {min, max};
@@ -490,7 +489,7 @@ at::Tensor float_prod(const at::Tensor& x, std::optional<int64_t> dim, bool keep
                       c10::ScalarType type) {
   if (!x.device().is_privateuseone() || !is_engine_float(x.scalar_type()) || !is_engine_float(type))
     return {};
-  const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta).dtype(type));
+  const at::Tensor meta = meta_twin(x).to(type);
   const at::Tensor sized = dim ? at::prod(meta, *dim, keepdim) : at::prod(meta);
   if (x.numel() == 0) return at::ones(sized.sizes(), x.options().dtype(type));
   const at::Tensor v = dim && x.dim() > 0 ? x : x.reshape({-1});
@@ -571,7 +570,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor>> extreme_dim(const char* op, Re
   }
   dim = at::maybe_wrap_dim(dim, x.dim());
   if (x.numel() == 0) {  // no values: torch's sizes (and its error for an empty dim) from meta
-    const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+    const at::Tensor meta = meta_twin(x);
     const auto sized = is_max ? at::max(meta, dim, keepdim) : at::min(meta, dim, keepdim);
     return std::tuple{at::empty(std::get<0>(sized).sizes(), x.options()),
                       at::empty(std::get<1>(sized).sizes(), x.options().dtype(at::kLong))};
@@ -611,7 +610,7 @@ bool truth_reduce_into(const char* op, ReduceOp kind, const at::Tensor& x,
       !(exact_in_fp32(x.scalar_type()) || is_limb_integer(x.scalar_type())))
     return false;
   if (x.numel() == 0) {  // all of nothing is true, any of nothing false
-    const at::Tensor meta = at::empty(x.sizes(), x.options().device(at::kMeta));
+    const at::Tensor meta = meta_twin(x);
     const at::Tensor reduced = at::sum(meta, dim, keepdim);  // only its sizes: torch's rule
     at::native::resize_output(out, reduced.sizes());
     out.fill_(kind == ReduceOp::min);

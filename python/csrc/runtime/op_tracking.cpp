@@ -39,13 +39,12 @@ void list(const std::string& name) {
 bool backend_kernel(const at::RecordFunction& fn) {
   const auto op = fn.operator_name();
   if (!op) return false;
-  thread_local std::unordered_map<std::string, bool> known;
-  const std::string key = op->name + "." + op->overload_name;
-  const auto it = known.find(key);
+  thread_local std::unordered_map<c10::OperatorName, bool> known;
+  const auto it = known.find(*op);
   if (it != known.end()) return it->second;
   const auto handle = c10::Dispatcher::singleton().findOp(*op);
   const bool ours = handle && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
-  known.emplace(key, ours);
+  known.emplace(*op, ours);
   return ours;
 }
 
