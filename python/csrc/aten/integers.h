@@ -45,6 +45,10 @@ struct Limb {
 };
 using Limbs = std::vector<Limb>;
 
+// Limb k of t (a limb type): an alias of its bytes, typed as one limb (signed for a sign to
+// extend), so that a pointwise kernel reads or writes that limb of every element.
+at::Tensor limb_view(const at::Tensor& t, int k, bool as_signed);
+
 // Builds one pointwise kernel whose integer values are limbs in `layout`. Values that
 // are not integers (a float input, a comparison's 1 or 0) are single limbs too.
 class IntExpr {
@@ -71,6 +75,8 @@ class IntExpr {
   // An integer tensor or a Python number (a 0-dim CPU tensor) in this layout: sign-
   // or zero-extended to more limbs, or wrapped to fewer.
   Limbs operand(const at::Tensor& t);
+  // The limbs of t's bytes as they are, unsigned (t of a limb type; a float viewed as one).
+  Limbs raw(const at::Tensor& t);
   Limbs constant(int64_t v) const;
   // The limbs of v as scalar inputs on `device` (not part of the kernel).
   Limbs number(int64_t v, const c10::Device& device);
@@ -159,6 +165,10 @@ bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a
 // float becomes an integer (truncated toward zero, as torch casts).
 bool integer_copy(const at::Tensor& src, const at::Tensor& dst);
+// dst <- src where either is float64 or complex128, which the engines do not hold: the
+// conversion computed on the IEEE bit patterns, as limbs, rounded as the CPU rounds
+// (ops_float64.cpp). False when not covered.
+bool float64_copy(const at::Tensor& src, const at::Tensor& dst);
 // out <- self % other with the divisor's sign (torch.remainder) of integers, exact while both
 // stay below 2^23 in magnitude; false otherwise and for a divisor of zero (the CPU raises).
 bool integer_remainder_into(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);

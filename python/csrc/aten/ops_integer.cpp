@@ -58,7 +58,8 @@ using isa::AluOp;
 using Expr = kernels::PointwiseExpr;
 using Reg = Expr::Reg;
 
-// Limb k of t: an alias of its bytes, typed as one limb (signed for a sign to extend).
+}  // namespace
+
 at::Tensor limb_view(const at::Tensor& t, int k, bool as_signed) {
   const Layout l = *layout_of(t.scalar_type());
   const c10::ScalarType type =
@@ -71,6 +72,8 @@ at::Tensor limb_view(const at::Tensor& t, int k, bool as_signed) {
                                                  t.storage_offset() * l.limbs + k);
   return v;
 }
+
+namespace {
 
 bool is_cpu_scalar(const at::Tensor& t) {
   return t.device().is_cpu() && t.dim() == 0;
@@ -151,6 +154,12 @@ Limbs IntExpr::operand(const at::Tensor& t) {
     const Limb ones = imm(AluOp::multiply, imm(AluOp::is_lt, x, 0), l_.base() - 1);
     for (int j = k + 1; j < l_.limbs; ++j) out[static_cast<size_t>(j)] = ones;
   }
+  return out;
+}
+
+Limbs IntExpr::raw(const at::Tensor& t) {
+  Limbs out;
+  for (int k = 0; k < layout_of(t.scalar_type())->limbs; ++k) out.push_back(limb(t, k, false));
   return out;
 }
 
@@ -504,7 +513,8 @@ bool integer_sum_into(
   int64_t count = 1;
   for (int64_t d : dims) count *= x.size(d);
   // Each byte plane's sum must stay exact in FP32: 255 * count, or count for a mask.
-  if (count >= (x.scalar_type() == at::kBool ? (int64_t{1} << 24) : int64_t{65536})) return false;
+  if (count >= (x.scalar_type() == at::kBool ? (int64_t{1} << 24) : int64_t{65536}))
+    return false;
   const int64_t pieces = layout->limbs * layout->bits / 8;
   std::vector<int64_t> sizes{pieces};
   sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());

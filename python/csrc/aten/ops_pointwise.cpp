@@ -1268,6 +1268,8 @@ bool copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   // complex) move their bytes by DMA; integer casts, and floats cast to integers
   // (truncated), run on limbs; the rest is one pointwise copy.
   if (from == to && !exact_in_fp32(from) && copy_by_runs(src, dst)) return true;
+  for (const c10::ScalarType t : {from, to})
+    if (t == at::kDouble || t == at::kComplexDouble) return float64_copy(src, dst);
   if (at::isComplexType(to)) return complex_copy(src, dst);
   const bool wide = (is_limb_integer(from) && !exact_in_fp32(from)) ||
                     (is_limb_integer(to) && !exact_in_fp32(to));
