@@ -15,6 +15,7 @@
 //            the limbs (rounded once per limb beyond 2^24), limbs from a truncated float
 // Wider types need more limbs, not other kernels. What is left out (multiplication,
 // division, reductions of int64) runs on the CPU, counted.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -502,6 +503,51 @@ bool integer_cumsum_into(const at::Tensor& self, int64_t dim, const at::Tensor& 
   return join.run(op, out, join.carried(piece_sums));
 }
 
+namespace {
+
+// A sum of more elements than a byte plane sums exactly: the summed dims moved last and
+// flattened (copied where no view can), summed in chunks of 32,768, and the chunks' sums
+// summed in turn. Integer addition wraps alike in any order, so the result is the CPU's.
+bool integer_sum_chunked(
+    const char* op, const at::Tensor& x, const std::vector<int64_t>& dims,
+    const at::Tensor& out_keepdim,
+    const std::function<at::Tensor(const at::Tensor&, const std::vector<int64_t>&)>& reduce) {
+  constexpr int64_t kChunk = 32768;
+  std::vector<int64_t> order, kept_sizes;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+      order.push_back(d);
+      kept_sizes.push_back(x.size(d));
+    }
+  order.insert(order.end(), dims.begin(), dims.end());
+  std::vector<int64_t> flat_sizes = kept_sizes;
+  flat_sizes.push_back(-1);
+  const at::Tensor flat = x.permute(order).reshape(flat_sizes);
+  const int64_t count = flat.size(-1), whole = count / kChunk * kChunk, last = flat.dim() - 1;
+  const auto sum_last = [&](const at::Tensor& t) {
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    sizes.back() = 1;
+    const at::Tensor s = at::empty(sizes, out_keepdim.options());
+    return integer_sum_into(op, t, {t.dim() - 1}, s, reduce) ? s : at::Tensor();
+  };
+  std::vector<int64_t> chunked = kept_sizes;
+  chunked.push_back(whole / kChunk);
+  chunked.push_back(kChunk);
+  const at::Tensor chunk_sums = sum_last(flat.narrow(last, 0, whole).reshape(chunked));
+  if (!chunk_sums.defined()) return false;
+  at::Tensor total = sum_last(chunk_sums.squeeze(-1));
+  if (!total.defined()) return false;
+  if (whole < count) {
+    const at::Tensor tail = sum_last(flat.narrow(last, whole, count - whole));
+    if (!tail.defined()) return false;
+    total = total + tail;
+  }
+  out_keepdim.copy_(total.reshape(out_keepdim.sizes()));
+  return true;
+}
+
+}  // namespace
+
 bool integer_sum_into(
     const char* op, const at::Tensor& x, const std::vector<int64_t>& dims,
     const at::Tensor& out_keepdim,
@@ -514,7 +560,7 @@ bool integer_sum_into(
   for (int64_t d : dims) count *= x.size(d);
   // Each byte plane's sum must stay exact in FP32: 255 * count, or count for a mask.
   if (count >= (x.scalar_type() == at::kBool ? (int64_t{1} << 24) : int64_t{65536}))
-    return false;
+    return integer_sum_chunked(op, x, dims, out_keepdim, reduce);
   const int64_t pieces = layout->limbs * layout->bits / 8;
   std::vector<int64_t> sizes{pieces};
   sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());

@@ -244,3 +244,20 @@ def test_sums_are_exact_int64(dtype):
     ):
         assert got.dtype == want.dtype
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_sums_of_more_elements_than_a_byte_plane_holds(dtype):
+    """Beyond 65,535 elements a byte plane's FP32 sum would round: summed in chunks."""
+    a = _values(dtype, (2, 300, 250), 19)  # 75,000 elements along dims 1 and 2
+    d = a.to("neuron")
+    for got, want in (
+        (d.sum(), a.sum()),
+        (d.sum((1, 2)), a.sum((1, 2))),
+        (d.sum((2, 1), keepdim=True), a.sum((2, 1), keepdim=True)),
+        (d.transpose(0, 2).sum((0, 1)), a.transpose(0, 2).sum((0, 1))),  # not contiguous
+        (d.flatten()[: 65536 + 3].sum(0), a.flatten()[: 65536 + 3].sum(0)),
+        (d.sum(dtype=torch.int32), a.sum(dtype=torch.int32)),  # wraps as the CPU's
+    ):
+        assert got.dtype == want.dtype
+        assert torch.equal(got.cpu(), want)
