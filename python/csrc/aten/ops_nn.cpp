@@ -609,6 +609,25 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 
 // ---- triangles ------------------------------------------------------------------
 
+// tril/triu of views (a transposed factor in Cholesky's gradient): each element kept or
+// zeroed by its column less its row, from its position, in one pointwise kernel.
+bool strided_triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
+                           const at::Tensor& out) {
+  if (overlaps(self, out) || self.size(-1) >= (int64_t{1} << 24) ||
+      self.size(-2) >= (int64_t{1} << 24))
+    return false;
+  std::vector<int64_t> row(static_cast<size_t>(self.dim()), 0), col = row;
+  row[row.size() - 2] = 1;
+  col[col.size() - 1] = 1;
+  kernels::PointwiseExpr e;
+  const auto x = e.load(0);
+  const auto offset = e.alu(isa::AluOp::subtract, e.position(col), e.position(row));
+  const auto keep = e.alu_imm(upper ? isa::AluOp::is_ge : isa::AluOp::is_le, offset,
+                              static_cast<float>(diagonal));
+  e.select(keep, x, e.constant(0.0f));
+  return run_pointwise(op, upper ? "triu" : "tril", e, {self}, out);
+}
+
 // tril/triu of the last two dims (causal masks), by position on GpSimd; int32 and
 // int64, which affine_select would round through FP32, as a select of their limbs.
 bool triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
@@ -619,8 +638,9 @@ bool triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, boo
   if (out.sizes() != self.sizes()) at::native::resize_output(out, self.sizes());
   if (is_limb_integer(self.scalar_type()) && !exact_in_fp32(self.scalar_type()))
     return integer_triangle_into(op, self, diagonal, upper, out);
-  if (!engine_dtype(self.scalar_type()) || !self.is_contiguous() || !out.is_contiguous())
-    return false;
+  if (!engine_dtype(self.scalar_type())) return false;
+  if (!self.is_contiguous() || !out.is_contiguous())
+    return strided_triangle_into(op, self, diagonal, upper, out);
   const int64_t rows = self.size(-2), cols = self.size(-1), batch = self.numel() / (rows * cols);
   const isa::DType dtype = *engine_dtype(self.scalar_type());
   const std::string chip = target();

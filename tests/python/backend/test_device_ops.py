@@ -1130,3 +1130,47 @@ def test_relus_gradient_is_the_cpus_for_nan_and_infinite_values():
     got = torch.ops.aten.threshold_backward(grad.to("neuron"), x.to("neuron"), 0.0)
     want = torch.ops.aten.threshold_backward(grad, x, 0.0)  # 0 where x <= 0, else grad
     assert torch.equal(got.cpu().nan_to_num(7), want.nan_to_num(7))
+
+
+def _positive_definite(*shape, seed=23):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*shape, generator=g)
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1])
+
+
+@pytest.mark.parametrize("upper", [False, True], ids=["lower", "upper"])
+@pytest.mark.parametrize("shape", [(1, 1), (6, 6), (3, 17, 17), (2, 2, 40, 40)])
+def test_cholesky_factor_and_status_read_one_triangle(shape, upper):
+    a = _positive_definite(*shape)
+    # What LAPACK does not read (the other triangle) must not matter.
+    skewed = a.triu() + 5 * a.tril(-1) if upper else a.tril() + 5 * a.triu(1)
+    want, want_info = torch.linalg.cholesky_ex(skewed, upper=upper)
+    got, info = torch.linalg.cholesky_ex(skewed.to("neuron"), upper=upper)
+    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+    assert info.dtype == torch.int32 and torch.equal(info.cpu(), want_info)
+    _same(lambda m: torch.linalg.cholesky(m, upper=upper), a, atol=1e-4, rtol=1e-4)
+
+
+def test_cholesky_gradient():
+    a = _positive_definite(2, 8, 8)
+    grads = []
+    for device in ("cpu", "neuron"):
+        m = a.clone().to(device).requires_grad_()
+        factor = torch.linalg.cholesky(m)
+        (factor.sum() + (factor**2).mean()).backward()
+        grads.append(m.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+def test_a_matrix_that_is_not_positive_definite_takes_the_cpus_result_counted():
+    a = _positive_definite(3, 5, 5)
+    a[1, 3, 3] = -100.0  # the fourth leading minor of the second matrix fails
+    with neuronsim.strict_mode(False):
+        neuronsim.reset_fallback_counts()
+        got, info = torch.linalg.cholesky_ex(a.to("neuron"))
+        assert neuronsim.fallback_counts() == {"aten::linalg_cholesky_ex.L": 1}
+    want, want_info = torch.linalg.cholesky_ex(a)
+    assert info.cpu().tolist() == want_info.tolist() == [0, 4, 0]
+    torch.testing.assert_close(got.cpu()[0], want[0])
+    with neuronsim.strict_mode(False), pytest.raises(torch.linalg.LinAlgError, match="order 4"):
+        torch.linalg.cholesky(a.to("neuron"))
