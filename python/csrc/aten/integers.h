@@ -98,8 +98,11 @@ class IntExpr {
   Limbs mul(const Limbs& a, const Limbs& b);
   // a <cmp> b (1 or 0) in the layout's order, for the six comparisons.
   Limb compare(AluOp cmp, Limbs a, Limbs b);
-  // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition.
+  // The value as FP32: exact below 2^24, beyond that rounded at each limb's addition (an
+  // index, an offset).
   Limb to_float(const Limbs& a);
+  // The value as FP32 rounded once, to nearest even, as the CPU converts it (a cast).
+  Limb rounded_to_float(const Limbs& a);
   // The limbs of trunc(v) modulo 2^bits (a float cast to an integer type).
   Limbs from_float(Limb v);
   // The limbs of an integer-valued v.

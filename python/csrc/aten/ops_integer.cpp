@@ -288,6 +288,32 @@ Limb IntExpr::to_float(const Limbs& a) {
   return acc;
 }
 
+Limb IntExpr::rounded_to_float(const Limbs& a) {
+  if (a.size() < 4) return to_float(a);  // one rounding already: hi * 2^16 is exact, + lo rounds
+  // With j the leading nonzero byte of the magnitude, `whole` is bytes j..j-2 (24 bits) and
+  // `part` byte j-3 with a sticky half unit for any byte below it (9 bits): both exact, and
+  // what lies below byte j-3 is under half a unit of the result, so the one rounding of
+  // whole + part is the rounding of the magnitude.
+  const Limb negative = l_.is_signed ? imm(AluOp::is_ge, a.back(), l_.base() / 2) : Limb{-1, 0};
+  const Limbs b = bytes(select(negative, sub(constant(0), a), a));
+  Limb magnitude = op(AluOp::add, op(AluOp::add, b[0], imm(AluOp::multiply, b[1], 256.0f)),
+                      imm(AluOp::multiply, b[2], 65536.0f));  // below 2^24: exact
+  Limb below{-1, 0};                                          // the sum of bytes 0..j-4
+  for (size_t j = 3; j < b.size(); ++j) {
+    const float unit = std::ldexp(1.0f, static_cast<int>(8 * (j - 3)));
+    const Limb top = op(AluOp::add,
+                        op(AluOp::add, imm(AluOp::multiply, b[j], 65536.0f),
+                           imm(AluOp::multiply, b[j - 1], 256.0f)),
+                        b[j - 2]);
+    const Limb part = op(AluOp::add, imm(AluOp::multiply, b[j - 3], unit),
+                         imm(AluOp::multiply, imm(AluOp::is_gt, below, 0.0f), unit / 2));
+    const Limb whole = imm(AluOp::multiply, top, unit * 256.0f);
+    magnitude = select(imm(AluOp::is_gt, b[j], 0.0f), op(AluOp::add, whole, part), magnitude);
+    below = op(AluOp::add, below, b[j - 3]);
+  }
+  return select(negative, imm(AluOp::multiply, magnitude, -1.0f), magnitude);
+}
+
 Limbs IntExpr::from_float(Limb v) {
   const Limb magnitude = imm(AluOp::abs_max, v, 0);
   const Limb whole = op(AluOp::subtract, magnitude, imm(AluOp::mod, magnitude, 1));
@@ -632,7 +658,7 @@ bool integer_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   if (from && is_engine_float(dst.scalar_type())) {
     IntExpr x(*from);
-    return x.run_values("aten::copy_", {dst}, {x.to_float(x.operand(src))});
+    return x.run_values("aten::copy_", {dst}, {x.rounded_to_float(x.operand(src))});
   }
   if (to && is_engine_float(src.scalar_type())) {
     IntExpr x(*to);

@@ -122,10 +122,26 @@ def test_integers_to_floats():
             if dtype == torch.float16 and src.abs().max() > 65504:
                 continue
             assert torch.equal(src.to("neuron").to(dtype).cpu(), src.to(dtype)), (src.dtype, dtype)
-    # Beyond 2^24, int64 -> float32 rounds at each limb: within one unit in the last place.
-    big = _values(torch.int64, (1000,), 12)
-    got = big.to("neuron").float().cpu().double()
-    torch.testing.assert_close(got, big.float().double(), rtol=1.2e-7, atol=0)
+    # Beyond 2^24, int64 -> float32 rounds once, to nearest even, as the CPU's: ties, values
+    # just above and below them, and every magnitude from 2^24 to 2^63.
+    g = torch.Generator().manual_seed(12)
+    shifts = torch.randint(0, 40, (2000,), generator=g)
+    big = torch.randint(2**23, 2**24, (2000,), generator=g) << shifts
+    ties = torch.tensor([2**24 + 1, 2**24 + 3, 2**40 + 2**16, 2**40 + 3 * 2**16, 2**62 + 2**38])
+    for x in (
+        big,
+        big + 1,
+        big - 1,
+        -big,
+        ties,
+        ties + 1,
+        ties - 1,
+        -ties,
+        _values(torch.int64, (1000,), 12),
+    ):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            want = x.to(dtype)
+            assert torch.equal(x.to("neuron").to(dtype).cpu(), want), (dtype, x[:4])
 
 
 def test_fill_any_int64_value():
