@@ -246,7 +246,9 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
   if (outs[0].numel() == 0) return true;
   std::vector<at::Tensor> expanded;
   std::vector<kernels::View> views, out_views;
-  std::string key = fmt::format("{} {} ->", op, name);
+  // The expression itself is part of the key: a name that leaves out an immediate (a
+  // diagonal, a bound) must not find the kernel built for another value.
+  std::string key = fmt::format("{} {} {} ->", op, name, expr_key(expr));
   for (const at::Tensor& out : outs) {
     out_views.push_back(view_of(out));
     key += layout_key(out);

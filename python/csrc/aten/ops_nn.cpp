@@ -620,11 +620,10 @@ bool strided_triangle_into(const char* op, const at::Tensor& self, int64_t diago
   row[row.size() - 2] = 1;
   col[col.size() - 1] = 1;
   kernels::PointwiseExpr e;
-  const auto x = e.load(0);
   const auto offset = e.alu(isa::AluOp::subtract, e.position(col), e.position(row));
   const auto keep = e.alu_imm(upper ? isa::AluOp::is_ge : isa::AluOp::is_le, offset,
                               static_cast<float>(diagonal));
-  e.select(keep, x, e.constant(0.0f));
+  e.select(keep, e.load(0), e.constant(0.0f));
   return run_pointwise(op, upper ? "triu" : "tril", e, {self}, out);
 }
 

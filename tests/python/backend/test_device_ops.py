@@ -1174,3 +1174,13 @@ def test_a_matrix_that_is_not_positive_definite_takes_the_cpus_result_counted():
     torch.testing.assert_close(got.cpu()[0], want[0])
     with neuronsim.strict_mode(False), pytest.raises(torch.linalg.LinAlgError, match="order 4"):
         torch.linalg.cholesky(a.to("neuron"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.bool])
+def test_triangles_of_views_at_every_diagonal(dtype):
+    """Each diagonal is its own kernel: a kernel made for one must not serve another."""
+    x = torch.arange(10 * 12).reshape(10, 12).to(dtype)
+    for view in (lambda t: t.mT, lambda t: t[::2, 1::2], lambda t: t.expand(3, 10, 12)):
+        for diagonal in (0, 2, -1, 5, -20):
+            for f in (torch.triu, torch.tril):
+                _same(lambda t, f=f, v=view, d=diagonal: f(v(t), d), x, atol=0, rtol=0)
