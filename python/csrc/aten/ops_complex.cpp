@@ -15,6 +15,7 @@
 
 #include "aten/complex.h"
 #include "aten/fallback.h"
+#include "aten/integers.h"
 #include "aten/kernel_call.h"
 
 namespace neuronsim::pytorch {
@@ -137,6 +138,12 @@ bool complex_binary_into(const char* op, AluOp alu, const at::Tensor& a, const a
 bool complex_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (!is_device_complex(dst) || src.device() != dst.device() || src.sizes() != dst.sizes())
     return false;
+  if (is_limb_integer(src.scalar_type())) {  // the real part rounded as a cast, the other zero
+    auto [re, im] = parts(dst);
+    if (!integer_copy(src, re)) return false;
+    im.zero_();
+    return true;
+  }
   ComplexOperands x;
   if (!x.add(src, dst.device())) return false;
   auto [re, im] = x[0];

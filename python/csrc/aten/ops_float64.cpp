@@ -123,6 +123,92 @@ bool float_to_double(const at::Tensor& src, const at::Tensor& out) {
   return x.run(kOp, out.view(at::kLong), {Limb{-1, 0.0f}, d1, d2, d3});
 }
 
+// The leading set bit's position in a magnitude's bytes (0 for zero): 8 j for the leading
+// nonzero byte j, plus floor(log2) of that byte by comparisons.
+Limb leading_bit(IntExpr& x, const Limbs& bytes) {
+  Limb lead{-1, 0}, base{-1, 0};
+  for (size_t j = 0; j < bytes.size(); ++j) {
+    const Limb set = x.imm(AluOp::is_gt, bytes[j], 0.0f);
+    lead = x.select(set, bytes[j], lead);
+    base = x.select(set, Limb{-1, 8.0f * static_cast<float>(j)}, base);
+  }
+  for (int t = 1; t < 8; ++t)
+    base = x.op(AluOp::add, base, x.imm(AluOp::is_ge, lead, static_cast<float>(1 << t)));
+  return base;
+}
+
+// The bytes of a magnitude below 2^53 moved up by s bits (0 <= s <= 52) into 7 bytes: each
+// byte times 2^(s mod 8), split into the byte and its carry, then moved s / 8 bytes.
+Limbs shifted_up(IntExpr& x, const Limbs& bytes, Limb s) {
+  const Limb bits = x.imm(AluOp::mod, s, 8.0f);
+  const Limb whole = x.imm(AluOp::multiply, x.op(AluOp::subtract, s, bits), 0.125f);
+  const Limb factor = x.op(AluOp::pow, Limb{-1, 2.0f}, bits);
+  Limbs moved;
+  Limb carry{-1, 0};
+  for (size_t i = 0; i < 7; ++i) {
+    const Limb scaled = i < bytes.size() ? x.op(AluOp::multiply, bytes[i], factor) : Limb{-1, 0};
+    const Limb low = x.imm(AluOp::mod, scaled, 256.0f);
+    moved.push_back(x.op(AluOp::add, low, carry));
+    carry = x.imm(AluOp::multiply, x.op(AluOp::subtract, scaled, low), 1.0f / 256);
+  }
+  Limbs out;
+  for (size_t i = 0; i < 7; ++i) {
+    Limb b{-1, 0};
+    for (size_t q = 0; q <= i; ++q)
+      b = x.select(x.imm(AluOp::is_equal, whole, static_cast<float>(q)), moved[i - q], b);
+    out.push_back(b);
+  }
+  out.push_back(Limb{-1, 0});
+  return out;
+}
+
+// The 16-bit limbs of a 64-bit magnitude moved down by s bits (1 <= s <= 11), rounded to
+// nearest even (what int64 needs beyond 2^53).
+Limbs shifted_down_rounded(IntExpr& x, const Limbs& limbs, Limb s) {
+  const Limb p = x.op(AluOp::pow, Limb{-1, 2.0f}, s);
+  const Limb up_unit = x.op(AluOp::divide, Limb{-1, 65536.0f}, p);
+  Limbs low, high, out;
+  for (const Limb& l : limbs) {
+    low.push_back(x.op(AluOp::mod, l, p));
+    high.push_back(x.op(AluOp::divide, x.op(AluOp::subtract, l, low.back()), p));
+  }
+  for (size_t i = 0; i < limbs.size(); ++i)
+    out.push_back(i + 1 < limbs.size()
+                      ? x.op(AluOp::add, high[i], x.op(AluOp::multiply, low[i + 1], up_unit))
+                      : high[i]);
+  const Limb half = x.imm(AluOp::multiply, p, 0.5f);
+  const Limb up = x.select(x.op(AluOp::is_equal, low[0], half), x.imm(AluOp::mod, out[0], 2.0f),
+                           x.op(AluOp::is_gt, low[0], half));
+  Limbs increment(limbs.size(), Limb{-1, 0});
+  increment[0] = up;
+  return x.add(out, increment);
+}
+
+// out (float64) <- an integer tensor: exact below 2^53, rounded to nearest even beyond. With
+// k the leading bit of |v|, the pattern is ((k + 1022) << 52) + |v| aligned so that bit k
+// lands on bit 52: the hidden bit adds the last 1 to the exponent (and a rounding that
+// carries out, one more).
+bool integer_to_double(const at::Tensor& src, const at::Tensor& out) {
+  const Layout in = *layout_of(src.scalar_type());
+  IntExpr x(*layout_of(at::kLong));
+  const Limbs v = x.operand(src);
+  const Limb negative = in.is_signed ? x.imm(AluOp::is_ge, v[3], 32768.0f) : Limb{-1, 0};
+  const Limbs magnitude = x.select(negative, x.sub(x.constant(0), v), v);
+  Limbs bytes = x.bytes(magnitude);
+  bytes.resize(static_cast<size_t>(in.limbs * in.bits / 8));  // |v| fits its own width
+  const Limb k = leading_bit(x, bytes);
+  Limbs aligned = x.from_bytes(shifted_up(x, bytes, x.op(AluOp::subtract, Limb{-1, 52.0f}, k)));
+  if (in.limbs == 4) {  // int64: beyond 2^53, rounded
+    const Limb s = x.imm(AluOp::max, x.imm(AluOp::subtract, k, 52.0f), 1.0f);
+    aligned =
+        x.select(x.imm(AluOp::is_ge, k, 53.0f), shifted_down_rounded(x, magnitude, s), aligned);
+  }
+  aligned[3] = x.op(AluOp::add, aligned[3],
+                    x.op(AluOp::add, x.imm(AluOp::multiply, x.imm(AluOp::add, k, 1022.0f), 16.0f),
+                         x.imm(AluOp::multiply, negative, 32768.0f)));
+  return x.run(kOp, out.view(at::kLong), x.select(x.nonzero(magnitude), aligned, x.constant(0)));
+}
+
 // out (bool) <- a float64 tensor != 0.
 bool double_to_bool(const at::Tensor& src, const at::Tensor& out) {
   IntExpr x(*layout_of(at::kLong));
@@ -145,6 +231,7 @@ bool real_copy(const at::Tensor& src, const at::Tensor& dst) {
            run_pointwise(kOp, "copy", kernels::PointwiseExpr::copy(), {single}, dst);
   }
   if (to == at::kDouble && is_engine_float(from)) return float_to_double(src, dst);
+  if (to == at::kDouble && is_limb_integer(from)) return integer_to_double(src, dst);
   return false;
 }
 

@@ -123,3 +123,35 @@ def test_a_model_cast_to_double_and_back():
     model.to("neuron").double().float()
     for k, v in model.state_dict().items():
         assert v.dtype == torch.float32 and torch.equal(v.cpu(), ref[k])
+
+
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+def _integers(dtype: torch.dtype, n: int = 4096) -> torch.Tensor:
+    """The type's ends, powers of two and their neighbours, and values of every magnitude."""
+    if dtype == torch.bool:
+        return torch.tensor([True, False, True])
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(11)
+    powers = [2**k + d for k in range(info.bits) for d in (-1, 0, 1)]
+    edges = [info.min, info.max, 0, -1, 1] + powers + [-p for p in powers]
+    x = torch.tensor([v for v in edges if info.min <= v <= info.max], dtype=torch.int64)
+    if dtype == torch.int64:  # beyond 2^53: ties, and values above and below them
+        top = torch.randint(2**52, 2**53, (n,), generator=g) << torch.randint(
+            1, 11, (n,), generator=g
+        )
+        x = torch.cat(
+            [x, top, top + 1, top - 1, -top, torch.tensor([2**53 + 1, 2**53 + 3, 2**54 + 2])]
+        )
+    spread = torch.randint(0, info.bits, (n,), generator=g)
+    x = torch.cat([x, (torch.rand(n, generator=g, dtype=torch.float64) * 2.0**spread).long()])
+    return x.to(dtype) if dtype != torch.int64 else x
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+def test_integers_to_float64_exact_below_2_to_53_and_rounded_beyond(dtype):
+    values = _integers(dtype)
+    _same_bits(values, torch.float64)
+    _same_bits(values, torch.complex128)
+    _same_bits(values, torch.complex64)
