@@ -11,8 +11,15 @@
 //                        subnormal float is first scaled by 2^64 (exact), so that the
 //                        engine's own normalisation finds its leading bit
 //   float64 -> bool      any bit set other than the sign
+//   integer -> float64   the leading bit found by bytes, the magnitude aligned under the
+//                        exponent: exact below 2^53, rounded to nearest even beyond
+//   float64 -> integer   the significand moved by the exponent (truncated), then negated;
+//                        out of range, what the CPU's cast gives (its "integer indefinite",
+//                        through int32 for int32, int16 and int8, through int64 for uint8)
 // float16 and bfloat16 go through float32 both ways, as the CPU converts them (a double
 // is rounded to float before it is rounded to half).
+
+#include <limits>
 
 #include <ATen/ATen.h>
 
@@ -137,28 +144,53 @@ Limb leading_bit(IntExpr& x, const Limbs& bytes) {
   return base;
 }
 
-// The bytes of a magnitude below 2^53 moved up by s bits (0 <= s <= 52) into 7 bytes: each
-// byte times 2^(s mod 8), split into the byte and its carry, then moved s / 8 bytes.
-Limbs shifted_up(IntExpr& x, const Limbs& bytes, Limb s) {
+// The bytes of a magnitude moved up by s bits into `count` bytes (what moves beyond is
+// dropped): each byte times 2^(s mod 8), split into the byte and its carry, then moved s / 8
+// bytes.
+Limbs shifted_up(IntExpr& x, const Limbs& bytes, Limb s, size_t count) {
   const Limb bits = x.imm(AluOp::mod, s, 8.0f);
   const Limb whole = x.imm(AluOp::multiply, x.op(AluOp::subtract, s, bits), 0.125f);
   const Limb factor = x.op(AluOp::pow, Limb{-1, 2.0f}, bits);
   Limbs moved;
   Limb carry{-1, 0};
-  for (size_t i = 0; i < 7; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const Limb scaled = i < bytes.size() ? x.op(AluOp::multiply, bytes[i], factor) : Limb{-1, 0};
     const Limb low = x.imm(AluOp::mod, scaled, 256.0f);
     moved.push_back(x.op(AluOp::add, low, carry));
     carry = x.imm(AluOp::multiply, x.op(AluOp::subtract, scaled, low), 1.0f / 256);
   }
   Limbs out;
-  for (size_t i = 0; i < 7; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     Limb b{-1, 0};
     for (size_t q = 0; q <= i; ++q)
       b = x.select(x.imm(AluOp::is_equal, whole, static_cast<float>(q)), moved[i - q], b);
     out.push_back(b);
   }
-  out.push_back(Limb{-1, 0});
+  return out;
+}
+
+// The bytes of a magnitude moved down by s bits (0 <= s), what moves below dropped: moved s / 8
+// bytes, then each byte's top bits joined by the next byte's low bits.
+Limbs shifted_down(IntExpr& x, const Limbs& bytes, Limb s) {
+  const Limb bits = x.imm(AluOp::mod, s, 8.0f);
+  const Limb whole = x.imm(AluOp::multiply, x.op(AluOp::subtract, s, bits), 0.125f);
+  Limbs moved;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    Limb b{-1, 0};
+    for (size_t q = 0; i + q < bytes.size(); ++q)
+      b = x.select(x.imm(AluOp::is_equal, whole, static_cast<float>(q)), bytes[i + q], b);
+    moved.push_back(b);
+  }
+  const Limb p = x.op(AluOp::pow, Limb{-1, 2.0f}, bits);
+  const Limb carry_unit = x.op(AluOp::divide, Limb{-1, 256.0f}, p);
+  Limbs low, out;
+  for (const Limb& b : moved) low.push_back(x.op(AluOp::mod, b, p));
+  for (size_t i = 0; i < moved.size(); ++i) {
+    const Limb high = x.op(AluOp::divide, x.op(AluOp::subtract, moved[i], low[i]), p);
+    out.push_back(i + 1 < moved.size()
+                      ? x.op(AluOp::add, high, x.op(AluOp::multiply, low[i + 1], carry_unit))
+                      : high);
+  }
   return out;
 }
 
@@ -197,7 +229,9 @@ bool integer_to_double(const at::Tensor& src, const at::Tensor& out) {
   Limbs bytes = x.bytes(magnitude);
   bytes.resize(static_cast<size_t>(in.limbs * in.bits / 8));  // |v| fits its own width
   const Limb k = leading_bit(x, bytes);
-  Limbs aligned = x.from_bytes(shifted_up(x, bytes, x.op(AluOp::subtract, Limb{-1, 52.0f}, k)));
+  Limbs up = shifted_up(x, bytes, x.op(AluOp::subtract, Limb{-1, 52.0f}, k), 7);
+  up.push_back(Limb{-1, 0});
+  Limbs aligned = x.from_bytes(up);
   if (in.limbs == 4) {  // int64: beyond 2^53, rounded
     const Limb s = x.imm(AluOp::max, x.imm(AluOp::subtract, k, 52.0f), 1.0f);
     aligned =
@@ -207,6 +241,47 @@ bool integer_to_double(const at::Tensor& src, const at::Tensor& out) {
                     x.op(AluOp::add, x.imm(AluOp::multiply, x.imm(AluOp::add, k, 1022.0f), 16.0f),
                          x.imm(AluOp::multiply, negative, 32768.0f)));
   return x.run(kOp, out.view(at::kLong), x.select(x.nonzero(magnitude), aligned, x.constant(0)));
+}
+
+// out (an integer type) <- a float64 tensor, truncated toward zero as the CPU's cast: the
+// significand moved by the exponent, then negated. What the CPU gives where the value does not
+// fit is kept too: int64's "integer indefinite" (-2^63) beyond its range, NaN and infinities
+// included; for int32, int16 and int8 int32's indefinite (-2^31) beyond int32's range, and the
+// low bits of the 32-bit result (wrapped) below that; for uint8 the low byte of int64's.
+bool double_to_integer(const at::Tensor& src, const at::Tensor& out) {
+  const Layout to = *layout_of(out.scalar_type());
+  IntExpr x(*layout_of(at::kLong));
+  const Limbs d = x.raw(src.view(at::kLong));
+  const Limb sign = x.imm(AluOp::is_ge, d[3], 32768.0f);
+  const Limb exponent = low_part(x, high_part(x, d[3], 4), 11);
+  const Limb k = x.imm(AluOp::subtract, exponent, 1023.0f);  // value = sig * 2^(k - 52)
+  const Limb hidden = x.imm(AluOp::multiply, x.imm(AluOp::is_gt, exponent, 0.0f), 16.0f);
+  const Limbs sig = x.bytes({d[0], d[1], d[2], x.op(AluOp::add, low_part(x, d[3], 4), hidden)});
+  const Limbs up = shifted_up(x, sig, x.imm(AluOp::subtract, k, 52.0f), 8);
+  const Limbs down = shifted_down(x, sig, x.op(AluOp::subtract, Limb{-1, 52.0f}, k));
+  const Limbs magnitude = x.select(x.imm(AluOp::is_lt, k, 0.0f), x.constant(0),
+                                   x.from_bytes(x.select(x.imm(AluOp::is_ge, k, 52.0f), up, down)));
+  const Limbs value = x.select(sign, x.sub(x.constant(0), magnitude), magnitude);
+  const Limbs wide = x.select(x.imm(AluOp::is_ge, k, 63.0f),
+                              x.constant(std::numeric_limits<int64_t>::min()), value);
+  if (to.limbs == 4) return x.run(kOp, out, wide);
+  if (out.scalar_type() == at::kByte)  // uint8 is cast through int64: its low byte
+    return x.run_values(kOp, {out}, {x.imm(AluOp::mod, wide[0], 256.0f)});
+  // int32's range: |trunc(v)| below 2^31, or -2^31 itself.
+  const Limb minimum =
+      x.op(AluOp::logical_and, x.op(AluOp::logical_and, sign, x.imm(AluOp::is_equal, k, 31.0f)),
+           x.op(AluOp::logical_and, x.imm(AluOp::is_equal, magnitude[1], 32768.0f),
+                x.imm(AluOp::is_equal, magnitude[0], 0.0f)));
+  const Limb fits = x.op(AluOp::logical_or, x.imm(AluOp::is_lt, k, 31.0f), minimum);
+  const Limbs word = x.select(fits, Limbs{value[0], value[1]}, Limbs{Limb{-1, 0}, Limb{-1, 32768}});
+  std::vector<at::Tensor> limbs;
+  Limbs values;
+  for (int i = 0; i < to.limbs; ++i) {
+    limbs.push_back(limb_view(out, i, false));
+    values.push_back(to.bits == 8 ? x.imm(AluOp::mod, word[0], 256.0f)
+                                  : word[static_cast<size_t>(i)]);
+  }
+  return x.run_values(kOp, limbs, values);
 }
 
 // out (bool) <- a float64 tensor != 0.
@@ -225,6 +300,7 @@ bool real_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   if (from == at::kDouble && to == at::kFloat) return double_to_float(src, dst);
   if (from == at::kDouble && to == at::kBool) return double_to_bool(src, dst);
+  if (from == at::kDouble && is_limb_integer(to)) return double_to_integer(src, dst);
   if (from == at::kDouble && is_engine_float(to)) {
     const at::Tensor single = at::empty(src.sizes(), dst.options().dtype(at::kFloat));
     return double_to_float(src, single) &&

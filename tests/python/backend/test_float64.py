@@ -20,7 +20,8 @@ def strict():
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """Bit patterns, with every NaN made one (NaN payloads are not compared)."""
-    t = torch.where(t.isnan(), torch.full_like(t, float("nan")), t)
+    if t.is_floating_point():
+        t = torch.where(t.isnan(), torch.full_like(t, float("nan")), t)
     return t.view(
         {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()]
     )
@@ -155,3 +156,48 @@ def test_integers_to_float64_exact_below_2_to_53_and_rounded_beyond(dtype):
     _same_bits(values, torch.float64)
     _same_bits(values, torch.complex128)
     _same_bits(values, torch.complex64)
+
+
+@pytest.mark.parametrize("dtype", [t for t in INT_DTYPES if t != torch.bool], ids=str)
+def test_float64_to_integers_truncates_and_overflows_as_the_cpu(dtype):
+    edges = [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        0.999,
+        -1.999,
+        127.5,
+        -128.7,
+        255.9,
+        300.7,
+        -129.5,
+        32767.9,
+        -32768.9,
+        70000.2,
+        2.0**31 - 0.5,
+        -(2.0**31) - 0.5,
+        2.0**31,
+        3e9,
+        -3e9,
+        2.0**53 + 2,
+        2.0**62 * 1.5,
+        2.0**63,
+        -(2.0**63),
+        1e20,
+        -1e300,
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        5e-324,
+    ]
+    g = torch.Generator().manual_seed(5)
+    spread = torch.pow(2.0, torch.randint(-4, 64, (4096,), generator=g).double())
+    values = torch.cat(
+        [
+            torch.tensor(edges, dtype=torch.float64),
+            torch.randn(4096, generator=g, dtype=torch.float64) * spread,
+        ]
+    )
+    _same_bits(values, dtype)
+    _same_bits(values.reshape(-1, 3).t(), dtype)  # a transposed view
