@@ -17,6 +17,7 @@
 // division, reductions of int64) runs on the CPU, counted.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -661,8 +662,17 @@ bool integer_copy(const at::Tensor& src, const at::Tensor& dst) {
     return x.run_values("aten::copy_", {dst}, {x.rounded_to_float(x.operand(src))});
   }
   if (to && is_engine_float(src.scalar_type())) {
+    // Out of range (NaN included) the CPU's cast gives the "integer indefinite" (the lowest
+    // value) of the type it converts through: int64 for int64 and uint8, int32 for the others.
+    const bool through_int64 = dst.scalar_type() == at::kLong || dst.scalar_type() == at::kByte;
+    const float limit = through_int64 ? 0x1p63f : 0x1p31f;
     IntExpr x(*to);
-    return x.run("aten::copy_", dst, x.from_float(x.load(src)));
+    const Limb v = x.load(src);
+    const Limb fits =
+        x.op(AluOp::logical_and, x.imm(AluOp::is_ge, v, -limit), x.imm(AluOp::is_lt, v, limit));
+    const int64_t indefinite =
+        through_int64 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
+    return x.run("aten::copy_", dst, x.select(fits, x.from_float(v), x.constant(indefinite)));
   }
   return false;
 }

@@ -277,3 +277,30 @@ def test_sums_of_more_elements_than_a_byte_plane_holds(dtype):
     ):
         assert got.dtype == want.dtype
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("source", [torch.float32, torch.bfloat16, torch.float16])
+def test_floats_out_of_range_give_what_the_cpus_cast_gives(dtype, source):
+    """NaN, infinities and values beyond int32 or int64: the cast's "integer indefinite"."""
+    x = torch.tensor(
+        [
+            3e9,
+            -3e9,
+            1e20,
+            -1e20,
+            float("nan"),
+            float("inf"),
+            float("-inf"),
+            300.7,
+            -129.5,
+            70000.2,
+            2.0**31,
+            -(2.0**31),
+            2.0**63,
+            -(2.0**63),
+            4e18,
+            65504.0,
+        ]
+    ).to(source)
+    assert torch.equal(x.to("neuron").to(dtype).cpu(), x.to(dtype))
