@@ -219,108 +219,6 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const 
   return Fallback<ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2, beta, alpha, out);
 }
 
-// X with A X = B (or X A = B) for a triangular A, in 2 log2(n) products on TensorE instead
-// of n dependent steps: with D = diag(A) and N = -D^-1 (A's strict triangle),
-// A^-1 = (I - N)^-1 D^-1 and, N being nilpotent, (I - N)^-1 = (I + N)(I + N^2)(I + N^4)...
-// (Gated DeltaNet's chunked recurrence solves such systems every chunk.)
-at::Tensor& solve_triangular_out(const at::Tensor& a, const at::Tensor& b, bool upper, bool left,
-                                 bool unitriangular, at::Tensor& out) {
-  if (a.device().is_privateuseone() && b.device() == a.device() && out.device() == a.device() &&
-      is_engine_float(a.scalar_type()) && a.scalar_type() == b.scalar_type() && a.dim() >= 2 &&
-      b.dim() >= 2 && a.size(-1) == a.size(-2)) {
-    const at::Tensor m = left ? a : a.transpose(-2, -1).contiguous();
-    const at::Tensor rhs = left ? b : b.transpose(-2, -1);
-    const bool lower = left ? !upper : upper;
-    const int64_t n = m.size(-1);
-    const at::Tensor strict = lower ? m.tril(-1) : m.triu(1);
-    at::Tensor x = rhs, nil = -strict;
-    if (!unitriangular) {
-      const at::Tensor inverse_diagonal = m.diagonal(0, -2, -1).reciprocal().unsqueeze(-1);
-      x = rhs * inverse_diagonal;
-      nil = nil * inverse_diagonal;
-    }
-    for (int64_t k = 1; k < n; k *= 2) {
-      x = x + at::matmul(nil, x);
-      if (2 * k < n) nil = at::matmul(nil, nil);
-    }
-    const at::Tensor result = left ? x : x.transpose(-2, -1);
-    at::native::resize_output(out, result.sizes());
-    out.copy_(result);
-    return out;
-  }
-  return Fallback<ATEN_OP2(linalg_solve_triangular, out)>::call(a, b, upper, left, unitriangular,
-                                                                out);
-}
-
-at::Tensor solve_triangular(const at::Tensor& a, const at::Tensor& b, bool upper, bool left,
-                            bool unitriangular) {
-  at::Tensor out = at::empty({0}, b.options());
-  return solve_triangular_out(a, b, upper, left, unitriangular, out);
-}
-
-// The lower Cholesky factor of float32 matrices (..., n, n), column by column: column j is
-// A's below the diagonal less the product of the rows already made with row j, divided by
-// the square root of its first entry, the pivot. Only A's lower triangle is read, as
-// LAPACK's potrf reads it. Each column is one matrix-vector product on TensorE and a few
-// pointwise kernels, as wide as the batch. Returns L and the pivots (..., n).
-std::pair<at::Tensor, at::Tensor> cholesky_lower(const at::Tensor& a) {
-  const int64_t n = a.size(-1);
-  const at::Tensor l = at::zeros(a.sizes(), a.options());
-  const at::Tensor pivots = at::empty(a.sizes().slice(0, a.dim() - 1), a.options());
-  for (int64_t j = 0; j < n; ++j) {
-    at::Tensor column = a.select(-1, j).narrow(-1, j, n - j);
-    if (j > 0) {
-      const at::Tensor made = l.narrow(-2, j, n - j).narrow(-1, 0, j);
-      const at::Tensor row = l.select(-2, j).narrow(-1, 0, j).unsqueeze(-1);
-      column = column - at::matmul(made, row).squeeze(-1);
-    }
-    const at::Tensor pivot = column.narrow(-1, 0, 1);
-    pivots.narrow(-1, j, 1).copy_(pivot);
-    l.select(-1, j).narrow(-1, j, n - j).copy_(column / pivot.sqrt());
-  }
-  return {l, pivots};
-}
-
-// LAPACK's info: the order of the first leading minor that is not positive-definite (the
-// first pivot not above zero, NaN included), 0 where every one is.
-at::Tensor cholesky_info(const at::Tensor& pivots) {
-  const int64_t n = pivots.size(-1);
-  const at::Tensor order = at::arange(1, n + 1, pivots.options().dtype(at::kInt));
-  const at::Tensor first = at::where(pivots.gt(0).logical_not(), order, n + 1).amin(-1);
-  return at::where(first.eq(n + 1), 0, first).to(at::kInt);
-}
-
-std::tuple<at::Tensor&, at::Tensor&> cholesky_ex_out(const at::Tensor& a, bool upper,
-                                                     bool check_errors, at::Tensor& l,
-                                                     at::Tensor& info) {
-  if (a.device().is_privateuseone() && l.device() == a.device() && info.device() == a.device() &&
-      a.scalar_type() == at::kFloat && l.scalar_type() == at::kFloat &&
-      info.scalar_type() == at::kInt && a.dim() >= 2 && a.size(-1) == a.size(-2) && !a.is_conj()) {
-    at::native::resize_output(l, a.sizes());
-    at::native::resize_output(info, a.sizes().slice(0, a.dim() - 2));
-    if (a.numel() == 0) {
-      info.zero_();
-      return {l, info};
-    }
-    auto [lower, pivots] = cholesky_lower(upper ? a.mT() : a);  // U = L(A^T)^T
-    const at::Tensor status = cholesky_info(pivots);
-    // Past a failing column, what LAPACK leaves in L depends on its blocking: a matrix that
-    // is not positive-definite takes the CPU's result, counted (the host reads the status).
-    if (!host_can_check() || status.max().item<int32_t>() == 0) {
-      l.copy_(upper ? lower.mT() : lower);
-      info.copy_(status);
-      return {l, info};
-    }
-  }
-  return Fallback<ATEN_OP2(linalg_cholesky_ex, L)>::call(a, upper, check_errors, l, info);
-}
-
-std::tuple<at::Tensor, at::Tensor> cholesky_ex(const at::Tensor& a, bool upper, bool check_errors) {
-  at::Tensor l = at::empty({0}, a.options()), info = at::empty({0}, a.options().dtype(at::kInt));
-  cholesky_ex_out(a, upper, check_errors, l, info);
-  return {l, info};
-}
-
 // Where each group of rows ends (offs, cumulative), read by the host: the one value a
 // grouped product needs before its program can be made. Timing-only mode has no values and
 // takes the rows as evenly spread over the groups (the routing a balanced router gives).
@@ -405,10 +303,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", addmm);
   m.impl("addmm.out", addmm_out);
   m.impl("baddbmm.out", baddbmm_out);
-  m.impl("linalg_solve_triangular.out", solve_triangular_out);
-  m.impl("linalg_solve_triangular", solve_triangular);
-  m.impl("linalg_cholesky_ex.L", cholesky_ex_out);
-  m.impl("linalg_cholesky_ex", cholesky_ex);
 }
 
 }  // namespace neuronsim::pytorch

@@ -632,9 +632,10 @@ bool strided_triangle_into(const char* op, const at::Tensor& self, int64_t diago
 bool triangle_into(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
                    at::Tensor& out) {
   if (!self.device().is_privateuseone() || !out.device().is_privateuseone() || self.dim() < 2 ||
-      out.scalar_type() != self.scalar_type() || self.numel() == 0)
+      out.scalar_type() != self.scalar_type())
     return false;
   if (out.sizes() != self.sizes()) at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return true;
   if (is_limb_integer(self.scalar_type()) && !exact_in_fp32(self.scalar_type()))
     return integer_triangle_into(op, self, diagonal, upper, out);
   if (!engine_dtype(self.scalar_type())) return false;
