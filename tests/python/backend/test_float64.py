@@ -4,6 +4,8 @@ overflow to infinity, signed zeros, infinities and NaN, and views that are not c
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -114,7 +116,8 @@ def test_complex128_to_and_from_complex64_and_reals():
     _same_bits(z.to(torch.complex64), torch.complex128)
     _same_bits(_wide_range(torch.float32, n=512), torch.complex128)  # the imaginary part zero
     _same_bits(_wide_range(torch.float64, n=512), torch.complex64)
-    with pytest.warns(UserWarning, match="discards the imaginary part"):
+    with warnings.catch_warnings():  # torch warns once per process that it drops a part
+        warnings.simplefilter("ignore")
         _same_bits(z, torch.float32)  # the real part, as the CPU takes it
 
 

@@ -46,7 +46,9 @@ def test_svd_matches_lapack_up_to_signs(shape, full):
     torch.testing.assert_close(vh[..., :k, :].abs(), want_vh[..., :k, :].abs(), atol=1e-4, rtol=0)
     _orthonormal(u)
     _orthonormal(vh, rows=True)
-    torch.testing.assert_close((u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :], a, atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        (u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :], a, atol=1e-5, rtol=0
+    )
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["reduced", "full"])
@@ -61,7 +63,9 @@ def test_rank_deficient_and_zero_matrices_get_orthonormal_completions(full):
         _orthonormal(u)
         _orthonormal(vh, rows=True)
         k = s.shape[-1]
-        torch.testing.assert_close((u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :], a, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            (u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :], a, atol=1e-5, rtol=0
+        )
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0), (2, 0, 3), (0, 3, 3)])
