@@ -168,6 +168,13 @@ bool integer_fill(const at::Tensor& self, const at::Scalar& value);
 // dst <- src where src or dst is int32 or int64 (the types FP32 does not hold), or a
 // float becomes an integer (truncated toward zero, as torch casts).
 bool integer_copy(const at::Tensor& src, const at::Tensor& dst);
+// An integer tensor known to hold values below 2^24 in magnitude (indices, counts, keys a
+// check has shown exact) as float32, by the conversion that is exact there and cheaper than
+// a cast's rounding.
+at::Tensor small_integers_to_float(const at::Tensor& t);
+// dst (an integer type) <- float values known to be integers below 2^24 (the keys above, sorted
+// or picked), without the checks of a cast's range.
+bool small_floats_to_integers(const at::Tensor& src, const at::Tensor& dst);
 // dst <- src where either is float64 or complex128, which the engines do not hold: the
 // conversion computed on the IEEE bit patterns, as limbs, rounded as the CPU rounds
 // (ops_float64.cpp). False when not covered.

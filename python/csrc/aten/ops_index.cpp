@@ -533,7 +533,7 @@ void check_in_range(const char* op, const at::Tensor& index, const at::Tensor& a
 }
 
 void check_in_range(const char* op, const at::Tensor& index, int64_t d, int64_t size) {
-  check_in_range(op, index, index.to(at::kFloat), d, size, false);
+  check_in_range(op, index, small_integers_to_float(index), d, size, false);
 }
 
 // An FP32 index with its negative values counted from the end of a dim of `size`.
@@ -685,8 +685,9 @@ bool scatter_reduce_into(const char* op, const at::Tensor& self, int64_t d, cons
     if (k != d) region = region.narrow(k, 0, index.size(k));
   }
   const at::Tensor position = at::arange(size, self.options().dtype(at::kFloat)).reshape({size, 1});
-  const at::Tensor lines = index.movedim(d, -1).to(at::kFloat).unsqueeze(-2);  // [.., 1, m]
-  const at::Tensor hot = position.eq(lines);                                   // [.., size, m]
+  const at::Tensor lines =
+      small_integers_to_float(index.movedim(d, -1)).unsqueeze(-2);  // [.., 1, m]
+  const at::Tensor hot = position.eq(lines);                        // [.., size, m]
   const at::Tensor each = values.movedim(d, -1).unsqueeze(-2);
   const at::Tensor line = region.movedim(d, -1);  // [.., size]
   // Selected, not multiplied by the one-hot: a NaN value reaches its own position only.
@@ -791,7 +792,7 @@ at::Tensor linear_index(const char* op, const at::Tensor& self,
   for (size_t d = 0; d < spread.size(); ++d) {
     const int64_t size = self.size(static_cast<int64_t>(d));
     multiple /= size;
-    at::Tensor i = spread[d].to(at::kFloat);
+    at::Tensor i = small_integers_to_float(spread[d]);
     check_in_range(op, spread[d], i, static_cast<int64_t>(d), size, true);
     i = wrapped(i, size);
     linear = linear.defined() ? linear + i * static_cast<double>(multiple)
@@ -879,7 +880,7 @@ bool index_put_one_dim_value(at::Tensor& self, const c10::List<std::optional<at:
       index.device() != self.device() || self.size(d) >= (int64_t{1} << 24))
     return false;
   const int64_t size = self.size(d);
-  at::Tensor named = index.reshape({-1}).to(at::kFloat);
+  at::Tensor named = small_integers_to_float(index.reshape({-1}));
   check_in_range("aten::index_put_", index, named, d, size, true);
   named = wrapped(named, size);
   const at::Tensor position = at::arange(size, named.options()).reshape({size, 1});

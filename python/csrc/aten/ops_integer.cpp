@@ -291,28 +291,47 @@ Limb IntExpr::to_float(const Limbs& a) {
 
 Limb IntExpr::rounded_to_float(const Limbs& a) {
   if (a.size() < 4) return to_float(a);  // one rounding already: hi * 2^16 is exact, + lo rounds
-  // With j the leading nonzero byte of the magnitude, `whole` is bytes j..j-2 (24 bits) and
-  // `part` byte j-3 with a sticky half unit for any byte below it (9 bits): both exact, and
-  // what lies below byte j-3 is under half a unit of the result, so the one rounding of
-  // whole + part is the rounding of the magnitude.
+  // Of the magnitude, t (its top 32 bits) times 2^32 plus y (the low 32): one FP32 addition of
+  // two exact operands rounds once. Where t is large, what lies under half a unit of the
+  // result is kept only as a sticky bit, which does not move the rounding:
+  //   t >= 2^24          (a3 2^16) + (a2 + 1/2 if y != 0), times 2^32
+  //   2^8 <= t < 2^24    t 2^32 + (a1 2^16 + 2^15 if a0 != 0)
+  //   t < 2^8            (t 2^16 + a1) 2^16 + a0
   const Limb negative = l_.is_signed ? imm(AluOp::is_ge, a.back(), l_.base() / 2) : Limb{-1, 0};
-  const Limbs b = bytes(select(negative, sub(constant(0), a), a));
-  Limb magnitude = op(AluOp::add, op(AluOp::add, b[0], imm(AluOp::multiply, b[1], 256.0f)),
-                      imm(AluOp::multiply, b[2], 65536.0f));  // below 2^24: exact
-  Limb below{-1, 0};                                          // the sum of bytes 0..j-4
-  for (size_t j = 3; j < b.size(); ++j) {
-    const float unit = std::ldexp(1.0f, static_cast<int>(8 * (j - 3)));
-    const Limb top = op(AluOp::add,
-                        op(AluOp::add, imm(AluOp::multiply, b[j], 65536.0f),
-                           imm(AluOp::multiply, b[j - 1], 256.0f)),
-                        b[j - 2]);
-    const Limb part = op(AluOp::add, imm(AluOp::multiply, b[j - 3], unit),
-                         imm(AluOp::multiply, imm(AluOp::is_gt, below, 0.0f), unit / 2));
-    const Limb whole = imm(AluOp::multiply, top, unit * 256.0f);
-    magnitude = select(imm(AluOp::is_gt, b[j], 0.0f), op(AluOp::add, whole, part), magnitude);
-    below = op(AluOp::add, below, b[j - 3]);
-  }
+  const Limbs m = select(negative, sub(constant(0), a), a);
+  const Limb t = op(AluOp::add, imm(AluOp::multiply, m[3], 65536.0f), m[2]);  // exact below 2^24
+  const Limb y_sticky =
+      imm(AluOp::multiply, imm(AluOp::is_gt, op(AluOp::add, m[1], m[0]), 0.0f), 0.5f);
+  const Limb huge =
+      imm(AluOp::multiply,
+          op(AluOp::add, imm(AluOp::multiply, m[3], 65536.0f), op(AluOp::add, m[2], y_sticky)),
+          0x1p32f);
+  const Limb low_sticky = imm(AluOp::multiply, imm(AluOp::is_gt, m[0], 0.0f), 32768.0f);
+  const Limb large = op(AluOp::add, imm(AluOp::multiply, t, 0x1p32f),
+                        op(AluOp::add, imm(AluOp::multiply, m[1], 65536.0f), low_sticky));
+  const Limb small =
+      op(AluOp::add,
+         imm(AluOp::multiply, op(AluOp::add, imm(AluOp::multiply, t, 65536.0f), m[1]), 65536.0f),
+         m[0]);
+  const Limb magnitude = select(imm(AluOp::is_ge, t, 0x1p24f), huge,
+                                select(imm(AluOp::is_ge, t, 256.0f), large, small));
   return select(negative, imm(AluOp::multiply, magnitude, -1.0f), magnitude);
+}
+
+bool small_floats_to_integers(const at::Tensor& src, const at::Tensor& dst) {
+  const auto layout = layout_of(dst.scalar_type());
+  if (!layout || !src.device().is_privateuseone() || overlaps(src, dst)) return false;
+  IntExpr x(*layout);
+  return x.run("aten::copy_", dst, x.from_float(x.load(src)));
+}
+
+at::Tensor small_integers_to_float(const at::Tensor& t) {
+  const auto layout = layout_of(t.scalar_type());
+  if (!layout || !t.device().is_privateuseone()) return t.to(at::kFloat);
+  at::Tensor out = at::empty(t.sizes(), t.options().dtype(at::kFloat));
+  IntExpr x(*layout);
+  if (x.run_values("aten::copy_", {out}, {x.to_float(x.operand(t))})) return out;
+  return t.to(at::kFloat);
 }
 
 Limbs IntExpr::from_float(Limb v) {

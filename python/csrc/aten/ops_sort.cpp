@@ -87,10 +87,10 @@ bool topk_into(const char* op, const at::Tensor& self, int64_t k, int64_t dim, b
   if (exact_in_fp32(self.scalar_type()) && self.scalar_type() != at::kBool)
     return run_topk(op, self, k, dim, largest, values, indices);
   if (self.scalar_type() != at::kLong && self.scalar_type() != at::kInt) return false;
-  const at::Tensor keys = self.to(at::kFloat);
+  const at::Tensor keys = small_integers_to_float(self);  // exact_keys checks
   const at::Tensor picked = at::empty(sizes, keys.options());
   if (!exact_keys(op, keys) || !run_topk(op, keys, k, dim, largest, picked, indices)) return false;
-  values.copy_(picked);
+  if (!small_floats_to_integers(picked, values)) values.copy_(picked);
   return true;
 }
 
@@ -137,7 +137,7 @@ bool histc_into(const at::Tensor& self, int64_t bins, double lo, double hi, at::
       n >= (int64_t{1} << 24))
     return false;
   // int32 and int64 values (expert ids) are binned from an FP32 copy when it is exact.
-  const at::Tensor values = integers ? self.to(at::kFloat) : self;
+  const at::Tensor values = integers ? small_integers_to_float(self) : self;
   if (integers && !exact_keys(op, values)) return false;
   at::native::resize_output(out, {bins});
   const at::Tensor x = values.reshape({1, n});
