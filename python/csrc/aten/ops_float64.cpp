@@ -82,7 +82,8 @@ Limbs float_bits_of_double(IntExpr& x, const Limbs& d) {
   lo = x.select(overflow, Limb{-1, 0.0f}, lo);
   // Infinity and NaN: the mantissa's top 23 bits, a NaN's with its quiet bit set.
   const Limb mantissa = x.imm(AluOp::subtract, sig, 8388608.0f);
-  const Limb nan = x.imm(AluOp::is_gt, mantissa, 0.0f);
+  const Limb nan =
+      x.imm(AluOp::is_gt, x.op(AluOp::add, mantissa, x.op(AluOp::add, r13, d[0])), 0.0f);
   const Limb nan_hi =
       x.imm(AluOp::add, low_part(x, high_part(x, mantissa, 16), 6), 255.0f * 128 + 64);
   const Limb special = x.imm(AluOp::is_equal, exponent, 2047.0f);
@@ -120,10 +121,15 @@ bool float_to_double(const at::Tensor& src, const at::Tensor& out) {
   const Limb wide =
       x.select(x.imm(AluOp::is_equal, exponent, 0.0f), Limb{-1, 0.0f},
                x.select(x.imm(AluOp::is_equal, exponent, 255.0f), Limb{-1, 2047.0f}, rebiased));
+  // A NaN comes out quiet, as the CPU's conversion makes it: the mantissa's top bit set.
+  const Limb nan = x.op(AluOp::logical_and, x.imm(AluOp::is_equal, exponent, 255.0f),
+                        x.imm(AluOp::is_gt, x.op(AluOp::add, mantissa_top, f[0]), 0.0f));
+  const Limb quiet = x.op(AluOp::multiply, nan,
+                          x.imm(AluOp::multiply, x.imm(AluOp::is_lt, mantissa_top, 64.0f), 8.0f));
   const Limb d3 = x.op(
       AluOp::add,
       x.op(AluOp::add, x.imm(AluOp::multiply, sign, 32768.0f), x.imm(AluOp::multiply, wide, 16.0f)),
-      high_part(x, mantissa_top, 3));
+      x.op(AluOp::add, high_part(x, mantissa_top, 3), quiet));
   const Limb d2 = x.op(AluOp::add, x.imm(AluOp::multiply, low_part(x, mantissa_top, 3), 8192.0f),
                        high_part(x, f[0], 3));
   const Limb d1 = x.imm(AluOp::multiply, low_part(x, f[0], 3), 8192.0f);
@@ -323,6 +329,14 @@ bool float64_copy(const at::Tensor& src, const at::Tensor& dst) {
       overlaps(src, dst))
     return false;
   const bool from_complex = src.is_complex(), to_complex = dst.is_complex();
+  if (from_complex && dst.scalar_type() == at::kBool) {  // either part nonzero
+    const at::Tensor parts = at::view_as_real(src);
+    const at::Tensor re = at::empty(dst.sizes(), dst.options()), im = at::empty_like(re);
+    if (!real_copy(parts.select(-1, 0), re) || !real_copy(parts.select(-1, 1), im)) return false;
+    at::Tensor out = dst;
+    at::logical_or_out(out, re, im);
+    return true;
+  }
   if (from_complex && to_complex)  // part by part
     return real_copy(at::view_as_real(src), at::view_as_real(dst));
   if (from_complex)  // the real part, as the CPU's copy takes it

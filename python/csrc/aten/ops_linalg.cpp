@@ -16,6 +16,7 @@
 // device's are its own, as CUDA's are.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -52,10 +53,11 @@ at::Tensor round_robin_step(int64_t n, const c10::Device& device) {
 }
 
 // Rotates the columns of w (..., m, n), n even, until they are orthogonal; v (..., n, n) takes
-// the same rotations and moves, so that w = A v throughout.
-void orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
+// the same rotations and moves, so that w = A v throughout. False when the host saw the sweeps
+// not converge.
+bool orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
   const int64_t m = w.size(-2), n = w.size(-1);
-  if (n < 2) return;
+  if (n < 2) return true;
   const at::Tensor step = round_robin_step(n, w.device());
   const double tolerance =
       std::sqrt(static_cast<double>(m)) * std::numeric_limits<float>::epsilon();
@@ -67,7 +69,7 @@ void orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
       const at::Tensor p = pairs.select(-1, 0), q = pairs.select(-1, 1);
       const at::Tensor alpha = (p * p).sum(-2), beta = (q * q).sum(-2), gamma = (p * q).sum(-2);
       // How far from orthogonal each pair is (0 for a zero column, which never rotates).
-      const at::Tensor norms = (alpha * beta).sqrt();
+      const at::Tensor norms = alpha.sqrt() * beta.sqrt();  // alpha * beta could overflow
       const at::Tensor off = at::where(norms > 0, gamma.abs() / norms, 0.0);
       const at::Tensor far = off.amax(-1);
       worst = worst.defined() ? at::maximum(worst, far) : far;
@@ -82,8 +84,12 @@ void orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
       const at::Tensor a = vp.select(-1, 0), b = vp.select(-1, 1);
       v = at::stack({c * a - s * b, s * a + c * b}, -1).flatten(-2).index_select(-1, step);
     }
-    if (reads && worst.max().item<float>() <= tolerance) return;
+    if (!reads) continue;
+    const float largest = worst.max().item<float>();
+    if (largest <= tolerance) return true;
+    if (!std::isfinite(largest)) return false;
   }
+  return !reads;
 }
 
 // Columns of x gathered by index (..., cols) per matrix.
@@ -114,22 +120,30 @@ at::Tensor complement(const at::Tensor& u) {
 }
 
 // U, S, Vh of a tall or square float32 batch a (..., m, n), m >= n; U has `u_cols` columns.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> tall_svd(const at::Tensor& a, bool compute_uv,
-                                                        int64_t u_cols) {
+// None when the sweeps did not converge (values that are not finite).
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> tall_svd(const at::Tensor& a,
+                                                                       bool compute_uv,
+                                                                       int64_t u_cols) {
   const int64_t m = a.size(-2), n = a.size(-1), even = n + n % 2;
+  // Each matrix over its largest magnitude, so that no sum of squares overflows or underflows
+  // in FP32; the singular values are scaled back.
+  const at::Tensor peak = a.abs().amax({-2, -1}, /*keepdim=*/true);  // NaN where one is
+  if (host_can_check() && !std::isfinite(peak.max().item<float>())) return std::nullopt;
+  const at::Tensor scale = at::where(peak > 0, peak, 1.0);
   // An odd count gets a zero column, which never rotates and sorts last.
-  at::Tensor w = even == n ? a.contiguous() : at::constant_pad_nd(a, {0, 1});
+  at::Tensor w = a / scale;
+  if (even != n) w = at::constant_pad_nd(w, {0, 1});
   std::vector<int64_t> vsizes(w.sizes().begin(), w.sizes().end());
   vsizes[vsizes.size() - 2] = even;
   at::Tensor v = at::eye(even, a.options()).expand(vsizes).contiguous();
-  orthogonalise_columns(w, v);
+  if (!orthogonalise_columns(w, v)) return std::nullopt;
   at::Tensor sigma = at::linalg_vector_norm(w, 2, {-2}, false, std::nullopt);
   at::Tensor key = sigma;
   if (even != n)
     key = at::cat({sigma.narrow(-1, 0, n), at::full_like(sigma.narrow(-1, n, 1), -1.0)}, -1);
   const at::Tensor order = std::get<1>(key.sort(-1, /*descending=*/true)).narrow(-1, 0, n);
   const at::Tensor s = sigma.gather(-1, order);
-  if (!compute_uv) return {at::Tensor(), s, at::Tensor()};
+  if (!compute_uv) return std::tuple{at::Tensor(), s * scale.squeeze(-1), at::Tensor()};
   const at::Tensor vh = columns(v, order).narrow(-2, 0, n).mT();  // (..., n, n)
   // Left vectors: the columns over their norms, and where a norm is zero (a rank-deficient A,
   // or the columns a full U adds) an orthonormal completion.
@@ -144,7 +158,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> tall_svd(const at::Tensor& a, boo
     const at::Tensor from = (place - rank).clamp(0, m - 1);
     u = at::where((place < rank).unsqueeze(-2), u, columns(basis, from));
   }
-  return {u, s, vh};
+  return std::tuple{u, s * scale.squeeze(-1), vh};
 }
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svd_out(const at::Tensor& a, bool full_matrices,
@@ -176,7 +190,11 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svd_out(const at::Tensor& a, b
       tvh = identity(k, tall.size(-1));
       if (full_matrices) tvh = identity(tall.size(-1), tall.size(-1));
     } else {
-      std::tie(tu, ts, tvh) = tall_svd(tall, compute_uv, u_cols);
+      const auto factors = tall_svd(tall, compute_uv, u_cols);
+      if (!factors)  // NaN or infinity: the CPU's error (or result)
+        return Fallback<ATEN_OP2(_linalg_svd, U)>::call(a, full_matrices, compute_uv, driver, u, s,
+                                                        vh);
+      std::tie(tu, ts, tvh) = *factors;
       if (compute_uv && !full_matrices) tvh = tvh.narrow(-2, 0, k);
     }
     at::native::resize_output(s, ts.sizes());
@@ -199,8 +217,8 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svd_out(const at::Tensor& a, b
 std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& a, bool full_matrices,
                                                    bool compute_uv,
                                                    std::optional<c10::string_view> driver) {
-  at::Tensor u = at::empty({0}, a.options()), s = at::empty({0}, a.options()),
-             vh = at::empty({0}, a.options());
+  at::Tensor u = at::empty({0}, a.options()), vh = at::empty({0}, a.options()),
+             s = at::empty({0}, a.options().dtype(c10::toRealValueType(a.scalar_type())));
   svd_out(a, full_matrices, compute_uv, driver, u, s, vh);
   return {u, s, vh};
 }

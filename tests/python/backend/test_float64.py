@@ -204,3 +204,19 @@ def test_float64_to_integers_truncates_and_overflows_as_the_cpu(dtype):
     )
     _same_bits(values, dtype)
     _same_bits(values.reshape(-1, 3).t(), dtype)  # a transposed view
+
+
+def test_nan_payloads_stay_nan_and_come_out_quiet():
+    doubles = torch.tensor(
+        [0x7FF0000000000001, 0xFFF0000000001000 - 2**64, 0x7FF8000000000000], dtype=torch.int64
+    )
+    _same_bits(doubles.view(torch.float64), torch.float32)  # payloads below float's mantissa
+    floats = torch.tensor([0x7F800001, 0x7FC00001, 0x7FA00000, -0x7FFFFF], dtype=torch.int32)
+    expected = floats.view(torch.float32).double().view(torch.int64)
+    got = floats.view(torch.float32).to("neuron").double().cpu().view(torch.int64)
+    assert torch.equal(got, expected)  # bit for bit: the quiet bit set as the CPU sets it
+
+
+def test_complex128_to_bool_reads_both_parts():
+    z = torch.tensor([1j, 0, 2 + 0j, -0.0 - 0.0j, complex("nan")], dtype=torch.complex128)
+    _same_bits(z, torch.bool)

@@ -111,3 +111,38 @@ def test_a_larger_matrix_converges_to_lapacks_values():
     torch.testing.assert_close(s, torch.linalg.svdvals(a), atol=1e-4, rtol=1e-5)
     _orthonormal(u)
     torch.testing.assert_close((u * s) @ vh, a, atol=1e-4, rtol=0)
+
+
+def test_tiny_huge_and_unbalanced_matrices_keep_their_singular_values():
+    """Sums of squares would overflow or underflow in FP32: each matrix is scaled first."""
+    shear = torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+    for a in (1e-12 * shear, 1e12 * shear, 1e20 * shear):
+        got = torch.linalg.svdvals(a.to("neuron")).cpu()
+        torch.testing.assert_close(got, torch.linalg.svdvals(a), rtol=1e-5, atol=0)
+        got = torch.linalg.cond(a.to("neuron")).cpu()
+        torch.testing.assert_close(got, torch.linalg.cond(a), rtol=1e-5, atol=0)
+    # Columns 1e20 apart: their squares are FP32 subnormals, the sweeps cannot settle, and the
+    # host's check sends the matrix to the CPU, counted, rather than return what it has.
+    unbalanced = torch.tensor([[1.0, 1e-20], [0.0, 1e-20]])
+    with neuronsim.strict_mode(False):
+        neuronsim.reset_fallback_counts()
+        got = torch.linalg.svdvals(unbalanced.to("neuron")).cpu()
+        assert neuronsim.fallback_counts() == {"aten::_linalg_svd.U": 1}
+    torch.testing.assert_close(got, torch.linalg.svdvals(unbalanced), rtol=1e-5, atol=0)
+
+
+def test_values_that_are_not_finite_take_the_cpus_answer_counted():
+    nan = torch.tensor([[float("nan"), 1.0], [0.0, 1.0]])
+    with neuronsim.strict_mode(False):
+        neuronsim.reset_fallback_counts()
+        with pytest.raises(torch.linalg.LinAlgError, match="non-finite"):
+            torch.linalg.svd(nan.to("neuron"))
+        assert neuronsim.fallback_counts() == {"aten::_linalg_svd.U": 1}
+
+
+def test_a_complex_matrix_falls_back_with_real_singular_values():
+    a = torch.randn(3, 3, dtype=torch.complex64, generator=torch.Generator().manual_seed(8))
+    with neuronsim.strict_mode(False):
+        _, s, _ = torch.linalg.svd(a.to("neuron"))
+    assert s.dtype == torch.float32
+    torch.testing.assert_close(s.cpu(), torch.linalg.svdvals(a))
