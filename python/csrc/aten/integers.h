@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -84,6 +85,9 @@ class IntExpr {
   // The limbs with the top one's sign bit flipped when signed: unsigned order is then
   // the type's order (what max and min compare).
   Limbs ordered(Limbs a);
+  // 1 where a is negative (never in an unsigned layout), and |a|'s limbs (-2^63's its own,
+  // read as unsigned).
+  std::pair<Limb, Limbs> sign_and_magnitude(const Limbs& a);
   // The 8-bit pieces of 16-bit limbs, least significant first, and back.
   Limbs bytes(const Limbs& a);
   Limbs from_bytes(const Limbs& b);

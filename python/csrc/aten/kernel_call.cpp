@@ -233,6 +233,20 @@ bool run_pointwise_in_slices(const char* op, const std::string& name,
 
 }  // namespace
 
+namespace {
+
+// What identifies an expression: its steps and outputs, immediates included.
+std::string expr_key(const kernels::PointwiseExpr& expr) {
+  std::string key;
+  for (const kernels::PointwiseExpr::Step& s : expr.steps())
+    key += fmt::format("{}:{}:{}:{}:{}:{}:{}:[{}];", static_cast<int>(s.op), fmt::join(s.args, ","),
+                       s.input, static_cast<int>(s.func), static_cast<int>(s.alu), s.imm, s.reverse,
+                       fmt::join(s.weights, ","));
+  return key + fmt::format("->{}", fmt::join(expr.outputs(), ","));
+}
+
+}  // namespace
+
 bool run_pointwise_outputs(const char* op, const std::string& name,
                            const kernels::PointwiseExpr& expr,
                            const std::vector<at::Tensor>& inputs,
@@ -276,15 +290,6 @@ bool run_pointwise_outputs(const char* op, const std::string& name,
   for (size_t k = 0; k < outs.size(); ++k) bound.emplace_back(fmt::format("out{}", k), outs[k]);
   return run_kernel(
       op, device, key, [&] { return kernels::pointwise(chip, expr, views, out_views); }, bound);
-}
-
-std::string expr_key(const kernels::PointwiseExpr& expr) {
-  std::string key;
-  for (const kernels::PointwiseExpr::Step& s : expr.steps())
-    key += fmt::format("{}:{}:{}:{}:{}:{}:{}:[{}];", static_cast<int>(s.op), fmt::join(s.args, ","),
-                       s.input, static_cast<int>(s.func), static_cast<int>(s.alu), s.imm, s.reverse,
-                       fmt::join(s.weights, ","));
-  return key + fmt::format("->{}", fmt::join(expr.outputs(), ","));
 }
 
 bool copy_by_runs(const at::Tensor& src_in, const at::Tensor& dst) {

@@ -73,7 +73,8 @@ at::Tensor random_seeds(const c10::Device& device, uint64_t numel,
 std::string target();
 
 // out <- expr(inputs) elementwise, the inputs broadcast to out's sizes. `name` says what
-// expr computes (it is part of the cache key). Returns false when the case is not
+// expr computes, for the reader of a trace; the cache key holds the expression itself, its
+// immediates included. Returns false when the case is not
 // covered (a dtype without an engine type, a layout the kernel refuses, an input
 // overlapping out other than exactly).
 bool run_pointwise(const char* op, const std::string& name, const kernels::PointwiseExpr& expr,
@@ -98,9 +99,6 @@ at::Tensor flat_dense(const at::Tensor& t);
 
 // `in` aliases out's bytes other than as the very same view (sizes, strides, start).
 bool overlaps(const at::Tensor& in, const at::Tensor& out);
-
-// A text that says what expr computes, step by step: a cache key.
-std::string expr_key(const kernels::PointwiseExpr& expr);
 
 // dst <- src on one device as one pointwise copy (a cast, or a change of layout). False
 // when not covered (int64, float64, two devices).

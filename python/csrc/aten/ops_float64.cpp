@@ -229,9 +229,7 @@ Limbs shifted_down_rounded(IntExpr& x, const Limbs& limbs, Limb s) {
 bool integer_to_double(const at::Tensor& src, const at::Tensor& out) {
   const Layout in = *layout_of(src.scalar_type());
   IntExpr x(*layout_of(at::kLong));
-  const Limbs v = x.operand(src);
-  const Limb negative = in.is_signed ? x.imm(AluOp::is_ge, v[3], 32768.0f) : Limb{-1, 0};
-  const Limbs magnitude = x.select(negative, x.sub(x.constant(0), v), v);
+  const auto [negative, magnitude] = x.sign_and_magnitude(x.operand(src));  // sign-extended
   Limbs bytes = x.bytes(magnitude);
   bytes.resize(static_cast<size_t>(in.limbs * in.bits / 8));  // |v| fits its own width
   const Limb k = leading_bit(x, bytes);

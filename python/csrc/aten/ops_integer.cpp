@@ -249,6 +249,11 @@ Limbs IntExpr::ordered(Limbs a) {
   return a;
 }
 
+std::pair<Limb, Limbs> IntExpr::sign_and_magnitude(const Limbs& a) {
+  const Limb negative = l_.is_signed ? imm(AluOp::is_ge, a.back(), l_.base() / 2) : Limb{-1, 0};
+  return {negative, select(negative, sub(constant(0), a), a)};
+}
+
 Limbs IntExpr::bytes(const Limbs& a) {
   if (l_.bits == 8) return a;
   Limbs b;
@@ -297,8 +302,7 @@ Limb IntExpr::rounded_to_float(const Limbs& a) {
   //   t >= 2^24          (a3 2^16) + (a2 + 1/2 if y != 0), times 2^32
   //   2^8 <= t < 2^24    t 2^32 + (a1 2^16 + 2^15 if a0 != 0)
   //   t < 2^8            (t 2^16 + a1) 2^16 + a0
-  const Limb negative = l_.is_signed ? imm(AluOp::is_ge, a.back(), l_.base() / 2) : Limb{-1, 0};
-  const Limbs m = select(negative, sub(constant(0), a), a);
+  const auto [negative, m] = sign_and_magnitude(a);
   const Limb t = op(AluOp::add, imm(AluOp::multiply, m[3], 65536.0f), m[2]);  // exact below 2^24
   const Limb y_sticky =
       imm(AluOp::multiply, imm(AluOp::is_gt, op(AluOp::add, m[1], m[0]), 0.0f), 0.5f);
@@ -367,7 +371,7 @@ bool IntExpr::run_values(const char* op_name, const std::vector<at::Tensor>& out
   std::vector<Reg> results;
   for (const Limb& v : values) results.push_back(reg(v));
   e_.set_outputs(results);
-  return run_pointwise_outputs(op_name, expr_key(e_), e_, inputs_, outs);
+  return run_pointwise_outputs(op_name, "limbs", e_, inputs_, outs);  // keyed by e_
 }
 
 // The sign bit flipped: signed order as unsigned order (one two-op instruction).

@@ -52,12 +52,28 @@ at::Tensor round_robin_step(int64_t n, const c10::Device& device) {
   return at::tensor(step, at::kLong).to(device);
 }
 
-// Rotates the columns of w (..., m, n), n even, until they are orthogonal; v (..., n, n) takes
-// the same rotations and moves, so that w = A v throughout. False when the host saw the sweeps
-// not converge.
-bool orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
-  const int64_t m = w.size(-2), n = w.size(-1);
-  if (n < 2) return true;
+// The columns of x (..., r, n) rotated pair by pair, (p, q) to (c p - s q, s p + c q), and
+// moved on one round.
+at::Tensor rotated(const at::Tensor& x, const at::Tensor& c, const at::Tensor& s,
+                   const at::Tensor& step) {
+  const at::Tensor pairs = x.unflatten(-1, {x.size(-1) / 2, 2});
+  const at::Tensor p = pairs.select(-1, 0), q = pairs.select(-1, 1);
+  return at::stack({c * p - s * q, s * p + c * q}, -1).flatten(-2).index_select(-1, step);
+}
+
+// The columns of a (..., m, n), with a zero column added to an odd count (it never rotates),
+// rotated in pairs until they are orthogonal: w = a v, v (..., n', n') made only when asked.
+// None when the host saw the sweeps not settle.
+std::optional<std::pair<at::Tensor, at::Tensor>> orthogonal_columns(const at::Tensor& a,
+                                                                    bool with_v) {
+  const int64_t m = a.size(-2), n = a.size(-1) + a.size(-1) % 2;
+  at::Tensor w = n == a.size(-1) ? a.contiguous() : at::constant_pad_nd(a, {0, 1}), v;
+  if (with_v) {
+    std::vector<int64_t> sizes(w.sizes().begin(), w.sizes().end());
+    sizes[sizes.size() - 2] = n;
+    v = at::eye(n, a.options()).expand(sizes).contiguous();
+  }
+  if (n < 2) return std::pair{w, v};
   const at::Tensor step = round_robin_step(n, w.device());
   const double tolerance =
       std::sqrt(static_cast<double>(m)) * std::numeric_limits<float>::epsilon();
@@ -79,17 +95,16 @@ bool orthogonalise_columns(at::Tensor& w, at::Tensor& v) {
       const at::Tensor t =
           at::where(off > tolerance, sign / (zeta.abs() + (1 + zeta * zeta).sqrt()), 0.0);
       const at::Tensor c = (1 + t * t).rsqrt().unsqueeze(-2), s = c * t.unsqueeze(-2);
-      w = at::stack({c * p - s * q, s * p + c * q}, -1).flatten(-2).index_select(-1, step);
-      const at::Tensor vp = v.unflatten(-1, {n / 2, 2});
-      const at::Tensor a = vp.select(-1, 0), b = vp.select(-1, 1);
-      v = at::stack({c * a - s * b, s * a + c * b}, -1).flatten(-2).index_select(-1, step);
+      w = rotated(w, c, s, step);
+      if (with_v) v = rotated(v, c, s, step);
     }
     if (!reads) continue;
     const float largest = worst.max().item<float>();
-    if (largest <= tolerance) return true;
-    if (!std::isfinite(largest)) return false;
+    if (largest <= tolerance) return std::pair{w, v};
+    if (!std::isfinite(largest)) return std::nullopt;
   }
-  return !reads;
+  if (reads) return std::nullopt;
+  return std::pair{w, v};
 }
 
 // Columns of x gathered by index (..., cols) per matrix.
@@ -104,14 +119,9 @@ at::Tensor columns(const at::Tensor& x, const at::Tensor& index) {
 // columns sorted by norm (ones first, zeros after) and normalised.
 at::Tensor complement(const at::Tensor& u) {
   const int64_t m = u.size(-2);
-  const at::Tensor eye = at::eye(m, u.options());
-  at::Tensor w = eye - at::matmul(u, u.mT());
-  const int64_t even = m + m % 2;
-  if (even != m) w = at::constant_pad_nd(w, {0, 1});
-  std::vector<int64_t> vsizes(w.sizes().begin(), w.sizes().end());
-  vsizes[vsizes.size() - 2] = even;
-  at::Tensor v = at::eye(even, u.options()).expand(vsizes).contiguous();
-  orthogonalise_columns(w, v);
+  const auto sweeps = orthogonal_columns(at::eye(m, u.options()) - at::matmul(u, u.mT()), false);
+  if (!sweeps) return {};
+  const at::Tensor& w = sweeps->first;
   const at::Tensor norms = at::linalg_vector_norm(w, 2, {-2}, false, std::nullopt);
   const at::Tensor order = std::get<1>(norms.sort(-1, /*descending=*/true));
   const at::Tensor sorted = columns(w, order.narrow(-1, 0, m));
@@ -130,15 +140,11 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> tall_svd(const at:
   const at::Tensor peak = a.abs().amax({-2, -1}, /*keepdim=*/true);  // NaN where one is
   if (host_can_check() && !std::isfinite(peak.max().item<float>())) return std::nullopt;
   const at::Tensor scale = at::where(peak > 0, peak, 1.0);
-  // An odd count gets a zero column, which never rotates and sorts last.
-  at::Tensor w = a / scale;
-  if (even != n) w = at::constant_pad_nd(w, {0, 1});
-  std::vector<int64_t> vsizes(w.sizes().begin(), w.sizes().end());
-  vsizes[vsizes.size() - 2] = even;
-  at::Tensor v = at::eye(even, a.options()).expand(vsizes).contiguous();
-  if (!orthogonalise_columns(w, v)) return std::nullopt;
+  const auto sweeps = orthogonal_columns(a / scale, compute_uv);
+  if (!sweeps) return std::nullopt;
+  const auto& [w, v] = *sweeps;
   at::Tensor sigma = at::linalg_vector_norm(w, 2, {-2}, false, std::nullopt);
-  at::Tensor key = sigma;
+  at::Tensor key = sigma;  // an added zero column sorts last
   if (even != n)
     key = at::cat({sigma.narrow(-1, 0, n), at::full_like(sigma.narrow(-1, n, 1), -1.0)}, -1);
   const at::Tensor order = std::get<1>(key.sort(-1, /*descending=*/true)).narrow(-1, 0, n);
@@ -154,6 +160,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> tall_svd(const at:
   if (u_cols > n) u = at::constant_pad_nd(u, {0, u_cols - n});
   if (complete) {
     const at::Tensor basis = complement(u);
+    if (!basis.defined()) return std::nullopt;
     const at::Tensor place = at::arange(u_cols, rank.options());
     const at::Tensor from = (place - rank).clamp(0, m - 1);
     u = at::where((place < rank).unsqueeze(-2), u, columns(basis, from));

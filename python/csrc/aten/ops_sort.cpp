@@ -167,7 +167,7 @@ bool histc_into(const at::Tensor& self, int64_t bins, double lo, double hi, at::
     if (b0 > 0) row = e.alu_imm(isa::AluOp::add, row, static_cast<float>(b0));
     e.alu(isa::AluOp::is_equal, row, e.load(0));
     const at::Tensor part = hits.narrow(0, 0, nb);
-    if (!run_pointwise(op, "one-hot " + expr_key(e), e, {bin}, part) ||
+    if (!run_pointwise(op, "one-hot", e, {bin}, part) ||
         !run_reduce(op, kernels::ReduceOp::sum, part, 1, counts.narrow(0, b0, nb)))
       return false;
   }
