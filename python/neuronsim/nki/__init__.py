@@ -73,7 +73,8 @@ class KernelRun:
     # In the checking mode, the first reads of bytes that nothing wrote through the tensor
     # read ("file:line: opcode operand: tensor"): they see whatever was there.
     unwritten_reads: list = dataclasses.field(default_factory=list)
-    # PSUM tiles spilled to SBUF because too many were live at once ("name (file:line)").
+    # Tiles spilled because too many were live at once: PSUM tiles to SBUF ("name (file:line)"),
+    # SBUF tiles to HBM and back ("name (file:line) to HBM").
     spills: list = dataclasses.field(default_factory=list)
 
     def count(self, opcode: str) -> int:

@@ -113,7 +113,10 @@ def assign(trace: Trace, count: int | None = None) -> tuple[dict[str, int], int]
                 return _scan(trace, order, first, last, next_fit), count
             except _DoesNotFit as err:
                 failure = failure or err
-        spilled = failure.storage.buffer == PSUM and _spill_psum(trace, order, first, last, count)
+        if failure.storage.buffer == PSUM:
+            spilled = _spill_psum(trace, order, first, last, count)
+        else:
+            spilled = _spill_sbuf(trace, failure, count)
         if not spilled:
             raise NkiError(failure.message(trace))
         count += spilled
@@ -175,6 +178,90 @@ def _spill(trace: Trace, st: Storage, after: int) -> None:
     trace.spills.append(f"{st.name} ({st.site})")
 
 
+def _spill_sbuf(trace: Trace, failure: _DoesNotFit, count: int) -> int:
+    """When SBUF tiles live together outgrow SBUF, tiles that are live where the allocation
+    failed but not used there go to HBM, as neuronx-cc spills them (the fused Mamba tutorial's
+    second version shows spill and reload DMAs once its tiles outgrow SBUF): a DMA to a
+    scratch HBM tensor after the tile's last use before that point, a DMA back to a new SBUF
+    tile before its next use, and the uses from there on read the new tile. The tiles of the
+    fewest partitions go first (the cheapest to move), then those whose next use is furthest
+    (Belady's choice), until the failing tile would fit. Returns
+    how many DMAs went in (0: no tile can go)."""
+    at, arena = failure.at, failure.arena
+    deficit = sum(_size(trace, t) for t in failure.live) + failure.size - arena.capacity
+    uses = _uses(trace, count)
+    candidates = []
+    for st in failure.live:
+        before = [i for i in uses[st.serial] if i < at]
+        after = [i for i in uses[st.serial] if i > at]
+        if before and after and at not in uses[st.serial]:
+            partitions = Tensor(st, list(st.whole)).shape[0]
+            candidates.append((partitions, -after[0], before[-1], after[0], st))
+    victims, freed = [], 0
+    # The fewest partitions first (a row costs one partition's bytes to move and frees as
+    # many bytes per partition as a whole tile), then the furthest next use.
+    for _, _, last_use, next_use, st in sorted(candidates, key=lambda c: c[:2]):
+        if freed >= max(deficit, 1):
+            break
+        victims.append((last_use, next_use, st))
+        freed += _size(trace, st)
+    if freed < deficit or not victims:
+        return 0
+    # From the end, so the positions of the victims still to come hold.
+    moves = sorted(
+        [(last, "store", st) for last, _, st in victims]
+        + [(nxt, "reload", st) for _, nxt, st in victims],
+        key=lambda m: -m[0],
+    )
+    scratch = {st.serial: _scratch(trace, st) for _, _, st in victims}
+    for position, kind, st in moves:
+        if kind == "reload":
+            _reload(trace, st, scratch[st.serial], position)
+        else:
+            tile = Tensor(st, list(st.whole))
+            store = {"dst": scratch[st.serial], "src": tile, "queue": trace.next_queue()}
+            trace.instructions.insert(position + 1, Instruction("sp", "dma_copy", store, st.site))
+    for _, _, st in victims:
+        trace.spills.append(f"{st.name} ({st.site}) to HBM")
+    return 2 * len(victims)
+
+
+def _uses(trace: Trace, count: int) -> dict[int, list[int]]:
+    """The instructions using each storage, in order, by serial."""
+    uses = collections.defaultdict(list)
+    for i, instruction in enumerate(trace.instructions[:count]):
+        for serial in {t._storage.serial for t in instruction.tensors()}:
+            uses[serial].append(i)
+    return uses
+
+
+def _scratch(trace: Trace, st: Storage) -> Tensor:
+    """An HBM tensor of the tile's shape to spill it to."""
+    shape = Tensor(st, list(st.whole)).shape
+    name = st.name.removesuffix("_reloaded")
+    return trace.declare_hbm(f"{name}_spill", st.dtype, tuple(shape), "scratch")
+
+
+def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int) -> None:
+    """A DMA from `scratch` to a new SBUF tile before instruction `position`; it and the
+    instructions after it use the new tile."""
+    tile = trace._storage(
+        SBUF,
+        st.name if st.name.endswith("_reloaded") else f"{st.name}_reloaded",
+        st.dtype,
+        partition=st.partition,
+        size=st.size,
+        site=st.site,
+        whole=st.whole,
+    )
+    for instruction in trace.instructions[position:]:
+        for key, view in instruction.fields.items():
+            if isinstance(view, Tensor) and view._storage is st:
+                instruction.fields[key] = view.on(tile)
+    load = {"dst": Tensor(tile, list(st.whole)), "src": scratch, "queue": trace.next_queue()}
+    trace.instructions.insert(position, Instruction("sp", "dma_copy", load, st.site))
+
+
 class _DoesNotFit(Exception):
     def __init__(self, storage: Storage, at: int, live: list[Storage], arena: _Arena, size: int):
         super().__init__()
@@ -194,7 +281,7 @@ class _DoesNotFit(Exception):
         if used + self.size <= self.arena.capacity:
             text += f"; the largest free piece is {self.arena.largest()} bytes"
         elif st.buffer == SBUF:
-            text += " (spilling SBUF to HBM is not modelled)"
+            text += " (and no tile live there can be spilled to HBM)"
         return text
 
 

@@ -821,7 +821,7 @@ class Trace:
         self.constants: dict[str, bytes] = {}  # nl.shared_constant values by tensor name
         self.constant_tensors: dict[str, Tensor] = {}
         self.unwritten_reads: list[str] = []  # the checking mode's reads of unwritten bytes
-        self.spills: list[str] = []  # PSUM tiles spilled to SBUF to fit (_alloc.py)
+        self.spills: list[str] = []  # tiles spilled to fit: PSUM to SBUF, SBUF to HBM (_alloc.py)
         self.force_auto_alloc = False  # nki.compiler.force_auto_alloc: explicit ones automatic
 
     def start_program(self, program: tuple) -> None:

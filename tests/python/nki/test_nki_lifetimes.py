@@ -81,28 +81,56 @@ def test_dead_tiles_of_a_loop_give_their_bytes_back():
     assert peak <= 3 * 32768  # at most tile, doubled and one more tile of 32 KiB
 
 
+@nki.jit
+def all_at_once(x):
+    """Eight 32 KiB tiles loaded before any is read: 256 KiB live in trn2's 224 KiB of SBUF
+    per partition, unless some wait in HBM."""
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    tiles = []
+    for i in nl.affine_range(8):
+        tiles.append(nl.load(x[:, i * 8192 : (i + 1) * 8192], name="wide"))
+    total = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=total, op=nl.add, data=tiles[0], axis=1)
+    for t in tiles[1:]:
+        part = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=part, op=nl.add, data=t, axis=1)
+        nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
+    nl.store(out, total)
+    return out
+
+
+def test_live_tiles_past_sbuf_are_spilled_to_hbm_and_read_back():
+    x = np.random.default_rng(2).standard_normal((128, 8 * 8192)).astype(np.float32)
+    got = all_at_once(x)
+    np.testing.assert_allclose(got[:, 0], x.sum(axis=1), rtol=1e-4, atol=1e-3)
+    run = all_at_once.last_run
+    assert run.peak_bytes["sbuf"] <= 224 * 1024
+    spilled = [s for s in run.spills if s.endswith("to HBM")]
+    assert spilled and all(s.startswith("wide") for s in spilled), run.spills
+    # A store after the tile's last use and a load back before its next: two DMAs each.
+    assert run.count("dma_copy") == 8 + 1 + 2 * len(spilled)
+
+
 def test_live_tiles_that_do_not_fit_are_refused_with_the_tensor_site_and_bytes():
     @nki.jit
-    def all_at_once(x):
-        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
-        tiles = []
-        for i in nl.affine_range(8):
-            tiles.append(nl.load(x[:, i * 8192 : (i + 1) * 8192], name="wide"))
-        total = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=total, op=nl.add, data=tiles[0], axis=1)
-        for t in tiles[1:]:
-            part = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_reduce(dst=part, op=nl.add, data=t, axis=1)
-            nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
+    def one_wide_sum(x):
+        """One instruction reads two 96 KiB tiles and writes a third: nothing live there
+        can wait in HBM."""
+        out = nl.ndarray((128, 24576), nl.float32, buffer=nl.shared_hbm)
+        a = nl.load(x[:, :24576], name="left")
+        b = nl.load(x[:, 24576:], name="right")
+        total = nl.ndarray((128, 24576), nl.float32, buffer=nl.sbuf, name="wide")
+        nisa.tensor_tensor(dst=total, data1=a, data2=b, op=nl.add)
         nl.store(out, total)
         return out
 
     with pytest.raises(
         nki.NkiError,
-        match=r"wide \(allocated at .*test_nki_lifetimes.py:\d+\): 32768 bytes per "
-        r"partition in SBUF do not fit .* live in \d+ tensors \(largest: wide",
+        match=r"wide \(allocated at .*test_nki_lifetimes.py:\d+\): 98304 bytes per "
+        r"partition in SBUF do not fit .* live in 2 tensors \(largest: (left|right).*"
+        r"no tile live there can be spilled to HBM",
     ):
-        all_at_once(np.zeros((128, 8 * 8192), np.float32))
+        one_wide_sum(np.zeros((128, 2 * 24576), np.float32))
 
 
 def _aliased(check):
