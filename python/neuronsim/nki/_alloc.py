@@ -113,6 +113,8 @@ def assign(trace: Trace, count: int | None = None) -> tuple[dict[str, int], int]
                 return _scan(trace, order, first, last, next_fit), count
             except _DoesNotFit as err:
                 failure = failure or err
+                if err.deficit(trace) > 0:  # too much is live there, however it is packed
+                    break
         if failure.storage.buffer == PSUM:
             spilled = _spill_psum(trace, order, first, last, count)
         else:
@@ -187,52 +189,79 @@ def _spill_sbuf(trace: Trace, failure: _DoesNotFit, count: int) -> int:
     fewest partitions go first (the cheapest to move), then those whose next use is furthest
     (Belady's choice), until the failing tile would fit. Returns
     how many DMAs went in (0: no tile can go)."""
-    at, arena = failure.at, failure.arena
-    deficit = sum(_size(trace, t) for t in failure.live) + failure.size - arena.capacity
-    uses = _uses(trace, count)
+    at, deficit = failure.at, failure.deficit(trace)
+    uses, writes = _uses(trace, count)
     candidates = []
     for st in failure.live:
         before = [i for i in uses[st.serial] if i < at]
         after = [i for i in uses[st.serial] if i > at]
         if before and after and at not in uses[st.serial]:
+            source = _loaded_from(trace, st, writes)
             partitions = Tensor(st, list(st.whole)).shape[0]
-            candidates.append((partitions, -after[0], before[-1], after[0], st))
+            cost = partitions * (1 if source is not None else 2)  # the DMAs' bytes, per byte
+            candidates.append((cost, -after[0], before[-1], after[0], st, source))
     victims, freed = [], 0
-    # The fewest partitions first (a row costs one partition's bytes to move and frees as
-    # many bytes per partition as a whole tile), then the furthest next use.
-    for _, _, last_use, next_use, st in sorted(candidates, key=lambda c: c[:2]):
+    # The cheapest to move first: a row costs one partition's bytes and frees as many bytes
+    # per partition as a whole tile, and a tile loaded from HBM and not written since is
+    # loaded again rather than stored. Then the furthest next use (Belady's choice).
+    for _, _, last_use, next_use, st, source in sorted(candidates, key=lambda c: c[:2]):
         if freed >= max(deficit, 1):
             break
-        victims.append((last_use, next_use, st))
+        victims.append((last_use, next_use, st, source))
         freed += _size(trace, st)
     if freed < deficit or not victims:
         return 0
     # From the end, so the positions of the victims still to come hold.
     moves = sorted(
-        [(last, "store", st) for last, _, st in victims]
-        + [(nxt, "reload", st) for _, nxt, st in victims],
+        [(v[0], "store", v) for v in victims if v[3] is None]
+        + [(v[1], "reload", v) for v in victims],
         key=lambda m: -m[0],
     )
-    scratch = {st.serial: _scratch(trace, st) for _, _, st in victims}
-    for position, kind, st in moves:
+    scratch = {st.serial: source or _scratch(trace, st) for _, _, st, source in victims}
+    for position, kind, (_, _, st, _) in moves:
         if kind == "reload":
             _reload(trace, st, scratch[st.serial], position)
         else:
             tile = Tensor(st, list(st.whole))
             store = {"dst": scratch[st.serial], "src": tile, "queue": trace.next_queue()}
             trace.instructions.insert(position + 1, Instruction("sp", "dma_copy", store, st.site))
-    for _, _, st in victims:
-        trace.spills.append(f"{st.name} ({st.site}) to HBM")
-    return 2 * len(victims)
+    for _, _, st, source in victims:
+        again = f" (loaded again from {source._storage.name})" if source is not None else ""
+        trace.spills.append(f"{st.name} ({st.site}) to HBM{again}")
+    return len(moves)
 
 
-def _uses(trace: Trace, count: int) -> dict[int, list[int]]:
-    """The instructions using each storage, in order, by serial."""
-    uses = collections.defaultdict(list)
+def _loaded_from(trace: Trace, st: Storage, writes: dict[int, list[int]]) -> Tensor | None:
+    """The HBM view a tile was loaded from, whole, by a plain DMA that is its only write,
+    when nothing writes that HBM tensor after the load: such a tile needs no store to be
+    spilled, only the same load again."""
+    if len(writes.get(st.serial, ())) != 1:
+        return None
+    loaded_at = writes[st.serial][0]
+    load = trace.instructions[loaded_at]
+    dst, src = load.fields.get("dst"), load.fields.get("src")
+    plain = set(load.fields) <= {"dst", "src", "queue", "hwdge"}
+    if load.opcode != "dma_copy" or not plain or dst is None or dst._storage is not st:
+        return None
+    if not dst.is_whole() or not isinstance(src, Tensor) or src.on_chip:
+        return None
+    if any(at > loaded_at for at in writes.get(src._storage.serial, ())):
+        return None
+    return src
+
+
+def _uses(trace: Trace, count: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """The instructions using each storage, and those writing it (dst or reduce_dst), in
+    order, by serial."""
+    uses, writes = collections.defaultdict(list), collections.defaultdict(list)
     for i, instruction in enumerate(trace.instructions[:count]):
         for serial in {t._storage.serial for t in instruction.tensors()}:
             uses[serial].append(i)
-    return uses
+        for key in ("dst", "reduce_dst"):
+            view = instruction.fields.get(key)
+            if isinstance(view, Tensor):
+                writes[view._storage.serial].append(i)
+    return uses, writes
 
 
 def _scratch(trace: Trace, st: Storage) -> Tensor:
@@ -243,8 +272,8 @@ def _scratch(trace: Trace, st: Storage) -> Tensor:
 
 
 def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int) -> None:
-    """A DMA from `scratch` to a new SBUF tile before instruction `position`; it and the
-    instructions after it use the new tile."""
+    """A DMA from `scratch` (or the HBM view the tile was loaded from) to a new SBUF tile
+    before instruction `position`; it and the instructions after it use the new tile."""
     tile = trace._storage(
         SBUF,
         st.name if st.name.endswith("_reloaded") else f"{st.name}_reloaded",
@@ -266,6 +295,11 @@ class _DoesNotFit(Exception):
     def __init__(self, storage: Storage, at: int, live: list[Storage], arena: _Arena, size: int):
         super().__init__()
         self.storage, self.at, self.live, self.arena, self.size = storage, at, live, arena, size
+
+    def deficit(self, trace: Trace) -> int:
+        """The bytes per partition past the buffer's capacity where the tile did not fit
+        (0 or less: it was fragmentation)."""
+        return sum(_size(trace, t) for t in self.live) + self.size - self.arena.capacity
 
     def message(self, trace: Trace) -> str:
         st, buffer = self.storage, self.storage.buffer.upper()

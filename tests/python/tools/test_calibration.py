@@ -123,3 +123,23 @@ def test_the_calibration_mamba_kernels_scan(name):
     kernel = nki.jit(calibration.KERNELS[name], target="trn1", sim_mode="functional-and-timing")
     out = np.asarray(kernel(delta, u, a, b, c))
     np.testing.assert_allclose(out, _mamba_reference(delta, u, a, b, c), rtol=1e-4, atol=1e-4)
+
+
+def test_the_second_mamba_version_spills_past_sbuf_and_still_scans():
+    """At 8,192 tokens the second version's tiles outgrow trn1's SBUF (the tutorial's profile
+    shows spill and reload DMAs there): its tiles wait in HBM, and the values hold."""
+    import neuronsim.nki as nki
+    from neuronsim.tools import calibration
+
+    rng = np.random.default_rng(1)
+    batch, channels, length, states = 1, 128, 8192, 2
+    delta = rng.uniform(0.0, 0.1, (batch, channels, length)).astype(np.float32)
+    u = rng.standard_normal((batch, channels, length)).astype(np.float32)
+    a = -rng.uniform(0.5, 1.5, (channels, states)).astype(np.float32)
+    b = rng.standard_normal((batch, states, length)).astype(np.float32)
+    c = rng.standard_normal((batch, states, length)).astype(np.float32)
+    kernel = nki.jit(calibration.mamba_v2, target="trn1", sim_mode="functional-only")
+    out = np.asarray(kernel(delta, u, a, b, c))
+    np.testing.assert_allclose(out, _mamba_reference(delta, u, a, b, c), rtol=1e-4, atol=1e-4)
+    spills = [s for s in kernel.last_run.spills if " to HBM" in s]
+    assert spills and kernel.last_run.peak_bytes["sbuf"] <= 192 * 1024
