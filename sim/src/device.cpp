@@ -16,6 +16,7 @@
 
 #include "hbm_allocator.h"
 #include "neuronsim/isa/validate.h"
+#include "neuronsim/sim/simulator.h"
 
 namespace neuronsim::sim {
 namespace {

@@ -89,16 +89,11 @@ std::optional<std::string> read_visible(Environment& e) {
 
 std::optional<std::string> read_mode(Environment& e) {
   const char* v = env("NEURONSIM_MODE");
-  const std::string mode = upper(v != nullptr ? v : "FUNCTIONAL-AND-TIMING");
-  if (mode == "FUNCTIONAL-AND-TIMING" || mode == "DEFAULT")
-    e.mode = Mode::functional_and_timing;
-  else if (mode == "TIMING-ONLY")
-    e.mode = Mode::timing_only;
-  else if (mode == "FUNCTIONAL-ONLY")
-    e.mode = Mode::functional_only;
-  else
+  const std::optional<Mode> mode = parse_mode(v != nullptr ? v : "functional-and-timing");
+  if (!mode)
     return fmt::format(
         "NEURONSIM_MODE='{}' is not functional-and-timing, functional-only or timing-only", v);
+  e.mode = *mode;
   return std::nullopt;
 }
 

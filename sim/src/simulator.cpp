@@ -501,18 +501,6 @@ class FunctionalCollectives final : public CollectiveStepper {
 
 }  // namespace
 
-std::string_view mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::functional_and_timing:
-      return "functional_and_timing";
-    case Mode::functional_only:
-      return "functional_only";
-    case Mode::timing_only:
-      return "timing_only";
-  }
-  return "?";
-}
-
 Simulator::Simulator(spec::InstanceConfig instance, spec::GenerationConfig generation)
     : instance_(std::move(instance)),
       generation_(std::move(generation)),

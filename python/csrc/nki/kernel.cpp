@@ -72,9 +72,7 @@ Program build(const std::string& target, const std::string& declarations,
 }
 
 sim::Mode mode_of(const std::string& name) {
-  if (name == "functional-only") return sim::Mode::functional_only;
-  if (name == "timing-only") return sim::Mode::timing_only;
-  if (name == "functional-and-timing") return sim::Mode::functional_and_timing;
+  if (const std::optional<sim::Mode> mode = sim::parse_mode(name)) return *mode;
   throw std::invalid_argument(
       fmt::format("mode '{}': one of functional-and-timing, functional-only, timing-only", name));
 }

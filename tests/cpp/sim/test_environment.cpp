@@ -53,5 +53,28 @@ TEST(Environment, ABadSwitchIsNamedWithItsValue) {
   EXPECT_EQ(*error, "NEURON_LAUNCH_BLOCKING='sometimes' is not 0 or 1");
 }
 
+TEST(Environment, ModesAreNamedAndReadWithOneSpelling) {
+  for (Mode m : {Mode::functional_and_timing, Mode::functional_only, Mode::timing_only})
+    EXPECT_EQ(parse_mode(mode_name(m)), m);
+  EXPECT_EQ(mode_name(Mode::functional_only), "functional-only");
+  EXPECT_EQ(parse_mode("TIMING-ONLY"), Mode::timing_only);
+  EXPECT_EQ(parse_mode("default"), Mode::functional_and_timing);
+  EXPECT_EQ(parse_mode("timing_only"), std::nullopt);
+
+  Variable mode("NEURONSIM_MODE", "Functional-Only");
+  Environment e;
+  ASSERT_EQ(read_environment(e), std::nullopt);
+  EXPECT_EQ(e.mode, Mode::functional_only);
+}
+
+TEST(Environment, AnUnknownModeIsNamed) {
+  Variable mode("NEURONSIM_MODE", "fast");
+  Environment e;
+  const auto error = read_environment(e);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(*error,
+            "NEURONSIM_MODE='fast' is not functional-and-timing, functional-only or timing-only");
+}
+
 }  // namespace
 }  // namespace neuronsim::sim

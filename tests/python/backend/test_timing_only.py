@@ -77,7 +77,7 @@ def test_reading_values_on_the_host_names_the_op_and_the_mode(read, names):
     done = _run(
         f"""
         import torch, neuronsim
-        assert neuronsim.mode() == "timing_only", neuronsim.mode()
+        assert neuronsim.mode() == "timing-only", neuronsim.mode()
         t = torch.randn(4, 8).to("neuron")
         u = (t * 2).softmax(-1)  # kernels run, on the clock
         {read}

@@ -153,7 +153,7 @@ def test_timing_mode_advances_the_simulated_clock(run_json):
         env={"NEURONSIM_MODE": "functional-and-timing"},
     )
     first, second = result["times"]
-    assert result["mode"] == "functional_and_timing"
+    assert result["mode"] == "functional-and-timing"
     assert 0 < first < second
     # The same work twice takes the same simulated time (determinism on one clock).
     assert second - first == pytest.approx(first, rel=0.2)

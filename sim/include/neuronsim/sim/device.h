@@ -31,7 +31,7 @@
 #include "neuronsim/isa/neff.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/sim/run_result.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 #include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {

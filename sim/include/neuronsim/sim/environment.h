@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 #include "neuronsim/spec/config.h"
 
 namespace neuronsim::sim {

@@ -17,25 +17,9 @@
 #include "neuronsim/isa/target.h"
 #include "neuronsim/sim/memory.h"
 #include "neuronsim/sim/random.h"
+#include "neuronsim/sim/types.h"
 
 namespace neuronsim::sim {
-
-// A fault while executing: the message names the instruction and what went wrong.
-class ExecError : public std::runtime_error {
- public:
-  enum class Kind { out_of_bounds, nan, unsupported, deadlock };
-  ExecError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
-  Kind kind() const { return kind_; }
-
- private:
-  Kind kind_;
-};
-
-// Where one HBM tensor of a program lives.
-struct TensorBinding {
-  uint64_t address = 0;
-  uint64_t size = 0;
-};
 
 // The memories one NeuronCore's instructions see.
 struct CoreState {

@@ -35,43 +35,10 @@
 #include "neuronsim/sim/functional.h"
 #include "neuronsim/sim/memory.h"
 #include "neuronsim/sim/run_result.h"
+#include "neuronsim/sim/types.h"
 #include "neuronsim/spec/config.h"
 
-namespace neuronsim::cc {
-class Communicator;
-}
-
 namespace neuronsim::sim {
-
-enum class Mode {
-  functional_and_timing,  // values and time (default)
-  functional_only,        // values only: engines interleave at semaphores, no clock
-  timing_only,            // time only: memory contents are not touched
-};
-// functional_and_timing, functional_only, timing_only.
-std::string_view mode_name(Mode mode);
-
-// The cores of a run that are ranks of one collective job, and the communicator
-// that runs their collective instructions. A collective on a core not listed here
-// is an ExecError.
-struct CollectiveBinding {
-  cc::Communicator* communicator = nullptr;  // not owned; must outlive the run
-  // Instance-wide core -> rank. Every core must have a program loaded, and the
-  // ranks must be exactly communicator->local_ranks().
-  std::map<uint32_t, int> ranks;
-};
-
-struct RunOptions {
-  Mode mode = Mode::functional_and_timing;
-  bool record = false;  // keep every instruction, transfer and semaphore hand-off (for traces)
-  // Called now and then with (instructions done, instructions in total).
-  std::function<void(uint64_t, uint64_t)> progress;
-  CollectiveBinding collectives;
-  // When each core starts, after the start of the run (instance-wide core -> ps); cores
-  // not listed start at once. sim::Device uses it to start every execution when its
-  // queue and inputs allow.
-  std::map<uint32_t, uint64_t> core_start_ps;
-};
 
 class Simulator {
  public:
