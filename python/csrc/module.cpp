@@ -14,7 +14,7 @@
 #include "aten/refusal.h"
 #include "compiler/graph.h"
 #include "distributed/process_group.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 #include "neuronsim/traces/chrome_trace.h"
 #include "neuronsim/traces/profile_summary.h"
 #include "nki/kernel.h"

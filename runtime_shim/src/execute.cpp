@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "neuronsim/sim/functional.h"
+#include "neuronsim/sim/types.h"
 #include "runtime.h"
 
 namespace neuronsim::rt {

@@ -15,7 +15,7 @@
 #include "expected.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/sim/device.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 #include "neuronsim/spec/config.h"
 
 namespace neuronsim::bench {

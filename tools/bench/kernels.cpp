@@ -11,8 +11,8 @@
 #include "neuronsim/isa/dtype.h"
 #include "neuronsim/kernels/eager.h"
 #include "neuronsim/kernels/kernels.h"
-#include "neuronsim/sim/functional.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/random.h"
+#include "neuronsim/sim/types.h"
 
 namespace neuronsim::bench {
 namespace {

@@ -12,8 +12,7 @@
 #include "benchmarks.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/dtype.h"
-#include "neuronsim/sim/functional.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 
 namespace neuronsim::bench {
 namespace {
