@@ -50,7 +50,7 @@ py::dict device_properties(int index) {
   // its HBM stack.
   const auto& g = env.generation;
   d["peak_bf16_flops"] = g.peak_bf16_flops() * env.lnc;
-  d["dma_bytes_per_s"] = g.dma_engines * g.dma_engine_bytes_per_ns * 1e9 * env.lnc;
+  d["dma_bytes_per_s"] = g.dma_core_bytes_per_ns * 1e9 * env.lnc;  // at most the engines' sum
   d["hbm_bytes_per_s"] = g.hbm_bytes_per_ns * 1e9 / std::max<uint32_t>(1, g.hbm_stacks);
   // The host's dispatch of one op (0 when NEURONSIM_HOST_DISPATCH=0 leaves it out).
   d["host_dispatch_s"] = static_cast<double>(b.host_op_ps()) / 1e12;

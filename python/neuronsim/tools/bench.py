@@ -150,10 +150,14 @@ def _compiled() -> dict:
     return {"steps": rows, "graphs": graphs}
 
 
-# trn2's figures for the roofline (docs/cost-model.md §1): TensorE's BF16 peak,
-# 2 x 128 x 128 MACs at 2.4 GHz, and one core's DMA rate, 16 engines x 23 B/ns.
-PE_PEAK_FLOPS = 2 * 128 * 128 * 2.4e9
-DMA_BYTES_PER_S = 16 * 23e9
+def roofline_rates() -> tuple[float, float]:
+    """TensorE's BF16 peak (FLOP/s) and the DMA rate (bytes/s) of the neuron device the
+    figures run on, as its chip configuration gives them (docs/cost-model.md §1; on trn2,
+    2 x 128 x 128 MACs at 2.4 GHz and 16 engines x 23 B/ns)."""
+    from ..device import get_device_properties
+
+    props = get_device_properties()
+    return props.peak_bf16_flops, props.dma_bytes_per_s
 
 
 # The kernels' bodies alone: neither the runtime's launch nor the host's dispatch
@@ -261,6 +265,7 @@ def _real_shapes() -> dict:
             mm * (pairs + tokens) * moe_hidden,
         ),
     }
+    peak_flops, dma_bytes_per_s = roofline_rates()
     rows = {}
     for name, (call, flops, nbytes) in cases.items():
         call()  # builds the kernels
@@ -269,7 +274,7 @@ def _real_shapes() -> dict:
         call()
         torch.neuron.synchronize()
         simulated = (neuronsim.simulated_time() - sim) * 1e6
-        roofline = max(flops / PE_PEAK_FLOPS, nbytes / DMA_BYTES_PER_S) * 1e6
+        roofline = max(flops / peak_flops, nbytes / dma_bytes_per_s) * 1e6
         rows[name] = {
             "kernels": neuronsim.kernels_run() - kernels,
             "simulated_us": round(simulated, 6),
@@ -438,7 +443,8 @@ def _real_model() -> dict:
     # The roofline of a forward: every parameter read once at the core's DMA rate, the
     # FLOPs (2 per parameter and token, attention's aside at 128 tokens) at TensorE's peak.
     flops = 2 * params * 128
-    roofline = max(flops / PE_PEAK_FLOPS, 2.0 * params / DMA_BYTES_PER_S) * 1e3
+    peak_flops, dma_bytes_per_s = roofline_rates()
+    roofline = max(flops / peak_flops, 2.0 * params / dma_bytes_per_s) * 1e3
     for name in ("forward_128_eager", "forward_128_compiled"):
         rows[name]["roofline_ms"] = round(roofline, 3)
     model.train()

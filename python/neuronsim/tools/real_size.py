@@ -9,7 +9,7 @@ A row says whether each ran, how far its logits are from the CPU's, the simulate
 forward's roofline, and the host time against the CPU's forward in the same run.
 
 The roofline of a forward is the larger of its FLOPs at TensorE's peak and its bytes at the
-core's DMA rate (``bench.PE_PEAK_FLOPS``, ``bench.DMA_BYTES_PER_S``): every weight read once
+core's DMA rate (``bench.roofline_rates``, from the device's properties): every weight read once
 (an input embedding only for the rows looked up), 2 FLOPs per weight and token (a routed
 expert's weights for the share of tokens routed to it, top-k of the experts), and causal
 attention's two products. Logits match when the largest difference is within
@@ -172,7 +172,7 @@ def roofline(model, tokens: int) -> dict:
     """The forward's FLOPs and bytes (module docstring) and its roofline in ms."""
     import torch
 
-    from .bench import DMA_BYTES_PER_S, PE_PEAK_FLOPS
+    from .bench import roofline_rates
 
     cfg = model.config.get_text_config()
     out = model.get_output_embeddings()
@@ -197,7 +197,8 @@ def roofline(model, tokens: int) -> dict:
     heads = cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     flops += cfg.num_hidden_layers * 2 * 2 * heads * head_dim * (tokens * (tokens + 1) // 2)
-    ms = max(flops / PE_PEAK_FLOPS, nbytes / DMA_BYTES_PER_S) * 1e3
+    peak_flops, dma_bytes_per_s = roofline_rates()
+    ms = max(flops / peak_flops, nbytes / dma_bytes_per_s) * 1e3
     return {"flops": flops, "bytes": nbytes, "roofline_ms": round(ms, 4)}
 
 

@@ -271,6 +271,20 @@ def test_device_properties():
     assert props.hbm_bytes_per_s == pytest.approx(2.9e12 / 4)
 
 
+def test_device_properties_follow_the_chip_configuration(spawn_python):
+    # trn1: TensorE at 2.8 GHz, and a core's DMA engines together at the rate fitted on the
+    # matmul tutorial (107.3 B/ns, below the engines' 16 x 17): the rates a roofline takes.
+    props = spawn_python(
+        "import json, torch, neuronsim\n"
+        "p = torch.neuron.get_device_properties(0)\n"
+        "print(json.dumps([p.generation, p.peak_bf16_flops, p.dma_bytes_per_s]))",
+        {"NEURONSIM_INSTANCE": "trn1.32xlarge"},
+    ).json()
+    assert props[0] == "trn1"
+    assert props[1] == pytest.approx(2 * 128 * 128 * 2.8e9)
+    assert props[2] == pytest.approx(107.3e9)
+
+
 def test_the_programs_buffers_count_in_the_hbm_stack():
     # A compiled graph's program keeps its scratch in the core's HBM while it stays loaded:
     # mem_get_info's free bytes leave it out, as the allocator's limit does.
