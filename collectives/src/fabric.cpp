@@ -1,5 +1,5 @@
 // The in-process fabric model. Its figures are spec data, each with its source
-// (shared/research/neuron-hardware.md; docs/collectives.md, "Fabric model", lists them):
+// (docs/sources/neuron-hardware.md; docs/collectives.md, "Fabric model", lists them):
 //   per instance (spec/configs/instances.json): the NeuronLink bandwidth of one chip-to-chip link,
 //     the bandwidth and latency of a link between the instances of an UltraServer (Z), and the
 //     EFA bandwidth of one instance and its latency;

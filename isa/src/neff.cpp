@@ -1,5 +1,5 @@
 // The NEFF container: header, gzip tar, and the JSON members we model.
-// Format facts: the research notes (shared/research/neuron-hardware.md) section 6; our reading
+// Format facts: the research notes (docs/sources/neuron-hardware.md) section 6; our reading
 // and writing of them: docs/neff.md.
 #include "neuronsim/isa/neff.h"
 

@@ -1,6 +1,6 @@
 // The cost model (cost_model.h). Every rule, its parameters and its source are
 // in docs/cost-model.md; section numbers (§) refer to the hardware notes,
-// shared/research/neuron-hardware.md. Cycles are integers of the
+// docs/sources/neuron-hardware.md. Cycles are integers of the
 // instruction's engine clock; picoseconds are derived from them at the end.
 #include "neuronsim/sim/cost_model.h"
 

@@ -7,7 +7,7 @@
 // by name, exercise the macros, and make sure every function the headers
 // declare is covered by a prototype check here.
 //
-// Contract: shared/research/libnrt-api.md; choices: docs/runtime-compat.md.
+// Contract: docs/sources/libnrt-api.md; choices: docs/runtime-compat.md.
 
 #include "ndl/neuron_driver_shared_tensor_batch_op.h"
 #include "nrt/ndebug_stream.h"
