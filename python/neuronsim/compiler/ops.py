@@ -8,6 +8,7 @@ import operator
 import torch
 import torch.fx
 
+from ..dtypes import DTYPES
 from . import indices
 from .expressions import Place, is_dense, meta
 from .layouts import kept_transposed
@@ -15,12 +16,10 @@ from .layouts import kept_transposed
 aten = torch.ops.aten
 
 
-# What the engines hold: the dtypes a lowered node reads and writes.
+# What the engines hold: the dtypes a lowered node reads and writes, by their ISA names.
 ENGINE_DTYPES = {
-    torch.float32: "fp32",
-    torch.bfloat16: "bf16",
-    torch.float16: "fp16",
-    torch.bool: "bool",
+    DTYPES[name].torch_dtype(): DTYPES[name].isa
+    for name in ("float32", "bfloat16", "float16", "bool")
 }
 
 

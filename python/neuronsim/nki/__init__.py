@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DTYPES
 from . import _lower, compiler, isa, language, typing  # noqa: F401 (public modules)
 from ._host import _as_array, _bits, _values
 from ._trace import NkiError, Trace, dtype_name, set_current
@@ -244,9 +245,9 @@ class Kernel:
         for name, data in trace.constants.items():
             t = trace.constant_tensors[name]
             host = torch.from_numpy(_values(data, t.dtype, t.shape).copy())
-            bound[name] = host.to(_TORCH_DTYPES[t.dtype]).to(device)
+            bound[name] = host.to(DTYPES[t.dtype].torch_dtype()).to(device)
         for t in trace.outputs:
-            bound[t.name] = torch.empty(t.shape, dtype=_TORCH_DTYPES[t.dtype], device=device)
+            bound[t.name] = torch.empty(t.shape, dtype=DTYPES[t.dtype].torch_dtype(), device=device)
         if any(_is_fake(t) for t in bound.values()):  # shapes only (a fake kernel, tracing)
             return _unpack(trace.result, bound)
         # The device's program cache: one entry per build of this kernel. A kernel whose
@@ -328,23 +329,6 @@ def _register_torch_op():
     library.impl("call", call, "PrivateUse1")
     torch.library.register_fake("neuronsim_nki::call", call, lib=library)
     return library
-
-
-def _torch_dtypes() -> dict:
-    import torch
-
-    return {
-        "float32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "float16": torch.float16,
-        "int8": torch.int8,
-        "uint8": torch.uint8,
-        "int16": torch.int16,
-        "int32": torch.int32,
-        "uint16": torch.uint16,
-        "uint32": torch.uint32,
-        "bool": torch.bool,
-    }
 
 
 # The custom ops whose bodies are NKI kernels: device kernels of their own, never fallbacks.
@@ -522,5 +506,4 @@ def install() -> bool:
     return ours
 
 
-_TORCH_DTYPES = _torch_dtypes()
 _LIBRARY = _register_torch_op()  # kept: the op lives as long as its library

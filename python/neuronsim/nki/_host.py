@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ._trace import _DTYPES, NkiError, dtype_name
+from ..dtypes import DTYPES
+from ._trace import NkiError, dtype_name
 from .typing import TensorSpec
 
 
@@ -18,7 +19,7 @@ def _bits(array: np.ndarray, dtype: str) -> bytes:
 
         values = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
         return values.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
-    host = _DTYPES[dtype][2]
+    host = DTYPES[dtype].numpy
     if host is None:
         raise NkiError(f"inputs of dtype {dtype} are not supported yet")
     return np.ascontiguousarray(array, dtype=host).tobytes()
@@ -28,7 +29,7 @@ def _values(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     if dtype == "bfloat16":
         bits = np.frombuffer(data, dtype=np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).reshape(shape)
-    return np.frombuffer(data, dtype=_DTYPES[dtype][2]).reshape(shape).copy()
+    return np.frombuffer(data, dtype=DTYPES[dtype].numpy).reshape(shape).copy()
 
 
 def _as_array(value: Any) -> tuple[np.ndarray, str]:

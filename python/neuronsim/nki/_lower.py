@@ -9,8 +9,9 @@ import os
 
 import numpy as np
 
+from ..dtypes import DTYPES
 from . import _alloc, _check
-from ._trace import _DTYPES, PSUM, SBUF, NkiError, Tensor, Trace
+from ._trace import PSUM, SBUF, NkiError, Tensor, Trace
 
 
 def checking(explicit: bool | None = None) -> bool:
@@ -72,14 +73,14 @@ def load_register_value(trace: Trace, view: Tensor) -> int:
             "register_load: the kernel's input values are not known here (inside "
             "torch.compile's tracing); a kernel with register loads runs eagerly"
         )
-    host = _DTYPES[view.dtype][2]
+    host = DTYPES[view.dtype].numpy
     if host is None or np.dtype(host).kind not in "iub":
         raise NkiError(f"register_load: {view.name} is {view.dtype}; registers hold integers")
     # The load goes in first, so that the prefix placed below keeps `view` live up to it.
     slot = trace.allocate(SBUF, (1, 1), view.dtype, "register")
     trace.emit("sp", "dma_copy", dst=slot, src=view, queue=trace.next_queue())
     name = trace.unique("register_value")
-    dt = _DTYPES[view.dtype][0]
+    dt = DTYPES[view.dtype].name
     decls = [*trace.declarations, f".tensor {name} {dt} [1] output"]
     prefix = lines(trace)
     read = f"sp dma_copy dst=hbm.{dt}({name})+0[[1,1],[1,1]] src={slot.pattern()}"

@@ -20,27 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DTYPES
+
 
 class NkiError(ValueError):
     """A kernel that cannot run as written: what is wrong, and where."""
-
-
-# name -> (assembly name, bytes, numpy dtype of the host values; None: carried as bits)
-_DTYPES = {
-    "float32": ("float32", 4, np.float32),
-    "bfloat16": ("bfloat16", 2, None),
-    "float16": ("float16", 2, np.float16),
-    "tfloat32": ("tfloat32", 4, np.float32),
-    "float8_e4m3": ("float8_e4m3", 1, None),
-    "float8_e5m2": ("float8_e5m2", 1, None),
-    "int8": ("int8", 1, np.int8),
-    "uint8": ("uint8", 1, np.uint8),
-    "int16": ("int16", 2, np.int16),
-    "uint16": ("uint16", 2, np.uint16),
-    "int32": ("int32", 4, np.int32),
-    "uint32": ("uint32", 4, np.uint32),
-    "bool": ("bool", 1, np.bool_),
-}
 
 
 def refused(name: str, why: str):
@@ -62,13 +46,13 @@ def dtype_name(dtype: Any) -> str:
     name = getattr(dtype, "name", None) or str(dtype)
     name = name.replace("torch.", "")
     name = {"float": "float32", "half": "float16", "bool_": "bool", "int": "int32"}.get(name, name)
-    if name not in _DTYPES:
-        raise NkiError(f"dtype {dtype!r} is not an NKI dtype (one of {', '.join(_DTYPES)})")
+    if name not in DTYPES:
+        raise NkiError(f"dtype {dtype!r} is not an NKI dtype (one of {', '.join(DTYPES)})")
     return name
 
 
 def itemsize(dtype: str) -> int:
-    return _DTYPES[dtype][1]
+    return DTYPES[dtype].bytes
 
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -636,7 +620,7 @@ class Tensor:
     # -- the assembly form --------------------------------------------------------------
     def pattern(self) -> str:
         """This view as an access pattern of neuronsim's assembly."""
-        st, dt = self._storage, _DTYPES[self.dtype][0]
+        st, dt = self._storage, DTYPES[self.dtype].name
         size = itemsize(self.dtype)
         if self.buffer == HBM:
             rows = self._dims[0] if self._dims else (1, 1)
@@ -876,7 +860,7 @@ class Trace:
             dims.insert(0, (stride, n))
             stride *= n
         dims_text = ",".join(str(n) for n in shape) or "1"
-        self.declarations.append(f".tensor {name} {_DTYPES[dtype][0]} [{dims_text}] {kind}")
+        self.declarations.append(f".tensor {name} {DTYPES[dtype].name} [{dims_text}] {kind}")
         return Tensor(self._storage(HBM, name, dtype), dims)
 
     # -- on-chip allocation -----------------------------------------------------------

@@ -338,9 +338,9 @@ def static_cast(value, dtype):
         import torch
 
         return torch.from_numpy(np.asarray(value, np.float32)).to(torch.bfloat16)
-    from ._trace import _DTYPES
+    from ..dtypes import DTYPES
 
-    host = _DTYPES[name][2]
+    host = DTYPES[name].numpy
     if host is None:
         raise NkiError(f"static_cast: {name} has no host array type here")
     return np.asarray(value).astype(host)
