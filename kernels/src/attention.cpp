@@ -431,18 +431,9 @@ class AttentionKernel {
   // scaled scores plus the mask in SBUF (the mask is added after the scale, as torch does).
   std::pair<AccessPattern, float> step_scores(std::span<const QueryTile> tiles, const Step& s,
                                               uint32_t i) {
-    const uint32_t p = tiles[s.tile].parts;
-    const auto block = [&](const AccessPattern& a) {
-      return isa::cols(isa::rows(a, 0, p), 0, s.width);
-    };
-    std::optional<AccessPattern> mask, scaled, bias;
-    if (s.diagonal >= 0) mask = isa::rows(mask_, 0, p);
-    if (has_bias_) {
-      scaled = block(scores_[i % 2]);
-      bias = block(bias_tiles_[i % 2]);
-    }
-    return masked_scores(kb_, block(s_psum_[i % 2]), mask ? &*mask : nullptr, s.diagonal, scale_,
-                         scaled ? &*scaled : nullptr, bias ? &*bias : nullptr);
+    return detail::step_scores(
+        kb_, s_psum_[i % 2], mask_, s.diagonal, scale_, has_bias_ ? &scores_[i % 2] : nullptr,
+        has_bias_ ? &bias_tiles_[i % 2] : nullptr, tiles[s.tile].parts, s.width);
   }
 
   // The running max is kept negated and scaled: -scale * max, the bias of the exponential.
@@ -556,21 +547,28 @@ class AttentionKernel {
 
 }  // namespace
 
-std::pair<AccessPattern, float> detail::masked_scores(KernelBuilder& kb, const AccessPattern& raw,
-                                                      const AccessPattern* mask, int32_t diagonal,
-                                                      float scale, const AccessPattern* scaled,
-                                                      const AccessPattern* bias) {
-  if (mask && diagonal >= 0) {
+std::pair<AccessPattern, float> detail::step_scores(KernelBuilder& kb, const AccessPattern& raw,
+                                                    const AccessPattern& mask, int32_t diagonal,
+                                                    float scale, const AccessPattern* scaled,
+                                                    const AccessPattern* bias, uint32_t parts,
+                                                    uint32_t width) {
+  const auto block = [&](const AccessPattern& a) {
+    return isa::cols(isa::rows(a, 0, parts), 0, width);
+  };
+  const AccessPattern scores = block(raw);
+  if (diagonal >= 0) {
     // Only the keys from q0 on, at most 128 of them, cross the diagonal.
     const auto d = static_cast<uint32_t>(diagonal);
-    const uint32_t n = static_cast<uint32_t>(raw.free_elems()) - d;
-    const AccessPattern cross = isa::cols(raw, d, n);
-    kb.tensor_tensor(Engine::DVE, cross, cross, isa::cols(*mask, 0, n), AluOp::add);
+    const uint32_t n = static_cast<uint32_t>(scores.free_elems()) - d;
+    const AccessPattern cross = isa::cols(scores, d, n);
+    kb.tensor_tensor(Engine::DVE, cross, cross, isa::cols(isa::rows(mask, 0, parts), 0, n),
+                     AluOp::add);
   }
-  if (!bias) return {raw, scale};
-  kb.activation(*scaled, raw, ActFunc::identity, scale);
-  kb.tensor_tensor(Engine::DVE, *scaled, *scaled, *bias, AluOp::add);
-  return {*scaled, 1.0f};
+  if (!bias) return {scores, scale};
+  const AccessPattern sum = block(*scaled);
+  kb.activation(sum, scores, ActFunc::identity, scale);
+  kb.tensor_tensor(Engine::DVE, sum, sum, block(*bias), AluOp::add);
+  return {sum, 1.0f};
 }
 
 void detail::copy_transposed_chunks(KernelBuilder& kb, Engine engine, const AccessPattern& dst,

@@ -55,14 +55,16 @@ struct RowValues {
 void emit_causal_mask(KernelBuilder& kb, const AccessPattern& mask);
 
 // The scores of one (query tile, key block) step as the softmax reads them, and the scale
-// still to apply: `raw` (q K^T, [parts, width] in PSUM) with the causal `mask` ([parts, 128],
-// when given) added in place to its keys from `diagonal` on (q0 - k0; none when negative), read
-// with `scale` in the exponential; or, with an attn_mask block `bias`, scale * raw + bias in
-// `scaled` (SBUF, FP32), read with scale 1: the mask is added after the scale, as torch does.
-std::pair<AccessPattern, float> masked_scores(KernelBuilder& kb, const AccessPattern& raw,
-                                              const AccessPattern* mask, int32_t diagonal,
-                                              float scale, const AccessPattern* scaled,
-                                              const AccessPattern* bias);
+// still to apply, on the step's [parts, width] block of each tile: `raw` (q K^T in PSUM) with
+// the causal `mask` ([parts, 128]) added in place to its keys from `diagonal` on (q0 - k0; none
+// when negative), read with `scale` in the exponential; or, with an attn_mask tile `bias`,
+// scale * raw + bias in `scaled` (SBUF, FP32), read with scale 1: the mask is added after the
+// scale, as torch does. `scaled` and `bias` are both given or both null.
+std::pair<AccessPattern, float> step_scores(KernelBuilder& kb, const AccessPattern& raw,
+                                            const AccessPattern& mask, int32_t diagonal,
+                                            float scale, const AccessPattern* scaled,
+                                            const AccessPattern* bias, uint32_t parts,
+                                            uint32_t width);
 
 // dst <- src for chunks of 128 keys laid side by side by PE transposes ([kc, parts] each,
 // `width` keys in all): the full chunks in one copy, a short last one in another.

@@ -340,15 +340,9 @@ class AttentionBackward {
     const auto block = [&](const AccessPattern& a) {
       return isa::cols(isa::rows(a, 0, p), 0, s.width);
     };
-    std::optional<AccessPattern> mask, scaled, bias;
-    if (s.diagonal >= 0) mask = isa::rows(mask_, 0, p);
-    if (has_bias_) {
-      scaled = block(scores_[i % 2]);
-      bias = block(bias_tiles_[i % 2]);
-    }
-    const auto [src, scale] =
-        masked_scores(kb_, block(s_psum_[i % 2]), mask ? &*mask : nullptr, s.diagonal, scale_,
-                      scaled ? &*scaled : nullptr, bias ? &*bias : nullptr);
+    const auto [src, scale] = step_scores(kb_, s_psum_[i % 2], mask_, s.diagonal, scale_,
+                                          has_bias_ ? &scores_[i % 2] : nullptr,
+                                          has_bias_ ? &bias_tiles_[i % 2] : nullptr, p, s.width);
     const AccessPattern nlse = isa::rows(st.nlse, 0, p), ndelta = isa::rows(st.ndelta, 0, p);
     kb_.activation(block(p_[i % 2]), src, ActFunc::exp, scale, &nlse);
     kb_.activation(block(dpd_[i % 2]), block(dp_psum_[i % 2]), ActFunc::identity, 1.0f, &ndelta);
