@@ -23,10 +23,10 @@
 #include "aten/kernel_call.h"
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/cc/tcp.h"
+#include "profiler/profiler.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/place.h"
-#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 namespace {

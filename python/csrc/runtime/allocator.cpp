@@ -17,10 +17,10 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "profiler/profiler.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/op_tracking.h"
-#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 

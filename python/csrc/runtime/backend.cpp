@@ -6,8 +6,8 @@
 
 #include <cmath>
 
+#include "profiler/profiler.h"
 #include "runtime/op_tracking.h"
-#include "runtime/profiler.h"
 
 namespace neuronsim::pytorch {
 

@@ -1,8 +1,8 @@
 """The backend's layers, as docs/architecture.md draws them, checked on the sources.
 
-The C++ extension (python/csrc) is laid out as PyTorch's reference backend: runtime/
-(device, guard, streams, generator, hooks, allocator) under aten/ (the kernels), with
-amp/, distributed/ and compiler/ beside aten and module.cpp on top. Includes run down
+The C++ extension (python/csrc) is laid out as PyTorch's reference backend: profiler/ at the
+bottom, runtime/ (device, guard, streams, generator, hooks, allocator) on it, under aten/ (the
+kernels), with amp/, distributed/ and compiler/ beside aten and module.cpp on top. Includes run down
 the layers only and no two files include each other, directly or through others. The
 device-facing Python package never imports its tools (neuronsim.tools)."""
 
@@ -18,13 +18,14 @@ PACKAGE = ROOT / "python" / "neuronsim"
 
 # What each folder of csrc may include from csrc (its own folder is always allowed).
 MAY_INCLUDE = {
-    "runtime": set(),
-    "aten": {"runtime"},
-    "amp": {"runtime", "aten"},
-    "distributed": {"runtime", "aten"},
-    "compiler": {"runtime", "aten"},
+    "profiler": set(),  # torch.profiler's device rows: the records, and the Kineto plugin
+    "runtime": {"profiler"},
+    "aten": {"runtime", "profiler"},
+    "amp": {"runtime", "aten", "profiler"},
+    "distributed": {"runtime", "aten", "profiler"},
+    "compiler": {"runtime", "aten", "profiler"},
     "nki": set(),  # NKI kernels on a device of their own: nothing of the PyTorch backend
-    ".": {"runtime", "aten", "amp", "distributed", "compiler", "nki"},
+    ".": {"runtime", "aten", "amp", "distributed", "compiler", "nki", "profiler"},
 }
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
 

@@ -21,7 +21,7 @@
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
-#include "runtime/profiler.h"
+#include "profiler/profiler.h"
 
 namespace neuronsim::pytorch::profiling {
 namespace {

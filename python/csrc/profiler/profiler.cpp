@@ -1,4 +1,4 @@
-#include "runtime/profiler.h"
+#include "profiler/profiler.h"
 
 #include <atomic>
 #include <mutex>
