@@ -33,6 +33,7 @@ import torch.fx
 
 from .. import _C
 from .expressions import Place, contiguous_strides, meta
+from .views import VIEWS
 
 aten = torch.ops.aten
 
@@ -130,8 +131,6 @@ def _bounds_of(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[int, int]
                 node.meta[PERMUTATION] = True
             return 0, n - 1
         return None
-    from .ops import VIEWS  # ops imports this module
-
     if t in VIEWS or t in (aten.clone.default, aten._to_copy.default):  # values kept
         return bounds(node.args[0])
     if t is FLOOR_DIV:
@@ -354,13 +353,11 @@ def _topk_stage(seg, node, x: Place, dim: int, k: int, largest: bool, values, in
 
 
 def lower(seg, node: torch.fx.Node) -> None:
-    from .segment import result_place
-
     t = node.target
     if t is TOPK:
         x = seg.place(node.args[0])
         dim = _arg(node, 2, "dim", -1) % len(x.sizes)
-        values, indices = result_place(seg, node, 0), result_place(seg, node, 1)
+        values, indices = seg.result_place(node, 0), seg.result_place(node, 1)
         _topk_stage(
             seg, node, x, dim, node.args[1], _arg(node, 3, "largest", True), values, indices
         )
@@ -369,7 +366,7 @@ def lower(seg, node: torch.fx.Node) -> None:
     elif t in SORTS:
         x = seg.place(node.args[0])
         dim, descending = _sort_args(node)
-        values, indices = result_place(seg, node, 0), result_place(seg, node, 1)
+        values, indices = seg.result_place(node, 0), seg.result_place(node, 1)
         n = x.sizes[dim]
         if x.dtype in INTEGERS:  # keys through FP32, exact for small values
             keys = _scratch(seg, torch.float32, x.sizes)

@@ -9,9 +9,11 @@ import torch
 import torch.fx
 
 from ..dtypes import DTYPES
+from ..nki import is_kernel_op
 from . import indices
 from .expressions import Place, is_dense, meta
 from .layouts import kept_transposed
+from .views import VIEWS
 
 aten = torch.ops.aten
 
@@ -89,26 +91,6 @@ BINARY = {
     aten.le.Scalar: "is_le",
     aten.logical_and.default: "logical_and",
     aten.logical_or.default: "logical_or",
-}
-
-
-VIEWS = {
-    aten.view.default,
-    aten._unsafe_view.default,
-    aten.reshape.default,
-    aten.expand.default,
-    aten.permute.default,
-    aten.transpose.int,
-    aten.t.default,
-    aten.unsqueeze.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.squeeze.default,
-    aten.slice.Tensor,
-    aten.select.int,
-    aten.alias.default,
-    aten.detach.default,
-    aten.as_strided.default,
 }
 
 
@@ -218,12 +200,6 @@ def reads_lazy(node: torch.fx.Node) -> bool:
     return (is_pointwise(node) and t is not aten.addmm.default) or t in CONCAT or t in SCATTERS
 
 
-def _is_nki_kernel(target) -> bool:
-    from ..nki import is_kernel_op
-
-    return is_kernel_op(target)
-
-
 def check_lowerable(node: torch.fx.Node) -> None:
     """Raises Unsupported, saying why, unless this module lowers the node."""
     t = node.target
@@ -231,7 +207,7 @@ def check_lowerable(node: torch.fx.Node) -> None:
         raise Unsupported(f"{node.op} node")
     if t is kept_transposed:
         raise NoWork("a parameter kept transposed between calls")
-    if _is_nki_kernel(t):
+    if is_kernel_op(t):
         raise OwnKernel("an NKI kernel, a device kernel of its own")
     if t is operator.getitem:
         if not is_item(node):

@@ -55,7 +55,6 @@ from .ops import (
     SOFTMAX,
     SPLITS,
     TUPLES,
-    VIEWS,
     Unsupported,
     aten,
     attention_args,
@@ -67,6 +66,7 @@ from .ops import (
     reads_lazy,
     reduced_runs,
 )
+from .views import VIEWS
 
 
 class SegmentPlan:
@@ -124,6 +124,17 @@ class SegmentPlan:
         name = self._declare("input", torch.int32, v.numel() * words)
         self.inputs.append((name, node))
         return Place(name, 0, (v.numel(),), (words,), torch.int32)
+
+    def result_place(self, node: torch.fx.Node, index: int) -> Place:
+        """Item `index` of a node with several results: an output tensor when it is read after
+        the program, else scratch, with the strides of its meta."""
+        readers = [u for u in node.users if is_item(u) and u.args[1] == index]
+        stored = [u for u in readers if u in self.must_store]
+        if stored:
+            return self._new(stored[0])
+        t = meta(node)[index]
+        name = self._declare("scratch", t.dtype, t.numel())
+        return Place(name, 0, tuple(t.shape), tuple(t.stride()), t.dtype)
 
     def _new(self, node: torch.fx.Node) -> Place:
         """A fresh tensor for the node's value, with the strides its meta says."""
@@ -736,7 +747,7 @@ def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:
     a = attention_args(node)
     q, k, v = (seg.place(a[n]) for n in ("query", "key", "value"))
     results = meta(node)
-    out, lse = result_place(seg, node, 0), result_place(seg, node, 1)
+    out, lse = seg.result_place(node, 0), seg.result_place(node, 1)
     scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.sizes[-1])
     stage = {
         "kind": "attention",
@@ -755,18 +766,6 @@ def lower_attention(seg: SegmentPlan, node: torch.fx.Node) -> None:
     seg.env[node] = [out, lse] + [None] * (len(results) - 2)
 
 
-def result_place(seg: SegmentPlan, node: torch.fx.Node, index: int) -> Place:
-    """Item `index` of a node with several results: an output tensor when it is read after
-    the program, else scratch, with the strides of its meta."""
-    readers = [u for u in node.users if is_item(u) and u.args[1] == index]
-    stored = [u for u in readers if u in seg.must_store]
-    if stored:
-        return seg._new(stored[0])
-    t = meta(node)[index]
-    name = seg._declare("scratch", t.dtype, t.numel())
-    return Place(name, 0, tuple(t.shape), tuple(t.stride()), t.dtype)
-
-
 def lower_attention_backward(seg: SegmentPlan, node: torch.fx.Node) -> None:
     """attention_backward as one stage: dq, dk, dv (items 0-2) from the forward's tensors."""
     a = attention_backward_args(node)
@@ -778,9 +777,9 @@ def lower_attention_backward(seg: SegmentPlan, node: torch.fx.Node) -> None:
         "out": seg.place(a["out"]),
         "dout": seg.place(a["grad_out"]),
         "lse": seg.place(a["logsumexp"]),
-        "dq": result_place(seg, node, 0),
-        "dk": result_place(seg, node, 1),
-        "dv": result_place(seg, node, 2),
+        "dq": seg.result_place(node, 0),
+        "dk": seg.result_place(node, 1),
+        "dv": seg.result_place(node, 2),
     }
     if len(q.sizes) == 3:
         places["lse"] = reshaped(places["lse"], places["lse"].sizes[1:])

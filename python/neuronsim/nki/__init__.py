@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DTYPES
-from . import _lower, compiler, isa, language, typing  # noqa: F401 (public modules)
+from . import _composite, _lower, compiler, isa, language, typing  # noqa: F401 (public modules)
 from ._host import _as_array, _bits, _values
-from ._trace import NkiError, Trace, dtype_name, set_current
+from ._trace import TARGETS, NkiError, Trace, dtype_name, set_current, target_name  # noqa: F401 (TARGETS public)
 
 __all__ = [
     "jit",
@@ -43,16 +43,6 @@ __all__ = [
     "isa",
     "language",
 ]
-
-TARGETS = ("trn1", "trn2", "trn3")
-
-
-def _target(explicit: str | None) -> str:
-    target = explicit or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "trn2"
-    target = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}.get(target.lower(), target.lower())
-    if target not in TARGETS:
-        raise NkiError(f"target {target!r} is not one of {', '.join(TARGETS)}")
-    return target
 
 
 @dataclasses.dataclass
@@ -122,7 +112,7 @@ class Kernel:
         """The body traced for these arguments: (trace, program), made once per target,
         launch grid, tensor shapes and dtypes, and non-tensor values, as NKI compiles a
         kernel."""
-        target = target or _target(self.target)
+        target = target or target_name(self.target)
         signature = (
             target,
             grid,

@@ -1,6 +1,8 @@
 """The composite functions of nki.language: each returns a new tile that a few real
-instructions of nki.isa compute (every docstring names them). language.py imports them at
-its end, so the current API and the legacy one (the same module) both have them.
+instructions of nki.isa compute (every docstring names them). language.py imports
+nothing of this module: this module adds its functions to language.py when the package is
+imported (nki/__init__.py imports it), so the current API and the legacy one (the same
+module) both have them.
 
 - reductions over free axes: mean, var, prod, all;
 - normalisations: softmax, rms_norm;
@@ -847,3 +849,10 @@ device_print = _refuse(
     "device_print",
     "values exist only when the program runs, after tracing; store the tile to an output instead",
 )
+
+
+# Into nki.language, which keeps the names it defines itself.
+for _name in __all__:
+    if not hasattr(_nl, _name):
+        setattr(_nl, _name, globals()[_name])
+del _name

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 import threading
 from typing import Any
@@ -25,6 +26,25 @@ from ..dtypes import DTYPES
 
 class NkiError(ValueError):
     """A kernel that cannot run as written: what is wrong, and where."""
+
+
+TARGETS = ("trn1", "trn2", "trn3")
+
+
+def target_name(explicit: str | None) -> str:
+    """The chip generation a kernel is built for: `explicit`, else
+    NEURON_PLATFORM_TARGET_OVERRIDE (trn1..trn3, or gen2..gen4), else trn2."""
+    target = explicit or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or "trn2"
+    target = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}.get(target.lower(), target.lower())
+    if target not in TARGETS:
+        raise NkiError(f"target {target!r} is not one of {', '.join(TARGETS)}")
+    return target
+
+
+# nki.language's tile arithmetic, assignment and accumulation, which Tensor's operators
+# (t + u, t[...] = v, psum += product) call. language.py builds on this module and fills
+# these in when it is imported.
+TILE_OPERATIONS: dict[str, Any] = {}
 
 
 def refused(name: str, why: str):
@@ -591,12 +611,10 @@ class Tensor:
         legacy API's tile assignment). Whether the kernel keeps another reference to
         value is told by its reference count: the assignment's own, plus the fields of
         the last instruction that hold it."""
-        from . import language
-
         temporary = sys.getrefcount(value) <= (
             _ASSIGNED_TEMPORARY_REFERENCES + self._held_by_last(value)
         )
-        language._assign(self[index], value, temporary)
+        TILE_OPERATIONS["assign"](self[index], value, temporary)
 
     def check_within(self) -> None:
         """Refuses a view whose arange indices reach past the dim they index."""
@@ -648,9 +666,7 @@ class Tensor:
 
     # -- tile arithmetic (each a new tile, as nl.add etc.) -------------------------------
     def _binary(self, other, op: str, reverse: bool = False):
-        from . import language
-
-        return language._elementwise(op, self, other, reverse=reverse)
+        return TILE_OPERATIONS["elementwise"](op, self, other, reverse=reverse)
 
     def __add__(self, other):
         return self._binary(other, "add")
@@ -685,12 +701,10 @@ class Tensor:
     def __iadd__(self, other):
         """dst += value: a pending matmul accumulates into this PSUM tile (the legacy
         `res_psum += nisa.nc_matmul(a, b)`); anything else is added in place."""
-        from . import language
-
         temporary = sys.getrefcount(other) <= _ADDED_TEMPORARY_REFERENCES + self._held_by_last(
             other
         )
-        return language._accumulate(self, other, temporary)
+        return TILE_OPERATIONS["accumulate"](self, other, temporary)
 
     @staticmethod
     def _held_by_last(value) -> int:

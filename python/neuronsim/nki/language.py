@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from . import _trace
+from . import _trace, isa
 from ._trace import HBM, PSUM, SBUF, NkiError, ds  # noqa: F401 (public names)
 from ._trace import Tensor as NkiTensor
 
@@ -55,9 +55,8 @@ class _TileSize:
         if trace is not None:
             return trace.target
         from .. import _C
-        from . import _target
 
-        return _C.nki.target(_target(None))
+        return _C.nki.target(_trace.target_name(None))
 
     @property
     def psum_num_banks(self) -> int:
@@ -169,8 +168,6 @@ def full(shape, fill_value: float, dtype, buffer: str = SBUF, name: str = "") ->
     """A new tensor filled with fill_value: one memset, or one per tile of its blocks."""
     import itertools
 
-    from . import isa
-
     tensor = ndarray(shape, dtype, buffer, name)
     blocks = tensor.shape[: tensor._pdim] if tensor.on_chip else ()
     for block in itertools.product(*(range(n) for n in blocks)):
@@ -189,8 +186,6 @@ def empty_like(t: NkiTensor, dtype=None, buffer: str | None = None, name: str = 
 # -- tensor operations --------------------------------------------------------------------
 def load(src: NkiTensor, dtype=None, name: str = "", mask=None) -> NkiTensor:
     """An SBUF copy of an HBM view (one DMA)."""
-    from . import isa
-
     tile = ndarray(src.shape, dtype or src.dtype, SBUF, name or f"{src.name}_tile").with_axes_of(
         src
     )
@@ -201,8 +196,6 @@ def load(src: NkiTensor, dtype=None, name: str = "", mask=None) -> NkiTensor:
 
 def store(dst: NkiTensor, value: NkiTensor, mask=None) -> None:
     """Writes an on-chip tile to an HBM view (one DMA)."""
-    from . import isa
-
     with _masked(mask):
         isa.dma_copy(dst, value)
 
@@ -210,8 +203,6 @@ def store(dst: NkiTensor, value: NkiTensor, mask=None) -> None:
 def load_transpose2d(src: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     """An SBUF tile of the 2-D HBM view src transposed (the legacy API's): one DMA
     transpose for 2-byte dtypes, else one DMA whose source walks src's columns."""
-    from . import isa
-
     if src.ndim != 2 or src.buffer != HBM:
         raise NkiError(f"load_transpose2d: {src.name} {src.shape} is not a 2-D HBM view")
     tile = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, SBUF, f"{src.name}_t")
@@ -382,8 +373,6 @@ def _new_tile(like: NkiTensor, dtype=None, buffer: str = SBUF) -> NkiTensor:
 
 def _elementwise(op, x, y, dtype=None, reverse: bool = False) -> NkiTensor:
     """x <op> y of a tile and a tile or a number, into a new SBUF tile."""
-    from . import isa
-
     if not isinstance(x, NkiTensor):
         x, y, reverse = y, x, not reverse
     if isinstance(y, NkiTensor) and y.shape != x.shape:
@@ -428,8 +417,6 @@ def _broadcast_pair(x: NkiTensor, y: NkiTensor) -> tuple[NkiTensor, NkiTensor]:
 
 
 def _activation(op, x, dtype=None) -> NkiTensor:
-    from . import isa
-
     out = _new_tile(x, dtype)
     isa.activation(dst=out, op=op, data=x)
     return out
@@ -438,8 +425,6 @@ def _activation(op, x, dtype=None) -> NkiTensor:
 def _product(stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False):
     """stationary.T @ moving into a new PSUM tile (one matmul). `psum += it` and
     `t[...] = it` then make that matmul write there instead (_accumulate, _assign)."""
-    from . import isa
-
     rows = stationary.shape[1] if stationary.ndim > 1 else 1
     out = ndarray((rows, *moving.shape[1:]), float32, PSUM, name="matmul")
     with _masked(mask):
@@ -466,8 +451,6 @@ def _assign(target: NkiTensor, value, temporary: bool = False) -> None:
     """target = value (the legacy `t[...] = ...`): a number fills it; a tile the previous
     instruction has just made (a product too), and nothing else refers to, is made there
     instead (its instruction writes target), else copied."""
-    from . import isa
-
     if not isinstance(value, NkiTensor):
         isa.memset(target, value)
         return
@@ -555,8 +538,6 @@ def _accumulate(dst: NkiTensor, value, temporary: bool = False) -> NkiTensor:
     """dst += value. A product (a PSUM tile a matmul has just made that nothing else
     refers to: `psum += nisa.nc_matmul(a, b)`, `psum += nl.matmul(a, b)`) accumulates
     into dst on TensorE; anything else is added by VectorE."""
-    from . import isa
-
     if isinstance(value, NkiTensor) and _accumulate_product(dst, value, temporary):
         return dst
     if isinstance(value, NkiTensor):
@@ -613,8 +594,6 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask=None) -> 
 
 def transpose(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     """x with its partition and free dims swapped, into a new PSUM tile (TensorE)."""
-    from . import isa
-
     out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, PSUM, name="transpose")
     with _masked(mask):
         isa.nc_transpose(out, x)
@@ -623,8 +602,6 @@ def transpose(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
 
 def _copy(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     """x into a new SBUF tile, converted to dtype."""
-    from . import isa
-
     with _masked(mask):
         out = _new_tile(x, dtype)
         isa.tensor_copy(out, x)
@@ -633,8 +610,6 @@ def _copy(x: NkiTensor, dtype=None, mask=None) -> NkiTensor:
 
 def _reduced(op, x: NkiTensor, axis, dtype=None, keepdims=False, negate=False) -> NkiTensor:
     """op over the free axes `axis` of x into a new SBUF tile (one VectorE reduction)."""
-    from . import isa
-
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if keepdims:
         shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
@@ -669,10 +644,8 @@ class _CopyOp(_Op):
 copy = _CopyOp("identity", "act")  # noqa: F811 (the operator, callable as nl.copy(x))
 
 
-# -- composite functions (softmax, rms_norm, mean, var, where, ...): _composite.py. A name
-# defined above keeps its definition.
-from . import _composite  # noqa: E402 (it uses the helpers above)
+# Tensor's operators (t + u, t[...] = v, psum += product) are these functions.
+_trace.TILE_OPERATIONS.update(assign=_assign, elementwise=_elementwise, accumulate=_accumulate)
 
-for _name in _composite.__all__:
-    globals().setdefault(_name, getattr(_composite, _name))
-del _name
+# The composite functions (softmax, rms_norm, mean, var, where, ...) are _composite.py's,
+# built on this module: it adds those not defined here to it when the package is imported.

@@ -40,6 +40,7 @@ import threading
 import time
 
 from . import real_size as real_size_models
+from .model_runs import aligned, first_line, logits_of
 
 SEED = 0
 PROMPT_LEN = 8
@@ -426,26 +427,9 @@ def tiny_config(model_type: str):
 # One architecture, in its own interpreter.
 
 
-def _first_line(exc: BaseException) -> str:
-    # Dynamo wraps a backend's error ("backend='neuron' raised:"): the backend's says why.
-    exc = getattr(exc, "inner_exception", None) or exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
 def _emit(record: dict) -> None:
     sys.stdout.write(MARK + json.dumps(record) + "\n")
     sys.stdout.flush()
-
-
-def _logits(output):
-    import torch
-
-    if hasattr(output, "logits") and output.logits is not None:
-        return output.logits
-    if isinstance(output, (tuple, list)):
-        return next(x for x in output if isinstance(x, torch.Tensor))
-    return output
 
 
 def _quiet_worker() -> None:
@@ -470,7 +454,7 @@ def _worker(model_type: str) -> None:
     try:
         config = tiny_config(model_type)
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-        _emit({**record, "status": "skipped", "error": "config: " + _first_line(exc)})
+        _emit({**record, "status": "skipped", "error": "config: " + first_line(exc)})
         return
 
     try:
@@ -479,7 +463,7 @@ def _worker(model_type: str) -> None:
         record["class"] = type(model).__name__
         record["params"] = sum(p.numel() for p in model.parameters())
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-        _emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
+        _emit({**record, "status": "skipped", "error": "build: " + first_line(exc)})
         return
 
     vocab = getattr(model.config.get_text_config(), "vocab_size", VOCAB) or VOCAB
@@ -501,7 +485,7 @@ def _worker(model_type: str) -> None:
 
     def forward_and_generate(device):
         with torch.no_grad():
-            logits = _logits(model(input_ids=ids.to(device), attention_mask=mask.to(device)))
+            logits = logits_of(model(input_ids=ids.to(device), attention_mask=mask.to(device)))
             logits = logits.float().to("cpu") if device != "cpu" else logits.float()
             tokens = model.generate(
                 input_ids=ids.to(device),
@@ -514,7 +498,7 @@ def _worker(model_type: str) -> None:
     try:
         cpu_logits, cpu_tokens = forward_and_generate("cpu")
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-        _emit({**record, "status": "skipped", "error": "cpu: " + _first_line(exc)})
+        _emit({**record, "status": "skipped", "error": "cpu: " + first_line(exc)})
         return
     _emit({**record, "stage": "cpu_done"})
 
@@ -534,7 +518,7 @@ def _worker(model_type: str) -> None:
             record["max_abs_diff"] = None
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
         record["status"] = "error"
-        record["error"] = _first_line(exc)
+        record["error"] = first_line(exc)
     record["host_s"] = round(time.perf_counter() - start, 3)
     counts = neuronsim.fallback_counts()
     record["fallbacks"] = sum(counts.values())
@@ -745,16 +729,6 @@ def format_table(rows: list[dict]) -> str:
             )
         )
     return aligned(table)
-
-
-def aligned(table: list[tuple]) -> str:
-    """Lines of cells in aligned columns, the last (a note) left ragged."""
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
-    out = []
-    for line in table:
-        cells = [cell.ljust(width) for cell, width in zip(line, widths)]
-        out.append("  ".join([*cells, line[-1]]).rstrip())
-    return "\n".join(out)
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import time
 
+from .bench import roofline_rates
+from .model_runs import aligned, first_line, logits_of
+
 LAYERS = 2
 TOKENS = 128
 SEED = 0
@@ -172,8 +175,6 @@ def roofline(model, tokens: int) -> dict:
     """The forward's FLOPs and bytes (module docstring) and its roofline in ms."""
     import torch
 
-    from .bench import roofline_rates
-
     cfg = model.config.get_text_config()
     out = model.get_output_embeddings()
     out_weight = out.weight if out is not None else None
@@ -265,13 +266,11 @@ def _split_run(make, ids, reference, routed: bool, refusal: str) -> dict:
     figures and the refusal."""
     import torch
 
-    from .architectures import _first_line
-
     torch._dynamo.reset()
     try:
         result = _measure(make, ids, reference, routed, strict=False)
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-        return {"status": "error", "error": _first_line(exc)}
+        return {"status": "error", "error": first_line(exc)}
     result.update(status="split", error="strict: " + refusal)
     return result
 
@@ -283,8 +282,6 @@ def worker(name: str, emit) -> None:
 
     from neuronsim import compiler
 
-    from .architectures import _first_line, _logits
-
     model_type, _, source = MODELS[name]
     record = {"model": name, "model_type": model_type, "source": source, "stage": "config"}
     try:
@@ -292,7 +289,7 @@ def worker(name: str, emit) -> None:
         torch.manual_seed(SEED)
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
     except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-        emit({**record, "status": "skipped", "error": "build: " + _first_line(exc)})
+        emit({**record, "status": "skipped", "error": "build: " + first_line(exc)})
         return
     record["params"] = sum(p.numel() for p in model.parameters())
     record.update(roofline(model, TOKENS))
@@ -301,22 +298,24 @@ def worker(name: str, emit) -> None:
     experts = bool(getattr(text, "num_experts", None) or getattr(text, "num_local_experts", None))
     ids = torch.randint(0, vocab, (1, TOKENS), generator=torch.Generator().manual_seed(SEED))
 
-    def logits_of(m):
-        return lambda x: _logits(m(input_ids=x))
+    def forward_logits(m):
+        return lambda x: logits_of(m(input_ids=x))
 
     record["stage"] = "cpu"
     with torch.no_grad():
-        logits_of(model)(ids)
+        forward_logits(model)(ids)
         start = time.perf_counter()
-        reference = logits_of(model)(ids).float()
+        reference = forward_logits(model)(ids).float()
         record["cpu_s"] = round(time.perf_counter() - start, 3)
         emit({**record, "stage": "cpu_done"})
 
         model.to("neuron")
         device_ids = ids.to("neuron")
         runs = {
-            "eager": lambda: logits_of(model),
-            "compiled": lambda: logits_of(torch.compile(model, backend="neuron", dynamic=False)),
+            "eager": lambda: forward_logits(model),
+            "compiled": lambda: forward_logits(
+                torch.compile(model, backend="neuron", dynamic=False)
+            ),
         }
         for mode, make in runs.items():
             record["stage"] = mode
@@ -324,7 +323,7 @@ def worker(name: str, emit) -> None:
             try:
                 result = _measure(make, device_ids, reference, experts)
             except Exception as exc:  # noqa: BLE001 (any failure is a row of the table)
-                result = {"status": "error", "error": _first_line(exc)}
+                result = {"status": "error", "error": first_line(exc)}
                 if mode == "compiled" and _SPLIT in result["error"]:
                     result = _split_run(make, device_ids, reference, experts, result["error"])
             if mode == "compiled":
@@ -350,8 +349,6 @@ def _times(part: dict, roofline_ms: float | None) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    from .architectures import aligned
-
     header = (
         "model", "params", "roofline", "eager", "x", "compiled", "x", "kernels",
         "rel err", "host/cpu", "note",

@@ -93,6 +93,56 @@ def test_include_graph_has_no_cycle():
             visit(unit, [])
 
 
+def _module_imports() -> dict[str, set[str]]:
+    """Each module of the Python package and the package's modules it imports, at the top
+    or inside a function (an import inside a function still closes a circle). Importing an
+    attribute of a package the module lives in (`from .. import _C`) is no edge: a module's
+    packages are always imported before it."""
+    root = PACKAGE.parent
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+                targets = [f"{module}.{a.name}" for a in node.names] + [module]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = node.module if isinstance(node, ast.ImportFrom) else None
+                targets = [module] if module else [a.name for a in node.names]
+            else:
+                continue
+            target = next((t for t in targets if t in modules), None)
+            if target and target != name and not name.startswith(target + "."):
+                edges.add(target)
+    return graph
+
+
+def test_the_python_package_has_no_import_cycle():
+    graph = _module_imports()
+    assert "neuronsim.compiler.indices" in graph and "neuronsim.nki._trace" in graph
+    state: dict[str, str] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = "open"
+        for nxt in sorted(graph[module]):
+            if state.get(nxt) == "open":
+                cycle = trail[trail.index(nxt) :] + [module, nxt] if nxt in trail else [module, nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*trail, module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
 def test_device_package_never_imports_the_tools():
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
