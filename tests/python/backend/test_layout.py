@@ -71,26 +71,35 @@ def test_includes_run_down_the_layers():
     assert not wrong, "includes against the layers: " + ", ".join(wrong)
 
 
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph (its nodes in order, the first repeated last), or None."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return trail[trail.index(nxt) :] + [node, nxt] if nxt in trail else [node, nxt]
+            found = visit(nxt, [*trail, node]) if nxt not in state else None
+            if found:
+                return found
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        found = visit(node, []) if node not in state else None
+        if found:
+            return found
+    return None
+
+
 def test_include_graph_has_no_cycle():
     graph: dict[str, set[str]] = {}
     for path in _sources():
         edges = graph.setdefault(_unit(path), set())
         edges.update(_unit(t) for t in _local_includes(path) if _unit(t) != _unit(path))
-    state: dict[str, str] = {}
-
-    def visit(unit: str, trail: list[str]) -> None:
-        state[unit] = "open"
-        for nxt in sorted(graph.get(unit, ())):
-            if state.get(nxt) == "open":
-                cycle = trail[trail.index(nxt) :] + [unit, nxt] if nxt in trail else [unit, nxt]
-                raise AssertionError("include cycle: " + " -> ".join(cycle))
-            if nxt not in state:
-                visit(nxt, [*trail, unit])
-        state[unit] = "done"
-
-    for unit in sorted(graph):
-        if unit not in state:
-            visit(unit, [])
+    cycle = _cycle(graph)
+    assert cycle is None, "include cycle: " + " -> ".join(cycle)
 
 
 def _module_imports() -> dict[str, set[str]]:
@@ -126,21 +135,8 @@ def _module_imports() -> dict[str, set[str]]:
 def test_the_python_package_has_no_import_cycle():
     graph = _module_imports()
     assert "neuronsim.compiler.indices" in graph and "neuronsim.nki._trace" in graph
-    state: dict[str, str] = {}
-
-    def visit(module: str, trail: list[str]) -> None:
-        state[module] = "open"
-        for nxt in sorted(graph[module]):
-            if state.get(nxt) == "open":
-                cycle = trail[trail.index(nxt) :] + [module, nxt] if nxt in trail else [module, nxt]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if nxt not in state:
-                visit(nxt, [*trail, module])
-        state[module] = "done"
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [])
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 def test_device_package_never_imports_the_tools():

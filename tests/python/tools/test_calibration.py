@@ -108,18 +108,23 @@ def _mamba_reference(delta, u, a, b, c):
     return out
 
 
+def _mamba_operands(seed: int, channels: int, length: int, states: int):
+    """delta, u, A, B, C of one batch: small positive steps and decaying states."""
+    rng = np.random.default_rng(seed)
+    delta = rng.uniform(0.0, 0.1, (1, channels, length)).astype(np.float32)
+    u = rng.standard_normal((1, channels, length)).astype(np.float32)
+    a = -rng.uniform(0.5, 1.5, (channels, states)).astype(np.float32)
+    b = rng.standard_normal((1, states, length)).astype(np.float32)
+    c = rng.standard_normal((1, states, length)).astype(np.float32)
+    return delta, u, a, b, c
+
+
 @pytest.mark.parametrize("name", ["mamba_v1", "mamba_v2", "mamba_v3"])
 def test_the_calibration_mamba_kernels_scan(name):
     import neuronsim.nki as nki
     from neuronsim.tools import calibration
 
-    rng = np.random.default_rng(0)
-    batch, channels, length, states = 1, 256, 1024, 3
-    delta = rng.uniform(0.0, 0.1, (batch, channels, length)).astype(np.float32)
-    u = rng.standard_normal((batch, channels, length)).astype(np.float32)
-    a = -rng.uniform(0.5, 1.5, (channels, states)).astype(np.float32)
-    b = rng.standard_normal((batch, states, length)).astype(np.float32)
-    c = rng.standard_normal((batch, states, length)).astype(np.float32)
+    delta, u, a, b, c = _mamba_operands(seed=0, channels=256, length=1024, states=3)
     kernel = nki.jit(calibration.KERNELS[name], target="trn1", sim_mode="functional-and-timing")
     out = np.asarray(kernel(delta, u, a, b, c))
     np.testing.assert_allclose(out, _mamba_reference(delta, u, a, b, c), rtol=1e-4, atol=1e-4)
@@ -131,13 +136,7 @@ def test_the_second_mamba_version_spills_past_sbuf_and_still_scans():
     import neuronsim.nki as nki
     from neuronsim.tools import calibration
 
-    rng = np.random.default_rng(1)
-    batch, channels, length, states = 1, 128, 8192, 2
-    delta = rng.uniform(0.0, 0.1, (batch, channels, length)).astype(np.float32)
-    u = rng.standard_normal((batch, channels, length)).astype(np.float32)
-    a = -rng.uniform(0.5, 1.5, (channels, states)).astype(np.float32)
-    b = rng.standard_normal((batch, states, length)).astype(np.float32)
-    c = rng.standard_normal((batch, states, length)).astype(np.float32)
+    delta, u, a, b, c = _mamba_operands(seed=1, channels=128, length=8192, states=2)
     kernel = nki.jit(calibration.mamba_v2, target="trn1", sim_mode="functional-only")
     out = np.asarray(kernel(delta, u, a, b, c))
     np.testing.assert_allclose(out, _mamba_reference(delta, u, a, b, c), rtol=1e-4, atol=1e-4)
