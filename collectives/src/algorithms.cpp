@@ -1,5 +1,7 @@
 #include "neuronsim/cc/algorithms.h"
 
+#include "plans.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -8,6 +10,8 @@
 #include <fmt/format.h>
 
 namespace neuronsim::cc {
+
+using namespace plans;  // the algorithms' steps and their integer helpers (plans.h)
 
 std::string_view op_name(Op op) {
   switch (op) {
@@ -69,17 +73,6 @@ std::string_view algorithm_name(Algorithm a) {
 
 namespace {
 constexpr int kHierRow = 4;  // ranks per row of the hier2d grid
-bool pow2(int n) {
-  return n > 0 && (n & (n - 1)) == 0;
-}
-int log2i(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
-}
-int mod(int a, int n) {
-  return ((a % n) + n) % n;
-}
 }  // namespace
 
 namespace {
@@ -206,176 +199,6 @@ Algorithm choose_algorithm(const CollectiveSpec& spec, int ranks, const Threshol
     return Algorithm::rdh;
   return Algorithm::ring;
 }
-
-namespace {
-
-// Splits `count` elements into `parts` contiguous chunks (the first ones one element shorter
-// when it does not divide); chunk offsets in bytes.
-struct Chunks {
-  uint64_t count, es;
-  int parts;
-  uint64_t off(int i) const {
-    return count * static_cast<uint64_t>(i) / static_cast<uint64_t>(parts) * es;
-  }
-  uint64_t bytes(int lo, int hi) const { return off(hi) - off(lo); }  // chunks [lo, hi)
-};
-
-void ring_reduce_scatter(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag0) {
-  // Step s: send chunk r-s-1 to r+1, receive chunk r-s-2 from r-1 and reduce; rank r ends
-  // with chunk r fully reduced.
-  for (int s = 0; s < R - 1; ++s) {
-    Step st;
-    int sc = mod(r - s - 1, R), rc = mod(r - s - 2, R);
-    uint64_t tag = tag0 + static_cast<uint64_t>(s);
-    st.sends.push_back({mod(r + 1, R), 0, c.off(sc), c.bytes(sc, sc + 1), tag, false});
-    st.recvs.push_back({mod(r - 1, R), 0, c.off(rc), c.bytes(rc, rc + 1), tag, true});
-    st.reduction_streams = s + 2 < R;  // the chunk reduced now is sent on at the next step
-    p.steps.push_back(std::move(st));
-  }
-}
-
-void ring_all_gather(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag0) {
-  // Step s: send chunk r-s to r+1, receive chunk r-s-1 from r-1.
-  for (int s = 0; s < R - 1; ++s) {
-    Step st;
-    int sc = mod(r - s, R), rc = mod(r - s - 1, R);
-    uint64_t tag = tag0 + static_cast<uint64_t>(s);
-    st.sends.push_back({mod(r + 1, R), 0, c.off(sc), c.bytes(sc, sc + 1), tag, false});
-    st.recvs.push_back({mod(r - 1, R), 0, c.off(rc), c.bytes(rc, rc + 1), tag, false});
-    p.steps.push_back(std::move(st));
-  }
-}
-
-void mesh_reduce_scatter(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag) {
-  Step st;
-  for (int j = 0; j < R; ++j) {
-    if (j == r) continue;
-    st.sends.push_back({j, 0, c.off(j), c.bytes(j, j + 1), tag, false});
-    st.recvs.push_back({j, 0, c.off(r), c.bytes(r, r + 1), tag, true});  // reduced in rank order
-  }
-  p.steps.push_back(std::move(st));
-}
-
-void mesh_all_gather(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag) {
-  Step st;
-  for (int j = 0; j < R; ++j) {
-    if (j == r) continue;
-    st.sends.push_back({j, 0, c.off(r), c.bytes(r, r + 1), tag, false});
-    st.recvs.push_back({j, 0, c.off(j), c.bytes(j, j + 1), tag, false});
-  }
-  p.steps.push_back(std::move(st));
-}
-
-void rdh_reduce_scatter(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag0) {
-  // Recursive halving: partner at distance R/2, R/4, ..., 1; keep the half holding chunk r.
-  int lo = 0, hi = R, L = log2i(R);
-  for (int k = 0; k < L; ++k) {
-    int d = R >> (k + 1), partner = r ^ d, mid = lo + (hi - lo) / 2;
-    int klo = (r & d) ? mid : lo, khi = (r & d) ? hi : mid;
-    int slo = (r & d) ? lo : mid, shi = (r & d) ? mid : hi;
-    Step st;
-    uint64_t tag = tag0 + static_cast<uint64_t>(k);
-    st.sends.push_back({partner, 0, c.off(slo), c.bytes(slo, shi), tag, false});
-    st.recvs.push_back({partner, 0, c.off(klo), c.bytes(klo, khi), tag, true});
-    st.reduction_streams = k + 1 < L;  // half of what is reduced now is sent at the next step
-    p.steps.push_back(std::move(st));
-    lo = klo;
-    hi = khi;
-  }
-}
-
-void rdh_all_gather(RankPlan& p, int R, int r, const Chunks& c, uint64_t tag0) {
-  // Recursive doubling: partner at distance 1, 2, ..., R/2; exchange the aligned ranges held.
-  int L = log2i(R);
-  for (int k = 0; k < L; ++k) {
-    int d = 1 << k, partner = r ^ d;
-    int mine = r & ~(d - 1), theirs = partner & ~(d - 1);
-    Step st;
-    uint64_t tag = tag0 + static_cast<uint64_t>(k);
-    st.sends.push_back({partner, 0, c.off(mine), c.bytes(mine, mine + d), tag, false});
-    st.recvs.push_back({partner, 0, c.off(theirs), c.bytes(theirs, theirs + d), tag, false});
-    p.steps.push_back(std::move(st));
-  }
-}
-
-// A ring over the ranks `g` (this rank is g[me]) on pieces(i), i < g.size(): the pieces
-// {offset, bytes} of the buffer that are rank i's share, one message each. All-gather, or with
-// `reduce` reduce-scatter (which ends with this rank's share reduced).
-using Piece = std::pair<uint64_t, uint64_t>;
-template <typename F>
-void group_ring(RankPlan& p, const std::vector<int>& g, int me, F pieces, uint64_t tag0,
-                bool reduce) {
-  const int n = static_cast<int>(g.size()), shift = reduce ? 1 : 0;
-  for (int s = 0; s < n - 1; ++s) {
-    Step st;
-    const std::vector<Piece> out = pieces(mod(me - s - shift, n)),
-                             in = pieces(mod(me - s - 1 - shift, n));
-    for (size_t k = 0; k < out.size(); ++k) {
-      const uint64_t tag = tag0 + static_cast<uint64_t>(s) * out.size() + k;
-      st.sends.push_back(
-          {g[static_cast<size_t>(mod(me + 1, n))], 0, out[k].first, out[k].second, tag, false});
-      st.recvs.push_back(
-          {g[static_cast<size_t>(mod(me - 1, n))], 0, in[k].first, in[k].second, tag, reduce});
-    }
-    st.reduction_streams = reduce && s + 2 < n;
-    p.steps.push_back(std::move(st));
-  }
-}
-// A share of one piece each.
-template <typename F>
-auto one_piece(F piece) {
-  return [piece](int i) { return std::vector<Piece>{piece(i)}; };
-}
-
-// All-gather and reduce-scatter across hosts of W ranks each (rank r at column r % W of host
-// r / W), R blocks of `blocks`. All-gather: each rank's block to the same column of every
-// host (over EFA, every chip at once), then in each host every column's blocks to the others.
-// Reduce-scatter runs the same backwards: in each host first, each column keeping the partial
-// sums of its blocks of every host, then across hosts, each rank keeping its own block.
-struct HostGrid {
-  int H, col, host;
-  std::vector<int> row_group, col_group;  // this rank's row (its host), and its column
-  HostGrid(int R, int r, int W) : H(R / W), col(r % W), host(r / W) {
-    for (int c = 0; c < W; ++c) row_group.push_back(host * W + c);
-    for (int h = 0; h < H; ++h) col_group.push_back(h * W + col);
-  }
-};
-void grid_gather_or_scatter(RankPlan& p, int R, int r, const Chunks& blocks, int W, bool reduce) {
-  const HostGrid g(R, r, W);
-  auto block = [&](int b) { return Piece{blocks.off(b), blocks.bytes(b, b + 1)}; };
-  auto own_column = one_piece([&](int h) { return block(h * W + g.col); });
-  auto column = [&](int c) {  // column c's block of every host
-    std::vector<Piece> out;
-    for (int h = 0; h < g.H; ++h) out.push_back(block(h * W + c));
-    return out;
-  };
-  if (!reduce) group_ring(p, g.col_group, g.host, own_column, 0, false);
-  group_ring(p, g.row_group, g.col, column, uint64_t{1} << 20, reduce);
-  if (reduce) group_ring(p, g.col_group, g.host, own_column, 0, true);
-}
-
-// Two-level all-reduce on a grid of rows of W ranks (rank r at column r % W, row r / W): hier2d
-// with rows of kHierRow, hierarchical with a host per row. The buffer is split into W parts;
-// part c is split again into H sub-parts for the column phase.
-void grid_all_reduce(RankPlan& p, int R, int r, uint64_t count, uint64_t es, int W) {
-  const HostGrid g(R, r, W);
-  const Chunks parts{count, es, W};
-  auto part = one_piece([&](int c) { return Piece{parts.off(c), parts.bytes(c, c + 1)}; });
-  // Sub-parts of part `col`: elements of that part split H ways.
-  const uint64_t first = count * static_cast<uint64_t>(g.col) / W,
-                 last = count * static_cast<uint64_t>(g.col + 1) / W;
-  const Chunks sub{last - first, es, g.H};
-  auto subpart = one_piece([&](int h) {
-    return Piece{first * es + sub.off(h), sub.bytes(h, h + 1)};
-  });
-  // The row reduce-scatter leaves part `col` at this rank (the ring ends with chunk `me`).
-  group_ring(p, g.row_group, g.col, part, 0, true);
-  group_ring(p, g.col_group, g.host, subpart, 100, true);
-  group_ring(p, g.col_group, g.host, subpart, 200, false);
-  group_ring(p, g.row_group, g.col, part, 300, false);
-}
-
-}  // namespace
 
 RankPlan make_plan(const CollectiveSpec& spec, int R, int r, Algorithm a, int group) {
   if (R < 1 || r < 0 || r >= R) throw std::invalid_argument(fmt::format("rank {} of {}", r, R));
