@@ -903,6 +903,23 @@ Completion Device::run(Execution execution) {
   return c;
 }
 
+ProgramRun Device::run_program(uint32_t core, isa::Program program, std::string name,
+                               const std::map<std::string, std::vector<uint8_t>>& inputs,
+                               bool record, isa::Fp8Config fp8) {
+  ProgramRun r;
+  r.program = load(core, std::move(program), name, fp8);
+  const Bindings io = allocate_io(*r.program);
+  for (const auto& [tensor, bytes] : inputs) write_tensor(*r.program, io, tensor, bytes);
+  const uint64_t session = record ? start_trace() : 0;
+  r.completion = run({r.program, io, std::move(name)});
+  if (session) r.trace = stop_trace(session);
+  if (impl_->options.mode != Mode::timing_only)
+    for (const isa::TensorDecl& t : r.program->program().tensors)
+      if (t.kind == isa::TensorKind::output)
+        r.outputs[t.name] = read_tensor(*r.program, io, t.name);
+  return r;
+}
+
 Completion Device::complete(Execution execution, Host host) {
   if (!execution.program) throw std::invalid_argument("run: an execution without a program");
   uint64_t seq = 0;

@@ -126,34 +126,35 @@ std::map<std::string, fs::path> parse_input_args(const std::vector<std::string>&
   return out;
 }
 
-void write_inputs(const RunArgs& args, sim::Device& dev, const sim::LoadedProgram& p,
-                  const sim::Bindings& io, const isa::Fp8Config& fp8) {
-  const auto files = parse_input_args(args.inputs, p.program());
+// The value of every input: from --inputs, else seeded random values with --random-inputs;
+// in timing-only mode an input may have none.
+std::map<std::string, std::vector<uint8_t>> input_values(const RunArgs& args,
+                                                         const isa::Program& program,
+                                                         const isa::Fp8Config& fp8) {
+  const auto files = parse_input_args(args.inputs, program);
   std::mt19937_64 rng(args.seed);
-  for (const isa::TensorDecl& t : p.program().tensors) {
+  std::map<std::string, std::vector<uint8_t>> values;
+  for (const isa::TensorDecl& t : program.tensors) {
     if (t.kind != isa::TensorKind::input) continue;
-    std::vector<uint8_t> bytes;
     if (auto f = files.find(t.name); f != files.end())
-      bytes = load_input(t, f->second, fp8);
+      values[t.name] = load_input(t, f->second, fp8);
     else if (args.random_inputs)
-      bytes = random_input(t, rng, fp8);
-    else if (args.timing_only)
-      continue;
-    else
+      values[t.name] = random_input(t, rng, fp8);
+    else if (!args.timing_only)
       throw std::runtime_error(
           fmt::format("input '{}' ({} {}) has no value: pass --inputs {}=FILE.npy or "
                       "--random-inputs",
                       t.name, isa::dtype_name(t.dtype), shape_text(t.shape), t.name));
-    dev.write_tensor(p, io, t.name, bytes);
   }
+  return values;
 }
 
-void write_outputs(const fs::path& dir, const sim::Device& dev, const sim::LoadedProgram& p,
-                   const sim::Bindings& io, const isa::Fp8Config& fp8, bool raw) {
+void write_outputs(const fs::path& dir, const sim::ProgramRun& run, const isa::Fp8Config& fp8,
+                   bool raw) {
   fs::create_directories(dir);
-  for (const isa::TensorDecl& t : p.program().tensors) {
+  for (const isa::TensorDecl& t : run.program->program().tensors) {
     if (t.kind != isa::TensorKind::output) continue;
-    std::vector<uint8_t> bytes = dev.read_tensor(p, io, t.name);
+    std::vector<uint8_t> bytes = run.outputs.at(t.name);
     if (raw) {
       write_bytes(dir / (t.name + ".bin"), bytes);  // the tensor's own dtype, little-endian
       continue;
@@ -215,29 +216,25 @@ void run_command(const RunArgs& args) {
   options.launch = !args.no_launch;
   sim::Device dev(instance, spec::load_generation(instance.generation), options);
   const isa::Fp8Config fp8 = neff.subgraphs.at(0).fp8;
-  const sim::ProgramRef p = dev.load(args.core, std::move(program), neff.header.name, fp8);
-  const sim::Bindings io = dev.allocate_io(*p);
-  write_inputs(args, dev, *p, io, fp8);
-
+  const auto inputs = input_values(args, program, fp8);
   // The summary's active-time unions come from the records a trace session keeps.
   const bool recorded = !args.trace.empty() || !args.summary_json.empty();
-  const uint64_t session = recorded ? dev.start_trace() : 0;
-  const sim::Completion done = dev.run({p, io, neff.header.name});
-  const sim::RunResult& result = *done.run;
+  const sim::ProgramRun run =
+      dev.run_program(args.core, std::move(program), neff.header.name, inputs, recorded, fp8);
+  const sim::RunResult& result = *run.completion.run;
 
   if (!args.outputs_dir.empty() && !args.timing_only)
-    write_outputs(args.outputs_dir, dev, *p, io, fp8, args.raw_outputs);
-  if (session) {
-    const sim::TraceSession trace = dev.stop_trace(session);
+    write_outputs(args.outputs_dir, run, fp8, args.raw_outputs);
+  if (run.trace) {
     if (!args.trace.empty()) {
       traces::TraceOptions trace_options;
-      trace_options.programs[args.core] = &p->program();
-      traces::write_chrome_trace(trace.result, trace_options, args.trace);
+      trace_options.programs[args.core] = &run.program->program();
+      traces::write_chrome_trace(run.trace->result, trace_options, args.trace);
     }
     if (!args.summary_json.empty()) {
       traces::ProfileSummaryOptions summary;
       summary.session = neff.header.name.empty() ? "neuronsim" : neff.header.name;
-      traces::write_profile_summary_json(trace.result, summary, args.summary_json);
+      traces::write_profile_summary_json(run.trace->result, summary, args.summary_json);
     }
   }
   if (!args.metrics.empty()) traces::write_metrics_json(result, {}, args.metrics);

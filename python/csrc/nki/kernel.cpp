@@ -97,7 +97,12 @@ py::dict run(const Program& program, const std::map<std::string, py::bytes>& inp
   sim::DeviceOptions options;
   options.mode = mode_of(mode);
   options.launch = false;  // the kernel body alone, as a kernel's latency is quoted
-  std::map<std::string, std::vector<uint8_t>> outputs;
+  // The inputs' bytes, copied while the GIL is held.
+  std::map<std::string, std::vector<uint8_t>> input_bytes, outputs;
+  for (const auto& [name, bytes] : inputs) {
+    const std::string_view view(bytes);
+    input_bytes[name].assign(view.begin(), view.end());
+  }
   std::shared_ptr<const sim::RunResult> result;
   std::string instance, profile_summary;
   {
@@ -107,34 +112,24 @@ py::dict run(const Program& program, const std::map<std::string, py::bytes>& inp
         sim::Device::open_generation(program->target, options);
     sim::Device& dev = *device;
     instance = dev.instance().name;
-    const sim::ProgramRef p = dev.load(0, *program, "nki kernel");
-    const sim::Bindings io = dev.allocate_io(*p);
-    for (const auto& [name, bytes] : inputs) {
-      py::gil_scoped_acquire hold;
-      const std::string_view view(bytes);
-      dev.write_tensor(*p, io, name,
-                       std::span(reinterpret_cast<const uint8_t*>(view.data()), view.size()));
-    }
     // A trace, and the summary's active-time unions, need the run's records.
     const bool recorded = !trace_path.empty() || !summary_path.empty();
-    const uint64_t session = recorded ? dev.start_trace() : 0;
-    result = dev.run({p, io, "nki kernel"}).run;
+    sim::ProgramRun run = dev.run_program(0, *program, "nki kernel", input_bytes, recorded);
+    result = run.completion.run;
     traces::ProfileSummaryOptions summary;
     summary.session = "nki";
-    if (session) {
-      const sim::TraceSession trace = dev.stop_trace(session);
+    if (run.trace) {
       traces::TraceOptions trace_options;
-      trace_options.programs[0] = &p->program();
-      if (!trace_path.empty()) traces::write_chrome_trace(trace.result, trace_options, trace_path);
+      trace_options.programs[0] = &run.program->program();
+      if (!trace_path.empty())
+        traces::write_chrome_trace(run.trace->result, trace_options, trace_path);
       if (!summary_path.empty())
-        traces::write_profile_summary_json(trace.result, summary, summary_path);
-      profile_summary = traces::profile_summary_json(trace.result, summary).dump();
+        traces::write_profile_summary_json(run.trace->result, summary, summary_path);
+      profile_summary = traces::profile_summary_json(run.trace->result, summary).dump();
     } else {
       profile_summary = traces::profile_summary_json(*result, summary).dump();
     }
-    if (options.mode != sim::Mode::timing_only)
-      for (const isa::TensorDecl& t : program->tensors)
-        if (t.kind == isa::TensorKind::output) outputs[t.name] = dev.read_tensor(*p, io, t.name);
+    outputs = std::move(run.outputs);
   }
   py::dict out;
   py::dict values;

@@ -70,6 +70,27 @@ TEST(Device, RunsAProgramByTensorNames) {
   EXPECT_EQ(dev->now_ps(), c.end_ps);
 }
 
+TEST(Device, RunsAProgramFromItsInputsToItsOutputsInOneCall) {
+  auto dev = Device::open("trn2.3xlarge");
+  const ProgramRun r =
+      dev->run_program(0, square_plus_one(), "square", {{"x", floats(kElems, 3.0f, 0.0f)}}, true);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_FLOAT_EQ(at(r.outputs.at("y"), 11), 10.0f);
+  EXPECT_EQ(r.program->name(), "square");
+  EXPECT_GT(r.completion.end_ps, 0u);
+  ASSERT_TRUE(r.trace.has_value());  // recorded: the run's instructions are in its session
+  EXPECT_FALSE(r.trace->result.cores.empty());
+
+  // Timing only: the time, no values to read back; no trace unless asked.
+  DeviceOptions timing;
+  timing.mode = Mode::timing_only;
+  auto timed = Device::open("trn2.3xlarge", timing);
+  const ProgramRun t = timed->run_program(0, square_plus_one(), "square", {});
+  EXPECT_TRUE(t.outputs.empty());
+  EXPECT_FALSE(t.trace.has_value());
+  EXPECT_EQ(t.completion.end_ps, r.completion.end_ps);
+}
+
 TEST(Device, LoadsANeffAsWellAsAProgram) {
   auto dev = Device::open("trn2.3xlarge");
   const ProgramRef p = dev->load(0, isa::to_neff(square_plus_one(), "square.neff"), "square.neff");

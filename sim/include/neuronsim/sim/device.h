@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -143,6 +144,15 @@ struct TraceSession {
   uint64_t dropped_events = 0;
 };
 
+// One program run from its inputs to its outputs (Device::run_program).
+struct ProgramRun {
+  ProgramRef program;
+  Completion completion;
+  std::optional<TraceSession> trace;  // the run's records, when asked for
+  // Every output's bytes by name (none in timing-only mode, where no values are computed).
+  std::map<std::string, std::vector<uint8_t>> outputs;
+};
+
 // Whether the host waits for the work it takes the completion of. A caller that simulates
 // each op at once but stands for a host that queues ops and goes on (TorchNeuron's default,
 // as CUDA's) takes completions with Host::runs_ahead: the host clock stays where it was.
@@ -226,6 +236,13 @@ class Device {
   Completion complete(Execution execution, Host host = Host::waits);
   // The same, rethrowing the work's fault.
   Completion run(Execution execution);
+  // The whole of one run, as `neuron-sim run` and the NKI runner do it: loads `program` on
+  // `core`, binds every input and output, writes `inputs` (by name; inputs not given stay as
+  // HBM holds them), runs it (in a trace session of its own when `record`), and reads every
+  // output back. Load and run errors pass through as load and run throw them.
+  ProgramRun run_program(uint32_t core, isa::Program program, std::string name,
+                         const std::map<std::string, std::vector<uint8_t>>& inputs,
+                         bool record = false, isa::Fp8Config fp8 = {});
   // Blocks until every queue is empty; with Host::waits the host has waited for all of it.
   void synchronize(Host host = Host::waits);
   // The latest time any finished work reached on the device clock.
