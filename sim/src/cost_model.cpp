@@ -496,4 +496,16 @@ uint64_t instruction_flops(const Instruction& inst) {
   }
 }
 
+uint64_t launch_ps(uint64_t tensors, const spec::GenerationConfig& gen) {
+  return static_cast<uint64_t>(std::llround(
+      (gen.launch_fixed_ns + static_cast<double>(tensors) * gen.launch_per_tensor_ns) * 1000));
+}
+
+uint64_t copy_ps(uint64_t bytes, uint32_t lnc, const spec::GenerationConfig& gen) {
+  // At most the engines' sum (the loader refuses more).
+  const double dma_ns = static_cast<double>(bytes) / (lnc * gen.dma_core_bytes_per_ns);
+  const double hbm_ns = 2.0 * static_cast<double>(bytes) / gen.hbm_bytes_per_ns;
+  return static_cast<uint64_t>(std::llround((gen.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
+}
+
 }  // namespace neuronsim::sim

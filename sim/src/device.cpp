@@ -16,6 +16,7 @@
 
 #include "hbm_allocator.h"
 #include "neuronsim/isa/validate.h"
+#include "neuronsim/sim/cost_model.h"
 #include "neuronsim/sim/simulator.h"
 
 namespace neuronsim::sim {
@@ -558,23 +559,10 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // The runtime's cost of starting an execution with `tensors` inputs and outputs: a fixed part
   // and one per tensor (docs/cost-model.md §6). None without timing or when the options leave
   // it out.
+  // The runtime's launch (cost_model.h), unless switched off or nothing is timed.
   uint64_t launch_ps(uint64_t tensors) const {
     if (!options.launch || options.mode == Mode::functional_only) return 0;
-    const spec::GenerationConfig& g = sim.generation();
-    return static_cast<uint64_t>(std::llround(
-        (g.launch_fixed_ns + static_cast<double>(tensors) * g.launch_per_tensor_ns) * 1000));
-  }
-
-  // A copy's time: the DMA engines of the core (of every core of a logical core) all at their
-  // sustained rate, no faster than the core's engines move together, after the trigger latency,
-  // and never faster than HBM, which reads and writes every byte (docs/cost-model.md §4.3,
-  // "Copies between HBM places").
-  uint64_t copy_ps(uint64_t bytes, uint32_t lnc) const {
-    const spec::GenerationConfig& g = sim.generation();
-    // At most the engines' sum (the loader refuses more).
-    const double dma_ns = static_cast<double>(bytes) / (lnc * g.dma_core_bytes_per_ns);
-    const double hbm_ns = 2.0 * static_cast<double>(bytes) / g.hbm_bytes_per_ns;
-    return static_cast<uint64_t>(std::llround((g.dma_issue_ns + std::max(dma_ns, hbm_ns)) * 1000));
+    return sim::launch_ps(tensors, sim.generation());
   }
 
   Completion run_copy(const Work& w, uint64_t start) {
@@ -591,7 +579,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         sim.hbm(k.dst_chip).write(k.dst, bytes.data(), k.bytes);
       }
       if (options.mode != Mode::functional_only)
-        c.end_ps = w.is_hold ? std::max(start, w.hold_until_ps) : start + copy_ps(k.bytes, k.lnc);
+        c.end_ps = w.is_hold ? std::max(start, w.hold_until_ps)
+                             : start + copy_ps(k.bytes, k.lnc, sim.generation());
     } catch (...) {
       c.error = std::current_exception();
     }

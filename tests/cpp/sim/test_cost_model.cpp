@@ -946,5 +946,20 @@ TEST(CostFlops, MatmulAndElementwise) {
   EXPECT_EQ(instruction_flops(dma(sbuf(DType::bf16, 128, 128), hbm(DType::bf16, 128, 128))), 0u);
 }
 
+TEST(CostDevice, ALaunchIsAFixedCostAndOneDmaStartPerTensor) {
+  // trn2: 20 us, then 1.3 us for each of three inputs and outputs (docs/cost-model.md §6).
+  EXPECT_EQ(launch_ps(3, gen("trn2")), 23'900'000u);
+  EXPECT_EQ(launch_ps(0, gen("trn2")), 20'000'000u);
+}
+
+TEST(CostDevice, ACopyTakesTheTriggerThenTheSlowerOfTheDmaAndHbm) {
+  // trn2, 1 MiB: 1,300 ns, then 1,048,576 B at a core's 368 B/ns (HBM's 2 x bytes over 2,900
+  // B/ns is faster); a logical core of two has twice the DMA rate.
+  EXPECT_EQ(copy_ps(1 << 20, 1, gen("trn2")), 4'149'391u);
+  EXPECT_EQ(copy_ps(1 << 20, 2, gen("trn2")), 2'724'696u);
+  // trn1's core moves 107.3 B/ns (fitted, docs/cost-model.md §7).
+  EXPECT_EQ(copy_ps(1 << 20, 1, gen("trn1")), 11'072'377u);
+}
+
 }  // namespace
 }  // namespace neuronsim::sim

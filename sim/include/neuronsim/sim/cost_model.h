@@ -48,4 +48,13 @@ uint64_t dma_transfer_ps(uint64_t bytes, uint64_t descriptors, const spec::Gener
 // Floating-point operations an instruction performs (2 per MAC for matmul), for MFU.
 uint64_t instruction_flops(const isa::Instruction& inst);
 
+// The runtime's launch of an execution with `tensors` inputs and outputs
+// (docs/cost-model.md §6).
+uint64_t launch_ps(uint64_t tensors, const spec::GenerationConfig& gen);
+
+// A copy of `bytes` between HBM places queued on a (logical) core of `lnc` physical cores: the
+// trigger latency, then the bytes at the core's DMA rate, never faster than HBM reads and writes
+// them (docs/cost-model.md §4.3).
+uint64_t copy_ps(uint64_t bytes, uint32_t lnc, const spec::GenerationConfig& gen);
+
 }  // namespace neuronsim::sim
