@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 
-from ._trace import PSUM, SBUF, Instruction, NkiError, Storage, Tensor, Trace
+from ._trace import PSUM, SBUF, Instruction, NkiError, Storage, Tensor, Trace, itemsize
 
 
 class _Arena:
@@ -218,12 +218,11 @@ def _spill_sbuf(trace: Trace, failure: _DoesNotFit, count: int) -> int:
         key=lambda m: -m[0],
     )
     scratch = {st.serial: source or _scratch(trace, st) for _, _, st, source in victims}
-    for position, kind, (_, _, st, _) in moves:
+    for position, kind, (_, _, st, source) in moves:
         if kind == "reload":
-            _reload(trace, st, scratch[st.serial], position)
+            _reload(trace, st, scratch[st.serial], position, flat=source is None)
         else:
-            tile = Tensor(st, list(st.whole))
-            store = {"dst": scratch[st.serial], "src": tile, "queue": trace.next_queue()}
+            store = {"dst": scratch[st.serial], "src": _flat(st), "queue": trace.next_queue()}
             trace.instructions.insert(position + 1, Instruction("sp", "dma_copy", store, st.site))
     for _, _, st, source in victims:
         again = f" (loaded again from {source._storage.name})" if source is not None else ""
@@ -264,14 +263,20 @@ def _uses(trace: Trace, count: int) -> tuple[dict[int, list[int]], dict[int, lis
     return uses, writes
 
 
+def _flat(st: Storage) -> Tensor:
+    """The whole of an automatic tile as [partitions, elements]: its free dims are row-major
+    in each partition, so one free dim walks them all, however many the kernel gave."""
+    return Tensor(st, [(1, st.whole[0][1]), (1, st.size // itemsize(st.dtype))])
+
+
 def _scratch(trace: Trace, st: Storage) -> Tensor:
-    """An HBM tensor of the tile's shape to spill it to."""
-    shape = Tensor(st, list(st.whole)).shape
+    """An HBM tensor of the tile's bytes ([partitions, elements]) to spill it to."""
+    shape = _flat(st).shape
     name = st.name.removesuffix("_reloaded")
     return trace.declare_hbm(f"{name}_spill", st.dtype, tuple(shape), "scratch")
 
 
-def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int) -> None:
+def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int, flat: bool) -> None:
     """A DMA from `scratch` (or the HBM view the tile was loaded from) to a new SBUF tile
     before instruction `position`; it and the instructions after it use the new tile."""
     tile = trace._storage(
@@ -287,7 +292,8 @@ def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int) -> None:
         for key, view in instruction.fields.items():
             if isinstance(view, Tensor) and view._storage is st:
                 instruction.fields[key] = view.on(tile)
-    load = {"dst": Tensor(tile, list(st.whole)), "src": scratch, "queue": trace.next_queue()}
+    dst = _flat(tile) if flat else Tensor(tile, list(st.whole))  # as stored, or as first loaded
+    load = {"dst": dst, "src": scratch, "queue": trace.next_queue()}
     trace.instructions.insert(position, Instruction("sp", "dma_copy", load, st.site))
 
 
