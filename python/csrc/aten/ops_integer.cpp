@@ -853,7 +853,7 @@ bool integer_shift_into(const char* op, bool left, const at::Tensor& a, const at
 }
 
 // self / other rounded toward -inf (floor) or zero into out, on the device: integers here,
-// floats in ops_pointwise.cpp. False when not covered.
+// floats in ops_pointwise.cpp (float_divide_rounded_into). False when not covered.
 bool divide_rounded_into(const char* op, const at::Tensor& self, const at::Tensor& other,
                          bool floor, const at::Tensor& out) {
   const c10::ScalarType type = at::result_type(self, other);
@@ -969,7 +969,7 @@ at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other,
 
 }  // namespace
 
-// out <- self % other with the divisor's sign, for integers (floats: ops_pointwise.cpp).
+// out <- self % other with the divisor's sign, for integers (floats: ops_binary.cpp).
 bool integer_remainder_into(const at::Tensor& self, const at::Tensor& other,
                             const at::Tensor& out) {
   const c10::ScalarType type = at::result_type(self, other);
