@@ -15,7 +15,17 @@ from __future__ import annotations
 
 import collections
 
-from ._trace import PSUM, SBUF, Instruction, NkiError, Storage, Tensor, Trace, itemsize
+from ._trace import (
+    PSUM,
+    SBUF,
+    WRITTEN_FIELDS,
+    Instruction,
+    NkiError,
+    Storage,
+    Tensor,
+    Trace,
+    itemsize,
+)
 
 
 class _Arena:
@@ -99,12 +109,17 @@ def _alignment(trace: Trace, buffer: str) -> int:
     return trace.target["psum_bank_bytes"] if buffer == PSUM else 64
 
 
-def assign(trace: Trace, count: int | None = None) -> tuple[dict[str, int], int]:
+def assign(
+    trace: Trace, count: int | None = None, spill_sbuf: bool = True
+) -> tuple[dict[str, int], int]:
     """Gives every automatic allocation used by the first `count` instructions (all by
     default) its offset. Returns the peak bytes per partition live in SBUF and PSUM, and
-    the count of those instructions once PSUM spills went in. Raises NkiError naming the
-    tensor that does not fit, where it was allocated, and what is live at that point."""
+    the count of those instructions once spills went in. Raises NkiError naming the tensor
+    that does not fit, where it was allocated, and what is live at that point. Without
+    `spill_sbuf` no SBUF tile goes to HBM: a placement of the kernel traced so far (for a
+    register_load) must leave the tiles the rest of the kernel holds where they are."""
     count = len(trace.instructions) if count is None else count
+    rounds, most_rounds = 0, count  # each round parts a tile from a crowded point
     while True:
         order, first, last = _lives(trace, count)
         failure = None
@@ -115,12 +130,13 @@ def assign(trace: Trace, count: int | None = None) -> tuple[dict[str, int], int]
                 failure = failure or err
                 if err.deficit(trace) > 0:  # too much is live there, however it is packed
                     break
+        rounds += 1
         if failure.storage.buffer == PSUM:
             spilled = _spill_psum(trace, order, first, last, count)
         else:
-            spilled = _spill_sbuf(trace, failure, count)
-        if not spilled:
-            raise NkiError(failure.message(trace))
+            spilled = _spill_sbuf(trace, failure, count) if spill_sbuf else 0
+        if not spilled or rounds > most_rounds:
+            raise NkiError(failure.message(trace, spill_sbuf))
         count += spilled
 
 
@@ -154,10 +170,10 @@ def _spill_psum(trace: Trace, order, first, last, count: int) -> int:
 
 
 def _last_writes(trace: Trace, count: int) -> dict[int, int]:
-    """The last instruction that writes each storage (as dst or reduce_dst), by serial."""
+    """The last instruction that writes each storage (WRITTEN_FIELDS), by serial."""
     writes = {}
     for at, instruction in enumerate(trace.instructions[:count]):
-        for key in ("dst", "reduce_dst"):
+        for key in WRITTEN_FIELDS:
             view = instruction.fields.get(key)
             if isinstance(view, Tensor):
                 writes[view._storage.serial] = at
@@ -250,13 +266,13 @@ def _loaded_from(trace: Trace, st: Storage, writes: dict[int, list[int]]) -> Ten
 
 
 def _uses(trace: Trace, count: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """The instructions using each storage, and those writing it (dst or reduce_dst), in
-    order, by serial."""
+    """The instructions using each storage, and those writing it (WRITTEN_FIELDS), in order,
+    by serial."""
     uses, writes = collections.defaultdict(list), collections.defaultdict(list)
     for i, instruction in enumerate(trace.instructions[:count]):
         for serial in {t._storage.serial for t in instruction.tensors()}:
             uses[serial].append(i)
-        for key in ("dst", "reduce_dst"):
+        for key in WRITTEN_FIELDS:
             view = instruction.fields.get(key)
             if isinstance(view, Tensor):
                 writes[view._storage.serial].append(i)
@@ -303,11 +319,16 @@ class _DoesNotFit(Exception):
         self.storage, self.at, self.live, self.arena, self.size = storage, at, live, arena, size
 
     def deficit(self, trace: Trace) -> int:
-        """The bytes per partition past the buffer's capacity where the tile did not fit
-        (0 or less: it was fragmentation)."""
-        return sum(_size(trace, t) for t in self.live) + self.size - self.arena.capacity
+        """The bytes per partition past what the automatic allocations may take where the
+        tile did not fit (0 or less: it was fragmentation)."""
+        align = _alignment(trace, self.storage.buffer)
+        reserved = sum(
+            -(-(hi - lo) // align) * align for lo, hi in trace.reserved[self.storage.buffer]
+        )
+        used = sum(_size(trace, t) for t in self.live)
+        return used + self.size - (self.arena.capacity - reserved)
 
-    def message(self, trace: Trace) -> str:
+    def message(self, trace: Trace, spill_sbuf: bool = True) -> str:
         st, buffer = self.storage, self.storage.buffer.upper()
         used = sum(_size(trace, t) for t in self.live)
         biggest = sorted(self.live, key=lambda t: -t.size)[:4]
@@ -320,6 +341,8 @@ class _DoesNotFit(Exception):
         )
         if used + self.size <= self.arena.capacity:
             text += f"; the largest free piece is {self.arena.largest()} bytes"
+        elif st.buffer == SBUF and not spill_sbuf:
+            text += " (no tile is spilled to HBM while register_load runs the kernel so far)"
         elif st.buffer == SBUF:
             text += " (and no tile live there can be spilled to HBM)"
         return text

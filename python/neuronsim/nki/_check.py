@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._trace import PSUM, SBUF, NkiError, Storage, Tensor, Trace, itemsize
+from ._trace import PSUM, SBUF, WRITTEN_FIELDS, NkiError, Storage, Tensor, Trace, itemsize
 
 _GRANULE = 4  # bytes: the automatic allocations start on 64, elements on their size
-# The operands an instruction writes; every other operand is read.
-_WRITTEN = ("dst", "reduce_dst", "dst_index")
 
 
 def _reads_dst(opcode: str, fields: dict) -> bool:
@@ -83,7 +81,7 @@ def verify(trace: Trace, count: int) -> list[str]:
                 continue
             storages[view._storage.serial] = view._storage
             place = _footprint(view)
-            if key in _WRITTEN:
+            if key in WRITTEN_FIELDS:
                 writes.append((view, place))
                 if not _reads_dst(instruction.opcode, instruction.fields):
                     continue

@@ -76,6 +76,8 @@ def itemsize(dtype: str) -> int:
 
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+# The fields through which an instruction writes a tensor.
+WRITTEN_FIELDS = ("dst", "reduce_dst", "dst_index")
 
 
 @dataclasses.dataclass(eq=False)

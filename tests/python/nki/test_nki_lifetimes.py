@@ -129,6 +129,61 @@ def test_live_tiles_past_sbuf_are_spilled_to_hbm_and_read_back(doubled):
         assert run.count("dma_copy") == 8 + 1 + len(spilled)
 
 
+def test_a_tile_written_through_an_index_output_is_stored_when_spilled():
+    # idx is loaded, then overwritten as match_replace8's index output: spilled, it must be
+    # stored (its load again would bring back the values it was loaded with).
+    width = 28672  # two [2, width] fp32 tiles fill trn2's 224 KiB per partition
+
+    @nki.jit
+    def indices_kept_past_a_crowd(x, data, indices):
+        out = nl.ndarray((1, 8), nl.uint32, buffer=nl.shared_hbm)
+        total = nl.ndarray((2, width), nl.float32, buffer=nl.shared_hbm)
+        idx = nl.load(indices, name="idx")
+        values = nl.load(data)
+        found = nl.ndarray((1, 8), nl.float32, buffer=nl.sbuf)
+        nisa.nc_match_replace8(dst=found, data=values, vals=values, imm=0.0, dst_idx=idx)
+        a = nl.load(x[:, :width], name="a")
+        b = nl.load(x[:, width:], name="b")
+        nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+        nl.store(total, a)
+        nl.store(out, idx)
+        return out, total
+
+    data = np.arange(8, dtype=np.float32)[None, ::-1].copy()
+    got, total = indices_kept_past_a_crowd(
+        np.ones((2, 2 * width), np.float32), data, np.full((1, 8), 99, np.uint32)
+    )
+    # Where data's eight largest are, largest first (7 at 0, 6 at 1, ...): not the 99s loaded.
+    np.testing.assert_array_equal(got[0], np.arange(8))
+    np.testing.assert_array_equal(total, 2.0)
+    spills = indices_kept_past_a_crowd.last_run.spills
+    assert spills == [s for s in spills if "loaded again" not in s] and spills
+
+
+def test_a_register_load_places_the_kernel_so_far_without_spilling():
+    # register_load runs the kernel traced so far: tiles its variables hold for later
+    # instructions must stay where they are, so a crowd there is refused, saying why.
+    width, wide = 8192, 25600
+
+    @nki.jit
+    def crowded_before_a_register(x, index):
+        out = nl.ndarray((1, width), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.load(x[:, :width], name="acc")
+        a = nl.load(x[:, width : width + wide], name="a")
+        b = nl.load(x[:, width + wide :], name="b")
+        nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+        nisa.tensor_scalar(dst=acc, data=acc, op0=nl.add, operand0=1.0)
+        register = nisa.register_alloc()
+        nisa.register_load(register, index)
+        nl.store(out, acc)
+        return out
+
+    with pytest.raises(nki.NkiError, match="no tile is spilled to HBM while register_load"):
+        crowded_before_a_register(
+            np.zeros((1, width + 2 * wide), np.float32), np.zeros((1, 1), np.int32)
+        )
+
+
 def test_live_tiles_that_do_not_fit_are_refused_with_the_tensor_site_and_bytes():
     @nki.jit
     def one_wide_sum(x):
