@@ -110,14 +110,15 @@ def _alignment(trace: Trace, buffer: str) -> int:
 
 
 def assign(
-    trace: Trace, count: int | None = None, spill_sbuf: bool = True
+    trace: Trace, count: int | None = None, spill: bool = True
 ) -> tuple[dict[str, int], int]:
     """Gives every automatic allocation used by the first `count` instructions (all by
     default) its offset. Returns the peak bytes per partition live in SBUF and PSUM, and
     the count of those instructions once spills went in. Raises NkiError naming the tensor
     that does not fit, where it was allocated, and what is live at that point. Without
-    `spill_sbuf` no SBUF tile goes to HBM: a placement of the kernel traced so far (for a
-    register_load) must leave the tiles the rest of the kernel holds where they are."""
+    `spill` no tile is spilled (PSUM to SBUF, SBUF to HBM): a placement of the kernel traced
+    so far (for a register_load) must leave the tiles the rest of the kernel holds where
+    they are, since the uses that would read a spilled tile's copy are not traced yet."""
     count = len(trace.instructions) if count is None else count
     rounds, most_rounds = 0, count  # each round parts a tile from a crowded point
     while True:
@@ -131,12 +132,14 @@ def assign(
                 if err.deficit(trace) > 0:  # too much is live there, however it is packed
                     break
         rounds += 1
-        if failure.storage.buffer == PSUM:
+        if not spill:
+            spilled = 0
+        elif failure.storage.buffer == PSUM:
             spilled = _spill_psum(trace, order, first, last, count)
         else:
-            spilled = _spill_sbuf(trace, failure, count) if spill_sbuf else 0
+            spilled = _spill_sbuf(trace, failure, count)
         if not spilled or rounds > most_rounds:
-            raise NkiError(failure.message(trace, spill_sbuf))
+            raise NkiError(failure.message(trace, spill))
         count += spilled
 
 
@@ -328,7 +331,7 @@ class _DoesNotFit(Exception):
         used = sum(_size(trace, t) for t in self.live)
         return used + self.size - (self.arena.capacity - reserved)
 
-    def message(self, trace: Trace, spill_sbuf: bool = True) -> str:
+    def message(self, trace: Trace, spill: bool = True) -> str:
         st, buffer = self.storage, self.storage.buffer.upper()
         used = sum(_size(trace, t) for t in self.live)
         biggest = sorted(self.live, key=lambda t: -t.size)[:4]
@@ -341,8 +344,8 @@ class _DoesNotFit(Exception):
         )
         if used + self.size <= self.arena.capacity:
             text += f"; the largest free piece is {self.arena.largest()} bytes"
-        elif st.buffer == SBUF and not spill_sbuf:
-            text += " (no tile is spilled to HBM while register_load runs the kernel so far)"
+        elif not spill:
+            text += " (no tile is spilled while register_load runs the kernel so far)"
         elif st.buffer == SBUF:
             text += " (and no tile live there can be spilled to HBM)"
         return text

@@ -23,12 +23,12 @@ def checking(explicit: bool | None = None) -> bool:
 
 
 def lines(
-    trace: Trace, count: int | None = None, check: bool = False, spill_sbuf: bool = True
+    trace: Trace, count: int | None = None, check: bool = False, spill: bool = True
 ) -> list[str]:
     """The first `count` instructions (all by default) as assembly lines, their on-chip
     tensors placed; with `check`, every read is verified to see the data its tensor holds."""
     count = len(trace.instructions) if count is None else count
-    trace.peak, count = _alloc.assign(trace, count, spill_sbuf)
+    trace.peak, count = _alloc.assign(trace, count, spill)
     if check:
         trace.unwritten_reads = _check.verify(trace, count)
     return [instruction.line() for instruction in trace.instructions[:count]]
@@ -85,8 +85,8 @@ def load_register_value(trace: Trace, view: Tensor) -> int:
     dt = DTYPES[view.dtype].name
     # The kernel so far is placed as it stands: a spill here would leave the tiles that the
     # kernel's variables hold for later instructions behind (their uses after this point are
-    # not traced yet), so none is spilled to HBM.
-    prefix = lines(trace, spill_sbuf=False)
+    # not traced yet), so none is spilled, from PSUM or SBUF.
+    prefix = lines(trace, spill=False)
     decls = [*trace.declarations, f".tensor {name} {dt} [1] output"]
     read = f"sp dma_copy dst=hbm.{dt}({name})+0[[1,1],[1,1]] src={slot.pattern()}"
     program = _C.nki.build(trace.target["name"], "\n".join(decls) + "\n", [*prefix, read])

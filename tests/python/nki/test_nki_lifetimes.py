@@ -178,9 +178,37 @@ def test_a_register_load_places_the_kernel_so_far_without_spilling():
         nl.store(out, acc)
         return out
 
-    with pytest.raises(nki.NkiError, match="no tile is spilled to HBM while register_load"):
+    with pytest.raises(nki.NkiError, match="no tile is spilled while register_load"):
         crowded_before_a_register(
             np.zeros((1, width + 2 * wide), np.float32), np.zeros((1, 1), np.int32)
+        )
+
+
+def test_a_register_load_spills_no_psum_tile_either():
+    # Twelve products in PSUM's eight banks, all made before any is read, then a
+    # register_load, then one read again: a PSUM spill would leave that read on the tile it
+    # copied, so the crowd is refused here too.
+    @nki.jit
+    def products_across_a_register(a, b, index):
+        out = nl.ndarray((13, 128, 512), nl.float32, buffer=nl.shared_hbm)
+        a_tile = nl.load(a)
+        products = []
+        for i in range(12):
+            product = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(product, a_tile, nl.load(b[i * 128 : (i + 1) * 128, :]))
+            products.append(product)
+        for i, product in enumerate(products):
+            nl.store(out[i], nl.copy(product))
+        register = nisa.register_alloc()
+        nisa.register_load(register, index)
+        nl.store(out[12], nl.copy(products[0]))
+        return out
+
+    with pytest.raises(nki.NkiError, match="no tile is spilled while register_load"):
+        products_across_a_register(
+            np.zeros((128, 128), np.float32),
+            np.zeros((12 * 128, 512), np.float32),
+            np.zeros((1, 1), np.int32),
         )
 
 
