@@ -148,10 +148,7 @@ def _spill_psum(trace: Trace, order, first, last, count: int) -> int:
     written but still read while PSUM is over capacity are spilled, as a compiler spills
     them: one copy to a new SBUF tile right after the tile's last write, and the reads
     after it read that copy. Returns how many copies went in (0: nothing to spill)."""
-    bank = trace.target["psum_bank_bytes"]
-    capacity = trace.target["psum_partition_bytes"] - sum(
-        -(-(hi - lo) // bank) * bank for lo, hi in trace.reserved[PSUM]
-    )
+    capacity = _room(trace, PSUM)
     live = [0] * (count + 1)  # PSUM bytes live at each instruction, from the full lives
     psum = [st for st in order if st.buffer == PSUM]
     for st in psum:
@@ -161,7 +158,7 @@ def _spill_psum(trace: Trace, order, first, last, count: int) -> int:
     for at in range(count):
         total += live[at]
         over.append(total > capacity)
-    writes = _last_writes(trace, count)
+    writes = {serial: at[-1] for serial, at in _uses(trace, count)[1].items()}
     victims = [
         (writes[st.serial], st)
         for st in psum
@@ -172,15 +169,20 @@ def _spill_psum(trace: Trace, order, first, last, count: int) -> int:
     return len(victims)
 
 
-def _last_writes(trace: Trace, count: int) -> dict[int, int]:
-    """The last instruction that writes each storage (WRITTEN_FIELDS), by serial."""
-    writes = {}
-    for at, instruction in enumerate(trace.instructions[:count]):
-        for key in WRITTEN_FIELDS:
-            view = instruction.fields.get(key)
-            if isinstance(view, Tensor):
-                writes[view._storage.serial] = at
-    return writes
+def _room(trace: Trace, buffer: str) -> int:
+    """The bytes per partition of `buffer` the automatic allocations may take: all but what
+    the kernel placed itself (address=), each piece rounded to the buffer's alignment."""
+    align = _alignment(trace, buffer)
+    reserved = sum(-(-(hi - lo) // align) * align for lo, hi in trace.reserved[buffer])
+    return trace._capacity(buffer) - reserved
+
+
+def _use_copy_from(trace: Trace, st: Storage, copy: Storage, position: int) -> None:
+    """The instructions from `position` on use `copy` where they used `st`."""
+    for instruction in trace.instructions[position:]:
+        for key, view in instruction.fields.items():
+            if isinstance(view, Tensor) and view._storage is st:
+                instruction.fields[key] = view.on(copy)
 
 
 def _spill(trace: Trace, st: Storage, after: int) -> None:
@@ -192,10 +194,7 @@ def _spill(trace: Trace, st: Storage, after: int) -> None:
     source, target = Tensor(st, whole), Tensor(copy, whole)
     spill = Instruction("dve", "tensor_copy", {"dst": target, "src": source}, st.site)
     trace.instructions.insert(after + 1, spill)
-    for instruction in trace.instructions[after + 2 :]:
-        for key, view in instruction.fields.items():
-            if isinstance(view, Tensor) and view._storage is st:
-                instruction.fields[key] = view.on(copy)
+    _use_copy_from(trace, st, copy, after + 2)
     trace.spills.append(f"{st.name} ({st.site})")
 
 
@@ -216,8 +215,9 @@ def _spill_sbuf(trace: Trace, failure: _DoesNotFit, count: int) -> int:
         after = [i for i in uses[st.serial] if i > at]
         if before and after and at not in uses[st.serial]:
             source = _loaded_from(trace, st, writes)
-            partitions = Tensor(st, list(st.whole)).shape[0]
-            cost = partitions * (1 if source is not None else 2)  # the DMAs' bytes, per byte
+            # The DMAs' bytes per byte freed: its partitions, once for a load, twice for a
+            # store and a load.
+            cost = st.whole[0][1] * (1 if source is not None else 2)
             candidates.append((cost, -after[0], before[-1], after[0], st, source))
     victims, freed = [], 0
     # The cheapest to move first: a row costs one partition's bytes and frees as many bytes
@@ -307,10 +307,7 @@ def _reload(trace: Trace, st: Storage, scratch: Tensor, position: int, flat: boo
         site=st.site,
         whole=st.whole,
     )
-    for instruction in trace.instructions[position:]:
-        for key, view in instruction.fields.items():
-            if isinstance(view, Tensor) and view._storage is st:
-                instruction.fields[key] = view.on(tile)
+    _use_copy_from(trace, st, tile, position)
     dst = _flat(tile) if flat else Tensor(tile, list(st.whole))  # as stored, or as first loaded
     load = {"dst": dst, "src": scratch, "queue": trace.next_queue()}
     trace.instructions.insert(position, Instruction("sp", "dma_copy", load, st.site))
@@ -324,12 +321,8 @@ class _DoesNotFit(Exception):
     def deficit(self, trace: Trace) -> int:
         """The bytes per partition past what the automatic allocations may take where the
         tile did not fit (0 or less: it was fragmentation)."""
-        align = _alignment(trace, self.storage.buffer)
-        reserved = sum(
-            -(-(hi - lo) // align) * align for lo, hi in trace.reserved[self.storage.buffer]
-        )
         used = sum(_size(trace, t) for t in self.live)
-        return used + self.size - (self.arena.capacity - reserved)
+        return used + self.size - _room(trace, self.storage.buffer)
 
     def message(self, trace: Trace, spill: bool = True) -> str:
         st, buffer = self.storage, self.storage.buffer.upper()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 
+from ..dtypes import DTYPES
 from . import _trace, isa
 from ._trace import HBM, PSUM, SBUF, NkiError, ds  # noqa: F401 (public names)
 from ._trace import Tensor as NkiTensor
@@ -329,8 +330,6 @@ def static_cast(value, dtype):
         import torch
 
         return torch.from_numpy(np.asarray(value, np.float32)).to(torch.bfloat16)
-    from ..dtypes import DTYPES
-
     host = DTYPES[name].numpy
     if host is None:
         raise NkiError(f"static_cast: {name} has no host array type here")
