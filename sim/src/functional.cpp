@@ -1395,133 +1395,6 @@ void dispatch(const Ctx& c) {
   c.fail(Kind::unsupported, fmt::format("unknown opcode {}", static_cast<int>(c.inst.opcode)));
 }
 
-void execute_in(const Instruction& inst, CoreState& state, const isa::Program* program) {
-  // DMA moves bytes that already exist; only compute instructions create NaNs.
-  const bool nan_check = state.fail_on_nan && inst.opcode != Opcode::dma_copy;
-  dispatch(Ctx{inst, state, program, nan_check});
-}
-
-// ---------------------------------------------------------------------------
-// Engine scheduling
-
-using Semaphores = std::array<uint32_t, isa::kNumSemaphores>;
-
-void check_sem(const Instruction& inst, uint16_t sem) {
-  if (sem >= isa::kNumSemaphores)
-    throw ExecError(Kind::out_of_bounds,
-                    fmt::format("{}: semaphore {} does not exist (a core has {})",
-                                isa::format_instruction(inst), sem, isa::kNumSemaphores));
-}
-
-bool wait_satisfied(const Instruction& inst, const Semaphores& sems) {
-  const isa::SemWait& w = inst.wait;
-  if (w.cond == isa::WaitCond::none) return true;
-  check_sem(inst, w.sem);
-  return w.cond == isa::WaitCond::ge ? sems[w.sem] >= w.value : sems[w.sem] == w.value;
-}
-
-void apply_signal(const Instruction& inst, Semaphores& sems) {
-  const isa::SemSignal& s = inst.signal;
-  if (s.op == isa::SemOp::none) return;
-  check_sem(inst, s.sem);
-  sems[s.sem] = s.op == isa::SemOp::add ? sems[s.sem] + s.value : s.value;
-}
-
-// One core's engines during a functional run.
-struct CoreSchedule {
-  const FunctionalCore* core = nullptr;
-  Semaphores sems{};
-  std::array<size_t, isa::kNumEngines> pc{};
-  // The engine reached the collective at its pc and waits for the other ranks: its
-  // wait condition is behind it, whatever the semaphores do meanwhile.
-  std::array<bool, isa::kNumEngines> in_collective{};
-};
-
-struct Scheduler {
-  std::span<CoreSchedule> cores;
-  CollectiveStepper* collectives;  // null: collectives fail in execute()
-  bool name_cores;                 // messages start with "core N"
-
-  std::string where(const CoreSchedule& c, int e) const {
-    const std::string at =
-        fmt::format("{}[{}]", isa::engine_name(static_cast<isa::Engine>(e)), c.pc[e]);
-    return name_cores ? fmt::format("core {} {}", c.core->id, at) : at;
-  }
-
-  // Runs one instruction; false when it is a collective that must wait.
-  bool run_one(size_t ci, int e) {
-    CoreSchedule& c = cores[ci];
-    const Instruction& inst = c.core->program->streams[e][c.pc[e]];
-    if (collectives && isa::is_collective(inst.opcode)) {
-      c.in_collective[e] = true;
-      if (!collectives->step(ci, static_cast<isa::Engine>(e), static_cast<uint32_t>(c.pc[e])))
-        return false;
-      c.in_collective[e] = false;
-      return true;
-    }
-    try {
-      execute_in(inst, *c.core->state, c.core->program);
-    } catch (const ExecError& err) {
-      throw ExecError(err.kind(), fmt::format("{}: {}", where(c, e), err.what()));
-    }
-    return true;
-  }
-
-  // Runs engine e of core ci until it finishes or must wait; returns whether it advanced.
-  bool advance(size_t ci, int e) {
-    CoreSchedule& c = cores[ci];
-    const auto& stream = c.core->program->streams[e];
-    const size_t start = c.pc[e];
-    while (c.pc[e] < stream.size() &&
-           (c.in_collective[e] || wait_satisfied(stream[c.pc[e]], c.sems))) {
-      if (!run_one(ci, e)) break;
-      apply_signal(stream[c.pc[e]], c.sems);
-      ++c.pc[e];
-    }
-    return c.pc[e] != start;
-  }
-
-  std::string blocked_line(size_t ci, int e) const {
-    const CoreSchedule& c = cores[ci];
-    const isa::Program& program = *c.core->program;
-    const Instruction& inst = program.streams[e][c.pc[e]];
-    if (c.in_collective[e])
-      return fmt::format(
-          "\n  {} {}", where(c, e),
-          collectives->waiting(ci, static_cast<isa::Engine>(e), static_cast<uint32_t>(c.pc[e])));
-    return fmt::format("\n  {} waits for S[{}]{}{} (S[{}] is {}): {}", where(c, e), inst.wait.sem,
-                       inst.wait.cond == isa::WaitCond::ge ? ">=" : "==", inst.wait.value,
-                       inst.wait.sem, c.sems[inst.wait.sem],
-                       isa::format_instruction(inst, &program));
-  }
-
-  [[noreturn]] void deadlock() const {
-    std::string blocked;
-    for (size_t ci = 0; ci < cores.size(); ++ci)
-      for (int e = 0; e < isa::kNumEngines; ++e)
-        if (cores[ci].pc[e] < cores[ci].core->program->streams[e].size())
-          blocked += blocked_line(ci, e);
-    throw ExecError(
-        Kind::deadlock,
-        std::string("deadlock: no engine can advance, every remaining stream waits on a "
-                    "semaphore that nobody will signal") +
-            (collectives ? " or at a collective that not every rank reaches" : "") + ":" + blocked);
-  }
-
-  void run() {
-    for (;;) {
-      bool progressed = false, done = true;
-      for (size_t ci = 0; ci < cores.size(); ++ci)
-        for (int e = 0; e < isa::kNumEngines; ++e) {
-          progressed |= advance(ci, e);
-          done &= cores[ci].pc[e] >= cores[ci].core->program->streams[e].size();
-        }
-      if (done) return;
-      if (!progressed) deadlock();
-    }
-  }
-};
-
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
 }
@@ -1557,21 +1430,10 @@ uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t ba
   return end;
 }
 
-void execute(const isa::Instruction& inst, CoreState& state) {
-  execute_in(inst, state, nullptr);
-}
-
-void run_functional(const isa::Program& program, CoreState& state) {
-  const FunctionalCore core{0, &program, &state};
-  std::array<CoreSchedule, 1> cores{};
-  cores[0].core = &core;
-  Scheduler{cores, nullptr, false}.run();
-}
-
-void run_functional(std::span<const FunctionalCore> cores, CollectiveStepper& collectives) {
-  std::vector<CoreSchedule> schedules(cores.size());
-  for (size_t i = 0; i < cores.size(); ++i) schedules[i].core = &cores[i];
-  Scheduler{schedules, &collectives, true}.run();
+void execute(const isa::Instruction& inst, CoreState& state, const isa::Program* program) {
+  // DMA moves bytes that already exist; only compute instructions create NaNs.
+  const bool nan_check = state.fail_on_nan && inst.opcode != Opcode::dma_copy;
+  dispatch(Ctx{inst, state, program, nan_check});
 }
 
 std::vector<uint8_t> read_operand(const isa::Instruction& inst, isa::Role role, CoreState& state,

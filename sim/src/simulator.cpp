@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 #include <span>
@@ -16,6 +17,7 @@
 #include "collective_hub.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/sim/cost_model.h"
+#include "schedule.h"
 
 namespace neuronsim::sim {
 namespace {
@@ -51,18 +53,6 @@ void wait_ps(uint64_t ps) {
   if (ps > 0) sc_core::wait(sc_core::sc_time(static_cast<double>(ps), sc_core::SC_PS));
 }
 
-bool wait_satisfied(const isa::SemWait& w, const std::array<uint32_t, isa::kNumSemaphores>& sem) {
-  switch (w.cond) {
-    case isa::WaitCond::none:
-      return true;
-    case isa::WaitCond::ge:
-      return sem[w.sem] >= w.value;
-    case isa::WaitCond::eq:
-      return sem[w.sem] == w.value;
-  }
-  return true;
-}
-
 // The chip-wide HBM: transfers reserve its bandwidth in the order they are issued.
 struct ChipRun {
   double ps_per_byte = 0;
@@ -83,10 +73,9 @@ struct PendingDma {
 
 }  // namespace
 
-// The state of one core during one run, and its SystemC processes.
-struct CoreRun {
-  uint32_t id = 0;
-  const isa::Program* program = nullptr;
+// The state of one core during one run: its streams as the scheduling rules see them
+// (schedule.h), and its timed state.
+struct CoreRun : CoreStreams {
   CoreState* state = nullptr;  // null in timing-only runs
   ChipRun* chip = nullptr;
   const spec::GenerationConfig* gen = nullptr;
@@ -96,7 +85,6 @@ struct CoreRun {
   uint64_t start_ps = 0;   // the run's start
   uint64_t offset_ps = 0;  // this core starts this long after it
 
-  std::array<uint32_t, isa::kNumSemaphores> sem{};
   struct Signal {
     Engine engine = Engine::SP;
     uint32_t index = 0;
@@ -118,10 +106,6 @@ struct CoreRun {
   std::priority_queue<PendingDma, std::vector<PendingDma>, std::greater<>> pending;
   uint64_t dma_seq = 0;
   int engines_running = isa::kNumEngines;
-  std::array<uint32_t, isa::kNumEngines> pc{};
-  // What an engine with work left is waiting for (the deadlock report names it).
-  enum class Block : uint8_t { none, semaphore, collective };
-  std::array<Block, isa::kNumEngines> blocked{};
   CollectiveHub* hub = nullptr;                  // the run's collectives
   sc_core::sc_event* collective_done = nullptr;  // notified when any collective of the run finishes
 
@@ -165,8 +149,7 @@ void CoreRun::complete(const Instruction& in, Engine engine, uint32_t index, boo
 
 void CoreRun::signal(const Instruction& in, Engine engine, uint32_t index, bool dma) {
   if (in.signal.op == isa::SemOp::none) return;
-  uint32_t& s = sem[in.signal.sem];
-  s = in.signal.op == isa::SemOp::add ? s + in.signal.value : in.signal.value;
+  CoreStreams::signal(in);
   last_signal[in.signal.sem] = {engine, index, dma, now_ps()};
   sem_changed.notify(sc_core::SC_ZERO_TIME);
 }
@@ -182,7 +165,7 @@ void CoreRun::engine_thread(Engine e) {
       const Instruction& in = stream[i];
       const uint64_t ready = now_ps();
       bool waited = false;
-      while (!wait_satisfied(in.wait, sem)) {
+      while (!may_start(e)) {
         waited = true;
         blocked[static_cast<size_t>(e)] = Block::semaphore;
         sc_core::wait(sem_changed);
@@ -205,9 +188,9 @@ void CoreRun::engine_thread(Engine e) {
       if (in.opcode == Opcode::matmul) stats.matmul_flops += flops;
       if (options->record) {
         result->instructions.push_back(
-            {id, e, i, &in, start - start_ps, now_ps() - start_ps, start - ready});
+            {core_id, e, i, &in, start - start_ps, now_ps() - start_ps, start - ready});
         if (waited)
-          result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine,
+          result->flows.push_back({core_id, in.wait.sem, last_signal[in.wait.sem].engine,
                                    last_signal[in.wait.sem].index, last_signal[in.wait.sem].dma,
                                    last_signal[in.wait.sem].ps - start_ps, e, i, start - start_ps});
       }
@@ -234,7 +217,7 @@ void CoreRun::engine_thread(Engine e) {
 bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64_t ready,
                          bool waited) {
   const uint64_t arrival = now_ps();
-  const CollectiveSite site{id, e, index, program};
+  const CollectiveSite site{core_id, e, index, program};
   const auto done = hub->arrive(site, state, arrival - start_ps);
   if (done->done)
     collective_done->notify(sc_core::SC_ZERO_TIME);  // the last arrival wakes the others
@@ -257,9 +240,9 @@ bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64
   ++es.instructions;
   if (options->record) {
     result->instructions.push_back(
-        {id, e, index, &in, arrival - start_ps, resume - start_ps, arrival - ready});
+        {core_id, e, index, &in, arrival - start_ps, resume - start_ps, arrival - ready});
     if (waited)
-      result->flows.push_back({id, in.wait.sem, last_signal[in.wait.sem].engine,
+      result->flows.push_back({core_id, in.wait.sem, last_signal[in.wait.sem].engine,
                                last_signal[in.wait.sem].index, last_signal[in.wait.sem].dma,
                                last_signal[in.wait.sem].ps - start_ps, e, index,
                                arrival - start_ps});
@@ -312,7 +295,7 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     stats.dma_busy_ps += end - start;
     ++stats.dma_transfers;
     if (options->record)
-      result->dmas.push_back({id, engine, index, static_cast<uint32_t>(in.ints[0]), dma_engine,
+      result->dmas.push_back({core_id, engine, index, static_cast<uint32_t>(in.ints[0]), dma_engine,
                               t.bytes, t.hbm_bytes, start - start_ps, end - start_ps,
                               t.descriptors});
   }
@@ -418,7 +401,7 @@ struct Simulator::Impl {
     sc_core::sc_event* previous_next = nullptr;
     sc_core::sc_event** link = &previous_next;
     for (const auto& r : runs) {
-      CoreSlot& s = slot(r->id);
+      CoreSlot& s = slot(r->core_id);
       s.run = r.get();
       for (int e = 0; e < kProcesses; ++e) {
         *link = &s.go[e];
@@ -442,28 +425,13 @@ struct Simulator::Impl {
     sc_core::sc_start();
   }
 
-  static std::string blocked_line(const CoreRun& r, int e) {
-    const Instruction& in = r.program->stream(static_cast<Engine>(e))[r.pc[e]];
-    const std::string where =
-        fmt::format("core {} {}[{}] `{}`", r.id, isa::engine_name(static_cast<Engine>(e)), r.pc[e],
-                    isa::format_instruction(in, r.program));
-    if (r.blocked[e] == CoreRun::Block::collective)
-      return fmt::format("\n  {} {}", where, r.hub->waiting(r.id, static_cast<Engine>(e)));
-    return fmt::format("\n  {} waits for S[{}] {} {}, which is {}", where, in.wait.sem,
-                       in.wait.cond == isa::WaitCond::ge ? ">=" : "==", in.wait.value,
-                       r.sem[in.wait.sem]);
-  }
-
-  static std::string deadlock_report(const std::vector<std::unique_ptr<CoreRun>>& runs) {
-    std::string out =
-        "deadlock: every engine that has work left waits on a semaphore nobody will signal, or at "
-        "a collective that not every rank reaches:";
-    for (const auto& r : runs)
-      for (int e = 0; e < isa::kNumEngines; ++e)
-        if (r->pc[e] < r->program->stream(static_cast<Engine>(e)).size() &&
-            r->blocked[e] != CoreRun::Block::none)
-          out += blocked_line(*r, e);
-    return out;
+  static ExecError deadlock(const std::vector<std::unique_ptr<CoreRun>>& runs,
+                            const CollectiveHub& hub) {
+    std::vector<const CoreStreams*> streams;
+    for (const auto& r : runs) streams.push_back(r.get());
+    return deadlock_error(streams, true, [&hub](const CoreStreams& c, Engine e) {
+      return hub.waiting(c.core_id, e);
+    });
   }
 };
 
@@ -487,10 +455,8 @@ class FunctionalCollectives final : public CollectiveStepper {
     return true;
   }
 
-  std::string waiting(size_t core, Engine e, uint32_t index) const override {
-    const FunctionalCore& c = cores_[core];
-    return fmt::format("{}: {}", hub_.waiting(c.id, e),
-                       isa::format_instruction(c.program->stream(e)[index], c.program));
+  std::string waiting(size_t core, Engine e) const override {
+    return hub_.waiting(cores_[core].id, e);
   }
 
  private:
@@ -592,7 +558,7 @@ RunResult Simulator::run(const RunOptions& options) {
   for (uint32_t c = 0; c < num_cores(); ++c) {
     if (!programs_[c]) continue;
     auto r = std::make_unique<CoreRun>();
-    r->id = c;
+    r->core_id = c;
     r->program = programs_[c];
     r->state = options.mode == Mode::timing_only ? nullptr : cores_[c].get();
     r->chip = &chips[c / instance_.cores_per_chip];
@@ -640,12 +606,13 @@ RunResult Simulator::run(const RunOptions& options) {
     // Wake every process still waiting so it returns before its state goes away.
     // Nothing may throw before they have returned (a process left waiting on this run's events
     // would break every later run), so the report is built without letting an error out.
-    std::string report;
+    std::optional<ExecError> report;
     if (!error) {
       try {
-        report = Impl::deadlock_report(runs);
+        report = Impl::deadlock(runs, hub);
       } catch (...) {
-        report = "deadlock: every engine that has work left waits (no report could be built)";
+        report = ExecError(ExecError::Kind::deadlock,
+                           "deadlock: no engine can go on (no report could be built)");
       }
     }
     abort = true;
@@ -656,13 +623,13 @@ RunResult Simulator::run(const RunOptions& options) {
     collective_done.notify(sc_core::SC_ZERO_TIME);
     sc_core::sc_start();
     if (error) std::rethrow_exception(error);
-    throw ExecError(ExecError::Kind::deadlock, report);
+    throw *report;
   }
   for (auto& r : runs) {
     result.total_ps = std::max(result.total_ps, r->stats.end_ps - start);
     r->stats.end_ps -= start;
     result.cores.push_back(r->stats);
-    result.core_ids.push_back(r->id);
+    result.core_ids.push_back(r->core_id);
   }
   if (options.progress) options.progress(total_instructions, total_instructions);
   return result;

@@ -647,9 +647,9 @@ TEST(RunFunctional, DeadlockNamesEachBlockedEngineAndItsCondition) {
   } catch (const ExecError& e) {
     EXPECT_EQ(e.kind(), Kind::deadlock);
     const std::string msg = e.what();
-    EXPECT_THAT(msg, HasSubstr("pe[0] waits for S[1]>=1 (S[1] is 0)"));
-    EXPECT_THAT(msg, HasSubstr("act[0] waits for S[0]>=1 (S[0] is 0): act memset"));
-    EXPECT_THAT(msg, HasSubstr("pool[0] waits for S[2]==1 (S[2] is 2)"));
+    EXPECT_THAT(msg, HasSubstr("pe[0] waits for S[1] >= 1, which is 0: pe sem_wait"));
+    EXPECT_THAT(msg, HasSubstr("act[0] waits for S[0] >= 1, which is 0: act memset"));
+    EXPECT_THAT(msg, HasSubstr("pool[0] waits for S[2] == 1, which is 2: pool memset"));
     EXPECT_THAT(msg, Not(HasSubstr("dve[")));
   }
   // DVE was free to run before the deadlock.

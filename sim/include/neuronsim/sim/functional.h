@@ -47,7 +47,8 @@ uint64_t bind_tensors(const isa::Program& program, CoreState& state, uint64_t ba
 // Applies one instruction's effect on memory. Semaphore instructions have none.
 // Collectives need the other ranks of their job, so they cannot run here: they
 // throw ExecError(unsupported); Simulator::run executes them (simulator.h).
-void execute(const isa::Instruction& inst, CoreState& state);
+// `program`, where given, names the instruction's tensors in messages.
+void execute(const isa::Instruction& inst, CoreState& state, const isa::Program* program = nullptr);
 
 // The elements of one operand of `inst`, packed in walk order (partition-major,
 // then dims outermost first), bytes as stored. Collectives exchange these.
@@ -62,31 +63,7 @@ void write_operand(const isa::Instruction& inst, isa::Role role, CoreState& stat
 // Runs a whole program functionally: engines take turns, each running until its
 // next unsatisfied semaphore wait; DMA transfers complete when triggered.
 // Throws ExecError(deadlock) when every engine waits on a semaphore nobody signals.
+// (schedule.cpp holds the turns, with the rules the timed run shares.)
 void run_functional(const isa::Program& program, CoreState& state);
-
-// Several cores run functionally together (Simulator::run in functional-only mode):
-// collective instructions are handed to a CollectiveStepper, which lets an engine
-// go on only once every rank of the collective has reached it.
-struct FunctionalCore {
-  uint32_t id = 0;  // instance-wide core index, for messages
-  const isa::Program* program = nullptr;
-  CoreState* state = nullptr;
-};
-
-class CollectiveStepper {
- public:
-  virtual ~CollectiveStepper() = default;
-  // Engine `engine` of cores[core] is at collective instruction `index` (its wait
-  // satisfied). Returns true once the instruction is done (its result written),
-  // false while it waits for other ranks. Called again until it returns true.
-  virtual bool step(size_t core, isa::Engine engine, uint32_t index) = 0;
-  // Why that engine is still waiting, for the deadlock report.
-  virtual std::string waiting(size_t core, isa::Engine engine, uint32_t index) const = 0;
-};
-
-// Interleaves the cores' engines until all finish. Throws ExecError(deadlock)
-// naming every engine that waits (on a semaphore or at a collective) when none can
-// advance.
-void run_functional(std::span<const FunctionalCore> cores, CollectiveStepper& collectives);
 
 }  // namespace neuronsim::sim
