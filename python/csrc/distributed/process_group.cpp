@@ -1,18 +1,13 @@
 // The torch.distributed backend "neuron" (process_group.h): how each c10d operation becomes one
-// collective of the simulated fabric, and how a rank joins its group.
+// collective of the simulated fabric, and how a rank joins its group. The host's side of the
+// bytes and reductions is in reductions.h; how the ranks reach each other, in transport.h.
 #include "distributed/process_group.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <random>
-#include <thread>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -20,7 +15,8 @@
 #include <fmt/format.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/kernel_call.h"
+#include "distributed/reductions.h"
+#include "distributed/transport.h"
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/cc/tcp.h"
 #include "profiler/profiler.h"
@@ -31,7 +27,6 @@
 namespace neuronsim::pytorch {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
 using FuturePtr = c10::intrusive_ptr<c10::ivalue::Future>;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
@@ -73,235 +68,19 @@ WorkPtr done(c10d::OpType type, std::vector<at::Tensor> outputs) {
   return c10::make_intrusive<NeuronWork>(type, std::move(f), std::move(outputs));
 }
 
-// ---- Bytes of tensors -----------------------------------------------------------------------
-
-// A process standing for symmetric ranks (GroupSetup::symmetric) moves no bytes: its collectives
-// are timed, and their tensors, whose values timing-only mode does not compute, are neither read
-// nor written (which would make the host hold every byte of the device's tensors).
-bool symmetric_process() {
-  static const bool on = [] {
-    const char* v = std::getenv("NEURONSIM_SYMMETRIC_RANKS");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
-}
-
-// The tensor's elements in order, as bytes (device tensors are read through their host view).
-Bytes bytes_of(const at::Tensor& t) {
-  if (symmetric_process()) return {};
-  const at::Tensor h = host_alias(t).contiguous();
-  const auto* p = static_cast<const uint8_t*>(h.data_ptr());
-  return Bytes(p, p + h.nbytes());
-}
-
-// Writes `n` bytes, the tensor's elements in order, into `t` (any layout, any device).
-void write_bytes(const at::Tensor& t, const uint8_t* data, size_t n) {
-  if (symmetric_process()) return;
-  TORCH_INTERNAL_ASSERT(n == t.numel() * t.element_size(), "write_bytes: size mismatch");
-  if (n == 0) return;
-  const at::Tensor src = at::from_blob(const_cast<uint8_t*>(data), t.sizes(),
-                                       at::TensorOptions().dtype(t.scalar_type()));
-  host_alias(t).copy_(src);
-}
-
-size_t nbytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * t.element_size();
-}
-
-Bytes concat(const std::vector<at::Tensor>& tensors) {
-  Bytes all;
-  for (const at::Tensor& t : tensors) {
-    const Bytes b = bytes_of(t);
-    all.insert(all.end(), b.begin(), b.end());
-  }
-  return all;
-}
-
-// Writes consecutive pieces of `data` into `tensors`, each taking its own size.
-void split_into(const std::vector<at::Tensor>& tensors, const Bytes& data) {
-  if (symmetric_process()) return;
-  size_t at = 0;
-  for (const at::Tensor& t : tensors) {
-    write_bytes(t, data.data() + at, nbytes(t));
-    at += nbytes(t);
-  }
-}
-
-// ---- Reductions -----------------------------------------------------------------------------
-
-const char* reduce_name(const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-      return "sum";
-    case c10d::ReduceOp::AVG:
-      return "avg";
-    case c10d::ReduceOp::PRODUCT:
-      return "product";
-    case c10d::ReduceOp::MIN:
-      return "min";
-    case c10d::ReduceOp::MAX:
-      return "max";
-    case c10d::ReduceOp::BAND:
-      return "band";
-    case c10d::ReduceOp::BOR:
-      return "bor";
-    case c10d::ReduceOp::BXOR:
-      return "bxor";
-    case c10d::ReduceOp::PREMUL_SUM:
-      return "premul_sum";
-    default:
-      return "unknown";
-  }
-}
-
-bool is_bitwise(const c10d::ReduceOp& op) {
-  return op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
-         op.op_ == c10d::ReduceOp::BXOR;
-}
-
-// The dtypes the fabric reduces (as the collective engines do, in FP32 rounded per step): the
-// engines' floating-point types.
-std::optional<isa::DType> fabric_dtype(at::ScalarType t) {
-  const std::optional<isa::DType> d = engine_dtype(t);
-  if (d == isa::DType::fp32 || d == isa::DType::bf16 || d == isa::DType::fp16) return d;
-  return std::nullopt;
-}
-
-cc::ReduceOp fabric_op(const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::AVG:
-      return cc::ReduceOp::avg;
-    case c10d::ReduceOp::PRODUCT:
-      return cc::ReduceOp::prod;
-    case c10d::ReduceOp::MIN:
-      return cc::ReduceOp::min;
-    case c10d::ReduceOp::MAX:
-      return cc::ReduceOp::max;
-    default:  // SUM, PREMUL_SUM (the factor is applied before)
-      return cc::ReduceOp::sum;
-  }
-}
-
-// The input a rank contributes: its bytes, scaled first for PREMUL_SUM.
-at::Tensor contribution(const at::Tensor& t, const c10d::ReduceOp& op) {
-  at::Tensor h = host_alias(t).contiguous();
-  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return h;
-  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(s != nullptr, "PREMUL_SUM without its factor");
-  const at::Tensor factor = s->tensor_factor.defined() ? host_alias(s->tensor_factor).clone()
-                                                       : at::scalar_tensor(s->double_factor);
-  return h.mul(factor.to(h.scalar_type()));
-}
-
-at::Tensor combine(const at::Tensor& acc, const at::Tensor& x, const c10d::ReduceOp& op) {
-  const bool boolean = acc.scalar_type() == at::kBool;
-  switch (op.op_) {
-    case c10d::ReduceOp::PRODUCT:
-      return boolean ? at::logical_and(acc, x) : acc * x;
-    case c10d::ReduceOp::MIN:
-      return at::minimum(acc, x);
-    case c10d::ReduceOp::MAX:
-      return at::maximum(acc, x);
-    case c10d::ReduceOp::BAND:
-      return at::bitwise_and(acc, x);
-    case c10d::ReduceOp::BOR:
-      return at::bitwise_or(acc, x);
-    case c10d::ReduceOp::BXOR:
-      return at::bitwise_xor(acc, x);
-    default:  // SUM, AVG, PREMUL_SUM
-      return boolean ? at::logical_or(acc, x) : acc + x;
-  }
-}
-
-// Reduces the `ranks` contributions laid one after another in `data` (each `numel` elements
-// of `type`) in rank order, exactly: every rank computes the same bits. Low-precision floats
-// are combined in FP32 and rounded once.
-at::Tensor reduce_on_host(const Bytes& data, int ranks, int64_t numel, at::ScalarType type,
-                          const c10d::ReduceOp& op) {
-  if (symmetric_process()) return {};
-  const at::Tensor all =
-      at::from_blob(const_cast<uint8_t*>(data.data()), {ranks, numel}, at::TensorOptions(type));
-  const bool widen = at::isFloatingType(type) && type != at::kDouble;
-  const auto compute = widen ? at::kFloat : type;
-  at::Tensor acc = all[0].to(compute, /*non_blocking=*/false, /*copy=*/true);
-  for (int r = 1; r < ranks; ++r) acc = combine(acc, all[r].to(compute), op);
-  if (op.op_ == c10d::ReduceOp::AVG) acc = acc / ranks;
-  return acc.to(type);
-}
-
-// ---- Peers' threads -------------------------------------------------------------------------
-
-// Runs one peer's sends and receives in order on a thread of its own.
-class PeerThread {
- public:
-  PeerThread() : thread_([this] { loop(); }) {}
-  ~PeerThread() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_all();
-  }
-  std::unique_ptr<cc::TcpCommunicator> comm;  // used by the thread only
-  std::optional<std::string> broken;          // used by the thread only
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-std::string random_token() {
-  std::random_device rd;
-  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
-}
-
-std::string text(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
-Bytes bytes(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-
 }  // namespace
 
 // ---- The group --------------------------------------------------------------------------------
 
 struct ProcessGroupNeuron::Impl {
+  explicit Impl(GroupSetup s)
+      : setup(std::move(s)), transport(setup.store, setup.timeout, current_core()) {}
+
   GroupSetup setup;
   std::mutex mu;  // one collective at a time
   std::unique_ptr<cc::TcpCommunicator> comm;
   std::optional<std::string> broken;  // why the group failed; every later call fails with it
-  std::mutex peers_mu;
-  std::map<std::pair<int, int>, std::unique_ptr<PeerThread>> channels;  // by (source, dest)
+  Transport transport;                // how the ranks reach each other
   bool coalescing = false;
   std::vector<FuturePtr> coalesced;
   mutable std::mutex stats_mu;
@@ -336,62 +115,14 @@ struct ProcessGroupNeuron::Impl {
     return static_cast<int>(root);
   }
 
-  // The job token: the environment's, else one the group's first rank to ask draws and
-  // shares through the store (which only the job's ranks reach).
-  std::string token() {
-    std::string t = env_or("NEURONSIM_JOB_TOKEN", "");
-    if (!t.empty()) return t;
-    t = env_or("TORCHELASTIC_RUN_ID", "none");
-    if (t != "none") return t;
-    return text(setup.store->compareSet("neuronsim/token", {}, bytes(random_token())));
-  }
-
   // The rank's NeuronCore: the current device's when the group is made (torchrun's local rank,
   // distributed.py), announced to the other ranks as this rank's place on the fabric.
-  cc::CoreId home_core;
-
   static cc::CoreId current_core() {
     pytorch::Backend& b = pytorch::Backend::get();
     const uint32_t physical = b.core_of(current_device());
     const uint32_t per_chip = b.env().instance.cores_per_chip;
     const int node = std::atoi(env_or("GROUP_RANK", "0").c_str());
     return cc::CoreId{physical / per_chip, physical % per_chip, static_cast<uint32_t>(node)};
-  }
-
-  // Joins the ranks `rank` of `size` that meet under `key`: rank 0 listens on a free port and
-  // publishes it in the store; the others read it there.
-  std::unique_ptr<cc::TcpCommunicator> connect(const std::string& key, int rank, int size) {
-    cc::TcpOptions o;
-    o.rank = rank;
-    o.world_size = size;
-    o.timeout = setup.timeout;
-    o.instance = pytorch::Backend::get().env().instance;
-    o.core = home_core;
-    o.token = token();
-    const std::string host = env_or("NEURONSIM_COMM_HOST", "127.0.0.1");
-    if (rank == 0) {
-      o.root = host.find(':') == std::string::npos ? host + ":0" : "[" + host + "]:0";
-      o.on_listening = [&](const std::string& address) { setup.store->set(key, bytes(address)); };
-    } else {
-      o.root = published(key);
-    }
-    return cc::TcpCommunicator::connect(std::move(o));
-  }
-
-  // The value rank 0 publishes under `key`, once it is there. Polled, not Store::wait: a
-  // TCPStore client serialises its calls, so a blocking wait in one channel's thread would
-  // keep another thread of this process from publishing its own address (a deadlock across
-  // the ranks of a ring of sends).
-  std::string published(const std::string& key) {
-    const auto deadline = std::chrono::steady_clock::now() + setup.timeout;
-    while (!setup.store->check({key})) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw cc::CommError(cc::CommFault::timeout,
-                            fmt::format("rank 0 of '{}' did not publish its address within {} s",
-                                        key, setup.timeout.count() / 1000.0));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return text(setup.store->get(key));
   }
 
   // The device of the first neuron tensor among `tensors` (or the current device when
@@ -516,7 +247,7 @@ struct ProcessGroupNeuron::Impl {
     const uint64_t arrival = arrival_ps(tensors);
     const uint64_t in_bytes = input.size();
     try {
-      if (!comm) comm = connect("neuronsim/root", me(), R());
+      if (!comm) comm = transport.connect("neuronsim/root", me(), R());
       cc::CollectiveOutcome out = comm->run(spec, {cc::RankCall{me(), arrival, std::move(input)}},
                                             /*with_data=*/true);
       account(op, tensors, arrival, out.finish_ps.at(0), in_bytes, hold_always,
@@ -639,13 +370,6 @@ struct ProcessGroupNeuron::Impl {
 
   // ---- Point to point ----
 
-  PeerThread& channel(int source, int dest) {
-    std::lock_guard lock(peers_mu);
-    auto& p = channels[{source, dest}];
-    if (!p) p = std::make_unique<PeerThread>();
-    return *p;
-  }
-
   // A send (this rank's bytes to `other`) or a receive (into `t`), as a permute on the
   // channel from the source to the destination: a connection and a thread of its own for each
   // direction of each pair, so that sends match receives in order whatever else the two ranks
@@ -664,14 +388,15 @@ struct ProcessGroupNeuron::Impl {
     FuturePtr future = new_future();
     const int source = sending ? me() : other, dest = sending ? other : me();
     const int pair_rank = sending ? 0 : 1;  // the source is rank 0 of the channel
-    PeerThread& p = channel(source, dest);
+    PeerThread& p = transport.channel(source, dest);
     const std::string what = fmt::format("{} {} rank {}", op, sending ? "to" : "from", other);
     p.post([this, &p, t, input, future, what, source, dest, pair_rank, sending, arrival] {
       try {
         if (p.broken) fail(what, "the connection failed earlier: " + *p.broken);
         try {
           if (!p.comm)
-            p.comm = connect(fmt::format("neuronsim/p2p/{}-{}", source, dest), pair_rank, 2);
+            p.comm =
+                transport.connect(fmt::format("neuronsim/p2p/{}-{}", source, dest), pair_rank, 2);
           const cc::CollectiveSpec s = cc::send_recv_spec(2, 0, 1, isa::DType::uint8, nbytes(t));
           cc::CollectiveOutcome out =
               p.comm->run(s, {cc::RankCall{pair_rank, arrival, std::move(*input)}}, true);
@@ -724,9 +449,7 @@ std::vector<at::Tensor> blocks_by_rank(const ProcessGroupNeuron::Impl& impl, con
 }  // namespace
 
 ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
-    : Backend(setup.rank, setup.size), impl_(std::make_unique<Impl>()) {
-  impl_->setup = std::move(setup);
-  impl_->home_core = Impl::current_core();
+    : Backend(setup.rank, setup.size), impl_(std::make_unique<Impl>(std::move(setup))) {
   if (impl_->setup.symmetric) {
     if (pytorch::Backend::get().env().mode != sim::Mode::timing_only)
       impl_->refuse("new_group",
@@ -740,7 +463,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(GroupSetup setup)
   // its ranks connect now, while the store, which the job's first rank hosts, is surely there:
   // a group of later ranks must not need the store after the first ranks have left.
   try {
-    impl_->comm = impl_->connect("neuronsim/root", impl_->me(), impl_->R());
+    impl_->comm = impl_->transport.connect("neuronsim/root", impl_->me(), impl_->R());
   } catch (const cc::CommError& e) {
     impl_->broken = e.what();
     impl_->fail("new_group", e.what());
@@ -752,12 +475,7 @@ ProcessGroupNeuron::~ProcessGroupNeuron() {
 }
 
 void ProcessGroupNeuron::shutdown() {
-  std::map<std::pair<int, int>, std::unique_ptr<PeerThread>> channels;
-  {
-    std::lock_guard lock(impl_->peers_mu);
-    channels.swap(impl_->channels);
-  }
-  channels.clear();  // joins the threads after their queued work
+  impl_->transport.close_channels();
   std::lock_guard lock(impl_->mu);
   impl_->comm.reset();
 }
