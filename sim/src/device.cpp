@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,10 +12,12 @@
 
 #include <fmt/format.h>
 
-#include "hbm_allocator.h"
+#include "device_memory.h"
 #include "neuronsim/isa/validate.h"
 #include "neuronsim/sim/cost_model.h"
 #include "neuronsim/sim/simulator.h"
+#include "trace_sessions.h"
+#include "work_queue.h"
 
 namespace neuronsim::sim {
 namespace {
@@ -75,52 +75,6 @@ LoadedProgram::~LoadedProgram() {
 
 namespace {
 
-// A place in device memory that work reads or writes. Host-mapped bytes are named by their
-// host address (the runtime maps one host buffer at a new HBM address per request, and those
-// are the same bytes); other HBM by chip and address.
-struct Range {
-  static constexpr uint64_t kHost = ~uint64_t{0};
-  uint64_t space = 0;  // chip, or kHost
-  uint64_t addr = 0, size = 0;
-  uint32_t chip = 0;  // where it is bound (for the allocator's times)
-  uint64_t hbm_addr = 0;
-  bool overlaps(const Range& o) const {
-    return space == o.space && addr < o.addr + o.size && o.addr < addr + size;
-  }
-};
-
-// One piece of work on a core's queue.
-struct Work {
-  uint64_t seq = 0;
-  uint32_t core = 0;
-  bool is_copy = false;  // a copy, or a hold (a copy of no bytes that ends at hold_until_ps)
-  bool is_hold = false;
-  uint64_t hold_until_ps = 0;
-  std::vector<TensorBinding> hold_touches;  // a hold beside the kernels: what it reads and writes
-  uint32_t queue = 0;  // the core's queue, or (a hold beside the kernels) its side queue
-  Execution execution;
-  Copy copy;
-  std::shared_ptr<const CollectiveBinding> group;  // set for the members of a group
-  size_t group_size = 0;
-  std::vector<Range> reads, writes;  // computed once, when queued
-  uint64_t after_ps = 0;             // starts no earlier: the end of earlier work it conflicts with
-  uint64_t submit_ps = 0;      // the host clock when it was enqueued: the device starts no earlier
-  uint64_t host_bound_ps = 0;  // of its start, how long the ready core waited for the host
-};
-
-bool any_overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
-  for (const Range& x : a)
-    for (const Range& y : b)
-      if (x.overlaps(y)) return true;
-  return false;
-}
-
-// Whether `later` must come after `earlier`: one writes what the other reads or writes.
-bool conflict(const Work& earlier, const Work& later) {
-  return any_overlap(earlier.writes, later.reads) || any_overlap(earlier.writes, later.writes) ||
-         any_overlap(earlier.reads, later.writes);
-}
-
 bool is_input(const isa::TensorDecl& t) {
   return t.kind == isa::TensorKind::input;
 }
@@ -128,115 +82,36 @@ bool is_output(const isa::TensorDecl& t) {
   return t.kind == isa::TensorKind::output;
 }
 
-// Appends `from` to `to`, shifted by `shift_ps`, while the event budgets last: the session's
-// and its core's (`per_core`: the records each core has in `to`).
-void append_records(RunResult& to, const RunResult& from, uint64_t shift_ps,
-                    const TraceLimits& limits, std::map<uint32_t, uint64_t>& per_core,
-                    uint64_t& dropped) {
-  auto keep = [&](uint32_t core) {
-    const uint64_t have = to.instructions.size() + to.dmas.size() + to.flows.size();
-    uint64_t& of_core = per_core[core];
-    if ((limits.max_events != 0 && have >= limits.max_events) ||
-        (limits.max_events_per_core != 0 && of_core >= limits.max_events_per_core)) {
-      ++dropped;
-      return false;
-    }
-    ++of_core;
-    return true;
-  };
-  for (InstructionRecord r : from.instructions) {
-    if (!keep(r.core)) continue;
-    r.start_ps += shift_ps;
-    r.end_ps += shift_ps;
-    to.instructions.push_back(r);
-  }
-  for (DmaRecord r : from.dmas) {
-    if (!keep(r.core)) continue;
-    r.start_ps += shift_ps;
-    r.end_ps += shift_ps;
-    to.dmas.push_back(r);
-  }
-  for (FlowRecord r : from.flows) {
-    if (!keep(r.core)) continue;
-    r.from_ps += shift_ps;
-    r.to_ps += shift_ps;
-    to.flows.push_back(r);
-  }
-}
-
-// Sums the per-core totals of a window into the session's, core by core.
-void add_stats(RunResult& to, const RunResult& from, uint64_t shift_ps) {
-  for (size_t i = 0; i < from.cores.size(); ++i) {
-    const uint32_t id = from.core_ids[i];
-    auto it = std::find(to.core_ids.begin(), to.core_ids.end(), id);
-    if (it == to.core_ids.end()) {
-      to.core_ids.push_back(id);
-      to.cores.emplace_back();
-      it = to.core_ids.end() - 1;
-    }
-    CoreStats& s = to.cores[static_cast<size_t>(it - to.core_ids.begin())];
-    const CoreStats& f = from.cores[i];
-    s += f;
-    s.end_ps = std::max(s.end_ps, f.end_ps + shift_ps);
-  }
-  to.total_ps = std::max(to.total_ps, from.total_ps + shift_ps);
-}
-
-struct Session {
-  TraceLimits limits;
-  TraceSession data;
-  std::set<const LoadedProgram*> programs;
-  std::map<uint32_t, uint64_t> core_events;  // the records kept of each core
-  std::shared_ptr<const RunResult> last_window;
-  bool records(const LoadedProgram* p) const { return programs.empty() || programs.count(p); }
-  bool in_window(uint64_t start, uint64_t end) const {
-    return !(limits.from_ps && end <= limits.from_ps) && !(limits.to_ps && start >= limits.to_ps);
-  }
-  bool wants(const Work& w, uint64_t start, uint64_t end) const {
-    return in_window(start, end) && records(w.execution.program.get());
-  }
-};
-
 }  // namespace
 
+// A device is its simulator and three rooms beside it: memory (device_memory.h), the work queue
+// (work_queue.h) and the trace sessions (trace_sessions.h), and the worker thread that takes
+// what may run from the queue and simulates it in windows.
 struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   Impl(spec::InstanceConfig instance, spec::GenerationConfig generation, DeviceOptions opts)
-      : sim(std::move(instance), std::move(generation)), options(std::move(opts)) {
-    for (uint32_t c = 0; c < sim.instance().chips; ++c)
-      allocators.emplace_back(sim.generation().hbm_bytes);
-    for (uint32_t c = 0; c < sim.instance().chips; ++c) sim.hbm(c);  // before other threads
-    // Each core has a queue for its kernels and copies and a side queue for holds that run
-    // beside them (Hold::touches).
-    queues.resize(2 * sim.num_cores());
-    core_free_ps.assign(2 * sim.num_cores(), 0);
-  }
+      : sim(std::move(instance), std::move(generation)),
+        options(std::move(opts)),
+        memory(sim),
+        work(sim.num_cores()) {}
 
   Simulator sim;
   DeviceOptions options;
+  DeviceMemory memory;
 
-  mutable std::mutex mem_mu;  // allocators
-  std::vector<HbmAllocator> allocators;
-
-  // Queues and completions (mu).
+  // The queues, the completions, the host clock and the sessions (mu).
   mutable std::mutex mu;
+  WorkQueue work;
+  TraceSessions traces;
   std::condition_variable work_cv;       // the worker waits here for work
   std::condition_variable done_cv;       // callers wait here for completions
   std::atomic<uint64_t> pushes{0};       // work pushed for the worker so far (under mu; see watch)
   std::atomic<uint64_t> completions{0};  // batches completed so far (changed under mu)
-  std::vector<std::deque<Work>> queues;
-  std::set<uint64_t> pending;               // enqueued, not yet done
-  std::map<uint64_t, Completion> finished;  // done, not yet taken
-  uint64_t next_seq = 1;
   bool stop = false;
   std::thread worker;
-  std::vector<uint64_t> core_free_ps;  // when each queue is free on the device clock
-  uint64_t clock_ps = 0;
   // The host's clock: its own work (host_work) and the ends it waited for move it on; work
   // enqueued starts no earlier on the device.
   uint64_t host_ps = 0;
   bool busy = false;  // a thread is stepping (the worker, or a caller of run on an idle device)
-  std::map<uint64_t, Session> sessions;
-  uint64_t next_session = 1;
 
   uint32_t chip_of(uint32_t core) const {
     if (core >= sim.num_cores())
@@ -244,49 +119,13 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
                                           sim.num_cores(), core));
     return core / sim.instance().cores_per_chip;
   }
-  void check_chip(uint32_t chip) const {
-    if (chip >= allocators.size())
-      throw std::out_of_range(
-          fmt::format("{} has {} chips, no chip {}", sim.instance().name, allocators.size(), chip));
-  }
-
-  std::optional<uint64_t> allocate(uint32_t chip, uint64_t size, uint8_t* host) {
-    check_chip(chip);
-    std::lock_guard lock(mem_mu);
-    auto addr = allocators[chip].allocate(size);
-    if (addr && host) {
-      try {
-        sim.hbm(chip).map(*addr, host, size);
-      } catch (...) {
-        allocators[chip].free(*addr);
-        throw;
-      }
-    }
-    return addr;
-  }
-
-  void free(uint32_t chip, uint64_t address) {
-    check_chip(chip);
-    std::lock_guard lock(mem_mu);
-    if (allocators[chip].free(address)) sim.hbm(chip).unmap(address);
-  }
 
   uint64_t push(Work w, bool wake_worker = true) {
     place(w);
     w.submit_ps = host_ps;
-    w.seq = next_seq++;
-    w.queue = queue_of(w);
-    pending.insert(w.seq);
-    const uint32_t queue = w.queue;
-    queues[queue].push_back(std::move(w));
+    const uint64_t seq = work.push(std::move(w));
     if (wake_worker) notify_worker();  // work a caller runs itself is not the worker's
-    return next_seq - 1;
-  }
-
-  // The core's queue, or its side queue for a hold beside the kernels.
-  uint32_t side_queue(uint32_t core) const { return sim.num_cores() + core; }
-  uint32_t queue_of(const Work& w) const {
-    return w.hold_touches.empty() ? w.core : side_queue(w.core);
+    return seq;
   }
 
   // Tells the worker there is work, or that the device ends (mu held).
@@ -295,74 +134,36 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     work_cv.notify_one();                            // wakes a sleep
   }
 
-  // ---- the worker -----------------------------------------------------------
-
-  Range range(uint32_t chip, uint64_t addr, uint64_t size) {
-    if (const uint8_t* host = sim.hbm(chip).host_at(addr))
-      return {Range::kHost, reinterpret_cast<uintptr_t>(host), size, chip, addr};
-    return {chip, addr, size, chip, addr};
-  }
-  void place(Work& w) {
+  // What work reads and writes, computed once when it is queued.
+  void place(Work& w) const {
     if (w.is_hold) {  // touches what it says it does (a collective's tensors), both ways
       const uint32_t chip = chip_of(w.core);
       for (const TensorBinding& t : w.hold_touches) {
-        w.reads.push_back(range(chip, t.address, t.size));
-        w.writes.push_back(range(chip, t.address, t.size));
+        w.reads.push_back(memory.range(chip, t.address, t.size));
+        w.writes.push_back(memory.range(chip, t.address, t.size));
       }
       return;
     }
     if (w.is_copy) {
-      w.reads.push_back(range(w.copy.src_chip, w.copy.src, w.copy.bytes));
-      w.writes.push_back(range(w.copy.dst_chip, w.copy.dst, w.copy.bytes));
+      w.reads.push_back(memory.range(w.copy.src_chip, w.copy.src, w.copy.bytes));
+      w.writes.push_back(memory.range(w.copy.dst_chip, w.copy.dst, w.copy.bytes));
       return;
     }
     const uint32_t chip = w.core / sim.instance().cores_per_chip;
     for (const isa::TensorDecl& t : w.execution.program->program().tensors)
       if (auto b = w.execution.tensors.find(t.var_id); b != w.execution.tensors.end())
         (is_output(t) ? w.writes : w.reads)
-            .push_back(range(chip, b->second.address, b->second.size));
+            .push_back(memory.range(chip, b->second.address, b->second.size));
   }
 
-  // A head may run once no earlier work on another queue touches what it touches.
-  bool runnable(const Work& head) const {
-    for (const auto& q : queues)
-      for (const Work& w : q) {
-        if (w.seq >= head.seq) break;                       // queues are in sequence order
-        if (head.group && w.group == head.group) continue;  // a group runs as one
-        if (conflict(w, head)) return false;
-      }
-    return true;
-  }
-
-  // Takes what runs next (mu held), among the heads of the queues that may run: copies
-  // first; else the plain executions (one per core, together in one window); else one
-  // group whose members are all at the heads of their queues. Empty when nothing can run.
-  std::vector<Work*> take() {
-    std::vector<Work*> copies, plain;
-    std::map<const CollectiveBinding*, std::vector<Work*>> groups;
-    for (auto& q : queues) {
-      if (q.empty() || !runnable(q.front())) continue;
-      Work& w = q.front();
-      if (w.is_copy)
-        copies.push_back(&w);
-      else if (w.group)
-        groups[w.group.get()].push_back(&w);
-      else
-        plain.push_back(&w);
-    }
-    if (!copies.empty()) return copies;
-    if (!plain.empty()) return plain;
-    for (auto& [binding, members] : groups)
-      if (members.size() == members.front()->group_size) return members;
-    return {};
-  }
+  // ---- the worker -----------------------------------------------------------
 
   void work_loop() {
     std::unique_lock lock(mu);
     for (;;) {
-      watch_then_wait(lock, work_cv, pushes, [&] { return stop || (!pending.empty() && !busy); });
+      watch_then_wait(lock, work_cv, pushes, [&] { return stop || (!work.idle() && !busy); });
       if (!step(lock)) {
-        if (stop && pending.empty()) return;
+        if (stop && work.idle()) return;
         work_cv.wait(lock);  // a group waits for members that are not at their heads yet
       }
     }
@@ -371,7 +172,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
   // Runs what can run next and records its completions (mu held, released while simulating).
   // False when nothing could run. Only one thread steps at a time (busy).
   bool step(std::unique_lock<std::mutex>& lock) {
-    std::vector<Work*> batch = take();
+    std::vector<Work*> batch = work.take();
     if (batch.empty()) return false;
     busy = true;
     std::vector<Completion> done;
@@ -385,21 +186,16 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
         c.seq = w->seq;
         c.core = w->core;
         c.error = std::current_exception();
-        c.start_ps = c.end_ps = core_free_ps[w->queue];
+        c.start_ps = c.end_ps = work.free_ps(w->queue);
         done.push_back(std::move(c));
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) finish(*batch[i], done[i]);
-    for (Work* w : batch) queues[w->queue].pop_front();
-    for (Completion& c : done) {
-      pending.erase(c.seq);
-      clock_ps = std::max(clock_ps, c.end_ps);
-      finished.emplace(c.seq, std::move(c));
-    }
+    work.finish(batch, std::move(done));
     busy = false;
     completions.fetch_add(1, std::memory_order_release);
     done_cv.notify_all();
-    if (!pending.empty()) notify_worker();  // a caller stepped: what is left is the worker's
+    if (!work.idle()) notify_worker();  // a caller stepped: what is left is the worker's
     return true;
   }
 
@@ -410,35 +206,19 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     uint64_t at_ps = 0, host_bound_ps = 0;
   };
   Start start_of(const Work& w) const {
-    uint64_t ready = std::max(core_free_ps[w.queue], w.after_ps);
-    {
-      std::lock_guard l(mem_mu);
-      for (const Range& r : w.reads)
-        ready = std::max(ready, allocators[r.chip].readable_ps(r.hbm_addr));
-      for (const Range& r : w.writes)
-        ready = std::max(ready, allocators[r.chip].writable_ps(r.hbm_addr));
-    }
+    const uint64_t ready = std::max(work.ready_ps(w), memory.ready_ps(w.reads, w.writes));
     if (options.mode == Mode::functional_only) return {ready, 0};
     return {std::max(ready, w.submit_ps), w.submit_ps > ready ? w.submit_ps - ready : 0};
   }
 
-  // Work that is done moves its core's queue and the times of what it touched on, and queued
-  // work that conflicts with it starts no earlier than its end (mu held).
+  // Work that is done moves the times of what it touched on, and the sessions record it (mu
+  // held); the queue moves on after (WorkQueue::finish).
   void finish(const Work& w, Completion& c) {
     if (!w.is_copy) c.program = w.execution.program;
     if (!c.error) c.host_bound_ps = w.host_bound_ps;
-    core_free_ps[w.queue] = std::max(core_free_ps[w.queue], c.end_ps);
-    {
-      std::lock_guard l(mem_mu);
-      for (const Range& r : w.reads) allocators[r.chip].touched(r.hbm_addr, false, c.end_ps);
-      for (const Range& r : w.writes) allocators[r.chip].touched(r.hbm_addr, true, c.end_ps);
-    }
-    for (auto& q : queues)
-      for (Work& later : q)
-        if (later.seq > w.seq && conflict(w, later))
-          later.after_ps = std::max(later.after_ps, c.end_ps);
-    if (!w.is_copy && !c.error) record_in_sessions(w, c);
-    if (w.is_hold && !c.error) record_hold_in_sessions(w, c);
+    memory.touched(w.reads, w.writes, c.end_ps);
+    if (!w.is_copy && !c.error) traces.record_execution(w, c);
+    if (w.is_hold && !c.error) traces.record_hold(w, c);
   }
 
   // Runs a batch with mu released; returns the completions (mu held again).
@@ -457,10 +237,7 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
       lock.lock();
       return out;
     }
-    const bool record = std::any_of(sessions.begin(), sessions.end(), [&](const auto& s) {
-      return std::any_of(batch.begin(), batch.end(),
-                         [&](Work* w) { return s.second.records(w->execution.program.get()); });
-    });
+    const bool record = traces.records_any(batch);
     lock.unlock();
     // Several executions that are no group share one window; when it faults, each runs again
     // alone to find which one faulted. What the window wrote is undone first, so that an
@@ -586,42 +363,6 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     }
     return c;
   }
-
-  // A hold is a slice of its own on the core's row (the collective beside the kernels);
-  // sessions limited to some programs leave it out.
-  void record_hold_in_sessions(const Work& w, const Completion& c) {
-    for (auto& [id, s] : sessions) {
-      if (!s.programs.empty() || !s.wants(w, c.start_ps, c.end_ps)) continue;
-      s.data.result.executions.push_back(
-          {w.core, w.seq, w.copy.name, nullptr, c.start_ps, c.end_ps});
-    }
-  }
-
-  void record_in_sessions(const Work& w, const Completion& c) {
-    for (auto& [id, s] : sessions) {
-      if (!s.wants(w, c.start_ps, c.end_ps)) continue;
-      TraceSession& d = s.data;
-      const RunResult& r = *c.run;
-      // A window with several executions is appended once (with its first one).
-      if (s.last_window != c.run) {
-        s.last_window = c.run;
-        if (d.result.instance.empty()) {
-          d.result.instance = r.instance;
-          d.result.generation = r.generation;
-          d.result.peak_flops_per_core = r.peak_flops_per_core;
-          d.result.hbm_bytes_per_ns = r.hbm_bytes_per_ns;
-          d.result.hbm_stacks = r.hbm_stacks;
-        }
-        append_records(d.result, r, r.start_ps, s.limits, s.core_events, d.dropped_events);
-        add_stats(d.result, r, r.start_ps);
-      }
-      d.result.executions.push_back(
-          {w.core, w.seq, w.execution.name.empty() ? w.execution.program->name() : w.execution.name,
-           &w.execution.program->program(), c.start_ps, c.end_ps, c.launch_ps, c.host_bound_ps});
-      if (std::find(d.programs.begin(), d.programs.end(), w.execution.program) == d.programs.end())
-        d.programs.push_back(w.execution.program);
-    }
-  }
 };
 
 // ---- Device ---------------------------------------------------------------
@@ -682,27 +423,24 @@ Mode Device::mode() const {
 }
 
 std::optional<uint64_t> Device::allocate(uint32_t chip, uint64_t size, uint8_t* host) {
-  return impl_->allocate(chip, size, host);
+  return impl_->memory.allocate(chip, size, host);
 }
 
 void Device::free(uint32_t chip, uint64_t address) {
-  impl_->free(chip, address);
+  impl_->memory.free(chip, address);
 }
 
 Device::MemoryUse Device::memory(uint32_t chip) const {
-  impl_->check_chip(chip);
-  std::lock_guard lock(impl_->mem_mu);
-  const HbmAllocator& a = impl_->allocators[chip];
-  return {a.used(), a.peak(), a.capacity()};
+  return impl_->memory.use(chip);
 }
 
 void Device::write(uint32_t chip, uint64_t address, std::span<const uint8_t> bytes) {
-  impl_->check_chip(chip);
+  impl_->memory.check_chip(chip);
   impl_->sim.hbm(chip).write(address, bytes.data(), bytes.size());
 }
 
 void Device::read(uint32_t chip, uint64_t address, std::span<uint8_t> bytes) const {
-  impl_->check_chip(chip);
+  impl_->memory.check_chip(chip);
   impl_->sim.hbm(chip).read(address, bytes.data(), bytes.size());
 }
 
@@ -724,25 +462,11 @@ ProgramRef Device::load(uint32_t core, isa::Program program, std::string name, i
   p->fp8_ = fp8;
   p->core_ = core;
   p->name_ = std::move(name);
-  std::vector<uint64_t> placed;
-  for (const isa::TensorDecl& t : p->program_.tensors) {
-    if (t.kind != isa::TensorKind::constant && t.kind != isa::TensorKind::scratch) continue;
-    const auto addr = impl_->allocate(chip, t.size_bytes(), nullptr);
-    if (!addr) {
-      for (uint64_t a : placed) impl_->free(chip, a);
-      const MemoryUse m = memory(chip);
-      throw std::runtime_error(fmt::format(
-          "program '{}': {} '{}' needs {} bytes of HBM, but chip {} has {} of {} in use", p->name_,
-          isa::tensor_kind_name(t.kind), t.name, t.size_bytes(), chip, m.used, m.capacity));
-    }
-    placed.push_back(*addr);
-    if (!t.data.empty())
-      write(chip, *addr, std::span(t.data).first(std::min(t.data.size(), t.size_bytes())));
-    p->fixed_[t.var_id] = TensorBinding{*addr, t.size_bytes()};
-  }
+  const std::vector<uint64_t> placed =
+      impl_->memory.place_fixed(chip, p->program_, p->name_, p->fixed_);
   p->release_ = [weak = std::weak_ptr<Impl>(impl_), chip, placed] {
     if (auto impl = weak.lock())
-      for (uint64_t a : placed) impl->free(chip, a);
+      for (uint64_t a : placed) impl->memory.free(chip, a);
   };
   return p;
 }
@@ -807,8 +531,8 @@ uint64_t Device::enqueue(Execution execution) {
 
 uint64_t Device::enqueue(uint32_t core, Copy copy) {
   chip_of(core);
-  impl_->check_chip(copy.src_chip);
-  impl_->check_chip(copy.dst_chip);
+  impl_->memory.check_chip(copy.src_chip);
+  impl_->memory.check_chip(copy.dst_chip);
   Work w;
   w.core = core;
   w.is_copy = true;
@@ -837,7 +561,7 @@ uint64_t Device::side_ready_ps(uint32_t core, const std::vector<TensorBinding>& 
   w.hold_touches = touches;
   std::lock_guard lock(impl_->mu);
   impl_->place(w);
-  w.queue = impl_->side_queue(core);
+  w.queue = impl_->work.side_queue(core);
   w.submit_ps = impl_->host_ps;
   return impl_->start_of(w).at_ps;
 }
@@ -867,20 +591,18 @@ std::vector<uint64_t> Device::enqueue_group(std::vector<Execution> executions,
 
 bool Device::done(uint64_t seq) const {
   std::lock_guard lock(impl_->mu);
-  return seq < impl_->next_seq && !impl_->pending.count(seq);
+  return impl_->work.done(seq);
 }
 
 Completion Device::wait(uint64_t seq, Host host) {
   std::unique_lock lock(impl_->mu);
-  if (seq == 0 || seq >= impl_->next_seq)
+  if (!impl_->work.issued(seq))
     throw std::invalid_argument(fmt::format("wait: no work with sequence number {}", seq));
-  watch_then_wait(lock, impl_->done_cv, impl_->completions,
-                  [&] { return !impl_->pending.count(seq); });
-  auto it = impl_->finished.find(seq);
-  if (it == impl_->finished.end())
+  watch_then_wait(lock, impl_->done_cv, impl_->completions, [&] { return impl_->work.done(seq); });
+  std::optional<Completion> taken = impl_->work.take_completion(seq);
+  if (!taken)
     throw std::invalid_argument(fmt::format("wait: the completion of {} was already taken", seq));
-  Completion c = std::move(it->second);
-  impl_->finished.erase(it);
+  Completion c = std::move(*taken);
   // The host has waited for this: what it queues from now on starts no earlier.
   if (host == Host::waits) impl_->host_ps = std::max(impl_->host_ps, c.end_ps);
   return c;
@@ -918,7 +640,7 @@ Completion Device::complete(Execution execution, Host host) {
     // windows never touch SystemC, so which thread runs them does not matter.
     std::unique_lock lock(impl_->mu);
     const bool inline_run =
-        impl_->options.mode == Mode::functional_only && !impl_->busy && impl_->pending.empty();
+        impl_->options.mode == Mode::functional_only && !impl_->busy && impl_->work.idle();
     Work w;
     w.core = execution.program->core();
     w.execution = std::move(execution);
@@ -930,13 +652,13 @@ Completion Device::complete(Execution execution, Host host) {
 
 void Device::synchronize(Host host) {
   std::unique_lock lock(impl_->mu);
-  impl_->done_cv.wait(lock, [&] { return impl_->pending.empty(); });
-  if (host == Host::waits) impl_->host_ps = std::max(impl_->host_ps, impl_->clock_ps);
+  impl_->done_cv.wait(lock, [&] { return impl_->work.idle(); });
+  if (host == Host::waits) impl_->host_ps = std::max(impl_->host_ps, impl_->work.clock_ps());
 }
 
 uint64_t Device::now_ps() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->clock_ps;
+  return impl_->work.clock_ps();
 }
 
 void Device::host_work(uint64_t ps, std::string name) {
@@ -944,9 +666,7 @@ void Device::host_work(uint64_t ps, std::string name) {
   if (impl_->options.mode == Mode::functional_only || ps == 0) return;
   const uint64_t start = impl_->host_ps;
   impl_->host_ps += ps;
-  for (auto& [id, s] : impl_->sessions)
-    if (s.programs.empty() && s.in_window(start, impl_->host_ps))
-      s.data.result.host.push_back({name, start, impl_->host_ps});
+  impl_->traces.record_host(name, start, impl_->host_ps);
 }
 
 uint64_t Device::host_ps() const {
@@ -956,24 +676,16 @@ uint64_t Device::host_ps() const {
 
 uint64_t Device::start_trace(TraceLimits limits) {
   std::lock_guard lock(impl_->mu);
-  const uint64_t id = impl_->next_session++;
-  Session& s = impl_->sessions[id];
-  s.programs.insert(limits.programs.begin(), limits.programs.end());
-  s.limits = std::move(limits);
-  return id;
+  return impl_->traces.start(std::move(limits));
 }
 
 TraceSession Device::stop_trace(uint64_t session) {
   std::unique_lock lock(impl_->mu);
-  auto it = impl_->sessions.find(session);
-  if (it == impl_->sessions.end())
+  if (!impl_->traces.has(session))
     throw std::invalid_argument(fmt::format("stop_trace: no trace session {}", session));
-  const uint64_t last = impl_->next_seq - 1;
-  impl_->done_cv.wait(lock,
-                      [&] { return impl_->pending.empty() || *impl_->pending.begin() > last; });
-  TraceSession out = std::move(it->second.data);
-  impl_->sessions.erase(it);
-  return out;
+  const uint64_t last = impl_->work.last_seq();
+  impl_->done_cv.wait(lock, [&] { return impl_->work.done_through(last); });
+  return impl_->traces.stop(session);
 }
 
 }  // namespace neuronsim::sim
