@@ -19,7 +19,7 @@
 #include "neuronsim/cc/algorithms.h"
 #include "neuronsim/isa/program.h"
 #include "neuronsim/sim/functional.h"
-#include "neuronsim/sim/simulator.h"
+#include "neuronsim/sim/types.h"
 
 namespace neuronsim::sim {
 
