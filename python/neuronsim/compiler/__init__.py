@@ -2,8 +2,8 @@
 
 Dynamo hands the backend a graph; AOTAutograd turns it into core aten forward and
 backward (or inference) graphs; each of those is cut into segments of nodes this
-package lowers (``ops.py``, ``segment.py``), separated by nodes it does not, which run eagerly on
-the device and are counted (``stats().eager_nodes``) or, in strict mode
+package lowers (``ops.py``, ``plan.py``, ``lowering.py``), separated by nodes it does not,
+which run eagerly on the device and are counted (``stats().eager_nodes``) or, in strict mode
 (``neuronsim.strict_mode()``, ``NEURONSIM_STRICT=1``), refused with an error naming the
 node. A segment is one program, built once into a NEFF in the on-disk cache
 (``NEURONSIM_CACHE_DIR``) and run through the runtime as one kernel named after the
@@ -31,6 +31,7 @@ from .decompositions import DECOMPOSITIONS
 from .executor import STATS, CompiledGraph, CompiledSegment, Stats, cache_dir, op_name
 from .indices import infer_bounds
 from .layouts import forget_layouts, keep_transposed_parameters
+from .lowering import lower
 from .ops import Unsupported
 from .schedule import cut
 
@@ -107,7 +108,7 @@ def compile_graph(
             continue
         plan = step.segment
         try:
-            plan.lower()
+            lower(plan)
             if not plan.stages:  # views only, between eager nodes: nothing to compute
                 steps.extend(("view", n) for n in plan.nodes)
                 continue

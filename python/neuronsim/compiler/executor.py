@@ -17,7 +17,7 @@ import torch.fx
 
 from .. import _C, __version__
 from .expressions import Place, meta
-from .segment import SegmentPlan
+from .plan import SegmentPlan
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ import torch
 import torch.fx
 
 from .ops import Empty, NoWork, Unsupported, check_lowerable
-from .segment import SegmentPlan
+from .plan import SegmentPlan
 
 
 @dataclasses.dataclass

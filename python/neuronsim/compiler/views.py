@@ -1,6 +1,6 @@
 """The aten ops that only view their input: a new shape, order or window of the same values,
 no value computed. The bounds of indices (indices.py) pass through them, and the lowering
-(ops.py, segment.py) places them without a kernel."""
+(ops.py, lowering.py) places them without a kernel."""
 
 from __future__ import annotations
 
