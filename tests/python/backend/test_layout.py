@@ -4,7 +4,8 @@ The C++ extension (python/csrc) is laid out as PyTorch's reference backend: prof
 bottom, runtime/ (device, guard, streams, generator, hooks, allocator) on it, under aten/ (the
 kernels), with amp/, distributed/ and compiler/ beside aten and module.cpp on top. Includes run down
 the layers only and no two files include each other, directly or through others. The
-device-facing Python package never imports its tools (neuronsim.tools)."""
+device-facing Python package never imports its tools (neuronsim.tools), and the compiler's
+modules import down their layers only."""
 
 from __future__ import annotations
 
@@ -137,6 +138,34 @@ def test_the_python_package_has_no_import_cycle():
     assert "neuronsim.compiler.indices" in graph and "neuronsim.nki._trace" in graph
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# The compiler's modules from the bottom up, as Inductor's are: values and views; the bounds
+# of integer values; the tables of what lowers and its checks; the decompositions of what does
+# not; a segment's plan; lowering, cutting and running; folding constants (which cuts).
+COMPILER_LAYERS = [
+    {"expressions", "views", "layouts"},
+    {"indices"},
+    {"ops"},
+    {"decompositions", "plan"},
+    {"lowering", "schedule", "executor"},
+    {"constants"},
+]
+
+
+def test_the_compiler_imports_one_way():
+    layer = {name: i for i, names in enumerate(COMPILER_LAYERS) for name in names}
+    prefix = "neuronsim.compiler."
+    graph = _module_imports()
+    modules = {m.removeprefix(prefix) for m in graph if m.startswith(prefix)}
+    assert modules == set(layer), f"compiler modules not in a layer: {modules ^ set(layer)}"
+    wrong = [
+        f"{m} -> {t}"
+        for m in modules
+        for t in (x.removeprefix(prefix) for x in graph[prefix + m] if x.startswith(prefix))
+        if layer[t] >= layer[m]
+    ]
+    assert not wrong, "compiler imports that do not run down: " + ", ".join(sorted(wrong))
 
 
 def test_device_package_never_imports_the_tools():
