@@ -333,10 +333,8 @@ struct Device::Impl : std::enable_shared_from_this<Device::Impl> {
     return out;
   }
 
-  // The runtime's cost of starting an execution with `tensors` inputs and outputs: a fixed part
-  // and one per tensor (docs/cost-model.md §6). None without timing or when the options leave
-  // it out.
-  // The runtime's launch (cost_model.h), unless switched off or nothing is timed.
+  // The runtime's cost of starting an execution with `tensors` inputs and outputs (cost_model.h,
+  // docs/cost-model.md §6); none without timing or when the options leave it out.
   uint64_t launch_ps(uint64_t tensors) const {
     if (!options.launch || options.mode == Mode::functional_only) return 0;
     return sim::launch_ps(tensors, sim.generation());

@@ -62,6 +62,7 @@ class WorkQueue {
   bool idle() const { return pending_.empty(); }
   // Whether every piece of work queued up to `seq` is done.
   bool done_through(uint64_t seq) const { return pending_.empty() || *pending_.begin() > seq; }
+  // Whether `seq` was given by push (0 never is, so done(0) is false).
   bool issued(uint64_t seq) const { return seq != 0 && seq < next_seq_; }
   bool done(uint64_t seq) const { return issued(seq) && !pending_.count(seq); }
   uint64_t last_seq() const { return next_seq_ - 1; }

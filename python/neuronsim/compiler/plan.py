@@ -55,8 +55,8 @@ from .views import VIEWS
 
 
 class SegmentPlan:
-    """Lowers the nodes of one segment into a plan. `outside_users` are the nodes of the
-    segment whose values are needed after it (by eager nodes, later segments or the
+    """The plan of one segment, which lowering.py fills node by node. `outside_users` are
+    the nodes of the segment whose values are needed after it (by eager nodes, later segments or the
     graph's output)."""
 
     def __init__(self, nodes: list[torch.fx.Node], outside_users: set[torch.fx.Node]):

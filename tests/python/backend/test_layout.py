@@ -122,9 +122,10 @@ def _module_imports() -> dict[str, set[str]]:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 module = f"{base}.{node.module}" if node.module else base
                 targets = [f"{module}.{a.name}" for a in node.names] + [module]
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                module = node.module if isinstance(node, ast.ImportFrom) else None
-                targets = [module] if module else [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
             else:
                 continue
             target = next((t for t in targets if t in modules), None)
