@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from ..dtypes import DTYPES
-from . import _alloc, _check
+from . import _alloc, _check, _schedule
 from ._trace import PSUM, SBUF, NkiError, Tensor, Trace
 
 
@@ -26,9 +26,13 @@ def lines(
     trace: Trace, count: int | None = None, check: bool = False, spill: bool = True
 ) -> list[str]:
     """The first `count` instructions (all by default) as assembly lines, their on-chip
-    tensors placed; with `check`, every read is verified to see the data its tensor holds."""
+    tensors placed and the Sync engine's DMAs scheduled (_schedule.py); with `check`, every
+    read is verified to see the data its tensor holds. Without `spill` (the kernel so far,
+    for a register_load) nothing is spilled or reordered."""
     count = len(trace.instructions) if count is None else count
     trace.peak, count = _alloc.assign(trace, count, spill)
+    if spill:
+        _schedule.schedule(trace, count)
     if check:
         trace.unwritten_reads = _check.verify(trace, count)
     return [instruction.line() for instruction in trace.instructions[:count]]

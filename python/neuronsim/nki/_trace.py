@@ -777,6 +777,7 @@ class Instruction:
     opcode: str
     fields: dict
     source: str
+    in_order: bool = False  # traced inside nl.no_reorder(): never moved, never passed
 
     def tensors(self) -> list[Tensor]:
         return [v for v in self.fields.values() if isinstance(v, Tensor)]
@@ -809,6 +810,7 @@ class Trace:
         self.last_writer: dict[tuple, str] = {}
         self.names: dict[str, int] = {}
         self.dmas = 0  # DMAs issued: their queues go round robin
+        self.in_order = 0  # depth of nl.no_reorder() blocks around what is traced now
         self.mask: Mask | None = None  # the legacy mask= of the call being traced
         # The kernel's input values (name -> bytes), for register loads; None: not known.
         self.input_values: Any = None
@@ -1009,7 +1011,8 @@ class Trace:
             self.last_writer[dst.identity()] = opcode
             dst._storage.written = True
         fields = {k: v for k, v in fields.items() if v is not None}
-        self.instructions.append(Instruction(engine, opcode, fields, _caller_site(text=True)))
+        site = _caller_site(text=True)
+        self.instructions.append(Instruction(engine, opcode, fields, site, self.in_order > 0))
 
 
 class VirtualRegister:

@@ -170,7 +170,7 @@ sbuf = _Sbuf(SBUF)
 psum = _Psum(PSUM)
 
 # A loop directive (`nl.sequential_range(n, directives=no_reorder())`) and a context
-# manager: keep the instructions in program order, which here always holds.
+# manager: keep the instructions in program order (the scheduler moves none of them).
 no_reorder = language.no_reorder
 
 
@@ -187,7 +187,8 @@ def _kernel_option(name: str, doc: str) -> Callable:
 
 skip_middle_end_transformations = _kernel_option(
     "skip_middle_end_transformations",
-    "Runs the kernel as written. Here it always is: nothing reorders or fuses instructions.",
+    "Runs the kernel as written: nothing here fuses or transforms its loops (the Sync "
+    "engine's DMAs are still scheduled, as a compiler's back end schedules them).",
 )
 enable_stack_allocator = _kernel_option(
     "enable_stack_allocator",

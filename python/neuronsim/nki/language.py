@@ -215,23 +215,34 @@ def load_transpose2d(src: NkiTensor, dtype=None, mask=None) -> NkiTensor:
     return tile
 
 
-@contextlib.contextmanager
-def no_reorder():
-    """Keeps the instructions inside in program order. Here every engine runs its
-    instructions in program order anyway, so this holds by construction."""
-    yield
+class no_reorder:  # noqa: N801 (NKI's name)
+    """Keeps the instructions traced inside in program order: the scheduler
+    (nki/_schedule.py) moves none of them and moves nothing past them. A context manager,
+    or a loop directive (`nl.sequential_range(n, directives=nl.no_reorder())`)."""
+
+    def __enter__(self):
+        _trace.current().in_order += 1
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        _trace.current().in_order -= 1
 
 
 # -- loops: run as Python, unrolled --------------------------------------------------------
 class _Range:
     def __init__(self, *args: int, directives=None):
-        # directives (nki.compiler.no_reorder(), ...) ask what always holds here: each
-        # engine runs its instructions in program order.
         self._range = range(*(int(a) for a in args))
+        listed = directives if isinstance(directives, (list, tuple)) else [directives]
+        self._in_order = any(isinstance(d, no_reorder) for d in listed)
 
     def __iter__(self):
         _trace.current()  # loops run inside a kernel
-        return iter(self._range)
+        return self._ordered() if self._in_order else iter(self._range)
+
+    def _ordered(self):
+        """The body runs while this generator waits at its yield: in order, as no_reorder."""
+        with no_reorder():
+            yield from self._range
 
     def __len__(self) -> int:
         return len(self._range)
