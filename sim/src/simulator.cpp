@@ -123,7 +123,9 @@ struct CoreRun : CoreStreams {
   void engine_thread(Engine e);
   void dma_thread();
   void complete(const Instruction& in, Engine engine, uint32_t index, bool dma);
-  void signal(const Instruction& in, Engine engine, uint32_t index, bool dma);
+  // Lands the signal of `in` (CoreStreams::signal), remembering who sent it for the trace's
+  // flows, and wakes the engines that wait.
+  void land_signal(const Instruction& in, Engine engine, uint32_t index, bool dma);
   // Runs a collective from its arrival to its finish; returns false when the run aborted.
   bool collective(const Instruction& in, Engine e, uint32_t index, uint64_t ready, bool waited);
   void issue_dma(const Instruction& in, Engine engine, uint32_t index);
@@ -144,12 +146,12 @@ struct CoreRun : CoreStreams {
 
 void CoreRun::complete(const Instruction& in, Engine engine, uint32_t index, bool dma) {
   if (state) execute(in, *state);
-  signal(in, engine, index, dma);
+  land_signal(in, engine, index, dma);
 }
 
-void CoreRun::signal(const Instruction& in, Engine engine, uint32_t index, bool dma) {
+void CoreRun::land_signal(const Instruction& in, Engine engine, uint32_t index, bool dma) {
   if (in.signal.op == isa::SemOp::none) return;
-  CoreStreams::signal(in);
+  signal(in);
   last_signal[in.signal.sem] = {engine, index, dma, now_ps()};
   sem_changed.notify(sc_core::SC_ZERO_TIME);
 }
@@ -247,7 +249,7 @@ bool CoreRun::collective(const Instruction& in, Engine e, uint32_t index, uint64
                                last_signal[in.wait.sem].ps - start_ps, e, index,
                                arrival - start_ps});
   }
-  signal(in, e, index, false);
+  land_signal(in, e, index, false);
   stats.end_ps = std::max(stats.end_ps, now_ps());
   report_progress();
   return true;
