@@ -55,17 +55,29 @@ bool unit_inner(const AccessPattern& ap) {
 
 // ---- TensorE (§4.1, §4.2) ----
 
-// PE transpose of a [P, F] tile: max(P, min(64, F)).
-uint64_t pe_transpose_cycles(uint64_t p, uint64_t f, const spec::GenerationConfig& g) {
-  return std::max<uint64_t>(p, std::min<uint64_t>(g.pe_min_interval, f));
+// A PE transpose multiplies the data, loaded as the stationary, by an identity streamed as the
+// moving tensor (the architecture guides), so it is costed as that matmul: max(P, min(64, F))
+// of the data [P, F] (the published nc_transpose cost), its FP32 passes x
+// pe_fp32_transpose_factor (v3's transpose mode halves the FP32 matmul's), and the load of the
+// data as weights.
+const AccessPattern& transposed_data(const Instruction& inst) {
+  return need(inst, inst.opcode == Opcode::transpose ? Role::src : Role::stationary);
+}
+bool is_pe_transpose(const Instruction& inst) {
+  return inst.engine == Engine::PE &&
+         (inst.opcode == Opcode::transpose || inst.has_flag(isa::kTransposeMode));
+}
+uint64_t pe_transpose_cycles(const AccessPattern& data, const spec::GenerationConfig& g) {
+  const uint64_t c = std::max<uint64_t>(data.num_partitions,
+                                        std::min<uint64_t>(g.pe_min_interval, data.free_elems()));
+  return data.dtype == DType::fp32 ? c * g.pe_fp32_transpose_factor : c;
 }
 
 // The MultiplyMoving part: max(min(64, M), N), N / fp8 rate for FP8 x FP8, x4 with an FP32 input.
 uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
+  if (is_pe_transpose(inst)) return pe_transpose_cycles(transposed_data(inst), g);
   const AccessPattern& mov = need(inst, Role::moving);
   const AccessPattern& stat = need(inst, Role::stationary);
-  if (inst.has_flag(isa::kTransposeMode))  // the stationary tile is the data transposed
-    return pe_transpose_cycles(stat.num_partitions, stat.free_elems(), g);
   const uint64_t m = stat.free_elems();
   uint64_t n = mov.free_elems();
   if (is_fp8(stat.dtype) && is_fp8(mov.dtype))
@@ -77,33 +89,30 @@ uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig&
 
 // Own cycles of a PE instruction, without any exposed weight load.
 uint64_t pe_own_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
-  if (inst.opcode == Opcode::matmul) return matmul_mm_cycles(inst, g);
-  if (inst.opcode == Opcode::transpose) {
-    const AccessPattern& src = need(inst, Role::src);
-    return pe_transpose_cycles(src.num_partitions, src.free_elems(), g);
-  }
+  if (inst.opcode == Opcode::matmul || inst.opcode == Opcode::transpose)
+    return matmul_mm_cycles(inst, g);
   return 0;
 }
 
 // The LoadStationary part that is not hidden. A new stationary loads in
-// ceil(M / speedup) cycles (x fp32 factor for FP32 weights) in the background
+// ceil(M / speedup) cycles (x the FP32 factor for FP32 weights) in the background
 // of the previous PE instruction; only what outlasts that instruction shows.
 // Nothing to load when the previous PE instruction was a matmul on the same
 // stationary; nothing to hide behind when there is no previous PE instruction
-// or this one waited on a semaphore (the engine sat idle before it).
+// or this one waited on a semaphore (the engine sat idle before it). A
+// transpose loads its data as weights, a new stationary every time.
 uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::GenerationConfig& g,
                                     const IssueContext& ctx) {
-  if (inst.has_flag(isa::kTransposeMode))
-    return 0;  // the published transpose cost covers its identity
-  const AccessPattern& stat = need(inst, Role::stationary);
+  const bool transpose = is_pe_transpose(inst);
+  const AccessPattern& stat = transpose ? transposed_data(inst) : need(inst, Role::stationary);
   const Instruction* prev = ctx.previous;
-  if (prev && prev->engine == Engine::PE && prev->opcode == Opcode::matmul &&
-      !prev->has_flag(isa::kTransposeMode)) {
+  if (!transpose && prev && prev->engine == Engine::PE && prev->opcode == Opcode::matmul &&
+      !is_pe_transpose(*prev)) {
     const AccessPattern* prev_stat = prev->operand(Role::stationary);
     if (prev_stat && *prev_stat == stat) return 0;
   }
   uint64_t load = ceil_div(stat.free_elems(), std::max<uint32_t>(1, g.pe_weight_load_speedup));
-  if (stat.dtype == DType::fp32) load *= g.pe_fp32_factor;
+  if (stat.dtype == DType::fp32) load *= transpose ? g.pe_fp32_transpose_factor : g.pe_fp32_factor;
   const uint64_t hidden = (prev && prev->engine == Engine::PE && !ctx.waited_on_semaphore)
                               ? pe_own_cycles(*prev, g)
                               : 0;
@@ -307,9 +316,8 @@ uint64_t instruction_cycles(const Instruction& inst, const spec::GenerationConfi
   }
   switch (inst.engine) {
     case Engine::PE:
-      if (inst.opcode == Opcode::matmul)
+      if (inst.opcode == Opcode::matmul || inst.opcode == Opcode::transpose)
         return matmul_mm_cycles(inst, gen) + matmul_exposed_weight_load(inst, gen, ctx);
-      if (inst.opcode == Opcode::transpose) return pe_own_cycles(inst, gen);
       bad(inst, "not a PE instruction");
     case Engine::ACT:
     case Engine::DVE:

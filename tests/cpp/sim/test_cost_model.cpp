@@ -186,30 +186,45 @@ TEST(CostMatmul, WeightLoadHiddenBehindThePreviousPeInstruction) {
 }
 
 TEST(CostMatmul, TransposeModeAndPeTranspose) {
-  // max(P, min(64, F)) for the transposed [P, F] tile; no weight load, no FP32 factor.
-  Instruction tm = matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, 32));
-  tm.flags |= isa::kTransposeMode;
-  EXPECT_EQ(cycles(tm, "trn2"), 128u);
-  // The transposed tile is the stationary; moving is the identity.
+  // A transpose is a matmul of the data [P, F] (the stationary) by an identity: max(P, min(64,
+  // F)), behind a previous PE instruction that hides the data's load.
+  const Instruction hide = matmul(sbuf(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 512));
+  IssueContext behind;
+  behind.previous = &hide;
   Instruction tm_short = matmul(sbuf(DType::bf16, 32, 128), sbuf(DType::bf16, 32, 32));
   tm_short.flags |= isa::kTransposeMode;
-  EXPECT_EQ(cycles(tm_short, "trn2"), 64u);
+  EXPECT_EQ(cycles(tm_short, "trn2", behind), 64u);
   Instruction tm_tiny = matmul(sbuf(DType::bf16, 16, 8), sbuf(DType::bf16, 16, 16));
   tm_tiny.flags |= isa::kTransposeMode;
-  EXPECT_EQ(cycles(tm_tiny, "trn2"), 16u);
+  EXPECT_EQ(cycles(tm_tiny, "trn2", behind), 16u);
+  const Instruction t128 =
+      make(Opcode::transpose, Engine::PE,
+           {{Role::dst, psum(DType::bf16, 16, 128)}, {Role::src, sbuf(DType::bf16, 128, 16)}});
+  EXPECT_EQ(cycles(t128, "trn1", behind), 128u);
 
+  // FP32 data: NC-v2 has no transpose mode, so the transpose is an FP32 matmul (x4); NC-v3's
+  // transpose mode is twice as fast as that (x2).
+  Instruction tm = matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, 32));
+  tm.flags |= isa::kTransposeMode;
+  EXPECT_EQ(cycles(tm, "trn2", behind), 2u * 128u);
+  EXPECT_EQ(cycles(tm, "trn1", behind), 4u * 128u);
   const Instruction t32 =
       make(Opcode::transpose, Engine::PE,
            {{Role::dst, psum(DType::fp32, 128, 32)}, {Role::src, sbuf(DType::fp32, 32, 128)}});
-  EXPECT_EQ(cycles(t32, "trn1"), 64u);
-  const Instruction t128 =
-      make(Opcode::transpose, Engine::PE,
-           {{Role::dst, psum(DType::fp32, 16, 128)}, {Role::src, sbuf(DType::fp32, 128, 16)}});
-  EXPECT_EQ(cycles(t128, "trn1"), 128u);
-  // PE is pipelined: no access or dependent overhead.
-  IssueContext waited;
+  EXPECT_EQ(cycles(t32, "trn1", behind), 4u * 64u);
+  EXPECT_EQ(cycles(t32, "trn2", behind), 2u * 64u);
+
+  // The data is a new stationary every time: its load (ceil(F / 4), x the same FP32 factor)
+  // shows where nothing runs before it, or where it waited (the engine sat idle).
+  EXPECT_EQ(cycles(tm_short, "trn2"), 64u + 32u);
+  EXPECT_EQ(cycles(t32, "trn2"), 2u * 64u + 2u * 32u);
+  IssueContext waited = behind;
   waited.waited_on_semaphore = true;
-  EXPECT_EQ(cycles(t128, "trn1", waited), 128u);
+  EXPECT_EQ(cycles(t128, "trn1", waited), 128u + 4u);  // and no access or dependent overhead
+  // Behind a previous transpose of the same data it loads again, hidden by that transpose.
+  IssueContext after_itself;
+  after_itself.previous = &tm;
+  EXPECT_EQ(cycles(tm, "trn1", after_itself), 4u * 128u);
 }
 
 // ---------------------------------------------------------------- ACT / DVE / POOL
