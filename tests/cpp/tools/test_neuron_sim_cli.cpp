@@ -732,6 +732,20 @@ TEST_F(NeuronSimCli, CorrelateJudgesTheCollectivesOnNccomTest) {
   for (const char* group : {"allreduce_2ranks_r2.10", "allgather_32ranks_r2.10",
                             "allgather_32ranks_r2.24", "allreduce_2hosts_64ranks_r2.10"})
     EXPECT_THAT(fit.out, ::testing::HasSubstr(group)) << fit.describe();
+  // The points the runtime's fixed costs are fitted on (the smallest size of each example)
+  // are reproduced within 5 %.
+  std::istringstream rows(fit.out);
+  int fitting_points = 0;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream row(line);
+    std::string name, error;
+    double simulated = 0, measured = 0;
+    if (!(row >> name >> simulated >> measured >> error)) continue;
+    if (!name.ends_with("/1KiB") && !name.ends_with("/8B")) continue;
+    ++fitting_points;
+    EXPECT_LT(std::abs(simulated / measured - 1), 0.05) << line;
+  }
+  EXPECT_EQ(fitting_points, 4) << fit.describe();
   const double fitted = all_mape(fit.out);
   EXPECT_GE(fitted, 0) << fit.describe();
   EXPECT_LT(fitted, 12.0) << fit.describe();

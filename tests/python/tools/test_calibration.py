@@ -1,6 +1,6 @@
 """The calibration sets hold: on the NKI matmul tutorial's published trn1 latencies, every
-version within 10 % and every ratio of one version to the next within 10 % of the hardware's
-(the figures a kernel engineer acts on), through `neuron-sim correlate` as the dashboard runs it;
+version within 5 % (the set trn1's DMA rate is fitted on) and every ratio of one version to the
+next within 10 % of the hardware's (the figures a kernel engineer acts on), through `neuron-sim correlate` as the dashboard runs it;
 and the calibration kernels compute what they claim."""
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def test_the_matmul_tutorials_versions_and_their_ratios_are_within_ten_percent()
     assert [r[0] for r in rows] == ["tiled", "hoist_load", "block_free", "fully_optimized"]
     simulated = [float(r[1]) for r in rows]
     measured = [float(r[2]) for r in rows]
+    # The set is what trn1's DMA rate is fitted on: the fit reproduces each point within 5 %.
+    for (name, *_), sim, hw in zip(rows, simulated, measured):
+        assert abs(sim / hw - 1) < 0.05, (name, sim, hw)
     for a in range(len(rows) - 1):
         ratio = simulated[a] / simulated[a + 1]
         published = measured[a] / measured[a + 1]
