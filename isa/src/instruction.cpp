@@ -206,6 +206,13 @@ std::vector<OpcodeInfo> make_opcode_table() {
        {{"accumulate", P::flag, kAccumulate, "add into PSUM instead of overwriting"},
         {"transpose", P::flag, kTransposeMode,
          "bit-exact transpose of stationary (moving is the identity)"},
+        {"double_row", P::flag, kDoubleRow,
+         "FP8 double performance mode (v3+): stationary [K, 2, M] and moving [K, 2, N] contract "
+         "over K partitions x 2"},
+        {"stationary_onezero", P::flag, kStationaryOneZero,
+         "stationary holds only 0 and 1 (halves the FP32 cost)"},
+        {"moving_onezero", P::flag, kMovingOneZero,
+         "moving holds only 0 and 1 (halves the FP32 cost)"},
         {"row", P::int0, 0, "tile position: first PE row (multiple of 32)"},
         {"col", P::int1, 0, "tile position: first PE column (multiple of 32)"}},
        "dst[M, N] (+)= stationary[K, M]^T @ moving[K, N], FP32 accumulation in PSUM"},

@@ -414,22 +414,42 @@ class Checker {
         fail(Role::moving, "transpose mode's moving is the [K, K] identity");
       return;
     }
-    if (st.free_elems() > t_.pe_stationary_fmax)
-      fail(Role::stationary,
-           fmt::format("free size {} exceeds {}", st.free_elems(), t_.pe_stationary_fmax));
-    if (mv.free_elems() > t_.pe_moving_fmax)
-      fail(Role::moving,
-           fmt::format("free size {} exceeds {}", mv.free_elems(), t_.pe_moving_fmax));
-    if (in_.ints[1] + st.free_elems() > 128)
+    // In double_row mode each operand's free elements are [2, M] (or [2, N]): the second
+    // contraction row of each partition, then the columns.
+    const uint64_t rows = in_.has_flag(kDoubleRow) ? 2 : 1;
+    if (rows == 2) double_row_rules(st, mv);
+    const uint64_t m = st.free_elems() / rows, n = mv.free_elems() / rows;
+    if (m > t_.pe_stationary_fmax)
+      fail(Role::stationary, fmt::format("free size {} exceeds {}", m, t_.pe_stationary_fmax));
+    if (n > t_.pe_moving_fmax)
+      fail(Role::moving, fmt::format("free size {} exceeds {}", n, t_.pe_moving_fmax));
+    if (in_.ints[1] + m > 128)
       fail(fmt::format("col={} leaves {} PE columns, stationary needs {}", in_.ints[1],
-                       128 - in_.ints[1], st.free_elems()));
-    if (dst.num_partitions != st.free_elems() || dst.free_elems() != mv.free_elems())
-      fail(Role::dst,
-           fmt::format("shape [{}, {}] is not [stationary free {}, moving free {}]",
-                       dst.num_partitions, dst.free_elems(), st.free_elems(), mv.free_elems()));
+                       128 - in_.ints[1], m));
+    if (dst.num_partitions != m || dst.free_elems() != n)
+      fail(Role::dst, fmt::format("shape [{}, {}] is not [stationary free {}, moving free {}]",
+                                  dst.num_partitions, dst.free_elems(), m, n));
     if (dst.dtype != DType::fp32 && !(t_.core_version >= 4 && dst.dtype == DType::bf16))
       fail(Role::dst, fmt::format("PSUM accumulates in float32, not {}", dtype_name(dst.dtype)));
     psum_bank_rule(dst);
+  }
+
+  // FP8 double performance mode (nc_matmul's perf_mode=double_row): NeuronCore-v3 and newer,
+  // FP8 inputs, every partition holding two contraction rows, no column tiling.
+  void double_row_rules(const AccessPattern& st, const AccessPattern& mv) const {
+    if (t_.core_version < 3)
+      fail(fmt::format("double_row needs NeuronCore-v3 or newer; {} has no performance mode",
+                       t_.name));
+    if (in_.has_flag(kTransposeMode)) fail("double_row cannot transpose");
+    for (const auto& [role, ap] :
+         {std::pair{Role::stationary, &st}, std::pair{Role::moving, &mv}}) {
+      if (ap->dtype != DType::fp8_e4m3 && ap->dtype != DType::fp8_e5m2)
+        fail(role, fmt::format("double_row multiplies FP8, not {}", dtype_name(ap->dtype)));
+      if (ap->free_elems() % 2 != 0)
+        fail(role,
+             fmt::format("double_row needs [K, 2, *]: {} free elements is odd", ap->free_elems()));
+    }
+    if (in_.ints[1] != 0) fail("double_row cannot be combined with column tiling (col must be 0)");
   }
 
   // One matmul output must stay inside one 2 KiB PSUM bank (NeuronCore-v4 may span banks).

@@ -46,9 +46,6 @@ uint64_t ceil_to_u64(double x) {
 bool is_16bit_float(DType t) {
   return t == DType::bf16 || t == DType::fp16;
 }
-bool is_fp8(DType t) {
-  return t == DType::fp8_e4m3 || t == DType::fp8_e5m2;
-}
 bool unit_inner(const AccessPattern& ap) {
   return ap.num_dims == 0 || ap.dims[ap.num_dims - 1].stride == 1;
 }
@@ -73,18 +70,34 @@ uint64_t pe_transpose_cycles(const AccessPattern& data, const spec::GenerationCo
   return data.dtype == DType::fp32 ? c * g.pe_fp32_transpose_factor : c;
 }
 
-// The MultiplyMoving part: max(min(64, M), N), N / fp8 rate for FP8 x FP8, x4 with an FP32 input.
+// Columns of the PE array a matmul's stationary fills: its free size, halved in double_row
+// mode, where each PE holds a pair of FP8 weights.
+uint64_t stationary_columns(const Instruction& inst, const AccessPattern& stat) {
+  return inst.has_flag(isa::kDoubleRow) ? stat.free_elems() / 2 : stat.free_elems();
+}
+
+// The FP32 passes of a matmul: pe_fp32_factor, halved when the FP32 operand is hinted to hold
+// only zeros and ones (nc_matmul's is_*_onezero: "could lead to 2x better performance").
+uint64_t fp32_passes(const Instruction& inst, const spec::GenerationConfig& g) {
+  const AccessPattern& mov = need(inst, Role::moving);
+  const AccessPattern& stat = need(inst, Role::stationary);
+  if (stat.dtype != DType::fp32 && mov.dtype != DType::fp32) return 1;
+  const bool hinted = inst.has_flag(isa::kStationaryOneZero) || inst.has_flag(isa::kMovingOneZero);
+  return hinted ? std::max<uint64_t>(1, g.pe_fp32_factor / 2) : g.pe_fp32_factor;
+}
+
+// The MultiplyMoving part: max(min(64, M), N) of the columns streamed, x the FP32 passes. In
+// FP8 double performance mode a column of the moving [K, 2, N] carries two contraction rows
+// per PE row, so the same N cycles do twice the work (the mode's 2x throughput); FP8 without it
+// runs at the BF16 rate.
 uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   if (is_pe_transpose(inst)) return pe_transpose_cycles(transposed_data(inst), g);
   const AccessPattern& mov = need(inst, Role::moving);
   const AccessPattern& stat = need(inst, Role::stationary);
-  const uint64_t m = stat.free_elems();
-  uint64_t n = mov.free_elems();
-  if (is_fp8(stat.dtype) && is_fp8(mov.dtype))
-    n = ceil_to_u64(static_cast<double>(n) / g.pe_fp8_rate);
-  uint64_t c = std::max<uint64_t>(std::min<uint64_t>(g.pe_min_interval, m), n);
-  if (stat.dtype == DType::fp32 || mov.dtype == DType::fp32) c *= g.pe_fp32_factor;
-  return c;
+  const uint64_t m = stationary_columns(inst, stat);
+  const uint64_t n = inst.has_flag(isa::kDoubleRow) ? mov.free_elems() / 2 : mov.free_elems();
+  const uint64_t c = std::max<uint64_t>(std::min<uint64_t>(g.pe_min_interval, m), n);
+  return c * fp32_passes(inst, g);
 }
 
 // Own cycles of a PE instruction, without any exposed weight load.
@@ -111,8 +124,10 @@ uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::Generat
     const AccessPattern* prev_stat = prev->operand(Role::stationary);
     if (prev_stat && *prev_stat == stat) return 0;
   }
-  uint64_t load = ceil_div(stat.free_elems(), std::max<uint32_t>(1, g.pe_weight_load_speedup));
-  if (stat.dtype == DType::fp32) load *= transpose ? g.pe_fp32_transpose_factor : g.pe_fp32_factor;
+  uint64_t load = ceil_div(transpose ? stat.free_elems() : stationary_columns(inst, stat),
+                           std::max<uint32_t>(1, g.pe_weight_load_speedup));
+  if (stat.dtype == DType::fp32)
+    load *= transpose ? g.pe_fp32_transpose_factor : fp32_passes(inst, g);
   const uint64_t hidden = (prev && prev->engine == Engine::PE && !ctx.waited_on_semaphore)
                               ? pe_own_cycles(*prev, g)
                               : 0;
@@ -490,6 +505,8 @@ uint64_t instruction_flops(const Instruction& inst) {
       const AccessPattern* stat = inst.operand(Role::stationary);
       const AccessPattern* mov = inst.operand(Role::moving);
       if (!stat || !mov) return 0;
+      if (inst.has_flag(isa::kDoubleRow))  // [K, 2, M] x [K, 2, N]: a contraction of 2K
+        return 2 * uint64_t{mov->num_partitions} * stat->free_elems() * (mov->free_elems() / 2);
       return 2 * uint64_t{mov->num_partitions} * stat->free_elems() * mov->free_elems();
     }
     case Opcode::activation:

@@ -590,19 +590,35 @@ void matmul_transpose_mode(const Ctx& c, const AccessPattern& dst) {
   transpose_into(c, dst, c.get(Role::stationary));
 }
 
+// The one-zero hints promise the hardware an operand of zeros and ones, which it multiplies
+// faster; an operand that breaks the promise would not give the product, so it is refused.
+void check_one_zero(const Ctx& c, isa::Flag flag, Role role, const Floats& values) {
+  if (!c.inst.has_flag(flag)) return;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] != 0.0f && values[i] != 1.0f)
+      c.fail(Kind::unsupported,
+             fmt::format("{}_onezero says {} holds only 0 and 1, but element {} is {}",
+                         isa::role_name(role), isa::role_name(role), i, values[i]));
+}
+
 void matmul(const Ctx& c) {
   const AccessPattern& dst = c.get(Role::dst);
   if (c.inst.has_flag(isa::kTransposeMode)) return matmul_transpose_mode(c, dst);
   const AccessPattern& mv = c.get(Role::moving);
   const AccessPattern& st = c.get(Role::stationary);
-  const int K = static_cast<int>(st.num_partitions);
-  const int M = static_cast<int>(st.free_elems()), N = static_cast<int>(mv.free_elems());
+  // double_row: each partition holds two contraction rows ([K, 2, M] is [2K, M] row-major).
+  const int rows = c.inst.has_flag(isa::kDoubleRow) ? 2 : 1;
+  const int K = static_cast<int>(st.num_partitions) * rows;
+  const int M = static_cast<int>(st.free_elems()) / rows;
+  const int N = static_cast<int>(mv.free_elems()) / rows;
   const Floats a = read_floats(c, st);
   const Floats b = read_floats(c, mv);
+  check_one_zero(c, isa::kStationaryOneZero, Role::stationary, a);
+  check_one_zero(c, isa::kMovingOneZero, Role::moving, b);
   const bool acc = c.inst.has_flag(isa::kAccumulate);
   Floats out = acc ? read_floats(c, dst) : Floats(total_size(dst));
   if (!acc) std::fill(out.data(), out.data() + out.size(), 0.0f);
-  if (out.size() != size_t(M) * size_t(N) || mv.num_partitions != K)
+  if (out.size() != size_t(M) * size_t(N) || mv.num_partitions * rows != unsigned(K))
     c.fail(Kind::unsupported, "operand shapes do not form a matrix product");
   // One BLAS thread for our own calls: a fixed summation order keeps values identical from
   // run to run. The host program's setting (PyTorch's, say) is restored afterwards.

@@ -356,7 +356,6 @@ GenerationConfig load_generation(const std::string& name, const fs::path& dir) {
   g.pe_fp32_factor = r.u32("pe_fp32_factor");
   g.pe_fp32_transpose_factor = r.u32("pe_fp32_transpose_factor");
   g.pe_weight_load_speedup = r.u32("pe_weight_load_speedup");
-  g.pe_fp8_rate = r.positive("pe_fp8_rate");
 
   g.min_interval = r.u32("min_interval");
   g.access_overhead = r.u32("access_overhead", 0);

@@ -76,6 +76,27 @@ Spec pe_matmul(const spec::GenerationConfig& g, isa::DType dt, uint32_t n) {
   return s;
 }
 
+// ---- TensorE in FP8 double performance mode (v3+): stationary [128, 2, 128] x moving
+// [128, 2, N], a contraction of 256, two rows a cycle ----
+Spec pe_matmul_double_row(const spec::GenerationConfig& g, uint32_t n) {
+  Spec s;
+  s.name = fmt::format("pe_matmul_fp8e4_double_row_256x128x{}", n);
+  s.group = "TensorE";
+  s.description = fmt::format(
+      "{} matmuls [256x128]x[256x{}] fp8e4 in double_row mode, same weights", kStream, n);
+  s.kind = Kind::flops;
+  s.engine = Engine::PE;
+  for (int i = 0; i < kStream; ++i)
+    s.text += fmt::format(
+        "pe matmul dst=psum.fp32[0:128]+{}[[1,{}]] stationary={} moving={} double_row=true\n",
+        (i % 8) * 2048, n, tile(isa::DType::fp8_e4m3, 0, 256),
+        tile(isa::DType::fp8_e4m3, 1024, 2 * n));
+  s.instructions = kStream;
+  s.work = double(kStream) * 2.0 * 256 * 128 * n;
+  s.peak = g.peak_bf16_flops() / 1e12;
+  return s;
+}
+
 // ---- ScalarE activation over [128, N] ----
 Spec act_activation(isa::DType dt, uint32_t n, bool dependent) {
   Spec s;
@@ -201,6 +222,7 @@ std::vector<Spec> specs(const Platform& p) {
   for (uint32_t n : {512u, 128u, 32u}) out.push_back(pe_matmul(g, DType::bf16, n));
   out.push_back(pe_matmul(g, DType::fp32, 512));
   out.push_back(pe_matmul(g, DType::fp8_e4m3, 512));
+  if (g.target && g.target->core_version >= 3) out.push_back(pe_matmul_double_row(g, 512));
   for (DType dt : {DType::fp32, DType::bf16})
     for (uint32_t n : {16u, 128u, 512u, 2048u}) out.push_back(act_activation(dt, n, false));
   out.push_back(act_activation(DType::fp32, 512, true));

@@ -161,6 +161,22 @@ def activation(
     )
 
 
+class matmul_perf_mode:  # noqa: N801 (NKI's name)
+    """TensorE's performance mode: none, or double_row (FP8 on NeuronCore-v3 and newer: each
+    partition of both operands holds two contraction rows, [K, 2, *], twice the throughput)."""
+
+    none, double_row = "none", "double_row"
+
+
+def _double_row(perf_mode) -> bool:
+    mode = getattr(perf_mode, "value", perf_mode)
+    if mode in (None, "none"):
+        return False
+    if mode in ("double_row", "double_row_gen3"):  # the second, the beta API's name
+        return True
+    raise NkiError(f"nc_matmul: perf_mode {mode!r} (none or double_row)")
+
+
 def nc_matmul(
     dst,
     stationary,
@@ -169,18 +185,27 @@ def nc_matmul(
     is_moving_onezero=False,
     is_transpose=False,
     accumulate=None,
+    perf_mode=None,
     name: str = "",
     **unsupported,
 ) -> None:
     """dst (PSUM) = stationary.T @ moving on TensorE. With accumulate=None, a matmul into the
     very view the previous instruction writing it was a matmul into accumulates there (the
-    contraction split over K tiles); otherwise it overwrites."""
+    contraction split over K tiles); otherwise it overwrites. In double_row mode stationary
+    [K, 2, M] and moving [K, 2, N] contract over K x 2. The one-zero hints halve an FP32
+    matmul's time; an operand hinted so that holds other values is refused when it runs."""
     if unsupported:
         raise NkiError(f"nc_matmul: {', '.join(unsupported)} not supported yet")
     _on_chip(dst, "nc_matmul dst", PSUM)
     _on_chip(stationary, "nc_matmul stationary", SBUF)
     _on_chip(moving, "nc_matmul moving", SBUF)
-    k, m = stationary.shape[0], _elems(stationary) // stationary.shape[0]
+    double_row = _double_row(perf_mode)
+    if double_row:
+        for what, t in (("stationary", stationary), ("moving", moving)):
+            if t.ndim < 3 or t.shape[1] != 2:
+                raise NkiError(f"nc_matmul: double_row needs {what} as [K, 2, ...], not {t.shape}")
+    rows = 2 if double_row else 1
+    k, m = stationary.shape[0], _elems(stationary) // (stationary.shape[0] * rows)
     if moving.shape[0] != k:
         raise NkiError(
             f"nc_matmul: stationary {stationary.shape} and moving {moving.shape} "
@@ -201,6 +226,9 @@ def nc_matmul(
         moving=moving,
         accumulate=bool(accumulate) or None,
         transpose=bool(is_transpose) or None,
+        double_row=double_row or None,
+        stationary_onezero=bool(is_stationary_onezero) or None,
+        moving_onezero=bool(is_moving_onezero) or None,
     )
 
 

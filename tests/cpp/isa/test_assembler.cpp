@@ -327,6 +327,40 @@ TEST(Assembler, TilePositionsFollowTheGeneration) {
   EXPECT_THROW(assemble(".target trn1\n" + mm), AsmError);
 }
 
+// nc_matmul's perf_mode=double_row: FP8 on NeuronCore-v3 and newer, [K, 2, M] x [K, 2, N].
+TEST(Assembler, DoubleRowIsFp8OnNeuronCoreV3AndNewer) {
+  const std::string mm =
+      "pe matmul dst=psum.fp32[0:128]+0[[1,512]] stationary=sbuf.fp8e4[0:128]+0[[1,256]] "
+      "moving=sbuf.fp8e5[0:128]+1024[[1,1024]] double_row=true\n";
+  const Program p = assemble(".target trn2\n" + mm);
+  EXPECT_TRUE(p.stream(Engine::PE)[0].has_flag(kDoubleRow));
+  EXPECT_THAT(disassemble(p), HasSubstr("double_row=true"));
+  EXPECT_NO_THROW(assemble(".target trn3\n" + mm));
+  EXPECT_THAT(assemble_error(".target trn1\n" + mm),
+              HasSubstr("double_row needs NeuronCore-v3 or newer; trn1 has no performance mode"));
+  EXPECT_THAT(assemble_error(
+                  ".target trn2\npe matmul dst=psum.fp32[0:128]+0[[1,512]] "
+                  "stationary=sbuf.bf16[0:128]+0[[1,256]] moving=sbuf.bf16[0:128]+1024[[1,1024]] "
+                  "double_row=true\n"),
+              HasSubstr("double_row multiplies FP8, not bfloat16"));
+  EXPECT_THAT(assemble_error(
+                  ".target trn2\npe matmul dst=psum.fp32[0:128]+0[[1,512]] "
+                  "stationary=sbuf.fp8e4[0:128]+0[[1,255]] moving=sbuf.fp8e4[0:128]+1024[[1,1024]] "
+                  "double_row=true\n"),
+              HasSubstr("double_row needs [K, 2, *]: 255 free elements is odd"));
+  // dst is [M, N] of the halves: [128, 1024] is not.
+  EXPECT_THAT(assemble_error(
+                  ".target trn2\npe matmul dst=psum.fp32[0:128]+0[[1,1024]] "
+                  "stationary=sbuf.fp8e4[0:128]+0[[1,256]] moving=sbuf.fp8e4[0:128]+1024[[1,1024]] "
+                  "double_row=true\n"),
+              HasSubstr("is not [stationary free 128, moving free 512]"));
+  EXPECT_THAT(
+      assemble_error(".target trn2\npe matmul dst=psum.fp32[0:32]+0[[1,64]] "
+                     "stationary=sbuf.fp8e4[0:32]+0[[1,64]] moving=sbuf.fp8e4[0:32]+1024[[1,128]] "
+                     "double_row=true col=32\n"),
+      HasSubstr("double_row cannot be combined with column tiling"));
+}
+
 // Targets beyond the built-in table (a generation described only by its spec file).
 TEST(Targets, AddedTargetsAssembleAndAreListed) {
   EXPECT_EQ(find_target_name("inf2"), "trn1");

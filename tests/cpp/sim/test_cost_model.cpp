@@ -129,19 +129,37 @@ TEST(CostMatmul, Fp32IsFourTimesTf32IsNot) {
   }
 }
 
-TEST(CostMatmul, Fp8DoubleRateOnTrn2Only) {
+TEST(CostMatmul, Fp8RunsAtTheBf16RateUnlessInDoubleRowMode) {
+  // Plain FP8 runs at the BF16 rate on every generation (nc_matmul: the double rate needs the
+  // double_row performance mode).
   const Instruction mm = matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::fp8_e5m2, 128, 512));
-  EXPECT_EQ(loaded_matmul_cycles(mm, "trn1"), 512u);
-  EXPECT_EQ(loaded_matmul_cycles(mm, "trn2"), 256u);
-  EXPECT_EQ(loaded_matmul_cycles(mm, "trn3"), 512u);
-  // The initiation interval does not halve: N=64 stays at 64.
-  EXPECT_EQ(loaded_matmul_cycles(
-                matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::fp8_e4m3, 128, 64)), "trn2"),
-            64u);
-  // One FP8 input is not enough.
-  EXPECT_EQ(loaded_matmul_cycles(
-                matmul(sbuf(DType::fp8_e4m3, 128, 128), sbuf(DType::bf16, 128, 512)), "trn2"),
-            512u);
+  for (const char* g : {"trn1", "trn2", "trn3"}) EXPECT_EQ(loaded_matmul_cycles(mm, g), 512u) << g;
+  // double_row: stationary [128, 2, 128] x moving [128, 2, 512], a contraction of 256 in the
+  // 512 cycles of N: twice the FLOPs of a BF16 matmul in the same time.
+  Instruction dr = matmul(sbuf(DType::fp8_e4m3, 128, 256), sbuf(DType::fp8_e5m2, 128, 1024));
+  dr.flags |= isa::kDoubleRow;
+  EXPECT_EQ(loaded_matmul_cycles(dr, "trn2"), 512u);
+  EXPECT_EQ(loaded_matmul_cycles(dr, "trn3"), 512u);
+  EXPECT_EQ(instruction_flops(dr), 2u * instruction_flops(mm));
+  // The initiation interval holds: N = 32 takes 64 cycles.
+  Instruction short_dr = matmul(sbuf(DType::fp8_e4m3, 128, 256), sbuf(DType::fp8_e4m3, 128, 64));
+  short_dr.flags |= isa::kDoubleRow;
+  EXPECT_EQ(loaded_matmul_cycles(short_dr, "trn2"), 64u);
+  // The weights fill 128 columns (a pair per PE): a 32-cycle load, as BF16's.
+  EXPECT_EQ(cycles(dr, "trn2"), 512u + 32u);
+}
+
+TEST(CostMatmul, OneZeroHintsHalveTheFp32Passes) {
+  Instruction mm = matmul(sbuf(DType::fp32, 128, 128), sbuf(DType::fp32, 128, 512));
+  EXPECT_EQ(loaded_matmul_cycles(mm, "trn1"), 4u * 512u);
+  mm.flags |= isa::kMovingOneZero;
+  EXPECT_EQ(loaded_matmul_cycles(mm, "trn1"), 2u * 512u);
+  mm.flags = isa::kStationaryOneZero;
+  EXPECT_EQ(loaded_matmul_cycles(mm, "trn2"), 2u * 512u);
+  // No effect on 16-bit operands.
+  Instruction bf = matmul(sbuf(DType::bf16, 128, 128), sbuf(DType::bf16, 128, 512));
+  bf.flags |= isa::kMovingOneZero;
+  EXPECT_EQ(loaded_matmul_cycles(bf, "trn2"), 512u);
 }
 
 TEST(CostMatmul, WeightLoadHiddenBehindThePreviousPeInstruction) {

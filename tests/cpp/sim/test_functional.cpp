@@ -429,6 +429,46 @@ TEST(Matmul, Bf16AndFp8InputsAreUsedExactly) {
                           -0.25 * 3 + 0.125 * 6));
 }
 
+TEST(Matmul, DoubleRowContractsTwoRowsInEveryPartition) {
+  // stationary [K=2, 2, M=2], moving [K=2, 2, N=3]: dst[m, n] = sum over k and r.
+  Core core;
+  const auto mm = parse(
+      "pe matmul dst=psum.fp32[0:2]+0[[1,3]] stationary=sbuf.fp8e4[0:2]+0[[1,4]] "
+      "moving=sbuf.fp8e5[0:2]+64[[1,6]] double_row=true");
+  const std::vector<float> st = {1, 2, -0.5f, 4, 0.25f, 8, 3, -1};
+  const std::vector<float> mv = {2, -4, 0.5f, 1, 6, -8, 16, 0.75f, -2, 3, 1, 0.5f};
+  put(core.st, operand(mm, Role::stationary), st);
+  put(core.st, operand(mm, Role::moving), mv);
+  execute(mm, core.st);
+  const auto out = get(core.st, operand(mm, Role::dst));
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 3; ++n) {
+      double want = 0;
+      for (int k = 0; k < 2; ++k)
+        for (int r = 0; r < 2; ++r) want += double{st[k * 4 + r * 2 + m]} * mv[k * 6 + r * 3 + n];
+      EXPECT_EQ(out[m * 3 + n], want) << m << "," << n;
+    }
+}
+
+TEST(Matmul, OneZeroHintsChangeNoValueAndRefuseOtherValues) {
+  Core core;
+  const auto mm = parse(
+      "pe matmul dst=psum.fp32[0:2]+0[[1,2]] stationary=sbuf.fp32[0:2]+0[[1,2]] "
+      "moving=sbuf.fp32[0:2]+64[[1,2]] moving_onezero=true");
+  put(core.st, operand(mm, Role::stationary), {1.5f, -2, 3, 0.25f});
+  put(core.st, operand(mm, Role::moving), {1, 0, 1, 1});
+  execute(mm, core.st);
+  EXPECT_THAT(get(core.st, operand(mm, Role::dst)), ElementsAre(1.5 + 3, 3, -2 + 0.25, 0.25));
+  put(core.st, operand(mm, Role::moving), {1, 0, 2, 1});
+  try {
+    execute(mm, core.st);
+    FAIL() << "a moving of other values than 0 and 1 ran under moving_onezero";
+  } catch (const sim::ExecError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("moving_onezero says moving holds only 0 and 1, but element 2 is 2"));
+  }
+}
+
 TEST(Matmul, TransposeModeIsBitExactIncludingNaN) {
   // NKI's is_transpose: the data is the stationary [K=4, M=8], moving the identity.
   Core core;

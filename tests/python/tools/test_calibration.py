@@ -1,7 +1,7 @@
 """The calibration sets hold: on the NKI matmul tutorial's published trn1 latencies, every
 version within 5 % (the set trn1's DMA rate is fitted on) and every ratio of one version to the
-next within 10 % of the hardware's (the figures a kernel engineer acts on), through `neuron-sim correlate` as the dashboard runs it;
-and the calibration kernels compute what they claim."""
+next within 10 % of the hardware's (the figures a kernel engineer acts on), through `neuron-sim
+correlate` as the dashboard runs it; and the calibration kernels compute what they claim."""
 
 from __future__ import annotations
 

@@ -270,6 +270,9 @@ enum Flag : uint16_t {
   kDmaTranspose = 1u << 8,   // dma_copy: src's rows are walked innermost (the DMA transpose)
   kAddToDst = 1u << 9,       // dma_copy: dst = dst + src, the DMA's read-add-write (FP32, BF16)
   kHwDge = 1u << 10,         // dma_copy: descriptors made at run time by the hardware DGE (v3+)
+  kDoubleRow = 1u << 11,     // matmul: FP8 double performance mode (v3+), K x 2 contraction
+  kStationaryOneZero = 1u << 12,  // matmul: stationary holds only 0 and 1 (a speed hint)
+  kMovingOneZero = 1u << 13,      // matmul: moving holds only 0 and 1 (a speed hint)
 };
 
 // What an instruction does with VectorE's accumulator (one value per partition, kept from one

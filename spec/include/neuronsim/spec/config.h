@@ -43,7 +43,6 @@ struct GenerationConfig {
   uint32_t pe_fp32_factor = 4;    // FP32 matmul passes
   uint32_t pe_fp32_transpose_factor = 4;  // FP32 PE transpose (2 with v3's transpose mode)
   uint32_t pe_weight_load_speedup = 4;    // fast weight load vs a moving pass of the same size
-  double pe_fp8_rate = 1.0;  // FP8 throughput relative to BF16 (2 with double_row on v3+)
 
   // ACT/DVE/POOL, §4.1-4.2.
   uint32_t min_interval = 64;         // MIN_II (engine cycles)
