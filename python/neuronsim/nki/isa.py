@@ -177,6 +177,25 @@ def _double_row(perf_mode) -> bool:
     raise NkiError(f"nc_matmul: perf_mode {mode!r} (none or double_row)")
 
 
+def _pe_tile(tile_position, tile_size, k: int, m: int) -> dict:
+    """The ISA's row/col of a matmul in TensorE's tiling mode: tile_position (start row, start
+    column) and tile_size (rows, columns) both given, the operands inside the tile, each start a
+    multiple of its size. The ISA checks the sizes the generation splits its array into."""
+    if not tile_position and not tile_size:
+        return {}
+    if not tile_position or not tile_size:
+        raise NkiError("nc_matmul: tiling mode needs both tile_position and tile_size")
+    (row, col), (rows, cols) = (int(v) for v in tile_position), (int(v) for v in tile_size)
+    if k > rows or m > cols:
+        raise NkiError(f"nc_matmul: stationary [{k}, {m}] does not fit tile_size ({rows}, {cols})")
+    if row % rows or col % cols:
+        raise NkiError(
+            f"nc_matmul: tile_position ({row}, {col}) is not a multiple of tile_size "
+            f"({rows}, {cols})"
+        )
+    return {"row": row or None, "col": col or None}
+
+
 def nc_matmul(
     dst,
     stationary,
@@ -185,14 +204,18 @@ def nc_matmul(
     is_moving_onezero=False,
     is_transpose=False,
     accumulate=None,
+    tile_position=(),
+    tile_size=(),
     perf_mode=None,
     name: str = "",
     **unsupported,
 ) -> None:
     """dst (PSUM) = stationary.T @ moving on TensorE. With accumulate=None, a matmul into the
     very view the previous instruction writing it was a matmul into accumulates there (the
-    contraction split over K tiles); otherwise it overwrites. In double_row mode stationary
-    [K, 2, M] and moving [K, 2, N] contract over K x 2. The one-zero hints halve an FP32
+    contraction split over K tiles); otherwise it overwrites. tile_position and tile_size place
+    it in a part of the PE array (the values do not change; the cost model does not yet run
+    tiles side by side). In double_row mode stationary [K, 2, M] and moving [K, 2, N] contract
+    over K x 2. The one-zero hints halve an FP32
     matmul's time; an operand hinted so that holds other values is refused when it runs."""
     if unsupported:
         raise NkiError(f"nc_matmul: {', '.join(unsupported)} not supported yet")
@@ -215,12 +238,14 @@ def nc_matmul(
         raise NkiError(
             f"nc_matmul: dst {dst.shape} has {dst.shape[0]} partitions for {m} stationary columns"
         )
+    tiling = _pe_tile(tile_position, tile_size, k, m)
     trace = _trace.current()
     if accumulate is None:
         accumulate = trace.last_writer.get(dst.identity()) == "matmul"
     trace.emit(
         "pe",
         "matmul",
+        **tiling,
         dst=dst,
         stationary=stationary,
         moving=moving,

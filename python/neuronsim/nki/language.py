@@ -432,13 +432,15 @@ def _activation(op, x, dtype=None) -> NkiTensor:
     return out
 
 
-def _product(stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False):
-    """stationary.T @ moving into a new PSUM tile (one matmul). `psum += it` and
-    `t[...] = it` then make that matmul write there instead (_accumulate, _assign)."""
-    rows = stationary.shape[1] if stationary.ndim > 1 else 1
-    out = ndarray((rows, *moving.shape[1:]), float32, PSUM, name="matmul")
+def _product(stationary: NkiTensor, moving: NkiTensor, mask=None, transpose=False, **options):
+    """stationary.T @ moving into a new PSUM tile (one matmul; `options` are nc_matmul's).
+    `psum += it` and `t[...] = it` then make that matmul write there instead (_accumulate,
+    _assign). In double_row mode the operands are [K, 2, M] and [K, 2, N]."""
+    paired = isa._double_row(options.get("perf_mode")) and stationary.ndim > 2
+    rows = stationary.shape[-1 if paired else 1] if stationary.ndim > 1 else 1
+    out = ndarray((rows, *moving.shape[2 if paired else 1 :]), float32, PSUM, name="matmul")
     with _masked(mask):
-        isa.nc_matmul(out, stationary, moving, is_transpose=transpose, accumulate=False)
+        isa.nc_matmul(out, stationary, moving, is_transpose=transpose, accumulate=False, **options)
     return out
 
 

@@ -1,7 +1,8 @@
-"""TensorE's modes through nc_matmul: FP8 double performance mode (perf_mode=double_row, [K, 2, *]
-operands contracting over K x 2 at twice the FP8 throughput, NeuronCore-v3 and newer), the
-one-zero hints (half the FP32 passes; an operand that breaks the hint is refused), and FP32
-transposes (NeuronCore-v2 has no transpose mode: an FP32 matmul)."""
+"""TensorE's modes through nc_matmul: the tiling mode (tile_position, tile_size: placed, values
+unchanged), FP8 double performance mode (perf_mode=double_row, [K, 2, *] operands contracting
+over K x 2 at twice the FP8 throughput, NeuronCore-v3 and newer), the one-zero hints (half the
+FP32 passes; an operand that breaks the hint is refused), and FP32 transposes (NeuronCore-v2
+has no transpose mode: an FP32 matmul)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,83 @@ def test_an_fp32_transpose_costs_the_matmul_it_is(target, passes):
     # times the FP32 passes: nothing runs on TensorE before it to hide the load.
     want_ps = passes * (128 + 32) / clock_ghz * 1e3
     assert kernel.last_run.engines["pe"]["busy_ps"] == pytest.approx(want_ps, rel=1e-3)
+
+
+def _tiled_kernel(tile):
+    """Four [tile, tile] x [tile, 512] products, each in its own part of the PE array."""
+
+    def kernel(g, h):
+        out = nl.ndarray((4, tile, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in range(4):
+            gt = nl.ndarray((tile, tile), dtype=nl.bfloat16, buffer=nl.sbuf)
+            ht = nl.ndarray((tile, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.dma_copy(dst=gt, src=g[i])
+            nisa.dma_copy(dst=ht, src=h[i])
+            product = nl.ndarray((tile, 512), dtype=nl.float32, buffer=nl.psum)
+            place = ((i % 2) * tile, (i // 2) * tile)
+            nisa.nc_matmul(product, gt, ht, tile_position=place, tile_size=(tile, tile))
+            res = nl.ndarray((tile, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=product)
+            nisa.dma_copy(dst=out[i], src=res)
+        return out
+
+    return kernel
+
+
+def test_tiling_mode_places_matmuls_without_changing_them():
+    g, h = _quarters((4, 64, 64), 4), _quarters((4, 64, 512), 5)
+    out = nki.jit(_tiled_kernel(64), target="trn1")(g, h)
+    np.testing.assert_array_equal(np.asarray(out), np.einsum("bkm,bkn->bmn", g, h))
+    # NeuronCore-v2 splits its array in halves only; v3 in quarters too.
+    g, h = _quarters((4, 32, 32), 4), _quarters((4, 32, 512), 5)
+    np.testing.assert_array_equal(
+        np.asarray(nki.jit(_tiled_kernel(32), target="trn2")(g, h)), np.einsum("bkm,bkn->bmn", g, h)
+    )
+    with pytest.raises(
+        nki.NkiError, match="tile position row=32 must be a multiple of 64 below 128 on trn1"
+    ):
+        nki.jit(_tiled_kernel(32), target="trn1")(g, h)
+
+
+def test_tiling_mode_refuses_a_tile_that_does_not_hold_the_matmul():
+    def kernel(position, size):
+        def body(a, b):
+            out = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            at = nl.ndarray((64, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+            bt = nl.ndarray((64, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a)
+            nisa.dma_copy(dst=bt, src=b)
+            product = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(product, at, bt, tile_position=position, tile_size=size)
+            return out
+
+        return nki.jit(body, target="trn2")
+
+    a, b = _quarters((64, 64), 6), _quarters((64, 512), 7)
+    with pytest.raises(nki.NkiError, match="needs both tile_position and tile_size"):
+        kernel((0, 0), ())(a, b)
+    with pytest.raises(
+        nki.NkiError, match=r"stationary \[64, 64\] does not fit tile_size \(32, 32\)"
+    ):
+        kernel((0, 0), (32, 32))(a, b)
+    with pytest.raises(nki.NkiError, match=r"\(32, 0\) is not a multiple of tile_size \(64, 64\)"):
+        kernel((32, 0), (64, 64))(a, b)
+
+
+def test_the_beta_api_takes_double_row_and_tiles():
+    import neuronsim.nki.legacy as legacy
+    import neuronsim.nki.legacy.isa as legacy_isa
+
+    @legacy.jit
+    def kernel(a, b):
+        out = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        at = nl.ndarray(a.shape, dtype=nl.float8_e5m2, buffer=nl.sbuf)
+        at[...] = nl.load(a)
+        bt = nl.ndarray(b.shape, dtype=nl.float8_e5m2, buffer=nl.sbuf)
+        bt[...] = nl.load(b)
+        nl.store(out, value=legacy_isa.nc_matmul(at, bt, perf_mode="double_row_gen3"))
+        return out
+
+    a, b = _quarters((128, 2, 16), 8), _quarters((128, 2, 512), 9)
+    out = kernel(a, b)
+    np.testing.assert_array_equal(np.asarray(out), np.einsum("kri,krj->ij", a, b))

@@ -23,12 +23,25 @@ def nc_matmul(
     is_stationary_onezero=False,
     is_moving_onezero=False,
     is_transpose=False,
+    tile_position=(),
+    tile_size=(),
     mask=None,
+    perf_mode=None,
     **unsupported,
 ):
     if unsupported:
         raise NkiError(f"nki.isa.nc_matmul: {', '.join(unsupported)} not supported yet")
-    return _nl._product(stationary, moving, mask, is_transpose)
+    return _nl._product(
+        stationary,
+        moving,
+        mask,
+        is_transpose,
+        is_stationary_onezero=is_stationary_onezero,
+        is_moving_onezero=is_moving_onezero,
+        tile_position=tile_position,
+        tile_size=tile_size,
+        perf_mode=perf_mode,
+    )
 
 
 def nc_transpose(data: Tensor, mask=None, dtype=None, engine=None):
