@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from . import _lower, _trace
-from ._trace import HBM, PSUM, SBUF, NkiError
+from ._trace import PSUM, SBUF, NkiError
 from ._trace import Tensor as NkiTensor
 
 
@@ -69,10 +69,8 @@ def _dma_trigger(what: str, mode, engine) -> tuple[str, dict]:
 
 
 def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, engine=None, name: str = "") -> None:
-    """dst <- src by DMA: HBM to SBUF, SBUF to HBM, or between on-chip buffers. `dge_mode`
-    says who makes the descriptors (docs/nki.md, "DMA descriptors")."""
-    if dst.buffer == HBM and src.buffer == HBM:
-        raise NkiError(f"dma_copy: {dst.name} and {src.name} are both in HBM")
+    """dst <- src by DMA: between HBM tensors, HBM to SBUF, SBUF to HBM, or between on-chip
+    buffers. `dge_mode` says who makes the descriptors (docs/nki.md, "DMA descriptors")."""
     if _elems(dst) != _elems(src):
         raise NkiError(
             f"dma_copy: {dst.name} {dst.shape} and {src.name} {src.shape} differ in size"

@@ -195,9 +195,16 @@ def load(src: NkiTensor, dtype=None, name: str = "", mask=None) -> NkiTensor:
     return tile
 
 
-def store(dst: NkiTensor, value: NkiTensor, mask=None) -> None:
-    """Writes an on-chip tile to an HBM view (one DMA)."""
+def store(dst: NkiTensor, value, mask=None) -> None:
+    """Writes an on-chip tile to an HBM view (one DMA); a number fills a tile of dst's shape
+    first (a memset)."""
     with _masked(mask):
+        if isinstance(value, (bool, int, float)):
+            tile = ndarray(dst.shape, dst.dtype, SBUF, f"{dst.name}_fill")
+            isa.memset(tile, value)
+            value = tile
+        if not isinstance(value, NkiTensor):
+            raise NkiError(f"store: value {value!r} is neither a tile nor a number")
         isa.dma_copy(dst, value)
 
 

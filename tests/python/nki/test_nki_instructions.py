@@ -1,6 +1,7 @@
 """The nki.isa instructions that reduce into VectorE's accumulator, scalar_tensor_tensor,
-range_select, select_reduce, the DMA transpose, iota and affine_select; tensors at explicit
-addresses; and the legacy API's masks. Values against NumPy, programs by their instructions."""
+range_select, select_reduce, the DMA transpose, DMA between HBM tensors, iota and
+affine_select; tensors at explicit addresses; and the legacy API's masks. Values against
+NumPy, programs by their instructions."""
 
 from __future__ import annotations
 
@@ -200,6 +201,39 @@ def test_dma_transpose_is_bit_exact_in_two_and_three_dims_and_beats_a_strided_co
     fast = transposed.last_run.latency_us
     assert np.array_equal(transposed_by_pattern(x), x.float().T.numpy())
     assert fast < transposed_by_pattern.last_run.latency_us / 2
+
+
+@nki.jit
+def copied_between_hbm_tensors(x):
+    """x copied to a new HBM tensor by one DMA, then its first rows loaded from the copy and
+    doubled: the load waits for the HBM-to-HBM copy; and a number stored (a memset tile)."""
+    copy = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=copy, src=x)
+    doubled = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(copy[0:128, :])
+    twice = nl.ndarray(tile.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=twice, data=tile, op0=nl.multiply, operand0=2.0)
+    nl.store(doubled, twice)
+    sevens = nl.ndarray((128, 4), x.dtype, buffer=nl.shared_hbm)
+    nl.store(sevens, 7)
+    return copy, doubled, sevens
+
+
+def test_dma_copy_between_hbm_tensors_and_a_stored_number():
+    x = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
+    copy, doubled, sevens = copied_between_hbm_tensors(x)
+    np.testing.assert_array_equal(copy, x)
+    np.testing.assert_array_equal(doubled, 2 * x[:128])
+    np.testing.assert_array_equal(sevens, np.full((128, 4), 7, np.float32))
+    with pytest.raises(nki.NkiError, match="store: value 'seven' is neither a tile nor a number"):
+
+        @nki.jit
+        def stores_a_word(x):
+            out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+            nl.store(out, "seven")
+            return out
+
+        stores_a_word(x)
 
 
 def test_dma_transpose_refuses_what_the_hardware_cannot():
