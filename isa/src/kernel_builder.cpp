@@ -15,7 +15,9 @@
 namespace neuronsim::isa {
 namespace {
 
-constexpr int kQueuesPerEngine = 16;
+// The queue of the DMAs an engine triggers with descriptors built before the run: a queue is
+// tied to its trigger engine and its descriptor method (the NKI DMA overview), so all of them.
+constexpr int kStaticQueue = 0;
 
 // Smallest and largest element offsets of the free dims (relative to the start).
 std::pair<int64_t, int64_t> free_extent(const AccessPattern& ap) {
@@ -383,10 +385,7 @@ neff::Neff KernelBuilder::finish_neff(const std::string& name) {
 
 void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src, Engine trigger) {
   Instruction in = make(Opcode::dma_copy, trigger, {{Role::dst, dst}, {Role::src, src}});
-  // Spread transfers over the engine's queues so independent ones can overlap.
-  int& q = next_queue_[static_cast<size_t>(trigger)];
-  in.ints[0] = q;
-  q = (q + 1) % kQueuesPerEngine;
+  in.ints[0] = kStaticQueue;
   emit(std::move(in));
 }
 
@@ -395,9 +394,7 @@ void KernelBuilder::indirect_copy(const AccessPattern& dst, const AccessPattern&
   Instruction in =
       make(Opcode::dma_copy, trigger, {{Role::dst, dst}, {Role::src, src}, {Role::index, index}});
   if (scatter) in.flags = kScatter;
-  int& q = next_queue_[static_cast<size_t>(trigger)];
-  in.ints[0] = q;
-  q = (q + 1) % kQueuesPerEngine;
+  in.ints[0] = kStaticQueue;
   emit(std::move(in));
 }
 

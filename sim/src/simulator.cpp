@@ -15,6 +15,7 @@
 #include <systemc>
 
 #include "collective_hub.h"
+#include "dma_lane.h"
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/sim/cost_model.h"
 #include "schedule.h"
@@ -59,7 +60,10 @@ struct ChipRun {
   uint64_t free_ps = 0;
 };
 
-// A dma_copy whose transfers are under way; its data and signal land at done_ps.
+// Transfers of one DMA instruction, at most (an instruction's transfer is named seq * this + i).
+constexpr uint64_t kMaxTransfers = 1024;
+
+// A dma_copy whose transfers are done; its data and signal land at done_ps.
 struct PendingDma {
   uint64_t done_ps;
   uint64_t seq;  // issue order breaks ties
@@ -95,7 +99,27 @@ struct CoreRun : CoreStreams {
   sc_core::sc_event sem_changed;
   sc_core::sc_event dma_issued;
 
-  std::vector<uint64_t> dma_engine_free;
+  // A dma_copy from its trigger until it lands: its transfers on the DMA engines' lanes.
+  struct InFlight {
+    const Instruction* inst = nullptr;
+    Engine trigger = Engine::SP;
+    uint32_t index = 0;
+    uint64_t issue_ps = 0;
+    uint32_t outstanding = 0;  // transfers not finished
+    uint64_t end_ps = 0;       // the latest finish so far
+    std::vector<DmaTransfer> transfers;
+    std::vector<uint64_t> floor_ps;  // per transfer: no end before (the core's and HBM's rates)
+    std::vector<uint32_t> lane;      // per transfer: the DMA engine
+  };
+  std::map<uint64_t, InFlight> in_flight;  // by issue order
+  // Transfers waiting for their DMA instruction's issue time: (issue, seq).
+  std::priority_queue<std::pair<uint64_t, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>,
+                      std::greater<>>
+      arriving;
+  std::vector<DmaLane> lanes;  // the DMA engines of the core's physical cores
+  uint64_t dma_held_ps = 0;    // transfers held past their lane's finish by a shared rate
+  // Per queue, its instructions not landed, in issue order, and its last landing.
+  std::map<std::pair<int, int>, std::deque<uint64_t>> queue_order;
   // Per physical core: when its DMA engines together can take the next byte
   // (dma_core_bytes_per_ns, served in issue order like HBM; 0 ps per byte: no such limit).
   std::vector<uint64_t> dma_core_free;
@@ -129,6 +153,11 @@ struct CoreRun : CoreStreams {
   // Runs a collective from its arrival to its finish; returns false when the run aborted.
   bool collective(const Instruction& in, Engine e, uint32_t index, uint64_t ready, bool waited);
   void issue_dma(const Instruction& in, Engine engine, uint32_t index);
+  // The DMA process's steps at the current time (dma_thread).
+  void admit_arrivals(uint64_t now);
+  void finish_transfer(const DmaLane::Transfer& t, uint64_t finish_ps);
+  void land_queues();
+  uint64_t next_dma_event() const;
   void fail(std::exception_ptr e) {
     if (!*error) *error = e;
     *abort = true;
@@ -267,39 +296,41 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
   }
   const uint64_t issue =
       triggered + static_cast<uint64_t>(std::llround(gen->dma_issue_ns * 1000.0));
-  uint64_t done = issue;
+  const uint64_t seq = dma_seq++;
+  InFlight& f = in_flight[seq];
+  f.inst = &in;
+  f.trigger = engine;
+  f.index = index;
+  f.issue_ps = issue;
+  f.end_ps = issue;
+  f.transfers = plan_dma(in, *gen);
+  if (f.transfers.size() >= kMaxTransfers)
+    throw std::logic_error(fmt::format("a dma_copy of {} transfers", f.transfers.size()));
+  f.outstanding = static_cast<uint32_t>(f.transfers.size());
   // A logical core's DMA instructions take its physical cores' DMA engines in turn.
-  const uint32_t first_engine = gen->dma_engines * static_cast<uint32_t>(dma_seq % lnc());
-  for (const DmaTransfer& t : plan_dma(in, *gen)) {
-    const uint32_t dma_engine = first_engine + t.dma_engine;
-    uint64_t& engine_free = dma_engine_free.at(dma_engine);
-    const uint64_t start = std::max(issue, engine_free);
-    uint64_t end = start + dma_transfer_ps(t.bytes, t.descriptors, *gen, t.bandwidth_fraction);
+  const uint32_t first_engine = gen->dma_engines * static_cast<uint32_t>(seq % lnc());
+  for (const DmaTransfer& t : f.transfers) {
+    const uint32_t lane = first_engine + t.dma_engine;
+    uint64_t floor = issue;
     if (dma_core_ps_per_byte > 0) {
-      // The core's engines share what they move together.
-      uint64_t& core_free = dma_core_free.at(dma_engine / gen->dma_engines);
+      // The core's engines share what they move together, in the order it is issued.
+      uint64_t& core_free = dma_core_free.at(lane / gen->dma_engines);
       core_free =
-          std::max(start, core_free) +
+          std::max(issue, core_free) +
           static_cast<uint64_t>(std::llround(static_cast<double>(t.bytes) * dma_core_ps_per_byte));
-      end = std::max(end, core_free);
+      floor = std::max(floor, core_free);
     }
     if (t.hbm_bytes > 0) {
       // HBM serves the chip's transfers in issue order at its bandwidth.
-      const uint64_t hbm_start = std::max(start, chip->free_ps);
       chip->free_ps =
-          hbm_start +
+          std::max(issue, chip->free_ps) +
           static_cast<uint64_t>(std::llround(static_cast<double>(t.hbm_bytes) * chip->ps_per_byte));
-      end = std::max(end, chip->free_ps);
+      floor = std::max(floor, chip->free_ps);
     }
-    engine_free = end;
-    done = std::max(done, end);
+    f.floor_ps.push_back(floor);
+    f.lane.push_back(lane);
     stats.dma_bytes += t.bytes;
-    stats.dma_busy_ps += end - start;
     ++stats.dma_transfers;
-    if (options->record)
-      result->dmas.push_back({core_id, engine, index, static_cast<uint32_t>(in.ints[0]), dma_engine,
-                              t.bytes, t.hbm_bytes, start - start_ps, end - start_ps,
-                              t.descriptors});
   }
   // Elements moved: an indirect copy's table side moves only the rows its index names,
   // as many elements as the other side holds.
@@ -315,34 +346,96 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     if (in.has_flag(isa::kAddToDst))  // the read of the read-add-write
       stats.hbm_read_bytes += moved * isa::dtype_size(dst->dtype);
   }
-  // A queue completes in order.
-  uint64_t& queue = queue_done[{static_cast<int>(engine), in.ints[0]}];
-  done = std::max(done, queue);
-  queue = done;
-  pending.push({done, dma_seq++, &in, engine, index});
+  queue_order[{static_cast<int>(engine), in.ints[0]}].push_back(seq);
+  arriving.push({issue, seq});
   dma_issued.notify(sc_core::SC_ZERO_TIME);
+}
+
+// The transfers of DMA instructions whose issue time has come join their engines' lanes, on
+// their queue: (triggering engine, queue), so that each engine serves every queue in turn.
+void CoreRun::admit_arrivals(uint64_t now) {
+  const DmaLane::Done done = [this](const DmaLane::Transfer& t, uint64_t finish) {
+    finish_transfer(t, finish);
+  };
+  while (!arriving.empty() && arriving.top().first <= now) {
+    const auto [issue, seq] = arriving.top();
+    arriving.pop();
+    InFlight& f = in_flight.at(seq);
+    const int queue = static_cast<int>(f.trigger) << 16 | f.inst->ints[0];
+    for (size_t i = 0; i < f.transfers.size(); ++i) {
+      const DmaTransfer& t = f.transfers[i];
+      DmaLane& lane = lanes.at(f.lane[i]);
+      lane.advance(issue, done);
+      lane.add(issue, queue, dma_transfer_ps(t.bytes, t.descriptors, *gen, t.bandwidth_fraction),
+               seq * kMaxTransfers + i);
+    }
+    if (f.transfers.empty()) f.outstanding = 0;
+  }
+  for (DmaLane& lane : lanes) lane.advance(now, done);
+}
+
+void CoreRun::finish_transfer(const DmaLane::Transfer& t, uint64_t finish_ps) {
+  InFlight& f = in_flight.at(t.id / kMaxTransfers);
+  const size_t i = t.id % kMaxTransfers;
+  const uint64_t end = std::max(finish_ps, f.floor_ps[i]);
+  dma_held_ps += end - finish_ps;
+  f.end_ps = std::max(f.end_ps, end);
+  --f.outstanding;
+  if (options->record) {
+    const DmaTransfer& d = f.transfers[i];
+    result->dmas.push_back({core_id, f.trigger, f.index, static_cast<uint32_t>(f.inst->ints[0]),
+                            f.lane[i], d.bytes, d.hbm_bytes, t.head_ps - start_ps, end - start_ps,
+                            d.descriptors});
+  }
+}
+
+// A queue completes in order: its first instruction lands once all its transfers are done (at
+// the latest of their ends and the landing before it), then the next may.
+void CoreRun::land_queues() {
+  for (auto& [key, order] : queue_order) {
+    while (!order.empty() && in_flight.at(order.front()).outstanding == 0) {
+      const auto it = in_flight.find(order.front());
+      uint64_t& last = queue_done[key];
+      last = std::max(last, it->second.end_ps);
+      pending.push({last, it->first, it->second.inst, it->second.trigger, it->second.index});
+      in_flight.erase(it);
+      order.pop_front();
+    }
+  }
+}
+
+uint64_t CoreRun::next_dma_event() const {
+  uint64_t next = std::numeric_limits<uint64_t>::max();
+  if (!arriving.empty()) next = arriving.top().first;
+  if (!pending.empty()) next = std::min(next, pending.top().done_ps);
+  for (const DmaLane& lane : lanes) next = std::min(next, lane.next_finish());
+  return next;
 }
 
 void CoreRun::dma_thread() {
   try {
     for (;;) {
       if (*abort) return;
-      if (pending.empty()) {
-        if (engines_running == 0) return;
+      const uint64_t now = now_ps();
+      admit_arrivals(now);
+      land_queues();
+      while (!pending.empty() && pending.top().done_ps <= now) {
+        const PendingDma next = pending.top();
+        pending.pop();
+        complete(*next.inst, next.trigger, next.index, true);
+        stats.end_ps = std::max(stats.end_ps, now_ps());
+      }
+      const uint64_t next = next_dma_event();
+      if (next == std::numeric_limits<uint64_t>::max()) {
+        if (engines_running == 0 && in_flight.empty()) break;
         sc_core::wait(dma_issued);
-        continue;
+      } else {
+        sc_core::wait(sc_core::sc_time(static_cast<double>(next - now), sc_core::SC_PS),
+                      dma_issued);
       }
-      const PendingDma next = pending.top();
-      if (next.done_ps > now_ps()) {
-        sc_core::wait(
-            sc_core::sc_time(static_cast<double>(next.done_ps - now_ps()), sc_core::SC_PS),
-            dma_issued);
-        continue;
-      }
-      pending.pop();
-      complete(*next.inst, next.trigger, next.index, true);
-      stats.end_ps = std::max(stats.end_ps, now_ps());
     }
+    for (const DmaLane& lane : lanes) stats.dma_busy_ps += lane.busy_ps();
+    stats.dma_busy_ps += dma_held_ps;
   } catch (...) {
     fail(std::current_exception());
   }
@@ -571,7 +664,7 @@ RunResult Simulator::run(const RunOptions& options) {
     if (auto it = options.core_start_ps.find(c); it != options.core_start_ps.end())
       r->offset_ps = it->second;
     r->stats.end_ps = start + r->offset_ps;
-    r->dma_engine_free.assign(generation_.dma_engines * r->lnc(), 0);
+    r->lanes.assign(generation_.dma_engines * r->lnc(), DmaLane{});
     r->dma_core_free.assign(r->lnc(), 0);
     // No limit beyond the engines' own where the core's rate is their sum.
     r->dma_core_ps_per_byte =
@@ -602,7 +695,7 @@ RunResult Simulator::run(const RunOptions& options) {
   sc_core::sc_start();
 
   const bool finished = std::all_of(runs.begin(), runs.end(), [](const auto& r) {
-    return r->engines_running == 0 && r->pending.empty();
+    return r->engines_running == 0 && r->pending.empty() && r->in_flight.empty();
   });
   if (!finished || error) {
     // Wake every process still waiting so it returns before its state goes away.

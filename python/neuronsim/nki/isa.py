@@ -77,9 +77,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, dge_mode=None, engine=None, name: s
         )
     trigger, flags = _dma_trigger("dma_copy", dge_mode, engine)
     trace = _trace.current()
-    # Spread over the engine's 16 queues, round robin, as a compiler spreads DMAs: transfers on
-    # one queue complete in order.
-    trace.emit(trigger, "dma_copy", dst=dst, src=src, queue=trace.next_queue(), **flags)
+    queue = trace.next_queue("hwdge" in flags)
+    trace.emit(trigger, "dma_copy", dst=dst, src=src, queue=queue, **flags)
 
 
 def _elems(t: NkiTensor) -> int:
@@ -598,7 +597,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
         "dma_copy",
         dst=dst,
         src=reordered,
-        queue=trace.next_queue(),
+        queue=trace.next_queue("hwdge" in flags),
         transpose=True,
         **flags,
     )

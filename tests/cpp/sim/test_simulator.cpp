@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "neuronsim/isa/assembler.h"
 #include "neuronsim/isa/kernel_builder.h"
@@ -186,6 +187,47 @@ sp dma_copy dst=sbuf.fp32[0:{0}]+0[[1,8192]] src=hbm.fp32(x)+0[[8192,{0}],[1,819
               dma_transfer_ps(per_engine, rows_per_engine, gen))
         << rows;
   }
+}
+
+// The DMA overview: transfers of one queue run in order on a DMA engine, and the engine takes
+// its queues in turn (round robin, NeuronCore-v2/v3). A big load and a small one, both on DMA
+// engine 0 (partitions 0-7): on two queues the small one shares the engine with the big one and
+// ends after twice its own time; on one queue it waits for the big one.
+TEST(Simulator, DmaEnginesTakeTheirQueuesInTurnAndEachQueueInOrder) {
+  const spec::GenerationConfig gen = spec::load_generation("trn2");
+  const uint64_t big = dma_transfer_ps(8 * 16384 * 4, 8, gen);
+  const uint64_t small = dma_transfer_ps(8 * 512 * 4, 8, gen);
+  auto ends = [](const std::string& second_trigger) {
+    const isa::Program p = isa::assemble(fmt::format(R"(.target trn2
+.tensor x fp32 [8,16384] input
+.tensor y fp32 [8,512] input
+sp dma_copy dst=sbuf.fp32[0:8]+0[[1,16384]] src=hbm.fp32(x)+0[[16384,8],[1,16384]]
+{} dst=sbuf.fp32[0:8]+65536[[1,512]] src=hbm.fp32(y)+0[[512,8],[1,512]]
+)",
+                                                     second_trigger));
+    Simulator sim = make_simulator();
+    load(sim, p);
+    const RunResult r = sim.run(options(Mode::timing_only, true));
+    EXPECT_EQ(r.dmas.size(), 2u);
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> by_bytes;  // bytes -> (start, end)
+    for (const DmaRecord& d : r.dmas) by_bytes[d.bytes] = {d.start_ps, d.end_ps};
+    return by_bytes;
+  };
+  // Another engine's queue, or another queue of the Sync engine: in turn.
+  for (const char* other : {"act dma_copy", "sp dma_copy queue=1"}) {
+    auto t = ends(other);
+    const auto [small_start, small_end] = t.at(8 * 512 * 4);
+    const auto [big_start, big_end] = t.at(8 * 16384 * 4);
+    EXPECT_NEAR(static_cast<double>(small_end - small_start), 2.0 * small, 4) << other;
+    EXPECT_NEAR(static_cast<double>(big_end - big_start), static_cast<double>(big + small), 4)
+        << other;
+  }
+  // The same queue: the small load waits for the big one.
+  auto t = ends("sp dma_copy");
+  const auto [small_start, small_end] = t.at(8 * 512 * 4);
+  const auto [big_start, big_end] = t.at(8 * 16384 * 4);
+  EXPECT_EQ(small_start, big_end);
+  EXPECT_EQ(small_end - small_start, small);
 }
 
 TEST(Simulator, CoresOfAChipContendForHbm) {

@@ -15,10 +15,14 @@ LOADS = 16
 
 
 def _copy_in_pieces(x, mode=None, engine=None):
+    """x loaded in LOADS pieces (by `mode`), then stored. The stores, with descriptors built
+    before the run, are on another queue than hardware-DGE loads, so each waits for its load:
+    all the loads go first, as a scheduler would issue them."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    for i in range(LOADS):
-        t = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    tiles = [nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf) for _ in range(LOADS)]
+    for i, t in enumerate(tiles):
         nisa.dma_copy(dst=t, src=x[:, i * 64 : (i + 1) * 64], dge_mode=mode, engine=engine)
+    for i, t in enumerate(tiles):
         nisa.dma_copy(dst=out[:, i * 64 : (i + 1) * 64], src=t)
     return out
 

@@ -201,7 +201,6 @@ class KernelBuilder {
   std::vector<Access> accesses_;
   uint64_t sbuf_used_ = 0;  // bytes per partition
   uint64_t psum_used_ = 0;
-  int next_queue_[kNumEngines] = {};
 
   friend struct KernelBuilderTestPeer;  // tests: compares the dependencies with a plain scan
 };
