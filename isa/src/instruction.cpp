@@ -73,6 +73,14 @@ std::optional<Engine> parse_engine(std::string_view name) {
 std::string_view mem_space_name(MemSpace s) {
   return name_at(kSpaceNames, static_cast<size_t>(s));
 }
+MatmulDims matmul_dims(const Instruction& in) {
+  const AccessPattern* st = in.operand(Role::stationary);
+  const AccessPattern* mv = in.operand(Role::moving);
+  if (!st || !mv) return {};
+  const uint64_t rows = in.has_flag(kDoubleRow) ? 2 : 1;
+  return {st->num_partitions * rows, st->free_elems() / rows, mv->free_elems() / rows};
+}
+
 std::string_view role_name(Role r) {
   return name_at(kRoleNames, static_cast<size_t>(r));
 }

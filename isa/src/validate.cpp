@@ -414,11 +414,8 @@ class Checker {
         fail(Role::moving, "transpose mode's moving is the [K, K] identity");
       return;
     }
-    // In double_row mode each operand's free elements are [2, M] (or [2, N]): the second
-    // contraction row of each partition, then the columns.
-    const uint64_t rows = in_.has_flag(kDoubleRow) ? 2 : 1;
-    if (rows == 2) double_row_rules(st, mv);
-    const uint64_t m = st.free_elems() / rows, n = mv.free_elems() / rows;
+    if (in_.has_flag(kDoubleRow)) double_row_rules(st, mv);
+    const auto [k, m, n] = matmul_dims(in_);
     if (m > t_.pe_stationary_fmax)
       fail(Role::stationary, fmt::format("free size {} exceeds {}", m, t_.pe_stationary_fmax));
     if (n > t_.pe_moving_fmax)

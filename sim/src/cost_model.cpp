@@ -70,12 +70,6 @@ uint64_t pe_transpose_cycles(const AccessPattern& data, const spec::GenerationCo
   return data.dtype == DType::fp32 ? c * g.pe_fp32_transpose_factor : c;
 }
 
-// Columns of the PE array a matmul's stationary fills: its free size, halved in double_row
-// mode, where each PE holds a pair of FP8 weights.
-uint64_t stationary_columns(const Instruction& inst, const AccessPattern& stat) {
-  return inst.has_flag(isa::kDoubleRow) ? stat.free_elems() / 2 : stat.free_elems();
-}
-
 // The FP32 passes of a matmul: pe_fp32_factor, halved when the FP32 operand is hinted to hold
 // only zeros and ones (nc_matmul's is_*_onezero: "could lead to 2x better performance").
 uint64_t fp32_passes(const Instruction& inst, const spec::GenerationConfig& g) {
@@ -92,10 +86,7 @@ uint64_t fp32_passes(const Instruction& inst, const spec::GenerationConfig& g) {
 // runs at the BF16 rate.
 uint64_t matmul_mm_cycles(const Instruction& inst, const spec::GenerationConfig& g) {
   if (is_pe_transpose(inst)) return pe_transpose_cycles(transposed_data(inst), g);
-  const AccessPattern& mov = need(inst, Role::moving);
-  const AccessPattern& stat = need(inst, Role::stationary);
-  const uint64_t m = stationary_columns(inst, stat);
-  const uint64_t n = inst.has_flag(isa::kDoubleRow) ? mov.free_elems() / 2 : mov.free_elems();
+  const auto [k, m, n] = isa::matmul_dims(inst);  // double_row: the PE array's columns
   const uint64_t c = std::max<uint64_t>(std::min<uint64_t>(g.pe_min_interval, m), n);
   return c * fp32_passes(inst, g);
 }
@@ -124,7 +115,8 @@ uint64_t matmul_exposed_weight_load(const Instruction& inst, const spec::Generat
     const AccessPattern* prev_stat = prev->operand(Role::stationary);
     if (prev_stat && *prev_stat == stat) return 0;
   }
-  uint64_t load = ceil_div(transpose ? stat.free_elems() : stationary_columns(inst, stat),
+  // double_row: a pair of FP8 weights in each PE, so half the free size in columns.
+  uint64_t load = ceil_div(transpose ? stat.free_elems() : isa::matmul_dims(inst).m,
                            std::max<uint32_t>(1, g.pe_weight_load_speedup));
   if (stat.dtype == DType::fp32)
     load *= transpose ? g.pe_fp32_transpose_factor : fp32_passes(inst, g);
@@ -502,12 +494,8 @@ uint64_t instruction_flops(const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::matmul: {
       if (inst.has_flag(isa::kTransposeMode)) return 0;
-      const AccessPattern* stat = inst.operand(Role::stationary);
-      const AccessPattern* mov = inst.operand(Role::moving);
-      if (!stat || !mov) return 0;
-      if (inst.has_flag(isa::kDoubleRow))  // [K, 2, M] x [K, 2, N]: a contraction of 2K
-        return 2 * uint64_t{mov->num_partitions} * stat->free_elems() * (mov->free_elems() / 2);
-      return 2 * uint64_t{mov->num_partitions} * stat->free_elems() * mov->free_elems();
+      const auto [k, m, n] = isa::matmul_dims(inst);
+      return 2 * k * m * n;
     }
     case Opcode::activation:
     case Opcode::tensor_tensor:

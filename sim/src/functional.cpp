@@ -607,10 +607,9 @@ void matmul(const Ctx& c) {
   const AccessPattern& mv = c.get(Role::moving);
   const AccessPattern& st = c.get(Role::stationary);
   // double_row: each partition holds two contraction rows ([K, 2, M] is [2K, M] row-major).
-  const int rows = c.inst.has_flag(isa::kDoubleRow) ? 2 : 1;
-  const int K = static_cast<int>(st.num_partitions) * rows;
-  const int M = static_cast<int>(st.free_elems()) / rows;
-  const int N = static_cast<int>(mv.free_elems()) / rows;
+  const isa::MatmulDims dims = isa::matmul_dims(c.inst);
+  const int K = static_cast<int>(dims.k), M = static_cast<int>(dims.m),
+            N = static_cast<int>(dims.n);
   const Floats a = read_floats(c, st);
   const Floats b = read_floats(c, mv);
   check_one_zero(c, isa::kStationaryOneZero, Role::stationary, a);
@@ -618,7 +617,7 @@ void matmul(const Ctx& c) {
   const bool acc = c.inst.has_flag(isa::kAccumulate);
   Floats out = acc ? read_floats(c, dst) : Floats(total_size(dst));
   if (!acc) std::fill(out.data(), out.data() + out.size(), 0.0f);
-  if (out.size() != size_t(M) * size_t(N) || mv.num_partitions * rows != unsigned(K))
+  if (out.size() != size_t(M) * size_t(N) || mv.num_partitions != st.num_partitions)
     c.fail(Kind::unsupported, "operand shapes do not form a matrix product");
   // One BLAS thread for our own calls: a fixed summation order keeps values identical from
   // run to run. The host program's setting (PyTorch's, say) is restored afterwards.

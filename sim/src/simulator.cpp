@@ -104,7 +104,6 @@ struct CoreRun : CoreStreams {
     const Instruction* inst = nullptr;
     Engine trigger = Engine::SP;
     uint32_t index = 0;
-    uint64_t issue_ps = 0;
     uint32_t outstanding = 0;  // transfers not finished
     uint64_t end_ps = 0;       // the latest finish so far
     std::vector<DmaTransfer> transfers;
@@ -118,15 +117,22 @@ struct CoreRun : CoreStreams {
       arriving;
   std::vector<DmaLane> lanes;  // the DMA engines of the core's physical cores
   uint64_t dma_held_ps = 0;    // transfers held past their lane's finish by a shared rate
-  // Per queue, its instructions not landed, in issue order, and its last landing.
-  std::map<std::pair<int, int>, std::deque<uint64_t>> queue_order;
+  // A DMA queue: (triggering engine, queue id); its instructions not landed, in issue order,
+  // and its last landing.
+  struct Queue {
+    std::deque<uint64_t> order;
+    uint64_t landed_ps = 0;
+  };
+  std::map<int, Queue> queues;
+  static int queue_of(Engine trigger, const Instruction& in) {
+    return static_cast<int>(trigger) << 16 | in.ints[0];
+  }
   // Per physical core: when its DMA engines together can take the next byte
   // (dma_core_bytes_per_ns, served in issue order like HBM; 0 ps per byte: no such limit).
   std::vector<uint64_t> dma_core_free;
   // When each triggering engine's hardware DGE is free (dma_copy hwdge=true).
   std::array<uint64_t, isa::kNumEngines> dge_free{};
   double dma_core_ps_per_byte = 0;
-  std::map<std::pair<int, int>, uint64_t> queue_done;  // (engine, queue) -> last completion
   std::priority_queue<PendingDma, std::vector<PendingDma>, std::greater<>> pending;
   uint64_t dma_seq = 0;
   int engines_running = isa::kNumEngines;
@@ -301,7 +307,6 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
   f.inst = &in;
   f.trigger = engine;
   f.index = index;
-  f.issue_ps = issue;
   f.end_ps = issue;
   f.transfers = plan_dma(in, *gen);
   if (f.transfers.size() >= kMaxTransfers)
@@ -346,7 +351,7 @@ void CoreRun::issue_dma(const Instruction& in, Engine engine, uint32_t index) {
     if (in.has_flag(isa::kAddToDst))  // the read of the read-add-write
       stats.hbm_read_bytes += moved * isa::dtype_size(dst->dtype);
   }
-  queue_order[{static_cast<int>(engine), in.ints[0]}].push_back(seq);
+  queues[queue_of(engine, in)].order.push_back(seq);
   arriving.push({issue, seq});
   dma_issued.notify(sc_core::SC_ZERO_TIME);
 }
@@ -361,7 +366,7 @@ void CoreRun::admit_arrivals(uint64_t now) {
     const auto [issue, seq] = arriving.top();
     arriving.pop();
     InFlight& f = in_flight.at(seq);
-    const int queue = static_cast<int>(f.trigger) << 16 | f.inst->ints[0];
+    const int queue = queue_of(f.trigger, *f.inst);
     for (size_t i = 0; i < f.transfers.size(); ++i) {
       const DmaTransfer& t = f.transfers[i];
       DmaLane& lane = lanes.at(f.lane[i]);
@@ -392,14 +397,15 @@ void CoreRun::finish_transfer(const DmaLane::Transfer& t, uint64_t finish_ps) {
 // A queue completes in order: its first instruction lands once all its transfers are done (at
 // the latest of their ends and the landing before it), then the next may.
 void CoreRun::land_queues() {
-  for (auto& [key, order] : queue_order) {
-    while (!order.empty() && in_flight.at(order.front()).outstanding == 0) {
-      const auto it = in_flight.find(order.front());
-      uint64_t& last = queue_done[key];
-      last = std::max(last, it->second.end_ps);
-      pending.push({last, it->first, it->second.inst, it->second.trigger, it->second.index});
+  for (auto& [key, q] : queues) {
+    while (!q.order.empty()) {
+      const auto it = in_flight.find(q.order.front());
+      const InFlight& f = it->second;
+      if (f.outstanding > 0) break;
+      q.landed_ps = std::max(q.landed_ps, f.end_ps);
+      pending.push({q.landed_ps, it->first, f.inst, f.trigger, f.index});
       in_flight.erase(it);
-      order.pop_front();
+      q.order.pop_front();
     }
   }
 }

@@ -809,7 +809,6 @@ class Trace:
         self.serials = 0
         self.last_writer: dict[tuple, str] = {}
         self.names: dict[str, int] = {}
-        self.dmas = 0  # DMAs issued
         self.in_order = 0  # depth of nl.no_reorder() blocks around what is traced now
         self.mask: Mask | None = None  # the legacy mask= of the call being traced
         # The kernel's input values (name -> bytes), for register loads; None: not known.
@@ -994,7 +993,6 @@ class Trace:
         (static descriptors 0, the hardware DGE 1), as the DMA overview ties a queue to its
         trigger engine and descriptor method. A queue runs its transfers in order; the DMA
         engines take queues in turn."""
-        self.dmas += 1
         return 1 if hwdge else 0
 
     def emit(self, engine: str, opcode: str, **fields: Any) -> None:

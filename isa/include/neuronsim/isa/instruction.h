@@ -312,6 +312,14 @@ struct Instruction {
   bool operator==(const Instruction&) const = default;
 };
 
+// A matmul's product, dst[m, n] summed over k contraction rows: k = the operands' partitions,
+// m and n their free sizes; in double_row mode each partition holds two contraction rows
+// ([K, 2, M] and [K, 2, N]), so k doubles and m and n are halves. Not for transpose mode.
+struct MatmulDims {
+  uint64_t k = 0, m = 0, n = 0;
+};
+MatmulDims matmul_dims(const Instruction& in);
+
 // Where an opcode parameter is stored in Instruction.
 enum class ParamField : uint8_t {
   func,
